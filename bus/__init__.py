@@ -1,0 +1,1 @@
+"""The data bus: a Kafka-wire-compatible broker, its client and its command-line tools."""

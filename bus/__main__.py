@@ -1,0 +1,5 @@
+import sys
+
+from bus.cli import main
+
+sys.exit(main())

@@ -1,0 +1,44 @@
+"""One module per Kafka API, named for it (franz-go's kfake layout): find a handler by its API name.
+
+Each module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` and `handle(ctx, request)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MODULES = (
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "api_versions",
+    "create_topics",
+    "delete_topics",
+    "delete_records",
+    "describe_configs",
+    "alter_configs",
+    "describe_log_dirs",
+    "create_partitions",
+    "incremental_alter_configs",
+    "describe_cluster",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[Any, Any], Any]
+
+
+def handlers() -> dict[int, ApiHandler]:
+    table: dict[int, ApiHandler] = {}
+    for name in MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        table[module.API_KEY] = ApiHandler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
+    return dict(sorted(table.items()))

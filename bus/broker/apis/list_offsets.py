@@ -1,0 +1,62 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.apis.fetch import READ_COMMITTED, _check_epoch
+from bus.broker.context import RequestContext
+from bus.broker.replica_manager import Partition, PartitionError
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 8
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _lookup(partition: Partition, timestamp: int, committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) answering one partition's query; (-1, -1) when no record qualifies."""
+    end = partition.last_stable_offset if committed else partition.high_watermark
+    if timestamp == LATEST:
+        return -1, end
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, partition.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        if end == partition.log_start_offset:
+            return -1, -1
+        max_ts, offset = partition.log.max_timestamp_and_offset()
+        return (max_ts, offset) if offset < end else (-1, -1)
+    if timestamp < 0:
+        raise PartitionError(ErrorCode.invalid_request, f"unsupported ListOffsets timestamp {timestamp}")
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= end:
+        return -1, -1
+    offset, record_ts = found
+    return record_ts, offset
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    replicas = ctx.broker.replicas
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            try:
+                partition = replicas.get(topic.name, wanted.partition_index)
+                _check_epoch(partition, getattr(wanted, "current_leader_epoch", -1))
+                timestamp, offset = _lookup(partition, wanted.timestamp, committed)
+                partitions.append(ctx.make("ListOffsetsPartitionResponse", partition_index=wanted.partition_index,
+                                           error_code=ErrorCode.none, timestamp=timestamp, offset=offset,
+                                           leader_epoch=partition.leader_epoch))
+            except PartitionError as exc:
+                partitions.append(ctx.make("ListOffsetsPartitionResponse", partition_index=wanted.partition_index,
+                                           error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1))
+        topics.append(ctx.make("ListOffsetsTopicResponse", name=topic.name, partitions=partitions))
+    return ctx.make("ListOffsetsResponse", throttle_time=0, topics=topics)

@@ -1,0 +1,71 @@
+"""Produce (0): validate batches (header + CRC, kept compressed) and append them to partition logs."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.apis._common import topic_name_for
+from bus.broker.context import RequestContext
+from bus.broker.replica_manager import PartitionError
+
+API_KEY = 0
+MIN_VERSION = 3  # v0-v2 carry magic v0/v1 message sets, which Kafka 4 dropped too
+MAX_VERSION = 12
+
+log = logging.getLogger(__name__)
+
+
+def _partition_response(ctx: RequestContext, index: int, code: ErrorCode, message: str | None = None,
+                        **values: Any) -> Any:
+    values.setdefault("base_offset", -1)
+    values.setdefault("log_start_offset", -1)
+    return ctx.make("PartitionProduceResponse", index=index, error_code=code, error_message=message,
+                    log_append_time=-1, **values)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    replicas = ctx.broker.replicas
+    acks = request.acks
+    responses = []
+    for topic_data in request.topic_data:
+        name = topic_name_for(ctx, getattr(topic_data, "name", None), getattr(topic_data, "topic_id", None))
+        partition_responses = []
+        for data in topic_data.partition_data:
+            if acks not in (-1, 0, 1):
+                partition_responses.append(_partition_response(ctx, data.index, ErrorCode.invalid_required_acks))
+                continue
+            try:
+                if name is None:
+                    raise PartitionError(ErrorCode.unknown_topic_id)
+                partition = replicas.get(name, data.index)
+                if acks == -1 and partition.min_insync_replicas > 1:
+                    raise PartitionError(
+                        ErrorCode.not_enough_replicas,
+                        f"The size of the current ISR (1) is insufficient to satisfy the min.isr requirement "
+                        f"of {partition.min_insync_replicas} for partition {name}-{data.index}",
+                    )
+                if data.records is None:
+                    raise PartitionError(ErrorCode.corrupt_message, "produce request carried null records")
+                result = partition.append(data.records)
+            except PartitionError as exc:
+                partition_responses.append(_partition_response(ctx, data.index, exc.code, exc.message))
+                continue
+            partition_responses.append(
+                ctx.make(
+                    "PartitionProduceResponse",
+                    index=data.index,
+                    error_code=ErrorCode.none,
+                    base_offset=result.base_offset,
+                    log_append_time=result.log_append_time,
+                    log_start_offset=result.log_start_offset,
+                )
+            )
+        topic_id = getattr(topic_data, "topic_id", None)
+        responses.append(ctx.make("TopicProduceResponse", name=name or "", topic_id=topic_id,
+                                  partition_responses=partition_responses))
+    if acks == 0:
+        return None
+    return ctx.make("ProduceResponse", responses=responses, throttle_time=0)

@@ -1,0 +1,116 @@
+"""The broker process: wires config, storage, controller, replica manager and network together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+
+from bus.broker.kafka_apis import KafkaApis
+from bus.broker.replica_manager import ReplicaManager
+from bus.broker.socket_server import SocketServer
+from bus.config.broker import BrokerConfig
+from bus.config.definitions import ConfigError
+from bus.config.properties import load_properties
+from bus.config.topic import effective_topic_configs
+from bus.controller.controller import QuorumController
+from bus.controller.metadata_log import MetadataLog
+from bus.log.config import LogConfig
+from bus.log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+def _check_meta_properties(directory: Path, node_id: int, cluster_id: str) -> None:
+    """Each log dir records which node and cluster own it (`meta.properties`), as `kafka-storage format` does.
+
+    Pointing a node at another node's or cluster's data is refused rather than silently mixed.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "meta.properties"
+    if path.exists():
+        props = load_properties(path)
+        if props.get("node.id") != str(node_id):
+            raise ConfigError(
+                f"Stored node id {props.get('node.id')} in {path} doesn't match the configured node.id {node_id}"
+            )
+        if props.get("cluster.id") != cluster_id:
+            raise ConfigError(
+                f"Invalid cluster.id in {path}: expected {cluster_id} but read {props.get('cluster.id')}"
+            )
+        return
+    directory_id = uuid.uuid4()
+    path.write_text(
+        f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\ncluster.id={cluster_id}\n"
+        f"directory.id={directory_id}\nnode.id={node_id}\nversion=1\n"
+    )
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.started_at = time.time()
+        self.metadata_log = MetadataLog(config.metadata_dir)
+        self.controller = QuorumController(
+            self.metadata_log,
+            node_id=self.node_id,
+            default_partitions=int(config["num.partitions"]),
+            default_replication_factor=int(config["default.replication.factor"]),
+        )
+        self.cluster_id = self.controller.ensure_cluster_id(config.new_cluster_id)
+        for directory in {*config.log_dirs, config.metadata_dir}:
+            _check_meta_properties(directory, self.node_id, self.cluster_id)
+        static = config.static_topic_defaults()
+        self.logs = LogManager(config.log_dirs, LogConfig.from_properties(effective_topic_configs({}, static)))
+        self.logs.load_all(self._log_config_for)
+        self.replicas = ReplicaManager(self.node_id, self.logs, static)
+        self.replicas.load(self.controller.image)
+        self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
+        self.apis = KafkaApis(self)
+        self.network = SocketServer(config, self.apis)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        image = self.controller.image.topics.get(topic)
+        return self.replicas_config(image.configs if image else {})
+
+    def replicas_config(self, topic_configs: dict[str, str]) -> LogConfig:
+        return LogConfig.from_properties(effective_topic_configs(topic_configs, self.config.static_topic_defaults()))
+
+    async def start(self) -> None:
+        await self.network.start()
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.retention_check_interval_s, self.logs.enforce_retention)),
+            asyncio.create_task(self._every(1.0, lambda: self.logs.flush_dirty(int(time.time() * 1000)))),
+        ]
+        if self.config["log.cleaner.enable"]:
+            backoff = int(self.config["log.cleaner.backoff.ms"]) / 1000.0
+            self._tasks.append(asyncio.create_task(self._clean_forever(backoff)))
+
+    async def _every(self, interval: float, work: object) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                work()  # type: ignore[operator]
+            except Exception:
+                log.exception("scheduled task %s failed", work)
+
+    async def _clean_forever(self, backoff: float) -> None:
+        """Compaction runs in a worker thread so a large clean never stalls the event loop."""
+        while True:
+            await asyncio.sleep(backoff)
+            try:
+                await asyncio.to_thread(self.logs.clean_compacted)
+            except Exception:
+                log.exception("log cleaner pass failed")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.network.stop()
+        self.logs.close()
+        self.metadata_log.close()
+        log.info("broker %d shut down cleanly", self.node_id)

@@ -1,0 +1,203 @@
+"""Partitions this broker hosts, and the produce/fetch semantics on top of their logs.
+
+Named after Kafka's ReplicaManager: it owns the `Partition` objects, applies metadata changes
+published by the controller (create or delete logs), validates and appends produced batches, and
+wakes long-polling fetches ("the fetch purgatory") when data arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.config.topic import effective_topic_configs
+from bus.controller.image import MetadataImage, TopicImage
+from bus.log.config import LogConfig
+from bus.log.log import AppendResult, Log, ReadResult
+from bus.log.manager import LogManager
+from bus.protocol import records as rb
+
+log = logging.getLogger(__name__)
+
+
+class PartitionError(Exception):
+    """A per-partition failure carried to the response as an error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+_RECORD_ERRORS: dict[type[Exception], ErrorCode] = {
+    rb.RecordTooLargeError: ErrorCode.message_too_large,
+    rb.CorruptRecordError: ErrorCode.corrupt_message,
+    rb.UnsupportedMagicError: ErrorCode.unsupported_for_message_format,
+    rb.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+class Partition:
+    __slots__ = ("config", "index", "leader_epoch", "log", "min_insync_replicas", "topic", "topic_id", "waiters")
+
+    def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int) -> None:
+        self.topic = topic.name
+        self.topic_id = topic.topic_id
+        self.index = index
+        self.log = log_
+        self.config = config
+        self.leader_epoch = leader_epoch
+        self.min_insync_replicas = 1
+        self.waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def high_watermark(self) -> int:
+        # Single replica: the ISR is the leader alone, so everything appended is committed.
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def append(self, payload: bytes) -> AppendResult:
+        try:
+            batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
+            if not batches:
+                raise rb.CorruptRecordError("produce request carried no record batch")
+            if "compact" in self.config.cleanup_policy:
+                _require_keys(payload, batches)
+        except tuple(_RECORD_ERRORS) as exc:
+            raise PartitionError(_RECORD_ERRORS[type(exc)], str(exc)) from None
+        result = self.log.append(bytearray(payload), batches)
+        self._wake()
+        return result
+
+    def _wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool) -> ReadResult:
+        return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+
+def _require_keys(payload: bytes, batches: list[rb.BatchInfo]) -> None:
+    """Compacted topics need a key on every record, as Kafka enforces (INVALID_RECORD)."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for record in rb.iter_records(payload, batch):
+            if record.key is None:
+                raise _MissingKey("Compacted topic cannot accept message without key")
+
+
+class _MissingKey(rb.CorruptRecordError):
+    pass
+
+
+_RECORD_ERRORS[_MissingKey] = ErrorCode.invalid_record
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str]) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self.broker_static = broker_static
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.partitions_by_id: dict[uuid.UUID, list[Partition]] = {}
+
+    def effective_configs(self, topic: TopicImage) -> dict[str, str]:
+        return effective_topic_configs(topic.configs, self.broker_static)
+
+    def load(self, image: MetadataImage) -> None:
+        """Open the logs of every partition this broker leads (start-up, after log recovery)."""
+        for topic in image.topics.values():
+            self._sync_topic(topic)
+
+    def apply(self, image: MetadataImage, records: Iterable[dict[str, Any]]) -> None:
+        """Metadata publisher: bring hosted partitions in line with the committed records."""
+        touched: set[str] = set()
+        for record in records:
+            kind = record["type"]
+            if kind == "remove_topic":
+                self._drop_topic(uuid.UUID(record["topic_id"]))
+            elif kind in ("topic", "config"):
+                touched.add(record["name"])
+            elif kind == "partition":
+                topic = image.topics_by_id.get(uuid.UUID(record["topic_id"]))
+                if topic is not None:
+                    touched.add(topic.name)
+        for name in touched:
+            topic = image.topics.get(name)
+            if topic is not None:
+                self._sync_topic(topic)
+
+    def _sync_topic(self, topic: TopicImage) -> None:
+        effective = self.effective_configs(topic)
+        config = LogConfig.from_properties(effective)
+        hosted = self.partitions_by_id.setdefault(topic.topic_id, [])
+        for index, state in sorted(topic.partitions.items()):
+            tp = TopicPartition(topic.name, index)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                if state.leader != self.node_id and self.node_id not in state.replicas:
+                    continue
+                log_ = self.logs.get_or_create(topic.name, index, config)
+                partition = Partition(topic, index, log_, config, state.leader_epoch)
+                self.partitions[tp] = partition
+                hosted.append(partition)
+            elif partition.config != config:
+                partition.config = config
+                partition.log.update_config(config)
+            partition.leader_epoch = state.leader_epoch
+            partition.min_insync_replicas = int(effective["min.insync.replicas"])
+
+    def _drop_topic(self, topic_id: uuid.UUID) -> None:
+        for partition in self.partitions_by_id.pop(topic_id, []):
+            del self.partitions[TopicPartition(partition.topic, partition.index)]
+            partition._wake()
+            self.logs.delete(partition.topic, partition.index)
+
+    def get(self, topic: str, partition: int) -> Partition:
+        found = self.partitions.get(TopicPartition(topic, partition))
+        if found is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        return found
+
+    async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> None:
+        """Sleep until any of `partitions` receives an append, or `timeout` seconds pass."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        watched = list(partitions)
+        for partition in watched:
+            partition.waiters.append(waiter)
+        handle = loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            for partition in watched:
+                if waiter in partition.waiters:
+                    partition.waiters.remove(waiter)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,1 @@
+"""Kafka-style configuration: `server.properties` files, `--override`, broker and topic config keys."""

@@ -1,0 +1,248 @@
+"""The broker's own configuration: `server.properties` keys, defaults and validation.
+
+`bus broker` with no file must run a single-node combined broker+controller, so every key here
+has a default that works on one machine. A KRaft combined-mode `server.properties` from Apache Kafka
+loads unchanged; keys we do not know are kept and reported once (as Kafka warns), never fatal.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bus.config.definitions import LONG_MAX, ConfigDef, ConfigError, ConfigKey, ConfigType
+from bus.config.topic import TOPIC_SYNONYMS
+
+_T = ConfigType
+
+BROKER_CONFIGS = ConfigDef(
+    [
+        ConfigKey("node.id", _T.INT, "1", "This node's id in the cluster.", at_least=0),
+        ConfigKey("broker.id", _T.INT, None, "Legacy alias of node.id.", at_least=-1),
+        ConfigKey("process.roles", _T.LIST, "broker,controller", "broker, controller or both.",
+                  one_of=("broker", "controller")),
+        ConfigKey("controller.quorum.voters", _T.LIST, "", "id@host:port of each controller."),
+        ConfigKey("controller.quorum.bootstrap.servers", _T.LIST, "", "host:port of controllers."),
+        ConfigKey("listeners", _T.LIST, "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                  "Listener URIs name://host:port."),
+        ConfigKey("advertised.listeners", _T.LIST, None, "Listeners handed to clients."),
+        ConfigKey("controller.listener.names", _T.LIST, "CONTROLLER", "Listeners used by controllers."),
+        ConfigKey("listener.security.protocol.map", _T.LIST,
+                  "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                  "SASL_SSL:SASL_SSL", "Listener name to security protocol."),
+        ConfigKey("inter.broker.listener.name", _T.STRING, None, "Listener brokers talk on."),
+        ConfigKey("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", "Inter-broker protocol."),
+        ConfigKey("log.dirs", _T.LIST, None, "Directories holding partition logs."),
+        ConfigKey("log.dir", _T.STRING, "data/bus", "Log directory when log.dirs is unset."),
+        ConfigKey("metadata.log.dir", _T.STRING, None, "Directory of the metadata log."),
+        ConfigKey("num.partitions", _T.INT, "1", "Partitions of auto-created topics.", at_least=1),
+        ConfigKey("default.replication.factor", _T.INT, "1", "Replicas of auto-created topics.", at_least=1),
+        ConfigKey("min.insync.replicas", _T.INT, "1", "Replicas that must ack acks=all.", at_least=1),
+        ConfigKey("auto.create.topics.enable", _T.BOOLEAN, "true", "Create topics on first use."),
+        ConfigKey("delete.topic.enable", _T.BOOLEAN, "true", "Allow DeleteTopics."),
+        ConfigKey("message.max.bytes", _T.INT, "1048588", "Largest record batch.", at_least=0),
+        ConfigKey("compression.type", _T.STRING, "producer", "Final compression of topics.",
+                  one_of=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        ConfigKey("log.segment.bytes", _T.INT, "1073741824", "Segment size.", at_least=14 * 1024),
+        ConfigKey("log.roll.ms", _T.LONG, None, "Roll segments after this long."),
+        ConfigKey("log.roll.hours", _T.INT, "168", "Roll segments after this long.", at_least=1),
+        ConfigKey("log.roll.jitter.ms", _T.LONG, None, "Jitter on segment roll."),
+        ConfigKey("log.roll.jitter.hours", _T.INT, "0", "Jitter on segment roll.", at_least=0),
+        ConfigKey("log.retention.ms", _T.LONG, None, "Retention time (-1 unlimited)."),
+        ConfigKey("log.retention.minutes", _T.INT, None, "Retention time in minutes."),
+        ConfigKey("log.retention.hours", _T.INT, "168", "Retention time in hours."),
+        ConfigKey("log.retention.bytes", _T.LONG, "-1", "Retention size per partition."),
+        ConfigKey("log.retention.check.interval.ms", _T.LONG, "300000", "Retention check period.",
+                  at_least=1),
+        ConfigKey("log.cleanup.policy", _T.LIST, "delete", "delete and/or compact.",
+                  one_of=("delete", "compact")),
+        ConfigKey("log.cleaner.enable", _T.BOOLEAN, "true", "Run the log cleaner."),
+        ConfigKey("log.cleaner.backoff.ms", _T.LONG, "15000", "Cleaner sleep when idle.", at_least=0),
+        ConfigKey("log.cleaner.threads", _T.INT, "1", "Cleaner threads.", at_least=0),
+        ConfigKey("log.cleaner.delete.retention.ms", _T.LONG, "86400000", "Tombstone retention."),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", _T.LONG, "0", "Minimum compaction lag."),
+        ConfigKey("log.cleaner.max.compaction.lag.ms", _T.LONG, str(LONG_MAX), "Maximum compaction lag."),
+        ConfigKey("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "0.5", "Dirty ratio to clean."),
+        ConfigKey("log.flush.interval.messages", _T.LONG, str(LONG_MAX), "fsync every N messages.",
+                  at_least=1),
+        ConfigKey("log.flush.interval.ms", _T.LONG, None, "fsync every N ms."),
+        ConfigKey("log.flush.scheduler.interval.ms", _T.LONG, str(LONG_MAX), "Flush check period."),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", _T.INT, "60000", "Recovery point period."),
+        ConfigKey("log.index.interval.bytes", _T.INT, "4096", "Bytes between index entries."),
+        ConfigKey("log.index.size.max.bytes", _T.INT, "10485760", "Offset index size."),
+        ConfigKey("log.message.timestamp.type", _T.STRING, "CreateTime", "CreateTime or LogAppendTime.",
+                  one_of=("CreateTime", "LogAppendTime")),
+        ConfigKey("log.segment.delete.delay.ms", _T.LONG, "60000", "Delay before file deletion."),
+        ConfigKey("log.preallocate", _T.BOOLEAN, "false", "Preallocate segments."),
+        ConfigKey("num.network.threads", _T.INT, "3", "Accepted for compatibility (one event loop).",
+                  at_least=1),
+        ConfigKey("num.io.threads", _T.INT, "8", "Accepted for compatibility.", at_least=1),
+        ConfigKey("num.recovery.threads.per.data.dir", _T.INT, "2", "Accepted for compatibility."),
+        ConfigKey("socket.send.buffer.bytes", _T.INT, "102400", "SO_SNDBUF (-1: OS default)."),
+        ConfigKey("socket.receive.buffer.bytes", _T.INT, "102400", "SO_RCVBUF (-1: OS default)."),
+        ConfigKey("socket.request.max.bytes", _T.INT, "104857600", "Largest request frame.", at_least=1),
+        ConfigKey("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
+        ConfigKey("queued.max.requests", _T.INT, "500", "Requests read ahead per connection.", at_least=1),
+        ConfigKey("offsets.topic.replication.factor", _T.SHORT, "3", "__consumer_offsets replicas."),
+        ConfigKey("offsets.topic.num.partitions", _T.INT, "50", "__consumer_offsets partitions.",
+                  at_least=1),
+        ConfigKey("offsets.retention.minutes", _T.INT, "10080", "Committed offset retention."),
+        ConfigKey("transaction.state.log.replication.factor", _T.SHORT, "3", "Txn log replicas."),
+        ConfigKey("transaction.state.log.min.isr", _T.INT, "2", "Txn log min ISR."),
+        ConfigKey("transaction.state.log.num.partitions", _T.INT, "50", "Txn log partitions."),
+        ConfigKey("group.initial.rebalance.delay.ms", _T.INT, "3000", "First rebalance delay."),
+        ConfigKey("share.coordinator.state.topic.replication.factor", _T.SHORT, "3", "Accepted."),
+        ConfigKey("share.coordinator.state.topic.min.isr", _T.SHORT, "2", "Accepted."),
+        ConfigKey("unclean.leader.election.enable", _T.BOOLEAN, "false", "Out-of-sync leaders."),
+        ConfigKey("log.message.timestamp.before.max.ms", _T.LONG, str(LONG_MAX), "Max record age."),
+        ConfigKey("log.message.timestamp.after.max.ms", _T.LONG, str(LONG_MAX), "Max future skew."),
+        ConfigKey("cluster.id", _T.STRING, None, "Cluster id used when formatting a new data dir."),
+    ]
+)
+
+assert all(s.broker_key in BROKER_CONFIGS for syns in TOPIC_SYNONYMS.values() for s in syns)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_listeners(key: str, items: list[str]) -> list[Listener]:
+    """`NAME://host:port` entries; an empty host means all interfaces, as in Kafka."""
+    listeners: list[Listener] = []
+    for item in items:
+        name, sep, rest = item.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if not sep or not colon or not name:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: expected NAME://host:port")
+        try:
+            number = int(port)
+        except ValueError:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: bad port {port!r}") from None
+        if not 0 <= number <= 65535:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: port out of range")
+        listeners.append(Listener(name.upper(), host.strip("[]"), number))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"Invalid value {','.join(items)} for configuration {key}: duplicate listener names")
+    return listeners
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Validated broker configuration. `static` keeps the raw strings for DescribeConfigs."""
+
+    static: dict[str, str]
+    values: dict[str, Any]
+    unknown: tuple[str, ...]
+    listeners: list[Listener] = field(default_factory=list)
+    advertised: list[Listener] = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values.get("log.dirs") or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def metadata_dir(self) -> Path:
+        explicit = self.values.get("metadata.log.dir")
+        return Path(explicit) if explicit else self.log_dirs[0]
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        return [name.upper() for name in self.values["controller.listener.names"]]
+
+    @property
+    def client_listeners(self) -> list[Listener]:
+        """Listeners that serve clients (everything but the controller listeners)."""
+        return [lst for lst in self.listeners if lst.name not in self.controller_listener_names]
+
+    @property
+    def advertised_client_listeners(self) -> list[Listener]:
+        return [lst for lst in self.advertised if lst.name not in self.controller_listener_names]
+
+    @property
+    def retention_check_interval_s(self) -> float:
+        return int(self.values["log.retention.check.interval.ms"]) / 1000.0
+
+    def static_topic_defaults(self) -> dict[str, str]:
+        """The broker keys that act as topic-config synonyms, as given in the file/overrides."""
+        keys = {s.broker_key for syns in TOPIC_SYNONYMS.values() for s in syns}
+        return {k: v for k, v in self.static.items() if k in keys}
+
+    def new_cluster_id(self) -> str:
+        return self.values.get("cluster.id") or _random_cluster_id()
+
+
+def _random_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _check_roles(values: dict[str, Any], listeners: list[Listener]) -> None:
+    roles = set(values["process.roles"])
+    controller_names = {n.upper() for n in values["controller.listener.names"]}
+    names = {lst.name for lst in listeners}
+    if "controller" in roles and not controller_names & names:
+        raise ConfigError(
+            "controller.listener.names must contain at least one value appearing in the 'listeners' "
+            "configuration when running the KRaft controller role"
+        )
+    if "broker" in roles and not names - controller_names:
+        raise ConfigError("listeners must contain at least one non-controller listener for the broker role")
+    protocol_map = dict(item.split(":", 1) for item in values["listener.security.protocol.map"] if ":" in item)
+    for lst in listeners:
+        protocol = protocol_map.get(lst.name, lst.name)
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"listener {lst.name} uses security protocol {protocol}; only PLAINTEXT is supported"
+            )
+    voters = values["controller.quorum.voters"]
+    for voter in voters:
+        node, at, address = voter.partition("@")
+        if not at or not node.isdigit() or ":" not in address:
+            raise ConfigError(
+                f"Invalid value {voter} for configuration controller.quorum.voters: expected id@host:port"
+            )
+
+
+def load_broker_config(props: Mapping[str, str]) -> BrokerConfig:
+    """Validate `props` (file + overrides) and fill in Kafka's defaults."""
+    static = dict(props)
+    raw = BROKER_CONFIGS.defaults() | static
+    if "broker.id" in static and "node.id" not in static:
+        raw["node.id"] = static["broker.id"]
+    values = BROKER_CONFIGS.parse(raw)
+    unknown = tuple(sorted(k for k in static if k not in BROKER_CONFIGS and not _is_passthrough(k)))
+    listeners = parse_listeners("listeners", values["listeners"])
+    advertised_items = values.get("advertised.listeners")
+    advertised = parse_listeners("advertised.listeners", advertised_items) if advertised_items else listeners
+    advertised = [
+        Listener(a.name, "localhost" if a.host in ("", "0.0.0.0", "::") else a.host, a.port)
+        for a in advertised
+    ]
+    _check_roles(values, listeners)
+    return BrokerConfig(static=static, values=values, unknown=unknown, listeners=listeners, advertised=advertised)
+
+
+def _is_passthrough(key: str) -> bool:
+    """Per-listener keys (`listener.name.x.*`) and client quotas are accepted without checking."""
+    return key.startswith(("listener.name.", "quota.", "metric.", "sasl.", "ssl.", "authorizer."))

@@ -1,0 +1,272 @@
+"""The quorum controller (single voter): validates admin operations and commits metadata records.
+
+Every change is written to the metadata log before it is applied to the image and announced to
+the broker side (`on_change`), the order KRaft uses, so a crash never leaves the broker holding a
+topic the log does not know.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.config.definitions import ConfigError
+from bus.config.topic import validate_topic_configs
+from bus.controller.image import MetadataImage, TopicImage
+from bus.controller.metadata_log import MetadataLog
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+
+class ControllerError(Exception):
+    """An admin operation Kafka would refuse, with the error code and message it would return."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise ControllerError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise ControllerError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise ControllerError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise ControllerError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str] | None = None
+
+
+class QuorumController:
+    def __init__(
+        self,
+        metadata_log: MetadataLog,
+        node_id: int,
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> None:
+        self.log = metadata_log
+        self.node_id = node_id
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.image = MetadataImage()
+        for record in metadata_log.records:
+            self.image.apply(record)
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return [self.node_id]
+
+    def _commit(self, records: list[dict[str, Any]]) -> None:
+        self.log.append(records)
+        for record in records:
+            self.image.apply(record)
+        for listener in self.listeners:
+            listener(records)
+
+    def ensure_cluster_id(self, new_id: Callable[[], str]) -> str:
+        if self.image.cluster_id is None:
+            self._commit([{"type": "cluster", "cluster_id": new_id()}])
+        assert self.image.cluster_id is not None
+        return self.image.cluster_id
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def _check_new_name(self, name: str) -> None:
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise ControllerError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        normalised = name.replace(".", "_")
+        for existing in self.image.topics:
+            if existing.replace(".", "_") == normalised:
+                raise ControllerError(
+                    ErrorCode.invalid_topic_exception,
+                    f"Topic '{name}' collides with existing topic: {existing}",
+                )
+
+    def _assignment(self, spec: TopicSpec) -> dict[int, list[int]]:
+        brokers = self.live_brokers
+        if spec.assignments:
+            if spec.num_partitions != -1 or spec.replication_factor != -1:
+                raise ControllerError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
+            result: dict[int, list[int]] = {}
+            sizes = set()
+            for partition, replicas in sorted(spec.assignments.items()):
+                replicas = list(replicas)
+                if not replicas or len(set(replicas)) != len(replicas):
+                    raise ControllerError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Duplicate or empty replica assignment for partition {partition}",
+                    )
+                unknown = [b for b in replicas if b not in brokers]
+                if unknown:
+                    raise ControllerError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Partition {partition} has replicas on unknown brokers {unknown}",
+                    )
+                sizes.add(len(replicas))
+                result[partition] = replicas
+            if sorted(result) != list(range(len(result))):
+                raise ControllerError(
+                    ErrorCode.invalid_replica_assignment, "Partitions must be numbered consecutively from 0"
+                )
+            if len(sizes) > 1:
+                raise ControllerError(
+                    ErrorCode.invalid_replica_assignment, "All partitions must have the same number of replicas"
+                )
+            return result
+        partitions = self.default_partitions if spec.num_partitions == -1 else spec.num_partitions
+        factor = self.default_replication_factor if spec.replication_factor == -1 else spec.replication_factor
+        if partitions <= 0:
+            raise ControllerError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if factor <= 0:
+            raise ControllerError(
+                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+            )
+        if factor > len(brokers):
+            raise ControllerError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+                f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
+            )
+        return {p: [brokers[(p + i) % len(brokers)] for i in range(factor)] for p in range(partitions)}
+
+    def create_topic(self, spec: TopicSpec, *, validate_only: bool = False) -> TopicImage | None:
+        """Create a topic or raise ControllerError; returns the new topic unless validate_only."""
+        self._check_new_name(spec.name)
+        assignment = self._assignment(spec)
+        configs = dict(spec.configs or {})
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise ControllerError(ErrorCode.invalid_config, str(exc)) from None
+        if validate_only:
+            return None
+        topic_id = str(uuid.uuid4())
+        records: list[dict[str, Any]] = [{"type": "topic", "name": spec.name, "topic_id": topic_id}]
+        records += [
+            {"type": "config", "name": spec.name, "key": k, "value": v} for k, v in sorted(configs.items())
+        ]
+        records += [self._partition_record(topic_id, p, replicas) for p, replicas in sorted(assignment.items())]
+        self._commit(records)
+        return self.image.topics[spec.name]
+
+    @staticmethod
+    def _partition_record(topic_id: str, partition: int, replicas: list[int]) -> dict[str, Any]:
+        return {
+            "type": "partition",
+            "topic_id": topic_id,
+            "partition": partition,
+            "replicas": replicas,
+            "isr": replicas,
+            "leader": replicas[0],
+            "leader_epoch": 0,
+        }
+
+    def topic(self, name: str) -> TopicImage:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise ControllerError(
+                ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+            )
+        return topic
+
+    def delete_topic(self, name: str) -> uuid.UUID:
+        topic = self.topic(name)
+        self._commit([{"type": "remove_topic", "topic_id": str(topic.topic_id)}])
+        return topic.topic_id
+
+    def create_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool = False
+    ) -> None:
+        topic = self.topic(name)
+        current = len(topic.partitions)
+        if count < current:
+            raise ControllerError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+            )
+        if count == current:
+            raise ControllerError(
+                ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
+            )
+        factor = len(topic.partitions[0].replicas)
+        new = list(range(current, count))
+        if assignments is not None:
+            if len(assignments) != len(new):
+                raise ControllerError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Increasing the number of partitions by {len(new)} but {len(assignments)} "
+                    "assignments provided.",
+                )
+            spec = TopicSpec(name, assignments={i: list(a) for i, a in enumerate(assignments)})
+            planned = self._assignment(spec)
+            if any(len(r) != factor for r in planned.values()):
+                raise ControllerError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Inconsistent replication factor between partitions, expected {factor}",
+                )
+            replicas_for = {p: planned[i] for i, p in enumerate(new)}
+        else:
+            brokers = self.live_brokers
+            replicas_for = {p: [brokers[(p + i) % len(brokers)] for i in range(factor)] for p in new}
+        if validate_only:
+            return
+        topic_id = str(topic.topic_id)
+        self._commit([self._partition_record(topic_id, p, r) for p, r in replicas_for.items()])
+
+    def alter_topic_configs(
+        self, name: str, changes: Mapping[str, str | None], *, replace: bool, validate_only: bool = False
+    ) -> None:
+        """Set (value) or delete (None) topic configs; `replace` drops keys not named (AlterConfigs)."""
+        topic = self.topic(name)
+        try:
+            validate_topic_configs(changes)
+        except ConfigError as exc:
+            raise ControllerError(ErrorCode.invalid_config, str(exc)) from None
+        final = {} if replace else dict(topic.configs)
+        for key, value in changes.items():
+            if value is None:
+                final.pop(key, None)
+            else:
+                final[key] = value
+        if validate_only:
+            return
+        records = [
+            {"type": "config", "name": name, "key": k, "value": None} for k in topic.configs if k not in final
+        ]
+        records += [
+            {"type": "config", "name": name, "key": k, "value": v}
+            for k, v in final.items()
+            if topic.configs.get(k) != v
+        ]
+        if records:
+            self._commit(records)

@@ -1,0 +1,64 @@
+"""Kafka's size-prefixed framing, sans-IO: feed bytes in, take complete frames out.
+
+Kept free of sockets (as h11 is) so the malformed-input cases can be tested exhaustively and fuzzed
+without a network; the asyncio connection is a thin shell around it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(ValueError):
+    """The peer sent a frame the broker refuses; the connection must be closed."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into request frames of at most `max_frame_bytes` (socket.request.max.bytes)."""
+
+    __slots__ = ("_buffer", "_need", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._need = -1  # size of the frame being assembled, -1 while reading its prefix
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Append `data`; return every frame now complete (without its size prefix)."""
+        buf = self._buffer
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while True:
+            if self._need < 0:
+                if end - pos < 4:
+                    break
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 0:
+                    raise FrameError(f"invalid frame size {size}")
+                if size > self.max_frame_bytes:
+                    raise FrameError(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_bytes}"
+                    )
+                self._need = size
+                pos += 4
+            if end - pos < self._need:
+                break
+            frames.append(bytes(buf[pos : pos + self._need]))
+            pos += self._need
+            self._need = -1
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix `payload` with its size."""
+    return _SIZE.pack(len(payload)) + payload

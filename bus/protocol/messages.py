@@ -1,0 +1,167 @@
+"""Request/response bodies through kio, plus a version-tolerant response builder.
+
+Each API handler is written once for all the versions we serve. kio generates a distinct dataclass
+per version, so handlers describe a response by class name and field values, and `Shapes` fills in
+the class of the negotiated version: fields that version lacks are dropped, fields the handler did
+not mention get the type's zero value, and ints become the `ErrorCode`/`timedelta` kio expects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import io
+import types
+import typing
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+
+class UnsupportedApi(LookupError):
+    """kio has no schema for this API key/version."""
+
+
+@functools.cache
+def request_class(api_key: int, version: int) -> type:
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as exc:  # kio raises several index/import errors for unknown keys/versions
+        raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
+
+
+@functools.cache
+def response_class(api_key: int, version: int) -> type:
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as exc:
+        raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
+
+
+@functools.cache
+def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
+    return entity_reader(cls)
+
+
+@functools.cache
+def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
+    return entity_writer(cls)
+
+
+def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+    request, _size = _reader(request_class(api_key, version))(frame, offset)
+    return request
+
+
+def encode(obj: Any) -> bytes:
+    out = io.BytesIO()
+    _writer(type(obj))(out, obj)
+    return out.getvalue()
+
+
+def _zero(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
+        return None
+    if origin is tuple:
+        return ()
+    if tp is ErrorCode:
+        return ErrorCode.none
+    base = getattr(tp, "__supertype__", tp)
+    for candidate in (bool, int, float, str, bytes):
+        if isinstance(base, type) and issubclass(base, candidate):
+            return candidate()
+    if isinstance(base, type) and issubclass(base, datetime.timedelta):
+        return datetime.timedelta(0)
+    if base is uuid.UUID:
+        return uuid.UUID(int=0)
+    return None
+
+
+def _from_epoch_ms(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        return value
+    if value < 0:
+        return None
+    return datetime.datetime.fromtimestamp(value / 1000.0, tz=datetime.UTC)
+
+
+def _coercer(tp: Any) -> Callable[[Any], Any] | None:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        return _coercer(inner[0]) if len(inner) == 1 else None
+    if tp is ErrorCode:
+        return lambda v: v if isinstance(v, ErrorCode) else ErrorCode(int(v))
+    base = getattr(tp, "__supertype__", tp)
+    if isinstance(base, type) and issubclass(base, datetime.timedelta):
+        return lambda v: v if isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=v)
+    if isinstance(base, type) and issubclass(base, datetime.datetime):
+        return _from_epoch_ms
+    if typing.get_origin(tp) is tuple:
+        return lambda v: v if isinstance(v, tuple) else tuple(v)
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    zero: Any
+    coerce: Callable[[Any], Any] | None
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    hints = typing.get_type_hints(cls)
+    plans = []
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name, f.type)
+        if f.default is not dataclasses.MISSING:
+            zero = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            zero = f.default_factory()
+        else:
+            zero = _zero(tp)
+        plans.append(_FieldPlan(f.name, zero, _coercer(tp)))
+    return tuple(plans)
+
+
+class Shapes:
+    """Builds the response dataclasses of one (api_key, version)."""
+
+    __slots__ = ("_module", "version")
+
+    def __init__(self, api_key: int, version: int) -> None:
+        self.version = version
+        try:
+            self._module = load_payload_module(api_key, version, EntityType.response)
+        except Exception as exc:
+            raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
+
+    def has(self, class_name: str) -> bool:
+        return hasattr(self._module, class_name)
+
+    def make(self, class_name: str, **values: Any) -> Any:
+        cls = getattr(self._module, class_name)
+        kwargs = {}
+        for plan in _plan(cls):
+            if plan.name in values:
+                value = values[plan.name]
+                kwargs[plan.name] = plan.coerce(value) if plan.coerce and value is not None else value
+            else:
+                kwargs[plan.name] = plan.zero
+        return cls(**kwargs)
+
+
+@functools.cache
+def shapes(api_key: int, version: int) -> Shapes:
+    return Shapes(api_key, version)
+
+
+def field_names(obj: Any) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(obj))

@@ -1,0 +1,1 @@
+"""Kafka-style command-line tools, one module per `bus` sub-command."""

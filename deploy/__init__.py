@@ -1,0 +1,1 @@
+"""deploy: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

@@ -1,0 +1,1 @@
+"""dr_mirror: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

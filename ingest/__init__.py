@@ -1,0 +1,1 @@
+"""ingest: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

@@ -1,0 +1,1 @@
+"""monitoring: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

@@ -1,0 +1,1 @@
+"""spark_jobs: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

@@ -1,0 +1,1 @@
+"""surveillance: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

@@ -1,0 +1,1 @@
+"""video: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""

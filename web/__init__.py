@@ -1,0 +1,1 @@
+"""web: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""
