@@ -23,6 +23,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from bus.protocol.guard import check_body
+
 
 class UnsupportedApi(LookupError):
     """kio has no schema for this API key/version."""
@@ -55,7 +57,10 @@ def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
 
 
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
-    request, _size = _reader(request_class(api_key, version))(frame, offset)
+    """Decode a request body; raises MalformedRequest (or kio's errors) on a bad frame."""
+    cls = request_class(api_key, version)
+    check_body(cls, frame, offset)
+    request, _size = _reader(cls)(frame, offset)
     return request
 
 
