@@ -1,0 +1,170 @@
+"""Produce/consume throughput and produce-to-consume latency: our broker vs librdkafka's mock cluster.
+
+Same client (confluent-kafka), same settings, same run. Each measurement runs in its own process,
+so the client never shares a core's interpreter with the broker (the mock cluster runs in threads
+of a holder process, our broker in `bus broker`). Prints records/s, latency percentiles and the
+ratios ours/mock. Targets (issue 2): produce and consume >= 1.0x of the mock, p99 <= 5 ms.
+
+    .venv/bin/python benchmarks/broker_throughput.py [--records N] [--latency-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.broker_process import BrokerProcess
+
+TOPIC = "bench"
+VALUE = b"x" * 100
+
+
+def _mock_holder(ready: mp.Queue, stop: mp.Event) -> None:  # type: ignore[valid-type]
+    from confluent_kafka import Producer
+
+    holder = Producer({"test.mock.num.brokers": 1, "test.mock.broker.rtt": 0})
+    brokers = holder.list_topics(timeout=10).brokers
+    ready.put(",".join(f"{b.host}:{b.port}" for b in brokers.values()))
+    stop.wait()
+
+
+def _produce(bootstrap: str, records: int, out: mp.Queue) -> None:  # type: ignore[valid-type]
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                         "queue.buffering.max.messages": 2_000_000, "enable.idempotence": False})
+    producer.produce(TOPIC, VALUE, partition=0)
+    producer.flush(30)
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(TOPIC, VALUE, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    out.put((records - remaining) / elapsed)
+
+
+def _consume(bootstrap: str, records: int, out: mp.Queue) -> None:  # type: ignore[valid-type]
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+                         "queued.max.messages.kbytes": 1048576})
+    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+    seen = 0
+    start = None
+    deadline = time.monotonic() + 120
+    while seen < records and time.monotonic() < deadline:
+        batch = consumer.consume(10000, 1.0)
+        if batch and start is None:
+            start = time.perf_counter()
+        seen += sum(1 for m in batch if m.error() is None)
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    consumer.close()
+    out.put(seen / elapsed if elapsed > 0 else 0.0)
+
+
+def _latency(bootstrap: str, rate: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[valid-type]
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "fetch.min.bytes": 1})
+    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_END)])
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    time.sleep(1.0)
+    latencies: list[float] = []
+    interval = 1.0 / rate
+    total = int(rate * seconds)
+    next_send = time.perf_counter()
+    sent = 0
+    while sent < total or len(latencies) < total:
+        now = time.perf_counter()
+        if sent < total and now >= next_send:
+            producer.produce(TOPIC, str(time.perf_counter_ns()).encode(), partition=0)
+            producer.poll(0)
+            sent += 1
+            next_send += interval
+        msg = consumer.poll(0.0005)
+        if msg is not None and msg.error() is None:
+            latencies.append((time.perf_counter_ns() - int(msg.value())) / 1e6)
+        if now - next_send > 10:
+            break
+    producer.flush(10)
+    consumer.close()
+    latencies.sort()
+    out.put({p: latencies[min(len(latencies) - 1, int(len(latencies) * p / 100))] for p in (50, 99, 99.9)})
+
+
+def _run(target, *args):  # type: ignore[no-untyped-def]
+    out: mp.Queue = mp.Queue()
+    proc = mp.Process(target=target, args=(*args, out))
+    proc.start()
+    result = out.get(timeout=600)
+    proc.join(30)
+    return result
+
+
+def _measure(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
+    produce = _run(_produce, bootstrap, args.records)
+    consume = _run(_consume, bootstrap, args.records)
+    latency = _run(_latency, bootstrap, args.rate, args.latency_seconds)
+    return {"produce": produce, "consume": consume, "latency": latency}
+
+
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=2000, help="records/s for the latency run")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    mp.set_start_method("spawn")
+
+    ready: mp.Queue = mp.Queue()
+    stop = mp.Event()
+    holder = mp.Process(target=_mock_holder, args=(ready, stop))
+    holder.start()
+    mock_bootstrap = ready.get(timeout=30)
+    print(f"librdkafka mock cluster at {mock_bootstrap}", flush=True)
+    mock = _measure(mock_bootstrap, args)
+    stop.set()
+    holder.join(10)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess(Path(tmp) / "data", {"num.partitions": "1"}).start()
+        try:
+            _create_topic(broker.bootstrap)
+            print(f"bus broker at {broker.bootstrap}", flush=True)
+            ours = _measure(broker.bootstrap, args)
+        finally:
+            broker.stop()
+
+    print(f"\n{'figure':<34}{'bus':>14}{'mock':>14}{'bus/mock':>10}")
+    for key, label in (("produce", "produce records/s (100 B, acks=1)"), ("consume", "consume records/s")):
+        a, b = float(ours[key]), float(mock[key])  # type: ignore[arg-type]
+        print(f"{label:<34}{a:>14,.0f}{b:>14,.0f}{a / b:>10.2f}")
+    for p in (50, 99, 99.9):
+        a = ours["latency"][p]  # type: ignore[index]
+        b = mock["latency"][p]  # type: ignore[index]
+        print(f"{f'latency p{p} ms @ {args.rate}/s':<34}{a:>14.2f}{b:>14.2f}{a / b:>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
