@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kio.schema.errors import ErrorCode
 
 from bus.config.broker import Listener
+from bus.config.topic import TOPIC_CONFIGS, resolve_topic_config
+from bus.controller.controller import ControllerError
 
 if TYPE_CHECKING:
     from bus.broker.context import RequestContext
@@ -30,3 +37,116 @@ def topic_name_for(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | 
         topic = ctx.broker.controller.image.topics_by_id.get(topic_id)
         return topic.name if topic else None
     return name
+
+
+# -- admin APIs ---------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+# ConfigResource types (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs `resource_type`).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+
+
+def flag_duplicates(items: Iterable[T], key: Callable[[T], Hashable]) -> Iterator[tuple[T, bool]]:
+    """Yield `(item, repeated)`: unique items with False, and once per key named twice, its first item with True.
+
+    Kafka refuses to guess which of two entries for the same topic (or config resource) was meant:
+    a key named more than once in one request gets a single INVALID_REQUEST result and none of its
+    entries is acted on.
+    """
+    listed = list(items)
+    counts = Counter(key(item) for item in listed)
+    reported: set[Hashable] = set()
+    for item in listed:
+        k = key(item)
+        if counts[k] == 1:
+            yield item, False
+        elif k not in reported:
+            reported.add(k)
+            yield item, True
+
+
+def unsupported_resource(resource_type: int) -> ControllerError:
+    """The error for a config resource type we do not manage (BROKER_LOGGER, GROUP, ...)."""
+    name = RESOURCE_NAMES.get(resource_type, str(resource_type))
+    return ControllerError(ErrorCode.invalid_request, f"Unsupported resource type {name} for this request")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config as DescribeConfigs and CreateTopics (v5+) report it, independent of API version."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    config_type: int
+    documentation: str
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+def topic_config_entries(
+    overrides: Mapping[str, str], broker_static: Mapping[str, str], keys: Iterable[str] | None = None
+) -> list[ConfigEntry]:
+    """Every topic config (or those in `keys` that exist) with its effective value and source chain.
+
+    Values come from `resolve_topic_config`, the same resolution the log layer uses, so what an
+    admin sees is what the partitions run with.
+    """
+    wanted = TOPIC_CONFIGS.keys if keys is None else [k for k in keys if k in TOPIC_CONFIGS]
+    entries = []
+    for name in wanted:
+        key = TOPIC_CONFIGS[name]
+        resolved = resolve_topic_config(name, overrides, broker_static)
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if key.sensitive else resolved.value,
+                source=resolved.source,
+                read_only=key.read_only,
+                sensitive=key.sensitive,
+                config_type=int(key.type),
+                documentation=key.doc,
+                synonyms=resolved.synonyms,
+            )
+        )
+    return entries
+
+
+def alter_config_resources(
+    ctx: RequestContext, resources: Sequence[Any], alter_topic: Callable[[str, Any], None]
+) -> list[Any]:
+    """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in `alter_topic`.
+
+    `alter_topic(name, resource)` applies one topic resource or raises ControllerError. Broker
+    resources are refused: broker configs are static (read from the properties file at start-up).
+    """
+    responses = []
+    for resource, repeated in flag_duplicates(resources, lambda r: (r.resource_type, r.resource_name)):
+        code, message = ErrorCode.none, None
+        try:
+            if repeated:
+                raise ControllerError(ErrorCode.invalid_request, "Duplicate resource.")
+            if resource.resource_type == RESOURCE_TOPIC:
+                if not resource.resource_name:
+                    raise ControllerError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+                alter_topic(resource.resource_name, resource)
+            elif resource.resource_type == RESOURCE_BROKER:
+                raise ControllerError(ErrorCode.invalid_request, "dynamic broker configs are not supported")
+            else:
+                raise unsupported_resource(resource.resource_type)
+        except ControllerError as exc:
+            code, message = exc.code, exc.message
+        responses.append(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return responses

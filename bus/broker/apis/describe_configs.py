@@ -1,0 +1,153 @@
+"""DescribeConfigs (32): effective topic and broker configs, with where each value comes from.
+
+Topic configs resolve through the same chain the log layer uses (topic override, then the broker's
+`log.*` synonym, then Kafka's default), reported as synonyms when asked. Broker configs are static
+(the properties file plus `--override`s), so a broker resource answers every declared key with
+STATIC_BROKER_CONFIG or DEFAULT_CONFIG, all read-only. The cluster-wide default resource (name "")
+holds dynamic defaults only, which this broker never has, so it is empty, as on a fresh Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.apis._common import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    topic_config_entries,
+    unsupported_resource,
+)
+from bus.broker.context import RequestContext
+from bus.config.broker import BROKER_CONFIGS, BrokerConfig
+from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_SYNONYMS
+from bus.controller.controller import ControllerError, validate_topic_name
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def _broker_synonym_groups() -> dict[str, tuple[str, ...]]:
+    """Broker keys that set the same thing in different units (log.retention.ms/.minutes/.hours).
+
+    Kafka lists the whole group as synonyms of each member, most specific first; the groups are
+    exactly the multi-key synonym chains of the topic configs.
+    """
+    groups: dict[str, tuple[str, ...]] = {}
+    for synonyms in TOPIC_SYNONYMS.values():
+        if len(synonyms) > 1:
+            group = tuple(s.broker_key for s in synonyms)
+            for key in group:
+                groups[key] = group
+    return groups
+
+
+_BROKER_GROUPS = _broker_synonym_groups()
+
+
+def _broker_value(config: BrokerConfig, name: str) -> tuple[str | None, int] | None:
+    """(value, source) of a broker key as configured, or None if neither set nor defaulted."""
+    if name in config.static:
+        return config.static[name], SOURCE_STATIC_BROKER
+    default = BROKER_CONFIGS[name].default
+    return None if default is None else (default, SOURCE_DEFAULT)
+
+
+def broker_config_entries(config: BrokerConfig, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
+    wanted = BROKER_CONFIGS.keys if keys is None else [k for k in keys if k in BROKER_CONFIGS]
+    entries = []
+    for name in wanted:
+        key = BROKER_CONFIGS[name]
+        chain: list[tuple[str, str | None, int]] = []
+        for synonym in _BROKER_GROUPS.get(name, (name,)):
+            if synonym in config.static:
+                chain.append((synonym, config.static[synonym], SOURCE_STATIC_BROKER))
+            default = BROKER_CONFIGS[synonym].default
+            if default is not None:
+                chain.append((synonym, default, SOURCE_DEFAULT))
+        own = _broker_value(config, name)
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if key.sensitive or own is None else own[0],
+                source=chain[0][2] if chain else SOURCE_DEFAULT,
+                read_only=True,  # no dynamic broker configs: changing one needs a restart
+                sensitive=key.sensitive,
+                config_type=int(key.type),
+                documentation=key.doc,
+                synonyms=tuple((n, None if key.sensitive else v, s) for n, v, s in chain),
+            )
+        )
+    return entries
+
+
+def _broker_entries(ctx: RequestContext, resource_name: str, keys: Iterable[str] | None) -> list[ConfigEntry]:
+    if resource_name == "":
+        return []
+    try:
+        node = int(resource_name)
+    except ValueError:
+        raise ControllerError(
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {resource_name}"
+        ) from None
+    if node != ctx.broker.node_id:
+        raise ControllerError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {resource_name}",
+        )
+    return broker_config_entries(ctx.broker.config, keys)
+
+
+def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
+    keys = resource.configuration_keys or None  # null or empty: every config
+    if resource.resource_type == RESOURCE_TOPIC:
+        validate_topic_name(resource.resource_name)
+        topic = ctx.broker.controller.topic(resource.resource_name)
+        return topic_config_entries(topic.configs, ctx.broker.config.static_topic_defaults(), keys)
+    if resource.resource_type == RESOURCE_BROKER:
+        return _broker_entries(ctx, resource.resource_name, keys)
+    raise unsupported_resource(resource.resource_type)
+
+
+def _result_entry(ctx: RequestContext, entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
+    return ctx.make(
+        "DescribeConfigsResourceResult",
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        config_source=entry.source,
+        is_sensitive=entry.sensitive,
+        synonyms=[
+            ctx.make("DescribeConfigsSynonym", name=name, value=value, source=source)
+            for name, value, source in (entry.synonyms if synonyms else ())
+        ],
+        config_type=entry.config_type,
+        documentation=entry.documentation if documentation else None,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    synonyms = getattr(request, "include_synonyms", False)
+    documentation = getattr(request, "include_documentation", False)
+    results = []
+    for resource in request.resources:
+        code, message = ErrorCode.none, None
+        try:
+            entries = _entries(ctx, resource)
+        except ControllerError as exc:
+            entries, code, message = [], exc.code, exc.message
+        results.append(
+            ctx.make(
+                "DescribeConfigsResult",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=[_result_entry(ctx, e, synonyms, documentation) for e in entries],
+            )
+        )
+    return ctx.make("DescribeConfigsResponse", throttle_time=0, results=results)
