@@ -1,0 +1,143 @@
+"""``python -m deploy.hbase_gateway``: run the embedded HBase Thrift1 gateway.
+
+Defaults match happybase's (127.0.0.1:9090, buffered transport, binary protocol), so
+``happybase.Connection()`` works against it unchanged. Exit status: 0 after SIGTERM/SIGINT,
+2 for bad arguments or an unusable data directory, 1 if the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from . import logs
+from .handler import HBaseHandler
+from .scanners import ScannerRegistry
+from .server import PROTOCOLS, TRANSPORTS, GatewayServer
+from .store import Store
+
+log = logging.getLogger("deploy.hbase_gateway")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 0-65535: {value}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.hbase_gateway",
+        description="Embedded HBase Thrift1 gateway (happybase-compatible) over a durable SQLite store.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=9090, help="TCP port, 0 picks a free one (default 9090)")
+    parser.add_argument("--data-dir", type=Path, required=True, help="directory of the durable store")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="buffered")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="binary")
+    parser.add_argument(
+        "--scanner-lease-seconds", type=_non_negative, default=60.0, help="idle time before a scanner expires"
+    )
+    parser.add_argument(
+        "--compaction-interval-seconds",
+        type=_non_negative,
+        default=600.0,
+        help="how often written tables drop excess versions and expired cells (0: only on request)",
+    )
+    parser.add_argument(
+        "--sync",
+        choices=("normal", "full"),
+        default="normal",
+        help="normal survives a process kill; full also survives power loss, slower",
+    )
+    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
+    args = parser.parse_args(argv)
+    if args.scanner_lease_seconds <= 0:
+        parser.error("--scanner-lease-seconds must be > 0")
+    if args.data_dir.exists() and not args.data_dir.is_dir():
+        parser.error(f"--data-dir {args.data_dir} exists and is not a directory")
+    return args
+
+
+def _compact_periodically(store: Store, interval: float, stop: threading.Event) -> None:
+    while not stop.wait(interval):
+        try:
+            store.compact_dirty()
+        except Exception:  # maintenance must never take the gateway down
+            log.exception("background compaction failed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logs.setup(args.log_level)
+    try:
+        store = Store(args.data_dir, sync_full=args.sync == "full")
+    except (OSError, sqlite3.Error) as exc:
+        print(f"hbase-gateway: cannot open data dir {args.data_dir}: {exc}", file=sys.stderr)
+        return 2
+    scanners = ScannerRegistry(args.scanner_lease_seconds)
+    handler = HBaseHandler(store, scanners, args.host, args.port)
+    server = GatewayServer(handler, args.host, args.port, args.transport, args.protocol)
+    try:
+        host, port = server.bind()
+    except OSError as exc:
+        print(f"hbase-gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        store.close()
+        return 1
+    handler.port = port
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        server.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop_maintenance = threading.Event()
+    if args.compaction_interval_seconds > 0:
+        threading.Thread(
+            target=_compact_periodically,
+            args=(store, args.compaction_interval_seconds, stop_maintenance),
+            name="compactor",
+            daemon=True,
+        ).start()
+
+    log.info(
+        "listening",
+        extra={
+            "host": host,
+            "port": port,
+            "transport": args.transport,
+            "protocol": args.protocol,
+            "data_dir": str(args.data_dir),
+        },
+    )
+    print(f"hbase-gateway listening on {host}:{port}", flush=True)
+    server.serve()
+    stop_maintenance.set()
+    store.close()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

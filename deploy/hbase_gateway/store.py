@@ -1,0 +1,541 @@
+"""The durable, sorted cell store behind the gateway: SQLite (stdlib) in WAL mode.
+
+Why SQLite: it is a sorted B-tree store with transactions, in the standard library, with no
+server to run. One SQL table per HBase table, ``WITHOUT ROWID`` with primary key
+``(row, col, ts DESC)``, is HBase's own KeyValue order, so a row-range scan is an index range
+scan that yields cells newest version first, and a reversed scan walks the same index backwards.
+
+Durability: each Thrift mutation call (mutateRow(s), deleteAll*, atomicIncrement, ...) is one
+transaction, committed before the call returns. In WAL mode a commit appends the transaction to
+the ``-wal`` file with ``write()`` before returning; with ``synchronous=NORMAL`` SQLite skips the
+fsync on commit (it syncs at checkpoints). A write that reached the OS page cache survives
+``kill -9`` of the gateway process, which is the requirement here; only a power loss or kernel
+crash can drop the last commits (use ``synchronous=FULL`` via ``Store(sync_full=True)`` for that).
+The schemas of the HBase tables are rows of a catalog table in the same database, so they are as
+durable as the data.
+
+Concurrency: one writer connection behind a lock (SQLite has one writer per database anyway) and
+a pool of reader connections, which WAL lets read while the writer commits. Scans never keep a
+SQLite statement open between chunks, so an idle scanner never pins an old snapshot or blocks
+WAL checkpoints.
+
+Deletes follow HBase's NEW_VERSION_BEHAVIOR: a delete removes the versions it covers
+(timestamp <= the delete's) when it is applied, and a later put is visible even if its timestamp
+is older. So no tombstones are kept, and compaction only enforces max versions and TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .cells import (
+    Cell,
+    ColumnSelection,
+    FamilyOptions,
+    StoredCell,
+    VersionPolicy,
+    dump_families,
+    family_end,
+    load_families,
+    now_ms,
+    split_column,
+)
+from .errors import (
+    HBaseError,
+    IllegalArgumentError,
+    NoSuchColumnFamilyError,
+    TableExistsError,
+    TableNotDisabledError,
+    TableNotEnabledError,
+    TableNotFoundError,
+)
+
+log = logging.getLogger(__name__)
+
+DB_FILE = "hbase.sqlite3"
+MAX_ROW_LENGTH = 32767  # HBase's Short.MAX_VALUE row key limit
+_TABLE_NAME = re.compile(rb"^(?:[A-Za-z0-9_]+:)?[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_FIRST_CHUNK, _MAX_CHUNK = 256, 16384  # cells per scan query; grows as a scan goes on
+_COMPACT_CHUNK = 20000
+
+Mutation = tuple[bool, bytes, bytes | None]
+"""``(is_delete, column, value)``: a Thrift Mutation without its Thrift type."""
+RowMutations = tuple[bytes, Sequence[Mutation]]
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: bytes
+    id: int
+    enabled: bool
+    families: dict[bytes, FamilyOptions]
+    created_ms: int
+
+    @property
+    def sql(self) -> str:
+        return f"cells_{self.id}"
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """A row range read. ``start``/``stop`` empty mean unbounded; reversed scans go from
+    ``start`` (inclusive, the high end) down to ``stop`` (exclusive), as in HBase."""
+
+    start: bytes = b""
+    stop: bytes = b""
+    reverse: bool = False
+    columns: ColumnSelection = field(default_factory=ColumnSelection)
+    time_max: int | None = None
+    versions: int = 1
+
+
+class Store:
+    """HBase tables of cells in one SQLite database under ``data_dir``."""
+
+    def __init__(self, data_dir: Path | str, readers: int = 4, sync_full: bool = False) -> None:
+        self.path = Path(data_dir) / DB_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sync = "FULL" if sync_full else "NORMAL"
+        self._writer = self._connect()
+        self._write_lock = threading.Lock()
+        self._readers: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
+        self._max_idle_readers = readers
+        self._last_ts = 0
+        self._dirty: set[bytes] = set()
+        self._closed = False
+        self._writer.execute(
+            "CREATE TABLE IF NOT EXISTS hb_tables (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " name BLOB NOT NULL UNIQUE, enabled INTEGER NOT NULL, families TEXT NOT NULL,"
+            " created_ms INTEGER NOT NULL)"
+        )
+        self._tables: dict[bytes, TableInfo] = {
+            bytes(name): TableInfo(bytes(name), tid, bool(enabled), load_families(fams), created)
+            for tid, name, enabled, fams, created in self._writer.execute(
+                "SELECT id, name, enabled, families, created_ms FROM hb_tables"
+            )
+        }
+        self._dirty.update(self._tables)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._sync}")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: random-key inserts stay in cache longer
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA mmap_size=268435456")
+        return conn
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = self._readers.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            if self._closed or self._readers.qsize() >= self._max_idle_readers:
+                conn.close()
+            else:
+                self._readers.put(conn)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The single writer, in one transaction: committed on success, rolled back on error."""
+        with self._write_lock:
+            if self._closed:
+                raise HBaseError("gateway is shutting down")
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _clock(self) -> int:
+        """Server timestamp for a write: wall-clock ms, never going backwards."""
+        ts = max(now_ms(), self._last_ts)
+        self._last_ts = ts
+        return ts
+
+    def _table(self, name: bytes) -> TableInfo:
+        info = self._tables.get(name)
+        if info is None:
+            raise TableNotFoundError(name.decode("utf-8", "replace"))
+        return info
+
+    def _enabled(self, name: bytes) -> TableInfo:
+        info = self._table(name)
+        if not info.enabled:
+            raise TableNotEnabledError(f"{name.decode('utf-8', 'replace')} is disabled.")
+        return info
+
+    def _still(self, info: TableInfo) -> None:
+        """Long reads re-check between chunks: the table may have been disabled or dropped."""
+        current = self._enabled(info.name)
+        if current.id != info.id:
+            raise TableNotFoundError(info.name.decode("utf-8", "replace"))
+
+    @staticmethod
+    def _check_families(info: TableInfo, families: set[bytes]) -> None:
+        missing = families - info.families.keys()
+        if missing:
+            raise NoSuchColumnFamilyError(
+                f"Column families {sorted(m.decode('utf-8', 'replace') for m in missing)} do not exist "
+                f"in table {info.name.decode('utf-8', 'replace')}"
+            )
+
+    # --- admin -----------------------------------------------------------------------------------
+
+    def table_names(self) -> list[bytes]:
+        return sorted(self._tables)
+
+    def describe(self, name: bytes) -> TableInfo:
+        return self._table(name)
+
+    def create_table(self, name: bytes, families: Mapping[bytes, FamilyOptions]) -> None:
+        if not _TABLE_NAME.match(name) or len(name) > 255:
+            raise IllegalArgumentError(f"Illegal table name {name!r}")
+        if not families:
+            raise IllegalArgumentError("Table should have at least one column family.")
+        for family, options in families.items():
+            try:
+                options.validate(family)
+            except ValueError as exc:
+                raise IllegalArgumentError(str(exc)) from None
+        with self._transaction() as conn:
+            if name in self._tables:
+                raise TableExistsError(name.decode("utf-8", "replace"))
+            created = now_ms()
+            cur = conn.execute(
+                "INSERT INTO hb_tables (name, enabled, families, created_ms) VALUES (?, 1, ?, ?)",
+                (name, dump_families(families), created),
+            )
+            info = TableInfo(name, int(cur.lastrowid or 0), True, dict(families), created)
+            conn.execute(
+                f"CREATE TABLE {info.sql} (row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL,"
+                " value BLOB NOT NULL, PRIMARY KEY (row, col, ts DESC)) WITHOUT ROWID"
+            )
+        self._tables[name] = info
+        log.info("table created", extra={"table": name.decode("utf-8", "replace")})
+
+    def delete_table(self, name: bytes) -> None:
+        with self._transaction() as conn:
+            info = self._table(name)
+            if info.enabled:
+                raise TableNotDisabledError(name.decode("utf-8", "replace"))
+            conn.execute(f"DROP TABLE IF EXISTS {info.sql}")
+            conn.execute("DELETE FROM hb_tables WHERE id = ?", (info.id,))
+            del self._tables[name]
+        self._dirty.discard(name)
+        log.info("table deleted", extra={"table": name.decode("utf-8", "replace")})
+
+    def set_enabled(self, name: bytes, enabled: bool) -> None:
+        with self._transaction() as conn:
+            info = self._table(name)
+            if info.enabled == enabled:
+                error = TableNotDisabledError if enabled else TableNotEnabledError
+                raise error(name.decode("utf-8", "replace"))
+            conn.execute("UPDATE hb_tables SET enabled = ? WHERE id = ?", (int(enabled), info.id))
+            self._tables[name] = replace(info, enabled=enabled)
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def mutate(
+        self,
+        name: bytes,
+        batches: Sequence[RowMutations],
+        timestamp: int | None = None,
+        deletes_first: bool = False,
+    ) -> None:
+        """Apply puts and deletes of many rows as one transaction.
+
+        ``deletes_first`` mirrors HBase's Thrift server: mutateRow applies a row's deletes then
+        its puts, mutateRows applies all puts then all deletes.
+        """
+        info = self._enabled(name)
+        families = info.families
+        ts = self._clock() if timestamp is None else timestamp
+        puts: list[StoredCell] = []
+        deletes: list[tuple[bytes, bytes, bytes | None]] = []
+        for row, mutations in batches:
+            _check_row(row)
+            for is_delete, column, value in mutations:
+                family, sep, _qualifier = column.partition(b":")
+                if family not in families:
+                    self._check_families(info, {family})
+                if is_delete:
+                    deletes.append((row, family, column if sep else None))
+                elif sep:
+                    puts.append((row, column, ts, value or b""))
+                else:
+                    # HBase's Thrift server logs and skips a put without a qualifier.
+                    log.warning("put without qualifier ignored", extra={"column": column.decode("latin-1")})
+        if not puts and not deletes:
+            return
+        with self._transaction() as conn:
+            self._still(info)
+            if deletes_first:
+                self._delete(conn, info, deletes, ts)
+                self._put(conn, info, puts)
+            else:
+                self._put(conn, info, puts)
+                self._delete(conn, info, deletes, ts)
+        self._dirty.add(name)
+
+    @staticmethod
+    def _put(conn: sqlite3.Connection, info: TableInfo, puts: list[StoredCell]) -> None:
+        if puts:
+            conn.executemany(f"INSERT OR REPLACE INTO {info.sql} VALUES (?, ?, ?, ?)", puts)
+
+    @staticmethod
+    def _delete(
+        conn: sqlite3.Connection, info: TableInfo, deletes: list[tuple[bytes, bytes, bytes | None]], ts: int
+    ) -> None:
+        columns = [(row, column, ts) for row, _family, column in deletes if column is not None]
+        families = [(row, f + b":", family_end(f), ts) for row, f, column in deletes if column is None]
+        if columns:
+            conn.executemany(f"DELETE FROM {info.sql} WHERE row = ? AND col = ? AND ts <= ?", columns)
+        if families:
+            conn.executemany(f"DELETE FROM {info.sql} WHERE row = ? AND col >= ? AND col < ? AND ts <= ?", families)
+
+    def delete_all(self, name: bytes, row: bytes, column: bytes | None, timestamp: int | None = None) -> None:
+        """deleteAll* calls: one column (``f:q``), one family (``f``) or, with None, the whole row."""
+        columns = list(self._table(name).families) if column is None else [column]
+        self.mutate(name, [(row, [(True, c, None) for c in columns])], timestamp, deletes_first=True)
+
+    def _latest(self, conn: sqlite3.Connection, info: TableInfo, row: bytes, column: bytes) -> Cell | None:
+        policy = VersionPolicy(info.families)
+        stored = conn.execute(
+            f"SELECT row, col, ts, value FROM {info.sql} WHERE row = ? AND col = ? ORDER BY ts DESC",
+            (row, column),
+        ).fetchall()
+        visible = policy.select(stored)
+        return visible[0] if visible else None
+
+    def read_modify_write(
+        self, name: bytes, row: bytes, columns: Sequence[bytes], change: Callable[[bytes, Cell | None], bytes]
+    ) -> list[Cell]:
+        """atomicIncrement / append: new value of each column from its latest visible cell.
+
+        The new cell gets ``max(now, old timestamp + 1)`` so it always supersedes the old one.
+        """
+        info = self._enabled(name)
+        _check_row(row)
+        qualified = [c if split_column(c)[1] is not None else c + b":" for c in columns]
+        self._check_families(info, {split_column(c)[0] for c in qualified})
+        out: list[Cell] = []
+        with self._transaction() as conn:
+            self._still(info)
+            now = self._clock()
+            for column in qualified:
+                old = self._latest(conn, info, row, column)
+                cell = (column, max(now, old[1] + 1) if old else now, change(column, old))
+                conn.execute(f"INSERT OR REPLACE INTO {info.sql} VALUES (?, ?, ?, ?)", (row, *cell))
+                out.append(cell)
+        self._dirty.add(name)
+        return out
+
+    def check_and_mutate(
+        self, name: bytes, row: bytes, column: bytes, expected: bytes | None, mutations: Sequence[Mutation]
+    ) -> bool:
+        """checkAndPut: apply ``mutations`` only if the latest value of ``column`` is ``expected``
+        (None: only if the column has no visible value)."""
+        info = self._enabled(name)
+        _check_row(row)
+        self._check_families(info, {split_column(column)[0]})
+        with self._transaction() as conn:
+            self._still(info)
+            latest = self._latest(conn, info, row, column)
+            if (latest[2] if latest else None) != expected:
+                return False
+            ts = self._clock()
+            puts = [(row, c, ts, v or b"") for d, c, v in mutations if not d and split_column(c)[1] is not None]
+            self._check_families(info, {split_column(c)[0] for _, c, _, _ in puts})
+            self._put(conn, info, puts)
+        self._dirty.add(name)
+        return True
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    def get_rows(
+        self,
+        name: bytes,
+        rows: Sequence[bytes],
+        columns: ColumnSelection = ColumnSelection(),  # noqa: B008 - frozen, shared safely
+        time_max: int | None = None,
+        versions: int = 1,
+    ) -> list[tuple[bytes, list[Cell]]]:
+        """Point reads, in the order asked; rows with nothing visible are left out."""
+        info = self._enabled(name)
+        self._check_families(info, columns.referenced_families())
+        policy = VersionPolicy(info.families, versions, time_max)
+        clause, params = _column_clause(columns)
+        sql = f"SELECT row, col, ts, value FROM {info.sql} WHERE row = ?{clause} ORDER BY col, ts DESC"
+        out: list[tuple[bytes, list[Cell]]] = []
+        with self._reader() as conn:
+            for row in rows:
+                cells = policy.select(conn.execute(sql, (row, *params)).fetchall())
+                if cells:
+                    out.append((row, cells))
+        return out
+
+    def scan(self, name: bytes, spec: ScanSpec) -> Iterator[tuple[bytes, list[Cell]]]:
+        """Rows of a key range with their visible cells, read lazily in growing chunks.
+
+        Checks happen now (missing table or family fail the open, as in HBase), reading later.
+        """
+        info = self._enabled(name)
+        self._check_families(info, spec.columns.referenced_families())
+        return self._scan(info, spec)
+
+    def _scan(self, info: TableInfo, spec: ScanSpec) -> Iterator[tuple[bytes, list[Cell]]]:
+        policy = VersionPolicy(info.families, spec.versions, spec.time_max)
+        clause, col_params = _column_clause(spec.columns)
+        order = "row DESC, col DESC, ts ASC" if spec.reverse else "row, col, ts DESC"
+        near, far = ("<", ">") if spec.reverse else (">", "<")
+        bound: tuple[str, bytes] | None = None  # (operator, key) for the near end
+        if spec.start:
+            bound = (near + "=", spec.start)
+        far_sql, far_params = (f" AND row {far} ?", [spec.stop]) if spec.stop else ("", [])
+        chunk = _FIRST_CHUNK
+        while True:
+            self._still(info)
+            near_sql, near_params = (f"row {bound[0]} ?", [bound[1]]) if bound else ("1", [])
+            sql = (
+                f"SELECT row, col, ts, value FROM {info.sql} WHERE {near_sql}{far_sql}{clause} ORDER BY {order} LIMIT ?"
+            )
+            with self._reader() as conn:
+                stored = conn.execute(sql, (*near_params, *far_params, *col_params, chunk)).fetchall()
+                if len(stored) < chunk:
+                    yield from _assemble(policy, stored, spec.reverse)
+                    return
+                last = stored[-1][0]
+                cut = len(stored) - 1
+                while cut > 0 and stored[cut - 1][0] == last:
+                    cut -= 1
+                if cut == 0:  # one row wider than the chunk: read that row whole
+                    stored = conn.execute(
+                        f"SELECT row, col, ts, value FROM {info.sql} WHERE row = ?{clause} ORDER BY {order}",
+                        (last, *col_params),
+                    ).fetchall()
+                    bound = (near, last)
+                else:
+                    del stored[cut:]
+                    bound = (near + "=", last)
+            yield from _assemble(policy, stored, spec.reverse)
+            chunk = min(chunk * 2, _MAX_CHUNK)
+
+    # --- maintenance -----------------------------------------------------------------------------
+
+    def compact(self, name: bytes) -> int:
+        """Drop versions beyond max_versions and expired cells; returns how many were dropped.
+
+        Works in key chunks, each its own short transaction, so writers are never held up long.
+        """
+        info = self._enabled(name)
+        policy = VersionPolicy(info.families)
+        dropped = 0
+        start: bytes | None = None
+        while True:
+            with self._transaction() as conn:
+                self._still(info)
+                where, params = ("WHERE row >= ?", (start,)) if start is not None else ("", ())
+                keys = conn.execute(
+                    f"SELECT row, col, ts FROM {info.sql} {where} ORDER BY row, col, ts DESC LIMIT ?",
+                    (*params, _COMPACT_CHUNK),
+                ).fetchall()
+                done = len(keys) < _COMPACT_CHUNK
+                if not done:
+                    last = keys[-1][0]
+                    keys = [k for k in keys if k[0] != last]
+                    if not keys:  # a single huge row: take it whole
+                        keys = conn.execute(
+                            f"SELECT row, col, ts FROM {info.sql} WHERE row = ? ORDER BY col, ts DESC", (last,)
+                        ).fetchall()
+                        start = last + b"\x00"
+                    else:
+                        start = last
+                garbage = policy.garbage(keys)
+                if garbage:
+                    conn.executemany(f"DELETE FROM {info.sql} WHERE row = ? AND col = ? AND ts = ?", garbage)
+                dropped += len(garbage)
+            if done:
+                break
+        self._dirty.discard(name)
+        if dropped:
+            log.info("compacted", extra={"table": name.decode("utf-8", "replace"), "dropped": dropped})
+        return dropped
+
+    def compact_dirty(self) -> None:
+        """Background maintenance: compact the enabled tables written since their last compaction."""
+        for name in list(self._dirty):
+            info = self._tables.get(name)
+            if info is None or not info.enabled:
+                continue
+            with suppress(HBaseError):
+                self.compact(name)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file (called at shutdown so the next start is quick)."""
+        with self._write_lock:
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with suppress(sqlite3.Error):
+            self.checkpoint()
+        with self._write_lock:
+            self._closed = True
+            self._writer.close()
+        while True:
+            try:
+                self._readers.get_nowait().close()
+            except queue.Empty:
+                break
+
+
+def _check_row(row: bytes) -> None:
+    if not row:
+        raise IllegalArgumentError("Row length is 0")
+    if len(row) > MAX_ROW_LENGTH:
+        raise IllegalArgumentError(f"Row length {len(row)} is > {MAX_ROW_LENGTH}")
+
+
+def _column_clause(columns: ColumnSelection) -> tuple[str, list[bytes]]:
+    """SQL restricting cells to the selected columns, so unwanted cells never reach Python."""
+    if columns.everything:
+        return "", []
+    terms: list[str] = []
+    params: list[bytes] = []
+    if columns.columns:
+        terms.append(f"col IN ({', '.join('?' * len(columns.columns))})")
+        params.extend(sorted(columns.columns))
+    for family in sorted(columns.families):
+        terms.append("(col >= ? AND col < ?)")
+        params.extend((family + b":", family_end(family)))
+    return f" AND ({' OR '.join(terms)})", params
+
+
+def _assemble(policy: VersionPolicy, stored: list[StoredCell], reverse: bool) -> list[tuple[bytes, list[Cell]]]:
+    """Rows from whole-row cells in query order; reversed chunks are flipped back to KeyValue
+    order inside each row (the policy wants newest first) and rows stay in scan order."""
+    if not reverse:
+        return policy.rows(stored)
+    stored.reverse()
+    rows = policy.rows(stored)
+    rows.reverse()
+    return rows
