@@ -94,7 +94,8 @@ def topic_config_entries(
     """Every topic config (or those in `keys` that exist) with its effective value and source chain.
 
     Values come from `resolve_topic_config`, the same resolution the log layer uses, so what an
-    admin sees is what the partitions run with.
+    admin sees is what the partitions run with. A broker synonym is shown with its own value as
+    configured (log.retention.hours=24, not the 86400000 ms it resolves to), as Kafka shows it.
     """
     wanted = TOPIC_CONFIGS.keys if keys is None else [k for k in keys if k in TOPIC_CONFIGS]
     entries = []
@@ -110,7 +111,8 @@ def topic_config_entries(
                 sensitive=key.sensitive,
                 config_type=int(key.type),
                 documentation=key.doc,
-                synonyms=resolved.synonyms,
+                synonyms=tuple((n, broker_static.get(n, v) if n != name else v, src)
+                               for n, v, src in resolved.synonyms),
             )
         )
     return entries

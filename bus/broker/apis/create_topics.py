@@ -68,18 +68,19 @@ def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
         partitions = len(created.partitions)
         factor = len(created.partitions[0].replicas)
         overrides = created.configs
-    entries = topic_config_entries(overrides, ctx.broker.config.static_topic_defaults())
-    configs = [
-        ctx.make(
-            "CreatableTopicConfigs",
-            name=e.name,
-            value=e.value,
-            read_only=e.read_only,
-            config_source=e.source,
-            is_sensitive=e.sensitive,
-        )
-        for e in entries
-    ]
+    configs = []
+    if ctx.shapes.has("CreatableTopicConfigs"):  # v5+ describes the topic it created
+        configs = [
+            ctx.make(
+                "CreatableTopicConfigs",
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=e.sensitive,
+            )
+            for e in topic_config_entries(overrides, ctx.broker.config.static_topic_defaults())
+        ]
     return ctx.make(
         "CreatableTopicResult",
         name=spec.name,
