@@ -32,7 +32,7 @@ def _delete_before(partition: Partition, requested: int) -> int:
             f"Cannot delete records of partition {partition.topic}-{partition.index} before offset {requested}: "
             f"it is not between 0 and the high watermark {high_watermark}",
         )
-    if "delete" not in partition.config.cleanup_policy:
+    if not partition.config.delete:
         raise PartitionError(
             ErrorCode.policy_violation,
             f"Records of partition {partition.topic}-{partition.index} can not be deleted due to the "
