@@ -1,0 +1,1 @@
+"""Tests of the embedded HBase gateway (deploy/hbase_gateway), judged through happybase."""
