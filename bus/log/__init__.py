@@ -1,0 +1,1 @@
+"""Partition storage: segmented append-only logs with offset and time indexes, retention and compaction."""

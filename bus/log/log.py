@@ -1,0 +1,547 @@
+"""A partition's log: its segments, offsets, reads, retention, flushing and crash recovery.
+
+Concurrency: the broker calls every method from one thread (the event loop); the log cleaner works in
+a worker thread on its own file descriptors and only takes the lock to snapshot the segment list and to
+swap cleaned segments in. Reads hold the lock across their pread, so a segment's descriptor is never
+closed under a reader and a deleted segment can be unlinked at once (Kafka's file.delete.delay.ms exists
+to protect zero-copy readers that we do not have).
+
+Durability: an append is one write(2), so once it returns the data survives a crash of the process.
+Surviving a machine crash needs fsync: per flush.messages / flush.ms, and for every rolled segment at
+the next `flush_if_due`. The `recovery-point` file records the offset below which everything was
+fsynced; after an unclean shutdown only segments from there on are scanned and cut at a torn tail.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bus.log import files
+from bus.log.config import LogConfig
+from bus.log.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment
+from bus.protocol.records import BatchInfo, assign_offsets
+
+log = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    data: bytes | memoryview  # whole batches only
+    first_batch_offset: int | None
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    base_offset: int
+    size: int
+    path: Path
+
+
+@dataclass(frozen=True)
+class CleaningSnapshot:
+    """What the cleaner works from. `generation` changes on truncation, which invalidates a clean."""
+
+    segments: tuple[Segment, ...]
+    log_start_offset: int
+    log_end_offset: int
+    cleaner_checkpoint: int | None
+    generation: int
+
+
+_EMPTY = ReadResult(b"", None)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        recover: bool = True,
+    ) -> None:
+        """Open or create the log in `directory`. After an unclean shutdown the unflushed segments are
+        scanned and cut at the first bad batch, unless `recover` is False (indexes that fail their sanity
+        checks are rebuilt either way)."""
+        self.directory = directory
+        self._config = config
+        self._now_ms = now_ms
+        self._lock = threading.Lock()
+        self._closed = False
+        self._generation = 0
+        self._dir_dirty = False
+        directory.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._load(recover)
+        self._cleaner_checkpoint = files.read_offset(self.directory / files.CLEANER_CHECKPOINT)
+        self._last_flush_ms = now_ms()
+
+    # ----------------------------------------------------------------------------------------- loading
+
+    def _load(self, recover: bool) -> None:
+        marker = self.directory / files.CLEAN_SHUTDOWN
+        clean = marker.exists()
+        marker.unlink(missing_ok=True)
+        rebuild = self._finish_interrupted_swaps()
+        now = self._now_ms()
+        names = os.listdir(self.directory)
+        bases = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG)) is not None)
+        recovery_point = files.read_offset(self.directory / files.RECOVERY_POINT) or 0
+        first_unflushed = len(bases) if clean or not recover else max(bisect_right(bases, recovery_point) - 1, 0)
+        # Checked before Segment() creates any missing index file empty.
+        rebuild.update(b for b in bases if not all(p.exists() for p in files.segment_paths(self.directory, b)))
+        segments = [Segment(self.directory, base, now) for base in bases]
+        for i, segment in enumerate(segments):
+            if i >= first_unflushed or segment.base_offset in rebuild or not segment.load():
+                cut = segment.recover(self._config.index_interval_bytes)
+                if cut:
+                    log.warning("%s: cut %d bytes of torn or corrupt data from segment %d",
+                                self.directory, cut, segment.base_offset)  # fmt: skip
+                    for later in segments[i + 1 :]:
+                        log.warning("%s: dropping segment %d after the cut", self.directory, later.base_offset)
+                        later.close_and_delete()
+                    del segments[i + 1 :]
+                    break
+        log_start = files.read_offset(self.directory / files.LOG_START_OFFSET)
+        if not segments:
+            segments = [Segment.create(self.directory, log_start or 0, now)]
+        self._set_segments(segments)
+        self._log_start_offset = max(log_start or 0, segments[0].base_offset)
+        if self._log_start_offset > self.log_end_offset:
+            # Records were deleted up to the start offset and then the tail was lost: start empty there so no
+            # offset a consumer has seen is ever handed out again.
+            for segment in segments:
+                segment.close_and_delete()
+            self._set_segments([Segment.create(self.directory, self._log_start_offset, now)])
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+
+    def _finish_interrupted_swaps(self) -> set[int]:
+        """Undo cleaning that had not committed (`.cleaned` files) and complete swaps that had (`.log.swap`):
+        the swap replaces every old segment in its offset range. Returns base offsets whose indexes must be
+        rebuilt."""
+        names = os.listdir(self.directory)
+        for name in names:
+            if name.endswith(files.CLEANED):
+                (self.directory / name).unlink()
+        rebuild = set()
+        swaps = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG, files.SWAP)) is not None)
+        for base in swaps:
+            log.warning("%s: completing the interrupted swap of cleaned segment %d", self.directory, base)
+            swapped = Segment(self.directory, base, 0, files.SWAP)
+            swapped.recover(self._config.index_interval_bytes)
+            end = max(swapped.next_offset, base + 1)
+            swapped.close()
+            for path in (*swapped.paths[1:], *files.segment_paths(self.directory, base)):
+                path.unlink(missing_ok=True)
+            for name in names:
+                old = files.base_offset_of(name, files.LOG)
+                if old is not None and base < old < end:
+                    for path in files.segment_paths(self.directory, old):
+                        path.unlink(missing_ok=True)
+            os.replace(swapped.path, files.segment_path(self.directory, base, files.LOG))
+            rebuild.add(base)
+        if swaps:
+            files.fsync_dir(self.directory)
+        return rebuild
+
+    def _set_segments(self, segments: list[Segment]) -> None:
+        # Copy-on-write: a list once published is never mutated, so a snapshot taken under the lock stays valid.
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+
+    # ------------------------------------------------------------------------------------------ state
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[SegmentInfo, ...]:
+        return tuple(SegmentInfo(s.base_offset, s.size, s.path) for s in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._config = config
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.directory} is closed")
+
+    # ---------------------------------------------------------------------------------------- writing
+
+    def append(
+        self, payload: bytearray, batches: Sequence[BatchInfo], *, partition_leader_epoch: int | None = None
+    ) -> AppendResult:
+        """Append validated batches (`scan_batches` of `payload`) as the leader: offsets are assigned in
+        place from the log end offset, and LogAppendTime stamped when the topic asks for it."""
+        with self._lock:
+            self._check_open()
+            now = self._now_ms()
+            append_time = now if self._config.log_append_time else None
+            first = self.log_end_offset
+            assign_offsets(payload, batches, first, log_append_time=append_time,
+                           partition_leader_epoch=partition_leader_epoch)  # fmt: skip
+            placements: list[Placement] = []
+            offset = first
+            for batch in batches:
+                last = offset + batch.last_offset_delta
+                placements.append((batch.size, last, batch.max_timestamp if append_time is None else append_time))
+                offset = last + 1
+            self._write(payload, batches, placements, first, now)
+            return AppendResult(first, offset - 1, -1 if append_time is None else append_time, self._log_start_offset)
+
+    def append_as_is(self, payload: bytes | bytearray, batches: Sequence[BatchInfo]) -> AppendResult:
+        """Append batches that already carry their offsets (a follower copying its leader); they must
+        follow the log end offset, gaps allowed (a compacted leader)."""
+        with self._lock:
+            self._check_open()
+            placements: list[Placement] = []
+            expected = self.log_end_offset
+            for batch in batches:
+                if batch.base_offset < expected:
+                    raise ValueError(f"batch at offset {batch.base_offset} is below the next offset {expected}")
+                placements.append((batch.size, batch.last_offset, batch.max_timestamp))
+                expected = batch.next_offset
+            self._write(payload, batches, placements, batches[0].base_offset if batches else expected, self._now_ms())
+            return AppendResult(batches[0].base_offset, batches[-1].last_offset, -1, self._log_start_offset)
+
+    def _write(
+        self,
+        payload: bytes | bytearray,
+        batches: Sequence[BatchInfo],
+        placements: Sequence[Placement],
+        first_offset: int,
+        now: int,
+    ) -> None:
+        if not batches:
+            raise ValueError("no record batch to append")
+        start = batches[0].position
+        size = batches[-1].position + batches[-1].size - start
+        config = self._config
+        if size > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {size} bytes exceeds the segment size of {config.segment_bytes} bytes"
+            )
+        active = self._maybe_roll(size, first_offset, placements[-1][1], now)
+        active.append(memoryview(payload)[start : start + size], placements, config.index_interval_bytes)
+        self._maybe_flush(now)
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> Segment:
+        """Kafka's roll rules: the append would overflow segment.bytes, the segment is older than segment.ms
+        (since its first append), an index is full, or offsets would not fit an index entry."""
+        active = self._segments[-1]
+        config = self._config
+        if (
+            active.size > config.segment_bytes - size
+            or (active.size > 0 and now - active.created_ms > config.segment_ms)
+            or active.offset_index.is_full(config.segment_index_bytes)
+            or active.time_index.is_full(config.segment_index_bytes)
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            return self._roll(now, first_offset)
+        return active
+
+    def _roll(self, now: int, base_offset: int) -> Segment:
+        active = self._segments[-1]
+        if active.size == 0 and active.base_offset == base_offset:
+            active.created_ms = now
+            return active
+        active.seal()
+        segment = Segment.create(self.directory, base_offset, now)
+        self._set_segments([*self._segments, segment])
+        self._dir_dirty = True
+        return segment
+
+    def roll(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._roll(self._now_ms(), self.log_end_offset)
+
+    # --------------------------------------------------------------------------------------- flushing
+
+    def _maybe_flush(self, now: int) -> None:
+        end = self.log_end_offset
+        unflushed = end - self._recovery_point
+        config = self._config
+        if unflushed > 0 and (unflushed >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms):
+            self._flush_to(end, now)
+
+    def _flush_to(self, offset: int, now: int) -> None:
+        """fsync every segment holding data below `offset`, then move the recovery point there."""
+        for segment in self._segments:
+            if segment.base_offset < offset and segment.unflushed:
+                segment.flush()
+        if self._dir_dirty:
+            files.fsync_dir(self.directory)
+            self._dir_dirty = False
+        if offset > self._recovery_point:
+            self._recovery_point = offset
+            files.write_offset(self.directory / files.RECOVERY_POINT, offset)
+        self._last_flush_ms = now
+
+    def flush(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._flush_to(self.log_end_offset, self._now_ms())
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """The periodic flusher: everything once flush.ms has passed, else just the segments rolled since
+        the last flush (Kafka flushes a segment when it rolls). True if anything was fsynced."""
+        with self._lock:
+            if self._closed:
+                return False
+            end = self.log_end_offset
+            if self._recovery_point < end and now_ms - self._last_flush_ms >= self._config.flush_ms:
+                self._flush_to(end, now_ms)
+                return True
+            active_base = self._segments[-1].base_offset
+            if self._recovery_point < active_base:
+                self._flush_to(active_base, now_ms)
+                return True
+            return False
+
+    # ---------------------------------------------------------------------------------------- reading
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one containing `offset` (it may start before it), at most `max_bytes`
+        unless the first batch alone is bigger and `min_one_batch` is set, none based at or past
+        `max_offset` (high watermark or last stable offset)."""
+        with self._lock:
+            self._check_open()
+            end = self.log_end_offset
+            if offset < self._log_start_offset or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside [{self._log_start_offset}, {end}] of {self.directory.name}"
+                )
+            if offset == end or (max_offset is not None and offset >= max_offset):
+                return _EMPTY
+            first = max(bisect_right(self._bases, offset) - 1, 0)
+            for segment in self._segments[first:]:
+                found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+                if found is not None:
+                    return ReadResult(*found) if found[1] is not None else _EMPTY
+            return _EMPTY
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the earliest record stamped at or after `timestamp` (ListOffsets)."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                if segment.largest_timestamp >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """(max timestamp, offset of its first record) for ListOffsets MAX_TIMESTAMP; (-1, -1) if none."""
+        with self._lock:
+            self._check_open()
+            newest = max(self._segments, key=lambda segment: segment.max_timestamp)
+            return newest.max_timestamp_record() or (-1, -1)
+
+    # ----------------------------------------------------------------------------- deleting and truncating
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` and drop the segments wholly below it.
+        Returns the new log start offset (the low watermark)."""
+        with self._lock:
+            self._check_open()
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(f"offset {offset} is past the log end offset {self.log_end_offset}")
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                files.write_offset(self.directory / files.LOG_START_OFFSET, offset)
+                self._delete_oldest(self._count_below_log_start())
+            return self._log_start_offset
+
+    def enforce_retention(self) -> int:
+        """Delete whole non-active segments past retention.ms (by their newest timestamp) or beyond
+        retention.bytes, and any below the log start offset. Returns how many were deleted."""
+        with self._lock:
+            if self._closed:
+                return 0
+            config = self._config
+            inactive = self._segments[:-1]
+            count = self._count_below_log_start()
+            if config.delete and config.retention_ms >= 0:
+                now = self._now_ms()
+                expired = 0
+                while expired < len(inactive) and now - inactive[expired].largest_timestamp > config.retention_ms:
+                    expired += 1
+                count = max(count, expired)
+            if config.delete and config.retention_bytes >= 0:
+                excess = self.size_bytes - config.retention_bytes
+                oversize = 0
+                while oversize < len(inactive) and excess >= inactive[oversize].size:
+                    excess -= inactive[oversize].size
+                    oversize += 1
+                count = max(count, oversize)
+            self._delete_oldest(count)
+            return count
+
+    def _count_below_log_start(self) -> int:
+        count = 0
+        while count + 1 < len(self._segments) and self._segments[count + 1].base_offset <= self._log_start_offset:
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int) -> None:
+        if not count:
+            return
+        doomed = self._segments[:count]
+        self._set_segments(self._segments[count:])
+        for segment in doomed:
+            segment.close_and_delete()
+        self._dir_dirty = True
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            files.write_offset(self.directory / files.LOG_START_OFFSET, self._log_start_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch ending at or after `offset` (replication divergence). A batch straddling
+        `offset` goes whole, so the log end offset may land below it."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            self._generation += 1
+            self._dir_dirty = True
+            fully = offset <= self._segments[0].base_offset
+            if fully:
+                for segment in self._segments:
+                    segment.close_and_delete()
+                self._set_segments([Segment.create(self.directory, offset, self._now_ms())])
+            else:
+                keep = bisect_left(self._bases, offset)
+                for segment in self._segments[keep:]:
+                    segment.close_and_delete()
+                self._set_segments(self._segments[:keep])
+                self._segments[-1].truncate_to(offset)
+            end = self.log_end_offset
+            start = end if fully else min(self._log_start_offset, end)
+            if start != self._log_start_offset:
+                self._log_start_offset = start
+                files.write_offset(self.directory / files.LOG_START_OFFSET, start)
+            if self._recovery_point > end:
+                self._recovery_point = end
+                files.write_offset(self.directory / files.RECOVERY_POINT, end)
+            if self._cleaner_checkpoint is not None and self._cleaner_checkpoint > end:
+                self._write_cleaner_checkpoint(end)
+
+    # ----------------------------------------------------------------------------------- the cleaner's side
+
+    def cleaning_snapshot(self) -> CleaningSnapshot:
+        with self._lock:
+            self._check_open()
+            return CleaningSnapshot(
+                tuple(self._segments), self._log_start_offset, self.log_end_offset, self._cleaner_checkpoint,
+                self._generation,
+            )  # fmt: skip
+
+    def set_cleaner_checkpoint(self, offset: int) -> None:
+        """Where the next clean's dirty section begins (Kafka's cleaner-offset-checkpoint)."""
+        with self._lock:
+            if not self._closed:
+                self._write_cleaner_checkpoint(offset)
+
+    def _write_cleaner_checkpoint(self, offset: int) -> None:
+        self._cleaner_checkpoint = offset
+        files.write_offset(self.directory / files.CLEANER_CHECKPOINT, offset)
+
+    def replace_segments(self, cleaned: Segment, old: Sequence[Segment], generation: int) -> bool:
+        """Swap a cleaned segment (fsynced, files named `.cleaned`) in for the consecutive non-active `old`
+        segments it was built from. False, changing nothing, if the log moved on meanwhile (truncated,
+        closed, or some of `old` deleted by retention); the caller then discards `cleaned`.
+
+        Crash safety: renaming the cleaned log to `.swap` is the commit point. Recovery deletes `.cleaned`
+        files (the old segments are intact) and completes any `.swap` (see _finish_interrupted_swaps).
+        """
+        with self._lock:
+            if self._closed or generation != self._generation:
+                return False
+            current = self._segments
+            first = next((i for i, segment in enumerate(current) if segment is old[0]), None)
+            if first is None or first + len(old) >= len(current):
+                return False
+            if any(current[first + i] is not segment for i, segment in enumerate(old)):
+                return False
+            base = old[0].base_offset
+            swap = files.segment_path(self.directory, base, files.LOG, files.SWAP)
+            os.replace(cleaned.path, swap)
+            files.fsync_dir(self.directory)
+            for segment in old:
+                segment.close_and_delete()
+            final_log, final_index, final_time_index = files.segment_paths(self.directory, base)
+            os.replace(cleaned.offset_index.path, final_index)
+            os.replace(cleaned.time_index.path, final_time_index)
+            os.replace(swap, final_log)
+            cleaned.set_suffix("")
+            files.fsync_dir(self.directory)
+            self._set_segments([*current[:first], cleaned, *current[first + len(old) :]])
+            return True
+
+    # ------------------------------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush everything and leave the clean-shutdown marker, so the next open trusts the indexes."""
+        with self._lock:
+            if self._closed:
+                return
+            for segment in self._segments:
+                segment.seal()
+            self._flush_to(self.log_end_offset, self._now_ms())
+            for segment in self._segments:
+                segment.close()
+            (self.directory / files.CLEAN_SHUTDOWN).touch()
+            files.fsync_dir(self.directory)
+            self._closed = True
+
+    def delete(self) -> None:
+        """Remove the log and its directory: renamed to `<dir>.<uuid>-delete` first, as Kafka does, so a crash
+        mid-way leaves a name that start-up recognises and finishes deleting."""
+        with self._lock:
+            if not self._closed:
+                for segment in self._segments:
+                    segment.close_and_delete()
+                self._closed = True
+            doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+            os.rename(self.directory, doomed)
+            shutil.rmtree(doomed)
