@@ -106,3 +106,42 @@ def header_only(api_key: int, version: int, correlation_id: int, client_id: byte
     """A request header (v1, or v2 with an empty tag section) with no body, as raw bytes."""
     out = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
     return out + (b"\x00" if flexible else b"")
+
+
+def produce_request(topic: str, partition: int, records: bytes, acks: int = -1) -> Any:
+    """A ProduceRequest v9 carrying `records` (one or more encoded batches) for one partition."""
+    import datetime
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition,
+                                                                                        records=records),)),),
+    )
+
+
+def produce_error(raw: RawKafka, topic: str, partition: int, records: bytes) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition produce."""
+    response = raw.request(produce_request(topic, partition, records))
+    [topic_response] = response.responses
+    [part] = topic_response.partition_responses
+    return part.error_code.value, part.base_offset
+
+
+def metadata_request(*topics: str, allow_auto_create: bool = True) -> Any:
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    return MetadataRequest(
+        topics=tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+        allow_auto_topic_creation=allow_auto_create,
+        include_topic_authorized_operations=False,
+    )
+
+
+def api_versions_request() -> Any:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    return ApiVersionsRequest(client_software_name="raw-test", client_software_version="1.0")
