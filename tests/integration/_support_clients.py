@@ -32,9 +32,10 @@ def producer_config(bootstrap: str, **extra: object) -> dict[str, object]:
 
 
 def consumer_config(bootstrap: str, **extra: object) -> dict[str, object]:
-    """An assign()-only consumer: no group.id, so librdkafka never looks for a group coordinator."""
+    """An assign()-only consumer that never commits (confluent-kafka insists on a group.id even then)."""
     return {
         "bootstrap.servers": bootstrap,
+        "group.id": "assign-only",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",

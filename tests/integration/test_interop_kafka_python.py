@@ -24,7 +24,8 @@ TIMEOUTS = {"request_timeout_ms": 8000, "reconnect_backoff_ms": 50, "reconnect_b
 
 def _producer(bootstrap: str, **extra: object) -> KafkaProducer:
     # Idempotence is kafka-python 3's default; it needs InitProducerId, which the broker does not serve yet.
-    return KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=5, **TIMEOUTS, **extra)
+    options = {"enable_idempotence": False, "linger_ms": 5, **TIMEOUTS, **extra}
+    return KafkaProducer(bootstrap_servers=bootstrap, **options)
 
 
 def _consumer(bootstrap: str, **extra: object) -> KafkaConsumer:

@@ -34,11 +34,10 @@ def _lookup(partition: Partition, timestamp: int, committed: bool) -> tuple[int,
         return (max_ts, offset) if offset < end else (-1, -1)
     if timestamp < 0:
         raise PartitionError(ErrorCode.invalid_request, f"unsupported ListOffsets timestamp {timestamp}")
-    found = partition.log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= end:
+    found = partition.log.offset_for_timestamp(timestamp)  # (timestamp, offset), like max_timestamp_and_offset
+    if found is None or found[1] >= end:
         return -1, -1
-    offset, record_ts = found
-    return record_ts, offset
+    return found
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
