@@ -200,3 +200,11 @@ def test_compaction_drops_hidden_versions(spawn: Callable[..., Gateway]) -> None
     (cells_table,) = db.execute("SELECT 'cells_' || id FROM hb_tables WHERE name = ?", (b"c",)).fetchone()
     assert db.execute(f"SELECT ts FROM {cells_table} ORDER BY ts").fetchall() == [(4,), (5,)]
     db.close()
+
+
+def test_mutation_without_column_is_illegal_argument(table: happybase.Table) -> None:
+    client, name = table.connection.client, table.name
+    with pytest.raises(IllegalArgument, match="needs a column"):
+        client.mutateRows(name, [BatchMutation(b"r", [Mutation(value=b"1")])], {})
+    table.put(b"r", {b"cf:a": b"ok"})  # same connection, still fine
+    assert table.row(b"r") == {b"cf:a": b"ok"}
