@@ -279,3 +279,62 @@ def test_produce_then_consume_latency_is_low(shared_broker) -> None:
         assert elapsed < 2.0, f"record took {elapsed:.2f}s to reach a waiting consumer (fetch.wait.max.ms=10000)"
     finally:
         consumer.close()
+
+
+def test_start_inside_a_batch_and_out_of_range_resets(shared_broker) -> None:
+    """Fetching from an offset inside a compressed batch returns that batch and the client skips ahead;
+    an offset past the end is OFFSET_OUT_OF_RANGE, which auto.offset.reset turns into earliest/latest."""
+    topic = "cf-fetch-positions"
+    create_topic(shared_broker.bootstrap, topic)
+    producer = Producer(producer_config(shared_broker.bootstrap, **{"compression.codec": "gzip", "linger.ms": 50}))
+    for i in range(10):
+        producer.produce(topic, partition=0, value=f"v{i}".encode())
+    assert producer.flush(10) == 0
+    assert len(stored_batches(shared_broker.data_dir, topic)) == 1  # all ten in one batch
+
+    mid = consume(shared_broker.bootstrap, topic, start=6, count=4)
+    assert [(m.offset(), m.value()) for m in mid] == [(i, f"v{i}".encode()) for i in range(6, 10)]
+
+    reset = consume(shared_broker.bootstrap, topic, start=500, count=10, **{"auto.offset.reset": "earliest"})
+    assert [m.offset() for m in reset] == list(range(10))
+
+    consumer = Consumer(consumer_config(shared_broker.bootstrap, **{"auto.offset.reset": "latest"}))
+    try:
+        consumer.assign([TopicPartition(topic, 0, 500)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
+                assert msg.offset() == 10  # reset to the log end, not to 500 and not to 0
+                break
+            assert msg is None, f"unexpected record at offset {msg.offset()}: {msg.value()!r}"
+        else:
+            pytest.fail("consumer never reached EOF after resetting to latest")
+    finally:
+        consumer.close()
+
+
+def test_one_consumer_over_many_partitions(shared_broker) -> None:
+    """One consumer assigned to 6 partitions: multi-partition fetches, each partition's order kept and
+    the response size budget (fetch.max.bytes) shared across partitions without losing any record."""
+    topic = "cf-multi-fetch"
+    create_topic(shared_broker.bootstrap, topic, partitions=6)
+    producer = Producer(producer_config(shared_broker.bootstrap))
+    expected = {p: [f"p{p}-{i}-".encode() + b"z" * 300 for i in range(40)] for p in range(6)}
+    for i in range(40):
+        for p in range(6):
+            producer.produce(topic, partition=p, value=expected[p][i])
+    assert producer.flush(10) == 0
+    consumer = Consumer(consumer_config(shared_broker.bootstrap, **{
+        "fetch.max.bytes": 20_000, "message.max.bytes": 10_000, "max.partition.fetch.bytes": 5_000}))
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(6)}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(6)])
+        deadline = time.monotonic() + 15
+        while sum(map(len, got.values())) < 240 and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                got[msg.partition()].append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    assert got == {p: list(enumerate(expected[p])) for p in range(6)}
