@@ -258,6 +258,8 @@ class Log:
                 f"append of {size} bytes exceeds the segment size of {config.segment_bytes} bytes"
             )
         active = self._maybe_roll(size, first_offset, placements[-1][1], now)
+        if not active.size:
+            active.created_ms = now  # segment.ms counts from a segment's first append
         active.append(memoryview(payload)[start : start + size], placements, config.index_interval_bytes)
         self._maybe_flush(now)
 
@@ -279,7 +281,6 @@ class Log:
     def _roll(self, now: int, base_offset: int) -> Segment:
         active = self._segments[-1]
         if active.size == 0 and active.base_offset == base_offset:
-            active.created_ms = now
             return active
         active.seal()
         segment = Segment.create(self.directory, base_offset, now)

@@ -183,7 +183,7 @@ class Segment:
                 break
             self._track(position, batch.size, batch.last_offset, batch.max_timestamp, index_interval_bytes)
             valid_end = position + batch.size
-        self._write_indexes()
+        self.seal()
         cut = self.size - valid_end
         if cut:
             os.ftruncate(self.fd, valid_end)
@@ -199,10 +199,11 @@ class Segment:
 
     def _rescan(self, start: int) -> bool:
         """Derive next offset, max timestamp and index spacing from the time index plus the batches from
-        `start` (the last indexed batch); True if they end exactly at the end of the file."""
+        `start` (the last indexed batch); True if they end exactly at the end of the file. Trusted data
+        (flushed, or in the page cache after a clean shutdown) is not CRC-checked, as in Kafka."""
         self._restart_from_indexes()
         end = start
-        for position, _, batch in read_batches(self.fd, start, self.size, verify_crc=True):
+        for position, _, batch in read_batches(self.fd, start, self.size, verify_crc=False):
             self.next_offset = batch.last_offset + 1
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
