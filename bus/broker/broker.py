@@ -17,6 +17,7 @@ from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
 from bus.controller.controller import QuorumController
 from bus.controller.metadata_log import MetadataLog
+from bus.coordinator.group import GroupCoordinator
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 
@@ -69,6 +70,7 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.logs, static)
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
+        self.groups = GroupCoordinator.for_broker(self)
         self.apis = KafkaApis(self)
         self.network = SocketServer(config, self.apis)
         self._tasks: list[asyncio.Task[None]] = []
@@ -81,6 +83,7 @@ class Broker:
         return LogConfig.from_properties(effective_topic_configs(topic_configs, self.config.static_topic_defaults()))
 
     async def start(self) -> None:
+        await self.groups.start()  # loads __consumer_offsets before the first request can ask
         await self.network.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.retention_check_interval_s, self.logs.enforce_retention)),
@@ -111,6 +114,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await self.network.stop()
+        await self.groups.stop()
         self.logs.close()
         self.metadata_log.close()
         log.info("broker %d shut down cleanly", self.node_id)

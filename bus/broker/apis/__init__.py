@@ -25,6 +25,17 @@ MODULES = (
     "create_partitions",
     "incremental_alter_configs",
     "describe_cluster",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
 )
 
 

@@ -1,0 +1,59 @@
+"""OffsetFetch (9): a group's committed offsets (-1 where nothing is committed).
+
+v1 names partitions explicitly; v2+ may ask for all of the group's offsets (null topics) and carry a
+top-level error; v8+ batch several groups. `require_stable` (v7+) needs no waiting here: commits are
+in the log before they are acknowledged, so no offset is ever pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.context import RequestContext
+from bus.coordinator.group.records import OffsetValue
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+TOP_LEVEL_ERROR_VERSION = 2
+BATCHED_VERSION = 8
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> tuple[ErrorCode, list[Any]]:
+    """(group error, topic responses) for one group, in the class names of the request's version."""
+    batched = ctx.api_version >= BATCHED_VERSION
+    topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
+    partition_cls = "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition"
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    if error != ErrorCode.none:
+        if ctx.api_version >= TOP_LEVEL_ERROR_VERSION or wanted is None:
+            return error, []
+        found = dict.fromkeys(wanted)  # v1: the error goes on every partition
+    by_topic: dict[str, list[Any]] = {}
+    for (name, index), value in found.items():
+        by_topic.setdefault(name, []).append(_partition(ctx, partition_cls, index, value, error))
+    return error, [ctx.make(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
+
+
+def _partition(ctx: RequestContext, cls: str, index: int, value: OffsetValue | None, error: ErrorCode) -> Any:
+    if value is None:
+        return ctx.make(cls, partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                        error_code=error)
+    return ctx.make(cls, partition_index=index, committed_offset=value.offset,
+                    committed_leader_epoch=value.leader_epoch, metadata=value.metadata, error_code=error)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= BATCHED_VERSION:
+        groups = []
+        for group in request.groups:
+            error, topics = _fetch(ctx, group.group_id, group.topics)
+            groups.append(ctx.make("OffsetFetchResponseGroup", group_id=group.group_id, topics=topics,
+                                   error_code=error))
+        return ctx.make("OffsetFetchResponse", throttle_time=0, groups=groups)
+    error, topics = _fetch(ctx, request.group_id, request.topics)
+    return ctx.make("OffsetFetchResponse", throttle_time=0, topics=topics, error_code=error)

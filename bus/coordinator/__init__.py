@@ -1,0 +1,1 @@
+"""Coordinators (Kafka's GroupCoordinator; the transaction coordinator lives beside it)."""
