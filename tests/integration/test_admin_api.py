@@ -336,6 +336,8 @@ def test_delete_records(admin: AdminClient, shared_broker: BrokerProcess, topic:
     assert deleted.low_watermark == 4
     earliest = admin.list_offsets({TopicPartition(topic, 0): _earliest()})
     assert earliest[TopicPartition(topic, 0)].result(TIMEOUT).offset == 4
+    backwards = TopicPartition(topic, 0, 2)  # below the low watermark: nothing to do, nothing undone
+    assert admin.delete_records([backwards])[backwards].result(TIMEOUT).low_watermark == 4
     # -1 means "up to the high watermark"
     everything = TopicPartition(topic, 0, -1)
     assert admin.delete_records([everything])[everything].result(TIMEOUT).low_watermark == 10

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.alter_configs.v2 import request as alter_v2
 from kio.schema.create_partitions.v3 import request as partitions_v3
 from kio.schema.create_topics.v2 import request as create_v2
@@ -260,11 +261,16 @@ def test_delete_records_unknown_partition(raw: RawKafka, name: str) -> None:
 def test_describe_log_dirs_v1_and_v4(raw: RawKafka, shared_broker: BrokerProcess, name: str) -> None:
     _create(raw, _creatable(create_v7, name, 2))
     try:
+        producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 0})
+        for _ in range(3):
+            producer.produce(name, value=b"x" * 100, partition=1)
+        assert producer.flush(10) == 0
         wanted = (log_dirs_v4.DescribableLogDirTopic(topic=name, partitions=(1,)),)
         (result,) = raw.request(log_dirs_v4.DescribeLogDirsRequest(topics=wanted)).results
         assert result.log_dir == str(shared_broker.data_dir.resolve())
         assert result.total_bytes > 0 and 0 <= result.usable_bytes <= result.total_bytes
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(name, [1])]
+        assert result.topics[0].partitions[0].partition_size >= 300
         (result,) = raw.request(log_dirs_v1.DescribeLogDirsRequest(topics=None)).results
         assert name in {t.name for t in result.topics}
     finally:
