@@ -29,6 +29,7 @@ from tests.integration._support_raw import (
     header_only,
     metadata_request,
     produce_error,
+    produce_request,
 )
 from tests.support.broker_process import ROOT
 from tests.support.ports import free_port
@@ -37,6 +38,7 @@ UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
 UNKNOWN_TOPIC_OR_PARTITION = 3
+RECORD_LIST_TOO_LARGE = 18
 
 
 def assert_still_serves(broker, tag: str) -> None:  # type: ignore[no-untyped-def]
@@ -236,6 +238,78 @@ def test_unknown_topic_without_auto_create(make_broker) -> None:
     assert_still_serves(broker, "no-auto-create")
 
 
+@pytest.mark.xfail(reason="Log.append raises RecordBatchTooLargeError, which Partition.append does not map to "
+                          "RECORD_LIST_TOO_LARGE: the handler fails and the connection is aborted", strict=True)
+def test_batch_larger_than_a_segment_is_record_list_too_large(shared_broker) -> None:
+    """A batch within max.message.bytes but larger than the topic's segment.bytes cannot be stored:
+    Kafka answers RECORD_LIST_TOO_LARGE for that partition and the connection stays usable."""
+    topic = "bigger-than-segment"
+    create_topic(shared_broker.bootstrap, topic, config={"segment.bytes": str(14 * 1024)})
+    with RawKafka(shared_broker.bootstrap) as raw:
+        assert produce_error(raw, topic, 0, _batch([b"s" * 20_000])) == (RECORD_LIST_TOO_LARGE, -1)
+        assert produce_error(raw, topic, 0, _batch([b"s" * 1000])) == (0, 0)
+    assert_still_serves(shared_broker, "bigger-than-segment")
+
+
+@pytest.mark.xfail(reason="with acks=0 the broker answers nothing, so on an error Kafka closes the connection "
+                          "(KafkaApis.handleProduceRequest) to make the client refresh metadata; the produce "
+                          "handler returns None and keeps the connection open", strict=True)
+def test_acks_0_produce_error_closes_the_connection(shared_broker) -> None:
+    with RawKafka(shared_broker.bootstrap) as raw:
+        raw.send_frame(raw.encode(produce_request("acks0-missing-partition", 7, _batch([b"x"]), acks=0)))
+        assert raw.is_closed_by_peer(wait=2.0)
+
+
+def test_pipelined_requests_are_answered_in_order(make_broker) -> None:
+    """Requests sent back to back on one connection, more than queued.max.requests of them and with
+    a parked long-poll fetch in the middle, are answered in request order (clients match responses
+    by position as well as correlation id); acks=0 produces get no answer and do not shift the others."""
+    import datetime
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    broker = make_broker({"queued.max.requests": "4"})
+    topic = "pipelined"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    fetch = FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(milliseconds=800), min_bytes=1, max_bytes=1_000_000,
+        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+        topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+            partition=1, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=100_000),)),),
+    )
+    with RawKafka(broker.bootstrap) as raw:
+        plan: list[tuple[int, int, int]] = []  # (correlation id, api key, version) of answered requests
+        frames = bytearray()
+        for i in range(30):
+            if i == 10:
+                frames += _framed(raw, fetch, plan)  # parks: partition 1 stays empty
+            request = produce_request(topic, 0, _batch([f"m{i}".encode()]), acks=0 if i % 7 == 3 else 1)
+            frames += _framed(raw, request, plan, answered=i % 7 != 3)
+        frames += _framed(raw, api_versions_request(), plan)
+        started = time.monotonic()
+        raw.send_raw(bytes(frames))
+        base_offsets = []
+        for correlation_id, key, version in plan:
+            response = raw.read_response(key, version, correlation_id)
+            if key == 0:
+                [topic_response] = response.responses
+                base_offsets.append(topic_response.partition_responses[0].base_offset)
+            elif key == 1:
+                assert time.monotonic() - started >= 0.7  # the fetch really waited its max_wait
+                assert response.responses[0].partitions[0].records in (b"", None)
+    assert base_offsets == [i for i in range(30) if i % 7 != 3]
+    # The acks=0 records were stored too, in order.
+    assert [m.value() for m in consume(broker.bootstrap, topic, count=30)] == [f"m{i}".encode() for i in range(30)]
+
+
+def _framed(raw: RawKafka, request, plan: list[tuple[int, int, int]], answered: bool = True) -> bytes:  # type: ignore[no-untyped-def]
+    payload = raw.encode(request)
+    if answered:
+        plan.append((raw.correlation_id, int(type(request).__api_key__), int(type(request).__version__)))
+    return struct.pack(">i", len(payload)) + payload
+
+
 # -- connection lifecycle -----------------------------------------------------------------------------
 
 
@@ -300,3 +374,19 @@ def test_missing_properties_file_exits_non_zero_quickly(tmp_path: Path) -> None:
     assert str(missing) in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert elapsed < 10
+
+
+def test_data_dir_of_another_node_is_refused(tmp_path: Path, make_broker) -> None:
+    """A log dir formatted by node 1 is not silently adopted by node 2 (meta.properties check)."""
+    broker = make_broker()
+    assert broker.stop() == 0
+    port, controller = free_port(), free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "bus", "broker", "--override", f"log.dirs={broker.data_dir}", "--override", "node.id=2",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+         "--override", f"controller.quorum.voters=2@127.0.0.1:{controller}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert "node" in result.stderr and "meta.properties" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr

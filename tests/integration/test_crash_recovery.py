@@ -201,3 +201,42 @@ def test_restart_twice_after_kill(make_broker) -> None:
         broker.start()
     assert [m.value() for m in consume(broker.bootstrap, topic, count=len(expected))] == expected
     assert _watermarks(broker.bootstrap, topic, 1) == [(0, 60)]
+
+
+def test_kill_9_with_many_segments_rebuilds_indexes(make_broker) -> None:
+    """With small segments (many rolls, offset and time indexes per segment), a kill -9 and restart
+    keep every record, positional reads from the middle of old segments and time look-ups still work,
+    and appends continue in the active segment."""
+    broker = make_broker({"log.segment.bytes": str(14 * 1024), "log.index.interval.bytes": "512"})
+    topic = "crash-segments"
+    create_topic(broker.bootstrap, topic)
+    base_ts = 1_700_000_000_000
+    producer = Producer(producer_config(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 10}))
+    values = [f"segment-record-{i:05d}-".encode() + b"q" * 150 for i in range(600)]
+    for i, value in enumerate(values):
+        producer.produce(topic, partition=0, value=value, timestamp=base_ts + i * 10)
+        if i % 50 == 49:
+            producer.flush(5)
+    assert producer.flush(10) == 0
+    segments = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 5, f"expected several segments, got {[s.name for s in segments]}"
+    broker.kill()
+    broker.start()
+
+    assert _watermarks(broker.bootstrap, topic, 1) == [(0, 600)]
+    assert [m.value() for m in consume(broker.bootstrap, topic, count=600)] == values
+    assert [(m.offset(), m.value()) for m in consume(broker.bootstrap, topic, start=333, count=3)] == [
+        (333 + i, values[333 + i]) for i in range(3)
+    ]
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    try:
+        for target, expected in ((base_ts + 4005, 401), (base_ts + 10, 1), (base_ts + 5990, 599), (base_ts + 6000, -1)):
+            [found] = consumer.offsets_for_times([TopicPartition(topic, 0, target)], timeout=5)
+            assert (target, found.offset) == (target, expected)
+    finally:
+        consumer.close()
+    reports: list[int] = []
+    producer = Producer(producer_config(broker.bootstrap))
+    producer.produce(topic, partition=0, value=b"after", on_delivery=lambda err, msg: reports.append(msg.offset()))
+    assert producer.flush(10) == 0
+    assert reports == [600]
