@@ -240,3 +240,38 @@ def test_kill_9_with_many_segments_rebuilds_indexes(make_broker) -> None:
     producer.produce(topic, partition=0, value=b"after", on_delivery=lambda err, msg: reports.append(msg.offset()))
     assert producer.flush(10) == 0
     assert reports == [600]
+
+
+def test_damaged_index_files_are_rebuilt(make_broker) -> None:
+    """Index files are derived data: a zeroed offset index and a torn time index (after a clean
+    shutdown, when indexes are otherwise trusted) are detected and rebuilt from the log."""
+    broker = make_broker({"log.segment.bytes": str(14 * 1024), "log.index.interval.bytes": "512"})
+    topic = "damaged-index"
+    create_topic(broker.bootstrap, topic)
+    base_ts = 1_700_000_000_000
+    producer = Producer(producer_config(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 10}))
+    for i in range(400):
+        producer.produce(topic, partition=0, value=f"{i:05d}".encode() + b"q" * 150, timestamp=base_ts + i * 10)
+        if i % 50 == 49:
+            producer.flush(5)
+    assert producer.flush(10) == 0
+    assert broker.stop() == 0
+
+    directory = broker.data_dir / f"{topic}-0"
+    indexes = sorted(directory.glob("*.index"))
+    time_indexes = sorted(directory.glob("*.timeindex"))
+    assert len(indexes) >= 3
+    indexes[1].write_bytes(b"\x00" * indexes[1].stat().st_size)
+    time_indexes[2].write_bytes(time_indexes[2].read_bytes()[:5])
+
+    broker.start()
+    assert [m.offset() for m in consume(broker.bootstrap, topic, count=400)] == list(range(400))
+    assert [(m.offset(), m.value()[:5]) for m in consume(broker.bootstrap, topic, start=150, count=2)] == [
+        (150, b"00150"), (151, b"00151")]
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    try:
+        for target, expected in ((base_ts + 1505, 151), (base_ts + 2005, 201), (base_ts + 2505, 251)):
+            [found] = consumer.offsets_for_times([TopicPartition(topic, 0, target)], timeout=5)
+            assert (target, found.offset) == (target, expected)
+    finally:
+        consumer.close()
