@@ -30,7 +30,7 @@ from bus.log.config import LogConfig
 from bus.log.errors import LogClosedError
 from bus.log.log import CleaningSnapshot, Log
 from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, read_batches, walk_headers
-from bus.protocol.records import LOG_APPEND_TIME, BatchInfo, Record, build_batch, iter_records, scan_batches
+from bus.protocol.records import LOG_APPEND_TIME, BatchInfo, Record, build_batch, iter_records, scan_batches_prefix
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,9 @@ def clean(
     force: bool = False,
 ) -> CleanStats | None:
     """Compact `log_` if its policy includes compact and it is dirty enough (min.cleanable.dirty.ratio, or
-    max.compaction.lag.ms overdue; `force` skips that test). `upper_bound_offset` caps the cleanable range
-    (the last stable offset once transactions exist). None if there was nothing to do or the log changed
-    under the pass."""
+    max.compaction.lag.ms overdue). `force` cleans regardless, which also purges tombstones past their
+    horizon from a log with nothing dirty. `upper_bound_offset` caps the cleanable range (the last stable
+    offset once transactions exist). None if there was nothing to do or the log changed under the pass."""
     config = log_.config
     if not config.compact:
         return None
@@ -107,7 +107,7 @@ def _plan(snapshot: CleaningSnapshot, config: LogConfig, now_ms: int, upper_boun
             if next_base[s.base_offset] > first_dirty and s.largest_timestamp > now_ms - config.min_compaction_lag_ms
         )
         limit = min(limit, next(young, limit))
-    return _Plan(first_dirty, limit, next_base) if limit > first_dirty else None
+    return _Plan(first_dirty, limit, next_base) if limit >= first_dirty and len(segments) > 1 else None
 
 
 def _dirty_enough(snapshot: CleaningSnapshot, plan: _Plan, config: LogConfig, now_ms: int) -> bool:
@@ -217,7 +217,7 @@ class _Pass:
                 kept = self._filter(buf, batch)
                 if kept is None:
                     continue
-                info = scan_batches(kept, verify_crc=False)[0]
+                [info], _ = scan_batches_prefix(kept, verify_crc=False)
                 out += kept
                 placements.append((info.size, info.last_offset, info.max_timestamp))
                 if len(out) >= _WRITE_CHUNK:
