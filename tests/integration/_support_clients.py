@@ -41,6 +41,7 @@ def consumer_config(bootstrap: str, **extra: object) -> dict[str, object]:
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
         "enable.partition.eof": True,
+        "check.crcs": True,  # a batch the broker damaged (offset/timestamp rewrites) must not pass unnoticed
         **FAST_CLIENT,
         **extra,
     }
