@@ -155,4 +155,3 @@ class TimeIndex(_IndexFile):
     def truncate_to(self, offset: int) -> None:
         """Drop entries pointing at or after `offset`."""
         self.truncate_entries(bisect_right(self.values, offset - 1))
-

@@ -154,9 +154,7 @@ def scan_batches(
     return batches
 
 
-def scan_batches_prefix(
-    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
-) -> tuple[list[BatchInfo], int]:
+def scan_batches_prefix(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> tuple[list[BatchInfo], int]:
     """The well-formed batches at the start of `buf` and how many bytes they span.
 
     Log recovery and file readers use this: a torn or corrupt batch ends the scan instead of raising.

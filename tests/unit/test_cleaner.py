@@ -163,8 +163,16 @@ def test_batches_keep_offsets_producer_fields_flags_and_codec(tmp_path: Path) ->
     put(log, (b"a", b"1"), (b"b", b"1"), (b"c", b"1"), compression=3,
         producer_id=42, producer_epoch=3, base_sequence=7, is_transactional=True)  # fmt: skip
     put(log, (b"a", b"2"), producer_id=43, producer_epoch=0, base_sequence=0)
-    control = bytearray(rb.build_batch([(0, TS, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], base_offset=0,
-                                       is_control=True, is_transactional=True, producer_id=42, producer_epoch=3))
+    control = bytearray(
+        rb.build_batch(
+            [(0, TS, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")],
+            base_offset=0,
+            is_control=True,
+            is_transactional=True,
+            producer_id=42,
+            producer_epoch=3,
+        )
+    )
     log.append(control, rb.scan_batches(control))
     log.roll()
     assert clean(log, TS, force=True) is not None

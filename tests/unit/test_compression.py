@@ -40,8 +40,13 @@ def test_snappy_reads_a_hand_built_xerial_stream() -> None:
     assert c.decompress(c.SNAPPY, stream) == b"".join(parts)
 
 
-@pytest.mark.parametrize("bad", [b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"\x00\x00",
-                                 b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 99) + b"abc"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"\x00\x00",
+        b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 99) + b"abc",
+    ],
+)
 def test_truncated_xerial_stream_is_a_decompression_error(bad: bytes) -> None:
     with pytest.raises(c.DecompressionError):
         c.decompress(c.SNAPPY, bad)

@@ -171,8 +171,15 @@ def test_prefix_scan_stops_at_a_torn_or_corrupt_batch() -> None:
     assert rb.scan_batches_prefix(corrupt) == (batches[:2], batches[2].position)
 
 
-@pytest.mark.parametrize(("magic", "error"), [(0, rb.UnsupportedMagicError), (1, rb.UnsupportedMagicError),
-                                              (3, rb.CorruptRecordError), (255, rb.CorruptRecordError)])
+@pytest.mark.parametrize(
+    ("magic", "error"),
+    [
+        (0, rb.UnsupportedMagicError),
+        (1, rb.UnsupportedMagicError),
+        (3, rb.CorruptRecordError),
+        (255, rb.CorruptRecordError),
+    ],
+)
 def test_magic_other_than_2(magic: int, error: type[Exception]) -> None:
     buf = bytearray(rb.build_batch(sample_records(), base_offset=0))
     buf[rb.MAGIC_OFFSET] = magic
