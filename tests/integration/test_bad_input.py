@@ -39,6 +39,8 @@ CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
 UNKNOWN_TOPIC_OR_PARTITION = 3
 RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+INVALID_REQUIRED_ACKS = 21
 
 
 def assert_still_serves(broker, tag: str) -> None:  # type: ignore[no-untyped-def]
@@ -308,6 +310,18 @@ def _framed(raw: RawKafka, request, plan: list[tuple[int, int, int]], answered: 
     if answered:
         plan.append((raw.correlation_id, int(type(request).__api_key__), int(type(request).__version__)))
     return struct.pack(">i", len(payload)) + payload
+
+
+def test_acks_all_below_min_insync_replicas_and_invalid_acks(shared_broker) -> None:
+    """min.insync.replicas=2 on a one-replica topic: acks=all gets NOT_ENOUGH_REPLICAS and stores nothing,
+    acks=1 is accepted; acks=2 is INVALID_REQUIRED_ACKS."""
+    topic = "min-isr-2"
+    create_topic(shared_broker.bootstrap, topic, config={"min.insync.replicas": "2"})
+    with RawKafka(shared_broker.bootstrap) as raw:
+        for acks, expected in ((-1, (NOT_ENOUGH_REPLICAS, -1)), (2, (INVALID_REQUIRED_ACKS, -1)), (1, (0, 0))):
+            response = raw.request(produce_request(topic, 0, _batch([b"isr"]), acks=acks))
+            part = response.responses[0].partition_responses[0]
+            assert (acks, part.error_code.value, part.base_offset) == (acks, *expected)
 
 
 # -- connection lifecycle -----------------------------------------------------------------------------

@@ -379,3 +379,30 @@ def test_topic_compression_type_recompresses(shared_broker) -> None:
     messages = consume(shared_broker.bootstrap, topic, count=20)
     assert [(m.offset(), m.key()) for m in messages] == [(i, f"k{i}".encode()) for i in range(20)]
     assert {b.info.compression for b in stored_batches(shared_broker.data_dir, topic)} == {compression.GZIP}
+
+
+def test_admin_list_offsets_specs(shared_broker) -> None:
+    """AdminClient.list_offsets: earliest, latest, max_timestamp (ListOffsets -3, which needs v7) and
+    for_timestamp, each answered with the exact offset (and the record's timestamp where one applies)."""
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    from tests.integration._support_clients import FAST_CLIENT
+
+    topic = "cf-admin-list-offsets"
+    create_topic(shared_broker.bootstrap, topic)
+    producer = Producer(producer_config(shared_broker.bootstrap, **{"linger.ms": 0}))
+    stamps = [BASE_TS + 100, BASE_TS + 900, BASE_TS + 300, BASE_TS + 900, BASE_TS + 500]  # max twice: first wins
+    for i, ts in enumerate(stamps):
+        producer.produce(topic, partition=0, value=str(i).encode(), timestamp=ts)
+        producer.flush(5)
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap, **FAST_CLIENT})
+    tp = TopicPartition(topic, 0)
+    specs = {"earliest": OffsetSpec.earliest(), "latest": OffsetSpec.latest(),
+             "max": OffsetSpec.max_timestamp(), "at-400": OffsetSpec.for_timestamp(BASE_TS + 400)}
+    answers = {}
+    for name, spec in specs.items():
+        answers[name] = admin.list_offsets({tp: spec}, request_timeout=5)[tp].result(timeout=10)
+    assert answers["earliest"].offset == 0
+    assert answers["latest"].offset == 5
+    assert (answers["max"].offset, answers["max"].timestamp) == (1, BASE_TS + 900)
+    assert (answers["at-400"].offset, answers["at-400"].timestamp) == (1, BASE_TS + 900)
