@@ -61,8 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--compaction-interval-seconds",
         type=_non_negative,
-        default=600.0,
-        help="how often written tables drop excess versions and expired cells (0: only on request)",
+        default=3600.0,
+        help="how often written tables drop excess versions and expired cells; reads hide them anyway, "
+        "so this only reclaims space (0: only on a compact call)",
     )
     parser.add_argument(
         "--sync",

@@ -149,7 +149,7 @@ def test_scanner_sees_missing_table_and_family(filled: happybase.Table) -> None:
 
 
 def test_scanner_lease_expires(spawn: Callable[..., Gateway]) -> None:
-    gw = spawn("--scanner-lease-seconds", "0.5")
+    gw = spawn("--scanner-lease-seconds", "1")
     conn = gw.connect()
     conn.create_table("t", {"cf": {}})
     table = conn.table("t")
@@ -158,9 +158,11 @@ def test_scanner_lease_expires(spawn: Callable[..., Gateway]) -> None:
     client = conn.client
     sid = client.scannerOpenWithScan(b"t", TScan(), {})
     assert len(client.scannerGetList(sid, 2)) == 2
-    time.sleep(0.3)
+    time.sleep(0.6)
     assert len(client.scannerGetList(sid, 1)) == 1  # each call renews the lease
-    time.sleep(1.5)
+    time.sleep(0.6)
+    assert len(client.scannerGetList(sid, 1)) == 1
+    time.sleep(2.0)
     with pytest.raises(IOError, match="lease expired"):
         client.scannerGetList(sid, 1)
     assert keys(table.scan()) == [b"r%d" % i for i in range(5)]
