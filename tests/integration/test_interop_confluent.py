@@ -48,19 +48,13 @@ def _produce_all(producer: Producer, records: list[dict], deliveries: Deliveries
     assert deliveries.errors == []
 
 
-# librdkafka enables LZ4 only if the broker advertises FindCoordinator v0 (rdkafka_feature.c maps the
-# LZ4 feature to that API, released with it in 0.8.2); otherwise it silently sends lz4 batches uncompressed.
-LZ4_NEEDS_FIND_COORDINATOR = pytest.mark.xfail(
-    reason="librdkafka disables LZ4 unless ApiVersions lists FindCoordinator v0; the broker has no group "
-           "coordinator yet, so lz4 batches arrive uncompressed (codec 0)",
-    strict=True,
-)
-
+# librdkafka enables LZ4 only if the broker advertises FindCoordinator v0 (rdkafka_feature.c ties the LZ4
+# feature to that API, released with it in 0.8.2); without it, lz4 batches silently go out uncompressed.
 CODECS = [
     ("none", compression.NONE),
     ("gzip", compression.GZIP),
     ("snappy", compression.SNAPPY),
-    pytest.param("lz4", compression.LZ4, marks=LZ4_NEEDS_FIND_COORDINATOR),
+    ("lz4", compression.LZ4),
     ("zstd", compression.ZSTD),
 ]
 
@@ -234,10 +228,9 @@ def test_large_batches(shared_broker) -> None:
     assert max(b.info.size for b in batches) > 500_000, [b.info.size for b in batches]
 
 
-@LZ4_NEEDS_FIND_COORDINATOR
 def test_lz4_is_really_compressed_on_disk(shared_broker) -> None:
-    """librdkafka's lz4 is on (the broker advertises Produce v0, see KAFKA-18659) and the broker keeps
-    the compressed bytes: 1 MB of compressible values costs a small fraction of that on disk."""
+    """librdkafka's lz4 is really on (it needs Produce v0 advertised, KAFKA-18659, and FindCoordinator v0)
+    and the broker keeps the compressed bytes: 1 MB of compressible values costs a fraction of that on disk."""
     topic = "cf-lz4-disk"
     create_topic(shared_broker.bootstrap, topic)
     count = 1000
