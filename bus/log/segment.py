@@ -164,8 +164,10 @@ class Segment:
         """
         if not (self.offset_index.load() and self.time_index.load()):
             return False
-        if self.offset_index and self.offset_index.last_position >= self.size:
-            return False
+        if self.offset_index:
+            indexed = next(walk_headers(self.fd, self.offset_index.last_position, self.size), None)
+            if indexed is None or indexed.last_offset != self.base_offset + self.offset_index.keys[-1]:
+                return False
         if not self._rescan(self.offset_index.last_position):
             return False
         last_time_entry = self.time_index.last_entry

@@ -467,11 +467,13 @@ def test_missing_or_damaged_indexes_are_rebuilt(tmp_path: Path) -> None:
     log.close()
     index = segments[0].path.with_suffix(".index")
     time_index = segments[1].path.with_suffix(".timeindex")
-    original = (index.read_bytes(), time_index.read_bytes())
+    stale_index = segments[2].path.with_suffix(".index")
+    original = (index.read_bytes(), time_index.read_bytes(), stale_index.read_bytes())
     index.unlink()
     time_index.write_bytes(original[1][:-5])  # not a whole number of entries
+    stale_index.write_bytes(original[2] + struct.pack(">II", 1, 0))  # an entry that disagrees with the log
     reopened = open_log(tmp_path / "t-0", segment_bytes=400, index_interval_bytes=20)
-    assert (index.read_bytes(), time_index.read_bytes()) == original
+    assert (index.read_bytes(), time_index.read_bytes(), stale_index.read_bytes()) == original
     assert read_records(reopened) == expected
     assert reopened.offset_for_timestamp(TS + 45) == (TS + 50, 15)
 
