@@ -118,7 +118,7 @@ def _dirty_enough(snapshot: CleaningSnapshot, plan: _Plan, config: LogConfig, no
     dirty_bytes = sum(s.size for s in dirty)
     if not dirty_bytes:
         return False
-    oldest = min((t for s in dirty if (t := s.first_batch_timestamp()) is not None and t > 0), default=None)
+    oldest = min((t for s in dirty if (t := s.first_batch_timestamp) is not None and t > 0), default=None)
     if oldest is not None and oldest < now_ms - config.max_compaction_lag_ms:
         return True
     return dirty_bytes / sum(s.size for s in cleanable) > config.min_cleanable_dirty_ratio

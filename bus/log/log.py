@@ -137,6 +137,9 @@ class Log:
                 segment.close_and_delete()
             self._set_segments([Segment.create(self.directory, self._log_start_offset, now)])
         self._recovery_point = min(recovery_point, self.log_end_offset)
+        if recovery_point > self._recovery_point:
+            # Recovery cut below the checkpoint: never let a stale one exempt new unflushed data from the next scan.
+            files.write_offset(self.directory / files.RECOVERY_POINT, self._recovery_point)
 
     def _finish_interrupted_swaps(self) -> set[int]:
         """Undo cleaning that had not committed (`.cleaned` files) and complete swaps that had (`.log.swap`):

@@ -89,12 +89,12 @@ def read_batches(fd: int, start: int, end: int, *, verify_crc: bool) -> Iterator
 
 class Segment:
     __slots__ = (
-        "_first_batch_timestamp",
         "base_offset",
         "bytes_since_index_entry",
         "created_ms",
         "directory",
         "fd",
+        "first_batch_timestamp",
         "max_timestamp",
         "next_offset",
         "offset_index",
@@ -121,7 +121,9 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.bytes_since_index_entry = 0
         self.unflushed = False
-        self._first_batch_timestamp: int | None = None
+        # Max timestamp of the first batch: how old the data is, for max.compaction.lag.ms. Kept in memory
+        # so the cleaner thread never touches this segment's descriptors.
+        self.first_batch_timestamp: int | None = None
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, created_ms: int, suffix: str = "") -> Segment:
@@ -143,7 +145,7 @@ class Segment:
         """What retention and compaction lag compare with the clock; file mtime when no batch has a time."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        return os.stat(self.path).st_mtime_ns // 1_000_000
 
     def set_suffix(self, suffix: str) -> None:
         """Record that the caller renamed the files; open descriptors follow a rename by themselves."""
@@ -155,6 +157,7 @@ class Segment:
         self.offset_index.reset()
         self.time_index.reset()
         self.size = 0
+        self.first_batch_timestamp = None
         self._restart_from_indexes()
 
     def load(self) -> bool:
@@ -170,6 +173,9 @@ class Segment:
                 return False
         if not self._rescan(self.offset_index.last_position):
             return False
+        if self.first_batch_timestamp is None and self.size:
+            header = os.pread(self.fd, BATCH_OVERHEAD, 0)
+            self.first_batch_timestamp = _MAX_TIMESTAMP.unpack_from(header, _MAX_TIMESTAMP_AT)[0]
         last_time_entry = self.time_index.last_entry
         return last_time_entry is None or last_time_entry[1] < self.next_offset
 
@@ -178,6 +184,7 @@ class Segment:
         corrupt or out-of-order batch. Returns the number of bytes cut."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.first_batch_timestamp = None
         self._restart_from_indexes()
         valid_end = 0
         for position, _, batch in read_batches(self.fd, 0, self.size, verify_crc=True):
@@ -194,7 +201,6 @@ class Segment:
         return cut
 
     def _restart_from_indexes(self) -> None:
-        self._first_batch_timestamp = None
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry or (NO_TIMESTAMP, -1)
         self.next_offset = self.base_offset
         self.bytes_since_index_entry = 0
@@ -206,6 +212,8 @@ class Segment:
         self._restart_from_indexes()
         end = start
         for position, _, batch in read_batches(self.fd, start, self.size, verify_crc=False):
+            if position == 0:
+                self.first_batch_timestamp = batch.max_timestamp
             self.next_offset = batch.last_offset + 1
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
@@ -215,6 +223,8 @@ class Segment:
 
     def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, index_interval: int) -> None:
         """Account one batch written at `position`; the index entry rule is Kafka's LogSegment.append."""
+        if position == 0:
+            self.first_batch_timestamp = max_timestamp
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
         if self.bytes_since_index_entry > index_interval:
@@ -310,13 +320,6 @@ class Segment:
                         return record.timestamp, record.offset
         return None
 
-    def first_batch_timestamp(self) -> int | None:
-        """Max timestamp of the first batch: how old the segment's data is, for max.compaction.lag.ms."""
-        if self._first_batch_timestamp is None and self.size >= BATCH_OVERHEAD:
-            header = os.pread(self.fd, BATCH_OVERHEAD, 0)
-            self._first_batch_timestamp = _MAX_TIMESTAMP.unpack_from(header, _MAX_TIMESTAMP_AT)[0]
-        return self._first_batch_timestamp
-
     def truncate_to(self, offset: int) -> int:
         """Remove every batch ending at or after `offset` (a batch straddling it goes whole); returns bytes cut."""
         found = self.batch_at_or_after(offset)
@@ -328,6 +331,8 @@ class Segment:
         cut = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        if not position:
+            self.first_batch_timestamp = None
         self.unflushed = True
         self._rescan(self.offset_index.last_position)
         return cut
