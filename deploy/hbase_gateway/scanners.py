@@ -23,6 +23,12 @@ Row = tuple[bytes, list[Cell]]
 def scan_results(rows: Iterator[Row], flt: Filter | None, versions: int = 1, batch: int | None = None) -> Iterator[Row]:
     """What a scanner hands out: filtered rows, at most ``versions`` per column, rows cut into
     pieces of ``batch`` cells (HBase's Scan.setBatch, happybase's ``scan_batching``)."""
+    if flt is None and not batch:
+        return rows  # the common full scan: no per-row step at all
+    return _filtered(rows, flt, versions, batch)
+
+
+def _filtered(rows: Iterator[Row], flt: Filter | None, versions: int, batch: int | None) -> Iterator[Row]:
     limit = flt.page_limit() if flt is not None else None
     if limit == 0:
         return
