@@ -302,3 +302,20 @@ def test_list_and_describe() -> None:
 
     run(body)
 
+
+
+def test_offsets_of_deleted_topics_are_removed() -> None:
+    async def body(c: GroupCoordinator, store: FakeStore) -> None:
+        value = rec.OffsetValue(1, "", c.clock())
+        c.commit_offsets("s", "", None, -1, {("kept", 0): value, ("deleted", 0): value}, 8)
+        c.on_metadata([{"type": "topic", "name": "x"}], {"kept"})  # not a deletion: nothing happens
+        assert len(c.groups["s"].offsets) == 2
+        c.on_metadata([{"type": "remove_topic", "topic_id": "..."}], {"kept"})
+        assert list(c.groups["s"].offsets) == [("kept", 0)]
+
+    store = run(body)
+    run(lambda c, _s: _assert_offsets(c, "s", [("kept", 0)]), store)
+
+
+async def _assert_offsets(c: GroupCoordinator, group_id: str, expected: list[tuple[str, int]]) -> None:
+    assert list(c.groups[group_id].offsets) == expected

@@ -26,7 +26,9 @@ BATCHED_VERSION = 4
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
     if key_type == KEY_TYPE_GROUP:
         error = ctx.broker.groups.coordinator_error(key)
-        return (error, error.name) if error is not None else (ErrorCode.none, None)
+        if error is None:
+            return ErrorCode.none, None
+        return error, "The coordinator is not available."
     if key_type == KEY_TYPE_TRANSACTION:
         # A single node hosts every __transaction_state partition: it is every id's coordinator.
         return ErrorCode.none, None

@@ -140,7 +140,10 @@ class GroupCoordinator:
             replication_factor=int(config["offsets.topic.replication.factor"]),
             segment_bytes=int(config["offsets.topic.segment.bytes"]),
         )
-        return cls(store, GroupConfig.from_broker(config))
+        coordinator = cls(store, GroupConfig.from_broker(config))
+        controller = broker.controller
+        controller.listeners.append(lambda records: coordinator.on_metadata(records, set(controller.image.topics)))
+        return coordinator
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -865,6 +868,31 @@ class GroupCoordinator:
             self._pending_timers.pop(key).cancel()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+
+    # -- deleted topics --------------------------------------------------------------------------
+
+    def on_metadata(self, records: Sequence[Mapping[str, Any]], live_topics: set[str]) -> None:
+        """Controller publisher: when topics are deleted, their committed offsets go too (as in Kafka).
+
+        A topic later re-created under the same name is a new topic and must not inherit old offsets.
+        """
+        if not self.active or not any(r.get("type") == "remove_topic" for r in records):
+            return
+        removed = 0
+        for group in list(self.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] not in live_topics]
+            if not gone:
+                continue
+            try:
+                self._append(group.group_id, [(rec.encode_offset_key(group.group_id, t, p), None) for t, p in gone])
+            except StoreError as exc:
+                log.warning("could not remove offsets of deleted topics from group %s: %s", group.group_id, exc)
+                continue
+            for tp in gone:
+                del group.offsets[tp]
+            removed += len(gone)
+        if removed:
+            log.info("removed %d offsets of deleted topics", removed)
 
     # -- offset expiry ---------------------------------------------------------------------------
 
