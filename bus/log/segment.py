@@ -67,10 +67,13 @@ def walk_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
 
 def read_batches(fd: int, start: int, end: int, *, verify_crc: bool) -> Iterator[tuple[int, bytes, BatchInfo]]:
     """Whole batches of a file region as (file position, buffer holding it, header), stopping quietly at
-    the first torn or invalid batch. Reads in 1 MB chunks; a batch bigger than that is read on its own."""
+    the first torn or invalid batch. Reads start at 16 KB, so a search that stops early stays cheap, and
+    double up to 1 MB for long scans; a batch bigger than the read is read on its own."""
     position = start
+    read_size = _HEADER_CHUNK
     while position < end:
-        chunk = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+        chunk = os.pread(fd, min(read_size, end - position), position)
+        read_size = min(read_size * 2, _SCAN_CHUNK)
         batches, valid = scan_batches_prefix(chunk, verify_crc=verify_crc)
         if not batches:
             if len(chunk) < LOG_OVERHEAD:
