@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 from bus.broker.kafka_apis import KafkaApis
+from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_manager import ReplicaManager
 from bus.broker.socket_server import SocketServer
 from bus.config.broker import BrokerConfig
@@ -18,6 +19,7 @@ from bus.config.topic import effective_topic_configs
 from bus.controller.controller import QuorumController
 from bus.controller.metadata_log import MetadataLog
 from bus.coordinator.group import GroupCoordinator
+from bus.coordinator.transaction.coordinator import TransactionCoordinator
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 
@@ -70,6 +72,9 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.logs, static)
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
+        self.producer_ids = ProducerIdManager(self.controller)
+        self.transactions = TransactionCoordinator(self)
+        self.transactions.load()
         self.groups = GroupCoordinator.for_broker(self)
         self.apis = KafkaApis(self)
         self.network = SocketServer(config, self.apis)
@@ -77,10 +82,8 @@ class Broker:
 
     def _log_config_for(self, topic: str) -> LogConfig:
         image = self.controller.image.topics.get(topic)
-        return self.replicas_config(image.configs if image else {})
-
-    def replicas_config(self, topic_configs: dict[str, str]) -> LogConfig:
-        return LogConfig.from_properties(effective_topic_configs(topic_configs, self.config.static_topic_defaults()))
+        configs = image.configs if image else {}
+        return LogConfig.from_properties(effective_topic_configs(configs, self.config.static_topic_defaults()))
 
     async def start(self) -> None:
         await self.groups.start()  # loads __consumer_offsets before the first request can ask
@@ -88,7 +91,9 @@ class Broker:
         self._tasks = [
             asyncio.create_task(self._every(self.config.retention_check_interval_s, self.logs.enforce_retention)),
             asyncio.create_task(self._every(1.0, lambda: self.logs.flush_dirty(int(time.time() * 1000)))),
+            asyncio.create_task(self._every(30.0, self.replicas.snapshot_producers)),
         ]
+        self.transactions.start()
         if self.config["log.cleaner.enable"]:
             backoff = int(self.config["log.cleaner.backoff.ms"]) / 1000.0
             self._tasks.append(asyncio.create_task(self._clean_forever(backoff)))
@@ -113,8 +118,10 @@ class Broker:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self.transactions.stop()
         await self.network.stop()
         await self.groups.stop()
+        self.replicas.snapshot_producers(force=True)
         self.logs.close()
         self.metadata_log.close()
         log.info("broker %d shut down cleanly", self.node_id)

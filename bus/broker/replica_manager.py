@@ -8,7 +8,10 @@ wakes long-polling fetches ("the fetch purgatory") when data arrives.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import struct
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,9 +19,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.producer_state import (
+    AbortedTxn,
+    ProducerStateError,
+    ProducerStateManager,
+    load_snapshot,
+    write_snapshot,
+)
 from bus.config.topic import effective_topic_configs
 from bus.controller.image import MetadataImage, TopicImage
 from bus.log.config import LogConfig
+from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.manager import LogManager
 from bus.protocol import records as rb
@@ -49,8 +60,18 @@ class TopicPartition:
     partition: int
 
 
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+REPLAY_CHUNK = 1 << 20
+
+
 class Partition:
-    __slots__ = ("config", "index", "leader_epoch", "log", "min_insync_replicas", "topic", "topic_id", "waiters")
+    __slots__ = (
+        "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted", "topic",
+        "topic_id", "waiters",
+    )
 
     def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int) -> None:
         self.topic = topic.name
@@ -61,6 +82,47 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.min_insync_replicas = 1
         self.waiters: list[asyncio.Future[None]] = []
+        self.producers = self._load_producer_state()
+        self.snapshotted = self.producers.applied_up_to
+
+    # -- producer state ------------------------------------------------------------------------------
+
+    def _load_producer_state(self) -> ProducerStateManager:
+        """The last snapshot, brought up to the log end by replaying batch headers (and control records)."""
+        state = load_snapshot(self.log.directory, self.log.log_end_offset) or ProducerStateManager()
+        offset = max(state.applied_up_to, self.log.log_start_offset)
+        end = self.log.log_end_offset
+        while offset < end:
+            data = bytes(self.log.read(offset, REPLAY_CHUNK, min_one_batch=True).data)
+            batches, _valid = rb.scan_batches_prefix(data)
+            if not batches:
+                break
+            for batch in batches:
+                if batch.next_offset > offset:
+                    self._fold(state, data, batch)
+            offset = batches[-1].next_offset
+        state.applied_up_to = end
+        state.truncate_before(self.log.log_start_offset)
+        return state
+
+    @staticmethod
+    def _fold(state: ProducerStateManager, data: bytes, batch: rb.BatchInfo) -> None:
+        if not batch.is_control:
+            state.update(batch)
+            return
+        for record in rb.iter_records(data, batch):
+            if record.key is None or len(record.key) < _CONTROL_KEY.size:
+                continue
+            _version, kind = _CONTROL_KEY.unpack_from(record.key)
+            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, kind == ABORT_MARKER)
+
+    def snapshot_producers(self, force: bool = False) -> None:
+        """Persist producer state so a restart replays only what came after (Kafka's .snapshot files)."""
+        if not self.producers.producers and not self.producers.aborted:
+            return
+        if force or self.producers.applied_up_to != self.snapshotted:
+            write_snapshot(self.log.directory, self.producers)
+            self.snapshotted = self.producers.applied_up_to
 
     @property
     def high_watermark(self) -> int:
@@ -69,24 +131,64 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        unstable = self.producers.first_unstable_offset()
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else min(unstable, high_watermark)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        return self.producers.aborted_between(start, end)
 
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
     def append(self, payload: bytes) -> AppendResult:
+        """Validate and append a produce payload; a retried idempotent batch returns its original offsets."""
         try:
             batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
             if not batches:
                 raise rb.CorruptRecordError("produce request carried no record batch")
+            if any(b.is_control for b in batches):
+                raise _MissingKey("clients may not write control batches")
             if "compact" in self.config.cleanup_policy:
                 _require_keys(payload, batches)
         except tuple(_RECORD_ERRORS) as exc:
             raise PartitionError(_RECORD_ERRORS[type(exc)], str(exc)) from None
-        result = self.log.append(bytearray(payload), batches)
+        for batch in batches:
+            try:
+                duplicate = self.producers.check(batch)
+            except ProducerStateError as exc:
+                raise PartitionError(exc.code, exc.message) from None
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log.log_start_offset)
+        try:
+            result = self.log.append(bytearray(payload), batches)
+        except RecordBatchTooLargeError as exc:
+            raise PartitionError(ErrorCode.record_list_too_large, str(exc)) from None
+        offset = result.base_offset
+        for batch in batches:
+            if batch.producer_id >= 0:
+                self.producers.update(dataclasses.replace(batch, base_offset=offset))
+            offset += batch.last_offset_delta + 1
+        self.producers.applied_up_to = self.log.log_end_offset
         self._wake()
         return result
+
+    def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> int:
+        """Write a transaction's commit/abort control record (WriteTxnMarkers in Kafka); returns its offset."""
+        record = rb.Record(
+            offset=0,
+            timestamp=int(time.time() * 1000),
+            key=_CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER),
+            value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+            headers=(),
+        )
+        payload = bytearray(rb.build_batch([record], base_offset=0, producer_id=producer_id, producer_epoch=epoch,
+                                           is_transactional=True, is_control=True))
+        result = self.log.append(payload, rb.scan_batches(payload))
+        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch)
+        self._wake()
+        return result.base_offset
 
     def _wake(self) -> None:
         waiters, self.waiters = self.waiters, []
@@ -174,6 +276,13 @@ class ReplicaManager:
             del self.partitions[TopicPartition(partition.topic, partition.index)]
             partition._wake()
             self.logs.delete(partition.topic, partition.index)
+
+    def snapshot_producers(self, force: bool = False) -> None:
+        for partition in list(self.partitions.values()):
+            try:
+                partition.snapshot_producers(force)
+            except OSError:
+                log.exception("cannot snapshot producer state of %s-%d", partition.topic, partition.index)
 
     def get(self, topic: str, partition: int) -> Partition:
         found = self.partitions.get(TopicPartition(topic, partition))

@@ -94,6 +94,13 @@ class QuorumController:
         assert self.image.cluster_id is not None
         return self.image.cluster_id
 
+    def allocate_producer_ids(self, count: int = 1000) -> range:
+        """Hand a block of producer ids to a broker (Kafka's AllocateProducerIds): committed first, so an id
+        is never reused after a crash."""
+        start = self.image.next_producer_id
+        self._commit([{"type": "producer_ids", "next": start + count}])
+        return range(start, start + count)
+
     # -- topics -------------------------------------------------------------------------------
 
     def _check_new_name(self, name: str) -> None:

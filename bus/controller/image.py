@@ -37,6 +37,7 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
         self.offset = 0  # records applied, the image's metadata offset
+        self.next_producer_id = 0
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record["type"]
@@ -62,6 +63,8 @@ class MetadataImage:
                 topic.configs.pop(record["key"], None)
             else:
                 topic.configs[record["key"]] = record["value"]
+        elif kind == "producer_ids":
+            self.next_producer_id = record["next"]
         elif kind == "remove_topic":
             removed = self.topics_by_id.pop(uuid.UUID(record["topic_id"]))
             del self.topics[removed.name]

@@ -22,6 +22,7 @@ from kio.serial._introspect import (
     PrimitiveTupleField,
     classify_field,
     get_schema_field_type,
+    is_optional,
 )
 
 
@@ -80,7 +81,7 @@ def _primitive(kafka_type: str, flexible: bool) -> Skip:
     return legacy
 
 
-def _array(item: Skip, flexible: bool) -> Skip:
+def _array(item: Skip, flexible: bool, nullable: bool) -> Skip:
     def skip(buf: bytes, pos: int, end: int) -> int:
         if flexible:
             count, pos = _uvarint(buf, pos, end)
@@ -89,6 +90,8 @@ def _array(item: Skip, flexible: bool) -> Skip:
             pos = _need(pos, 4, end)
             (count,) = _I32.unpack_from(buf, pos - 4)
         if count < 0:
+            if not nullable:
+                raise MalformedRequest("null for a non-nullable array")
             return pos
         if count > end - pos:  # every element takes at least one byte
             raise MalformedRequest(f"array of {count} elements in {end - pos} bytes")
@@ -99,15 +102,16 @@ def _array(item: Skip, flexible: bool) -> Skip:
 
 
 def _field_skip(field: dataclasses.Field[Any], flexible: bool) -> Skip:
+    nullable = is_optional(field)
     match classify_field(field):
         case PrimitiveField():
             return _primitive(get_schema_field_type(field), flexible)
         case PrimitiveTupleField():
-            return _array(_primitive(get_schema_field_type(field), flexible), flexible)
+            return _array(_primitive(get_schema_field_type(field), flexible), flexible, nullable)
         case EntityField(entity):
             return _entity_skip(entity)
         case EntityTupleField(entity):
-            return _array(_entity_skip(entity), flexible)
+            return _array(_entity_skip(entity), flexible, nullable)
     raise TypeError(f"unclassifiable field {field.name}")
 
 

@@ -36,6 +36,13 @@ MODULES = (
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    "init_producer_id",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "list_transactions",
+    "describe_transactions",
+    "describe_producers",
 )
 
 

@@ -73,6 +73,10 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                 code = ErrorCode.offset_out_of_range
             except PartitionError as exc:
                 code = exc.code
+            aborted = None
+            if committed:
+                aborted = [ctx.make("AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
+                           for t in partition.aborted_transactions(wanted.fetch_offset, stable)]
             total += len(records)
             budget -= len(records)
             partitions.append(
@@ -83,7 +87,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
                     high_watermark=high_watermark,
                     last_stable_offset=stable,
                     log_start_offset=partition.log_start_offset,
-                    aborted_transactions=() if committed else None,
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,
                 )

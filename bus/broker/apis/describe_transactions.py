@@ -1,0 +1,34 @@
+"""DescribeTransactions (65): state, timeout, producer and partitions of each transactional id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.context import RequestContext
+
+API_KEY = 65
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    described = []
+    for txn_id in request.transactional_ids:
+        md = ctx.broker.transactions.txns.get(txn_id)
+        if md is None:
+            described.append(ctx.make("TransactionState", error_code=ErrorCode.transactional_id_not_found,
+                                      transactional_id=txn_id, transaction_state="", producer_id=-1,
+                                      producer_epoch=-1, transaction_start_time=-1, topics=()))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(md.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        described.append(ctx.make(
+            "TransactionState", error_code=ErrorCode.none, transactional_id=txn_id,
+            transaction_state=md.state.label, transaction_timeout=md.timeout_ms,
+            transaction_start_time=md.start_ms, producer_id=md.producer_id, producer_epoch=md.producer_epoch,
+            topics=[ctx.make("TopicData", topic=t, partitions=p) for t, p in by_topic.items()],
+        ))
+    return ctx.make("DescribeTransactionsResponse", throttle_time=0, transaction_states=described)

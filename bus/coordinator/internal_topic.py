@@ -1,0 +1,70 @@
+"""A compacted internal topic used as a coordinator's durable state (`__transaction_state`, ...).
+
+Coordinators write their state changes as keyed records and acknowledge a request only after the
+append, then rebuild their state at start-up by replaying the topic (latest record per key wins;
+a null value deletes). This is how Kafka keeps coordinator state, and it means kill -9 loses
+nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from bus.controller.controller import TopicSpec
+from bus.protocol.records import Record, build_batch, iter_records, scan_batches_prefix
+
+if TYPE_CHECKING:
+    from bus.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20
+
+
+class InternalTopic:
+    def __init__(self, broker: Broker, name: str, partitions: int, replication_factor: int,
+                 configs: dict[str, str]) -> None:
+        self.broker = broker
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = max(1, min(replication_factor, len(broker.controller.live_brokers)))
+        self.configs = {"cleanup.policy": "compact", **configs}
+
+    def ensure(self) -> None:
+        """Create the topic on first start (Kafka creates it on first use; we need it to load state)."""
+        image = self.broker.controller.image
+        topic = image.topics.get(self.name)
+        if topic is None:
+            self.broker.controller.create_topic(
+                TopicSpec(self.name, self.partitions, self.replication_factor, configs=self.configs)
+            )
+        else:
+            self.partitions = len(topic.partitions)
+
+    def append(self, partition: int, entries: Sequence[tuple[bytes, bytes | None]]) -> int:
+        """Append keyed records (value None = tombstone) as one batch; returns the base offset."""
+        now = int(time.time() * 1000)
+        records = [Record(offset=i, timestamp=now, key=k, value=v, headers=()) for i, (k, v) in enumerate(entries)]
+        payload = build_batch(records, base_offset=0)
+        return self.broker.replicas.get(self.name, partition).append(payload).base_offset
+
+    def replay(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        """Every (offset, key, value) of one partition, oldest first, control batches skipped."""
+        part = self.broker.replicas.get(self.name, partition)
+        offset = part.log_start_offset
+        end = part.high_watermark
+        while offset < end:
+            data = bytes(part.read(offset, READ_CHUNK, max_offset=end, min_one_batch=True).data)
+            batches, _valid = scan_batches_prefix(data)
+            if not batches:
+                break
+            for batch in batches:
+                if batch.is_control:
+                    continue
+                for record in iter_records(data, batch):
+                    if record.offset >= offset:
+                        yield record.offset, record.key, record.value
+            offset = batches[-1].next_offset

@@ -1,0 +1,1 @@
+"""The transaction coordinator: transactional ids, producer epochs, and two-phase commit markers."""
