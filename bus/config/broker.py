@@ -97,6 +97,7 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("offset.metadata.max.bytes", _T.INT, "4096", "Largest committed offset metadata."),
         ConfigKey("group.min.session.timeout.ms", _T.INT, "6000", "Smallest session timeout a member may use."),
         ConfigKey("group.max.session.timeout.ms", _T.INT, "1800000", "Largest session timeout a member may use."),
+        ConfigKey("group.max.size", _T.INT, "2147483647", "Most members a classic group may have.", at_least=1),
         ConfigKey("transaction.state.log.replication.factor", _T.SHORT, "3", "Txn log replicas."),
         ConfigKey("transaction.state.log.min.isr", _T.INT, "2", "Txn log min ISR."),
         ConfigKey("transaction.state.log.num.partitions", _T.INT, "50", "Txn log partitions.", at_least=1),

@@ -319,3 +319,20 @@ def test_offsets_of_deleted_topics_are_removed() -> None:
 
 async def _assert_offsets(c: GroupCoordinator, group_id: str, expected: list[tuple[str, int]]) -> None:
     assert list(c.groups[group_id].offsets) == expected
+
+
+def test_group_max_size() -> None:
+    async def main() -> None:
+        coordinator = GroupCoordinator(FakeStore(), GroupConfig(min_session_timeout_ms=10,
+                                                                initial_rebalance_delay_ms=0, max_group_size=1))
+        await coordinator.start()
+        try:
+            first = await join(coordinator, join_request())
+            assert first.error == ErrorCode.none
+            second = await join(coordinator, join_request())
+            assert second.error == ErrorCode.group_max_size_reached and second.member_id == ""
+            assert list(coordinator.groups["g"].members) == [first.member_id]
+        finally:
+            await coordinator.stop()
+
+    asyncio.run(main())

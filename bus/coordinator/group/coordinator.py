@@ -65,6 +65,7 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    max_group_size: int = 2**31 - 1
 
     @classmethod
     def from_broker(cls, config: Any) -> GroupConfig:
@@ -75,6 +76,7 @@ class GroupConfig:
             offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60 * 1000,
             offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
             offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+            max_group_size=int(config["group.max.size"]),
         )
 
 
@@ -479,12 +481,31 @@ class GroupCoordinator:
                 respond(JoinResult(req.member_id, ErrorCode.unknown_member_id))
                 return
             group = self.groups[req.group_id] = ClassicGroup(req.group_id, clock=self.clock)
-        if is_unknown:
+        if not self._accepts_joining_member(group, req.member_id):
+            removed = group.remove(req.member_id)
+            if removed is not None:
+                _cancel(removed)
+            respond(JoinResult("", ErrorCode.group_max_size_reached))
+        elif is_unknown:
             self._join_new_member(group, req, respond)
         else:
             self._join_existing_member(group, req, respond)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
+
+    def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        """`group.max.size`: existing members stay; newcomers only while there is room.
+
+        While rebalancing, room is counted in members that have already rejoined, so that when the
+        limit was lowered the members rejoining last are the ones turned away.
+        """
+        limit = self.config.max_group_size
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            current = group.members.get(member_id)
+            return (current is not None and current.is_awaiting_join) or group.num_awaiting_join() < limit
+        return member_id in group.members or len(group.members) < limit
 
     def _join_new_member(self, group: ClassicGroup, req: JoinRequest, respond: JoinCallback) -> None:
         names = [name for name, _ in req.protocols]
