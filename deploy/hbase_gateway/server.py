@@ -66,7 +66,17 @@ class GatewayProcessor(TProcessor):
                 self.send_exception(oprot, api, error, seqid)
                 return
             setattr(result, field, error)
-        self.send_result(oprot, api, result, seqid)
+        try:
+            self.send_result(oprot, api, result, seqid)
+        except TTransportException:
+            raise
+        except Exception as exc:  # a reply that cannot be encoded is a gateway bug: still answer
+            oprot.trans.clean()  # drop the half-written reply
+            field, error = self._thrift_error(api, exc, getattr(self._service, api + "_result")())
+            if field is None:
+                self.send_exception(oprot, api, error, seqid)
+            else:
+                self.send_result(oprot, api, getattr(self._service, api + "_result")(**{field: error}), seqid)
 
     @staticmethod
     def _thrift_error(api: str, exc: Exception, result: Any) -> tuple[str | None, Any]:
