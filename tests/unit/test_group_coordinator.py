@@ -249,7 +249,7 @@ def test_commit_fetch_and_reload() -> None:
 
 def test_store_failure_is_reported_and_nothing_is_cached() -> None:
     async def body(c: GroupCoordinator, store: FakeStore) -> None:
-        store.fail_with = ErrorCode.not_coordinator
+        store.fail_with = ErrorCode.not_leader_or_follower
         value = rec.OffsetValue(1, "", 0)
         assert c.commit_offsets("s", "", None, -1, {("t", 0): value}, 8) == {("t", 0): ErrorCode.not_coordinator}
         assert c.fetch_offsets("s", [("t", 0)])[1] == {("t", 0): None}
@@ -336,3 +336,17 @@ def test_group_max_size() -> None:
             await coordinator.stop()
 
     asyncio.run(main())
+
+
+def test_failed_assignment_store_fails_the_sync_and_rebalances() -> None:
+    async def body(c: GroupCoordinator, store: FakeStore) -> None:
+        joined = await join(c, join_request())
+        store.fail_with = ErrorCode.message_too_large  # e.g. assignments bigger than max.message.bytes
+        synced = await sync(c, joined.member_id, 1, {joined.member_id: b"x"})
+        assert synced.error == ErrorCode.unknown_server_error  # not the offset-commit mapping
+        assert c.groups["g"].is_(GroupState.PREPARING_REBALANCE)
+        value = rec.OffsetValue(1, "", 0)
+        assert c.commit_offsets("s", "", None, -1, {("t", 0): value}, 8) == {
+            ("t", 0): ErrorCode.invalid_commit_offset_size}
+
+    run(body)

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from bus.coordinator.group import records as rec
 from bus.coordinator.group.group import ClassicGroup, GroupState, TopicPartition, now_ms
 from bus.coordinator.group.member import JoinCallback, JoinResult, Member, SyncCallback, SyncResult
-from bus.coordinator.group.offset_store import OffsetStore, StoredRecord, StoreError
+from bus.coordinator.group.offset_store import OffsetStore, StoredRecord, StoreError, group_error, offset_error
 
 if TYPE_CHECKING:
     from bus.broker.broker import Broker
@@ -539,6 +539,10 @@ class GroupCoordinator:
             respond(JoinResult(member_id, ErrorCode.inconsistent_group_protocol))
             return
         if member_id in group.pending_members:
+            if req.group_instance_id is not None:
+                # Pending ids are only handed to dynamic members; Kafka fails such a request outright.
+                respond(JoinResult(member_id, ErrorCode.unknown_server_error))
+                return
             handle = self._pending_timers.pop((group.group_id, member_id), None)
             if handle:
                 handle.cancel()
@@ -605,8 +609,8 @@ class GroupCoordinator:
                 group.update_member(member, old[0], old[1], old[2], None)
                 restored = group.replace_static_member(instance_id, new_id, old_id)
                 self._reschedule_heartbeat(group, restored, restored.session_timeout_ms)
-                respond(JoinResult("", exc.code, group.generation_id, group.protocol_type, group.protocol_name,
-                                   current_leader or ""))
+                respond(JoinResult("", group_error(exc.code), group.generation_id, group.protocol_type,
+                                   group.protocol_name, current_leader or ""))
                 return
             if req.supports_skip_assignment:
                 # v9+: tell a static leader it leads, but that the assignment stands (skip_assignment).
@@ -672,7 +676,7 @@ class GroupCoordinator:
         try:
             self._store_group(group, assignment)
         except StoreError as exc:
-            self._reset_and_propagate_assignment_error(group, exc.code)
+            self._reset_and_propagate_assignment_error(group, group_error(exc.code))
             self._maybe_prepare_rebalance(group, "error storing the group assignment")
             return
         for member in group.members.values():
@@ -779,7 +783,7 @@ class GroupCoordinator:
             try:
                 self._append(group_id, records)
             except StoreError as exc:
-                return {**results, **dict.fromkeys(valid, exc.code)}
+                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
             group.offsets.update(valid)
             results.update(dict.fromkeys(valid, ErrorCode.none))
         return {tp: results[tp] for tp in offsets}
@@ -824,7 +828,7 @@ class GroupCoordinator:
             try:
                 self._append(group_id, [(rec.encode_offset_key(group_id, t, p), None) for t, p in deletable])
             except StoreError as exc:
-                return exc.code, {}
+                return offset_error(exc.code), {}
             for tp in deletable:
                 group.offsets.pop(tp, None)
         return ErrorCode.none, results
@@ -875,7 +879,7 @@ class GroupCoordinator:
         try:
             self._append(group.group_id, records)
         except StoreError as exc:
-            return exc.code
+            return offset_error(exc.code)
         self._forget(group)
         log.info("deleted group %s", group.group_id)
         return ErrorCode.none

@@ -31,7 +31,7 @@ _READ_CHUNK = 1 << 20
 
 
 class StoreError(Exception):
-    """An append that did not make it to the log; `code` is what the coordinator answers."""
+    """An append that did not make it to the log; `code` is the partition's error (see `offset_error`)."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -46,18 +46,30 @@ class StoredRecord:
     value: bytes | None
 
 
-# Kafka's GroupMetadataManager maps append failures to errors group clients know how to handle.
-_APPEND_ERRORS = {
+# Kafka's GroupMetadataManager turns append failures into errors group clients know how to handle;
+# a record too large means a different thing for an offset commit than for a group's metadata.
+_COMMON_APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
 }
+_TOO_LARGE = (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size)
+
+
+def offset_error(code: ErrorCode) -> ErrorCode:
+    """What an OffsetCommit answers when its append failed with `code`."""
+    return ErrorCode.invalid_commit_offset_size if code in _TOO_LARGE else _COMMON_APPEND_ERRORS.get(code, code)
+
+
+def group_error(code: ErrorCode) -> ErrorCode:
+    """What a JoinGroup/SyncGroup answers when storing the group's metadata failed with `code`."""
+    if code in _TOO_LARGE:
+        return ErrorCode.unknown_server_error
+    if code == ErrorCode.request_timed_out:
+        return ErrorCode.rebalance_in_progress
+    return _COMMON_APPEND_ERRORS.get(code, code)
 
 
 class OffsetStore:
@@ -111,8 +123,10 @@ class OffsetStore:
         try:
             self.replicas.get(OFFSETS_TOPIC, partition).append(batch)
         except PartitionError as exc:
-            code = _APPEND_ERRORS.get(exc.code, ErrorCode.unknown_server_error)
-            raise StoreError(code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
+            raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
+        except Exception as exc:  # the log itself failed (closed, disk): Kafka's KAFKA_STORAGE_ERROR
+            log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
+            raise StoreError(ErrorCode.kafka_storage_error, f"append to {OFFSETS_TOPIC}-{partition}: {exc}") from exc
 
     def read_partition(self, partition: int) -> Iterator[StoredRecord]:
         """Every record of one partition in offset order (control batches skipped)."""
