@@ -5,13 +5,20 @@ One broker serves the module; each test uses its own topic and group id, so test
 
 from __future__ import annotations
 
+import datetime
+import struct
 import time
 
+import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kio.schema.errors import ErrorCode
+from kio.schema.join_group.v3.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.sync_group.v3.request import SyncGroupRequest
 
 from tests.integration._support_clients import FAST_CLIENT, create_topic, producer_config
-from tests.integration._support_groups import group_consumer, owned, poll_until, wait_balanced
+from tests.integration._support_groups import SESSION_MS, group_consumer, owned, poll_until, wait_balanced
+from tests.integration._support_raw import RawKafka
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
@@ -69,6 +76,32 @@ def test_commit_and_resume_with_no_redelivery_and_no_gap(shared_broker) -> None:
     second.close()
     assert not set(seen_first) & set(seen_second), "records delivered twice across the restart"
     assert sorted(seen_first + seen_second) == list(range(300)), "records lost across the restart"
+
+
+@pytest.mark.slow
+def test_silent_member_is_expired_after_its_session_timeout(shared_broker) -> None:  # type: ignore[no-untyped-def]
+    """A member that stops heartbeating (a crashed process) loses its partitions after session.timeout.ms."""
+    bootstrap, topic, group = shared_broker.bootstrap, "g-expiry", "grp-expiry"
+    create_topic(bootstrap, topic, partitions=2)
+    with RawKafka(bootstrap) as raw:  # joins and syncs like a consumer, then goes silent
+        # ConsumerProtocolSubscription v0: version, [topic], null user data
+        subscription = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", -1)
+        joined = raw.request(JoinGroupRequest(
+            group_id=group, session_timeout=datetime.timedelta(milliseconds=SESSION_MS),
+            rebalance_timeout=datetime.timedelta(seconds=30), member_id="", protocol_type="consumer",
+            protocols=(JoinGroupRequestProtocol(name="range", metadata=subscription),)))
+        assert joined.error_code == ErrorCode.none
+        raw.request(SyncGroupRequest(group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                                     assignments=()))
+        consumer = group_consumer(bootstrap, group, **{"partition.assignment.strategy": "range"})
+        consumer.subscribe([topic])
+        started = time.monotonic()
+        try:
+            wait_balanced([consumer], 2, timeout=SESSION_MS / 1000 + 10)
+            waited = time.monotonic() - started
+        finally:
+            consumer.close()
+    assert waited > SESSION_MS / 1000 - 2, "the silent member was dropped before its session timed out"
 
 
 def test_static_member_restart_keeps_assignment_without_rebalance(shared_broker) -> None:  # type: ignore[no-untyped-def]
