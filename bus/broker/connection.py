@@ -15,7 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bus.broker.kafka_apis import InvalidRequest, KafkaApis
+from bus.broker.errors import InvalidRequest
+from bus.broker.kafka_apis import KafkaApis
 from bus.protocol.framing import FrameDecoder, FrameError
 
 log = logging.getLogger(__name__)

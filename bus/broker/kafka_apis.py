@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.context import RequestContext
+from bus.broker.errors import InvalidRequest
 from bus.protocol import header as hdr
 from bus.protocol import messages
 
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 
 
-class InvalidRequest(Exception):
-    """A request the broker cannot decode: Kafka closes the connection, so do we."""
 
 
 class KafkaApis:

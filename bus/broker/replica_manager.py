@@ -69,8 +69,8 @@ REPLAY_CHUNK = 1 << 20
 
 class Partition:
     __slots__ = (
-        "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted", "topic",
-        "topic_id", "waiters",
+        "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted",
+        "target_codec", "topic", "topic_id", "waiters",
     )
 
     def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int) -> None:
@@ -81,6 +81,7 @@ class Partition:
         self.config = config
         self.leader_epoch = leader_epoch
         self.min_insync_replicas = 1
+        self.target_codec: int | None = None  # topic compression.type; None keeps the producer's codec
         self.waiters: list[asyncio.Future[None]] = []
         self.producers = self._load_producer_state()
         self.snapshotted = self.producers.applied_up_to
@@ -152,6 +153,9 @@ class Partition:
                 raise _MissingKey("clients may not write control batches")
             if "compact" in self.config.cleanup_policy:
                 _require_keys(payload, batches)
+            if self.target_codec is not None and any(b.compression != self.target_codec for b in batches):
+                payload = _recompress(payload, batches, self.target_codec)
+                batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
         except tuple(_RECORD_ERRORS) as exc:
             raise PartitionError(_RECORD_ERRORS[type(exc)], str(exc)) from None
         for batch in batches:
@@ -208,6 +212,32 @@ def _require_keys(payload: bytes, batches: list[rb.BatchInfo]) -> None:
         for record in rb.iter_records(payload, batch):
             if record.key is None:
                 raise _MissingKey("Compacted topic cannot accept message without key")
+
+
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _recompress(payload: bytes, batches: list[rb.BatchInfo], codec: int) -> bytes:
+    """Re-encode batches with the topic's compression.type, keeping producer fields and timestamps (as Kafka)."""
+    out = bytearray()
+    for batch in batches:
+        if batch.compression == codec:
+            out += payload[batch.position : batch.position + batch.size]
+            continue
+        out += rb.build_batch(
+            list(rb.iter_records(payload, batch)),
+            base_offset=batch.base_offset,
+            compression=codec,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            timestamp_type=batch.timestamp_type,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            last_offset_delta=batch.last_offset_delta,
+            max_timestamp=batch.max_timestamp,
+        )
+    return bytes(out)
 
 
 class _MissingKey(rb.CorruptRecordError):
@@ -270,6 +300,7 @@ class ReplicaManager:
                 partition.log.update_config(config)
             partition.leader_epoch = state.leader_epoch
             partition.min_insync_replicas = int(effective["min.insync.replicas"])
+            partition.target_codec = CODECS.get(effective["compression.type"])
 
     def _drop_topic(self, topic_id: uuid.UUID) -> None:
         for partition in self.partitions_by_id.pop(topic_id, []):

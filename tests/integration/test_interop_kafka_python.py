@@ -182,8 +182,6 @@ def test_many_partitions_default_partitioner(shared_broker) -> None:
     assert ends == {TopicPartition(topic, p): sum(1 for m in metas if m.partition == p) for p in range(partitions)}
 
 
-@pytest.mark.xfail(reason="kafka-python 3 enables idempotence by default and needs InitProducerId (22), "
-                          "which the broker does not serve yet (IncompatibleBrokerVersion)", strict=True)
 def test_default_producer_is_idempotent_and_works(shared_broker) -> None:
     """kafka-python's out-of-the-box producer (idempotent, acks=all) is what applications get."""
     topic = "kp-default-producer"

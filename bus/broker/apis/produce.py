@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
+from bus.broker.errors import CloseConnection
 from bus.broker.replica_manager import PartitionError
 
 API_KEY = 0
@@ -67,5 +68,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         responses.append(ctx.make("TopicProduceResponse", name=name or "", topic_id=topic_id,
                                   partition_responses=partition_responses))
     if acks == 0:
+        failed = [r for t in responses for r in t.partition_responses if r.error_code != ErrorCode.none]
+        if failed:
+            # No response carries the error, so Kafka closes the connection to make the client refresh
+            # its metadata and notice (KafkaApis.handleProduceRequest).
+            raise CloseConnection(f"acks=0 produce failed: {failed[0].error_code.name}")
         return None
     return ctx.make("ProduceResponse", responses=responses, throttle_time=0)
