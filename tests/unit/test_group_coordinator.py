@@ -350,3 +350,23 @@ def test_failed_assignment_store_fails_the_sync_and_rebalances() -> None:
             ("t", 0): ErrorCode.invalid_commit_offset_size}
 
     run(body)
+
+
+def test_initial_rebalance_delay_gathers_early_joiners_into_one_generation() -> None:
+    async def main() -> None:
+        coordinator = GroupCoordinator(FakeStore(), GroupConfig(min_session_timeout_ms=10,
+                                                                initial_rebalance_delay_ms=100))
+        await coordinator.start()
+        try:
+            first = join(coordinator, join_request())
+            await asyncio.sleep(0.05)
+            assert not first.done()  # an empty group waits group.initial.rebalance.delay.ms ...
+            second = join(coordinator, join_request())
+            await asyncio.sleep(0.08)
+            assert not first.done()  # ... and waits again while new members keep arriving
+            a, b = await asyncio.gather(first, second)
+            assert a.generation_id == b.generation_id == 1 and len(a.members) == 2
+        finally:
+            await coordinator.stop()
+
+    asyncio.run(main())
