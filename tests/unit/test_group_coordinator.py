@@ -17,6 +17,7 @@ from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator, Joi
 from bus.coordinator.group.group import GroupState
 from bus.coordinator.group.member import JoinResult, SyncResult
 from bus.coordinator.group.offset_store import StoredRecord, StoreError
+from bus.coordinator.partitioning import partition_for
 
 PARTITIONS = 5
 CONFIG = GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0)
@@ -32,7 +33,7 @@ class FakeStore:
         self.fail_with: ErrorCode | None = None
 
     def partition_for(self, group_id: str) -> int:
-        return rec.partition_for(group_id, PARTITIONS)
+        return partition_for(group_id, PARTITIONS)
 
     def ensure_topic(self) -> None:
         pass
@@ -40,7 +41,7 @@ class FakeStore:
     def is_local(self, partition: int) -> bool:
         return True
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now: int) -> None:
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         if self.fail_with is not None:
             raise StoreError(self.fail_with, "injected")
         self.log.setdefault(partition, []).extend(records)

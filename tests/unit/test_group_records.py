@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from bus.coordinator import partitioning
 from bus.coordinator.group import records as rec
 
 
@@ -26,8 +27,8 @@ from bus.coordinator.group import records as rec
     ],
 )
 def test_java_hash_and_partition(text: str, hash_code: int, partition: int) -> None:
-    assert rec.java_string_hash(text) == hash_code
-    assert rec.partition_for(text, 50) == partition
+    assert partitioning.java_string_hash(text) == hash_code
+    assert partitioning.partition_for(text, 50) == partition
 
 
 def test_offset_key_is_kafka_v1_layout() -> None:

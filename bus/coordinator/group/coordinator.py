@@ -51,7 +51,7 @@ class Store(Protocol):
 
     def is_local(self, partition: int) -> bool: ...
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now: int) -> None: ...
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None: ...
 
     def read_partition(self, partition: int) -> Any: ...
 
@@ -136,8 +136,7 @@ class GroupCoordinator:
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
         config = broker.config
         store = OffsetStore(
-            broker.replicas,
-            broker.controller,
+            broker,
             num_partitions=int(config["offsets.topic.num.partitions"]),
             replication_factor=int(config["offsets.topic.replication.factor"]),
             segment_bytes=int(config["offsets.topic.segment.bytes"]),
@@ -462,7 +461,7 @@ class GroupCoordinator:
         self._append(group.group_id, [(rec.encode_group_key(group.group_id), rec.encode_group_value(value))])
 
     def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        self.store.append(self.store.partition_for(group_id), records, self.clock())
+        self.store.append(self.store.partition_for(group_id), records)
 
     # -- JoinGroup -------------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 Kafka keeps group state in a compacted internal topic so that a restarted (or newly elected)
 coordinator rebuilds it by reading the partitions from the start: the latest record per key wins and
 a tombstone (null value) deletes. Appends go through the replica manager like any produce, so the
-data is in the log (and survives kill -9) before a commit is acknowledged.
+data is in the log (and survives kill -9) before a commit is acknowledged. The mechanics (create,
+append one batch, replay) are the shared `InternalTopic`; this adds the group coordinator's view:
+which partition a group lives on, and which errors a failed append turns into.
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from bus.broker.replica_manager import PartitionError
-from bus.controller.controller import ControllerError, TopicSpec
-from bus.coordinator.group.records import partition_for
-from bus.protocol.records import Record, build_batch, iter_records, scan_batches_prefix
+from bus.coordinator.internal_topic import InternalTopic
+from bus.coordinator.partitioning import partition_for
 
 if TYPE_CHECKING:
-    from bus.broker.replica_manager import ReplicaManager
-    from bus.controller.controller import QuorumController
+    from bus.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_READ_CHUNK = 1 << 20
 
 
 class StoreError(Exception):
@@ -73,55 +72,40 @@ def group_error(code: ErrorCode) -> ErrorCode:
 
 
 class OffsetStore:
-    def __init__(self, replicas: ReplicaManager, controller: QuorumController, *, num_partitions: int,
-                 replication_factor: int, segment_bytes: int) -> None:
-        self.replicas = replicas
-        self.controller = controller
-        self.configured_partitions = num_partitions
-        self.replication_factor = replication_factor
-        self.segment_bytes = segment_bytes
+    def __init__(self, broker: Broker, *, num_partitions: int, replication_factor: int, segment_bytes: int) -> None:
+        self.broker = broker
+        self.topic = InternalTopic(broker, OFFSETS_TOPIC, num_partitions, replication_factor,
+                                   {"compression.type": "producer", "segment.bytes": str(segment_bytes)})
 
     @property
     def num_partitions(self) -> int:
         """The partition count of the topic as it exists (Kafka reads it from metadata), else the config."""
-        topic = self.controller.image.topics.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic and topic.partitions else self.configured_partitions
+        return self.topic.partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
     def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if absent: compacted, replicas min(configured, live brokers)."""
-        if OFFSETS_TOPIC in self.controller.image.topics:
-            return
-        factor = max(1, min(self.replication_factor, len(self.controller.live_brokers)))
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(self.segment_bytes),
-        }
-        try:
-            self.controller.create_topic(TopicSpec(OFFSETS_TOPIC, self.configured_partitions, factor, configs=configs))
-        except ControllerError as exc:
-            if exc.code != ErrorCode.topic_already_exists:
-                raise
-        log.info("created %s with %d partitions (replication factor %d)", OFFSETS_TOPIC,
-                 self.configured_partitions, factor)
+        created = OFFSETS_TOPIC not in self.broker.controller.image.topics
+        self.topic.ensure()
+        if created:
+            log.info("created %s with %d partitions (replication factor %d)", OFFSETS_TOPIC, self.num_partitions,
+                     self.topic.replication_factor)
 
     def is_local(self, partition: int) -> bool:
         try:
-            self.replicas.get(OFFSETS_TOPIC, partition)
+            self.broker.replicas.get(OFFSETS_TOPIC, partition)
         except PartitionError:
             return False
         return True
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now: int) -> None:
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Append one batch of (key, value) records to a partition; raises StoreError on failure."""
         if not records:
             return
-        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(records)], base_offset=0)
         try:
-            self.replicas.get(OFFSETS_TOPIC, partition).append(batch)
+            self.topic.append(partition, records)
         except PartitionError as exc:
             raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
         except Exception as exc:  # the log itself failed (closed, disk): Kafka's KAFKA_STORAGE_ERROR
@@ -129,18 +113,7 @@ class OffsetStore:
             raise StoreError(ErrorCode.kafka_storage_error, f"append to {OFFSETS_TOPIC}-{partition}: {exc}") from exc
 
     def read_partition(self, partition: int) -> Iterator[StoredRecord]:
-        """Every record of one partition in offset order (control batches skipped)."""
-        part = self.replicas.get(OFFSETS_TOPIC, partition)
-        offset, end = part.log_start_offset, part.high_watermark
-        while offset < end:
-            chunk = part.read(offset, _READ_CHUNK, max_offset=end, min_one_batch=True)
-            batches, _size = scan_batches_prefix(chunk.data, verify_crc=False)
-            if not batches:
-                break
-            for batch in batches:
-                if batch.is_control:
-                    continue
-                for record in iter_records(chunk.data, batch):
-                    if record.offset >= offset and record.key is not None:
-                        yield StoredRecord(partition, record.offset, record.key, record.value)
-            offset = batches[-1].next_offset
+        """Every keyed record of one partition in offset order (control batches skipped)."""
+        for offset, key, value in self.topic.replay(partition):
+            if key is not None:
+                yield StoredRecord(partition, offset, key, value)

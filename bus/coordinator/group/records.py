@@ -7,7 +7,8 @@ int16 version. We write what Kafka 3.x/4.x write (OffsetCommitKey v1 with Offset
 v1 when the commit carries an explicit expire timestamp; GroupMetadataKey v2 with
 GroupMetadataValue v3), and read every version Kafka ever wrote, so the topic stays readable by
 Kafka's own tools (`kafka-console-consumer --formatter ...GroupMetadataManager$OffsetsMessageFormatter`).
-A record with a null value is a tombstone: the offset or the group was deleted.
+A record with a null value is a tombstone: the offset or the group was deleted. Which partition a
+group's records go to is `bus.coordinator.partitioning.partition_for` (Java's String.hashCode).
 """
 
 from __future__ import annotations
@@ -28,33 +29,6 @@ _I64 = struct.Struct(">q")
 
 class RecordFormatError(ValueError):
     """A key or value that is not a record of the formats above (or is truncated)."""
-
-
-# -- partitioning --------------------------------------------------------------------------------
-
-
-def java_string_hash(text: str) -> int:
-    """Java's `String.hashCode()`: s[0]*31^(n-1) + ... over UTF-16 code units, in 32-bit two's complement.
-
-    Kafka places a group on `__consumer_offsets` by this hash, so clients' and tools' expectations
-    (and data written by Kafka) only line up if ours is bit-for-bit the same, non-BMP characters
-    (two UTF-16 units) included.
-    """
-    units = text.encode("utf-16-be")
-    value = 0
-    for i in range(0, len(units), 2):
-        value = (31 * value + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def kafka_abs(value: int) -> int:
-    """Kafka's `Utils.abs`: like abs() but Integer.MIN_VALUE maps to 0 instead of staying negative."""
-    return 0 if value == -(1 << 31) else abs(value)
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """`Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`, exactly as Kafka computes it."""
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
 
 
 # -- record types ------------------------------------------------------------------------------
