@@ -81,7 +81,7 @@ class KafkaConnection(asyncio.Protocol):
                 log.exception("handler failed on connection %s; closing it", self.peer)
                 self.abort("internal error")
                 return
-            if isinstance(result, bytes):
+            if isinstance(result, (bytes, memoryview)):
                 transport.write(result)  # type: ignore[union-attr]
             elif result is not None:
                 self.busy = True
@@ -92,7 +92,7 @@ class KafkaConnection(asyncio.Protocol):
             transport.resume_reading()
             self.paused = False
 
-    async def _await(self, pending: Awaitable[bytes | None]) -> None:
+    async def _await(self, pending: Awaitable[bytes | memoryview | None]) -> None:
         try:
             response = await pending
         except Exception:

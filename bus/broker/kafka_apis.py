@@ -36,7 +36,9 @@ class KafkaApis:
         self.broker = broker
         self.handlers: dict[int, ApiHandler] = handlers()
 
-    def handle(self, frame: bytes, listener: str, peer: str) -> bytes | Awaitable[bytes | None] | None:
+    def handle(
+        self, frame: bytes, listener: str, peer: str
+    ) -> bytes | memoryview | Awaitable[memoryview | None] | None:
         try:
             api_key, version, correlation_id = hdr.peek_api(frame)
         except hdr.HeaderError as exc:
@@ -67,15 +69,15 @@ class KafkaApis:
             return self._finish(ctx, result)
         return self._frame(ctx, result)
 
-    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any]) -> bytes | None:
+    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any]) -> memoryview | None:
         return self._frame(ctx, await pending)
 
     @staticmethod
-    def _frame(ctx: RequestContext, response: Any) -> bytes | None:
+    def _frame(ctx: RequestContext, response: Any) -> memoryview | None:
         if response is None:
             return None
         flexible = type(response).__flexible__ and ctx.api_key != API_VERSIONS_KEY
-        return hdr.response_frame(ctx.correlation_id, messages.encode(response), flexible)
+        return messages.encode_response(ctx.correlation_id, response, flexible)
 
     def _unsupported(self, api_key: int, version: int, correlation_id: int, frame: bytes) -> bytes:
         """The protocol's answer to an API or version we do not serve, instead of a dropped connection.
