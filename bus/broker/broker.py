@@ -18,6 +18,7 @@ from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
 from bus.controller.controller import QuorumController
 from bus.controller.metadata_log import MetadataLog
+from bus.coordinator.consumer_group.coordinator import ConsumerGroupCoordinator
 from bus.coordinator.group import GroupCoordinator
 from bus.coordinator.transaction.coordinator import TransactionCoordinator
 from bus.log.config import LogConfig
@@ -73,6 +74,7 @@ class Broker:
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.producer_ids = ProducerIdManager(self.controller)
+        self.consumer_groups = ConsumerGroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.transactions.load()
         self.groups = GroupCoordinator.for_broker(self)
@@ -119,6 +121,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         self.transactions.stop()
+        self.consumer_groups.stop()
         await self.network.stop()
         await self.groups.stop()
         self.replicas.snapshot_producers(force=True)

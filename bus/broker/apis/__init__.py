@@ -43,6 +43,8 @@ MODULES = (
     "list_transactions",
     "describe_transactions",
     "describe_producers",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 )
 
 
