@@ -21,11 +21,11 @@ def produce(bootstrap: str, topic: str, values: range, partitions: int) -> None:
 
 
 def test_offsets_topic_is_compacted_with_fifty_partitions(broker) -> None:  # type: ignore[no-untyped-def]
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **FAST_CLIENT})
-    topic = admin.list_topics(timeout=10).topics["__consumer_offsets"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # default timeouts: a loaded CI box is slow
+    topic = admin.list_topics(timeout=30).topics["__consumer_offsets"]
     assert len(topic.partitions) == 50
     resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
-    configs = admin.describe_configs([resource])[resource].result()
+    configs = admin.describe_configs([resource], request_timeout=30)[resource].result(timeout=40)
     assert configs["cleanup.policy"].value == "compact"
 
 

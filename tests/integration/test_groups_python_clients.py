@@ -28,10 +28,15 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     assert producer.flush(10) == 0
 
 
+# kafka-python heartbeats from a Python thread that competes for the GIL with its own poll loop; a
+# longer session keeps a busy CI machine from expiring a member that is merely slow.
+PYTHON_SESSION_MS = 2 * SESSION_MS
+
+
 def kafka_python_member(bootstrap: str, topic: str, group: str, **extra: object) -> KafkaConsumer:
     return KafkaConsumer(
         topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, request_timeout_ms=10000,
+        session_timeout_ms=PYTHON_SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, request_timeout_ms=15000,
         fetch_max_wait_ms=100, **extra,
     )
 
@@ -77,7 +82,7 @@ def test_kafka_python_group_shares_partitions_and_commits(shared_broker) -> None
         member.start()
     try:
         assert wait_until(lambda: balanced([m.owned for m in members], set(range(4)))
-                          and len(set(members[0].values) | set(members[1].values)) == 40, timeout=30)
+                          and len(set(members[0].values) | set(members[1].values)) == 40, timeout=45)
     finally:
         for member in members:
             member.stop()
@@ -98,7 +103,7 @@ def test_aiokafka_group_rebalances_and_commits(shared_broker) -> None:  # type: 
 
     def member() -> AIOKafkaConsumer:
         return AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                enable_auto_commit=False, session_timeout_ms=SESSION_MS,
+                                enable_auto_commit=False, session_timeout_ms=PYTHON_SESSION_MS,
                                 heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100)
 
     async def scenario() -> None:
