@@ -3,7 +3,11 @@
 Same client (confluent-kafka), same settings, same run. Each measurement runs in its own process,
 so the client never shares a core's interpreter with the broker (the mock cluster runs in threads
 of a holder process, our broker in `bus broker`). Prints records/s, latency percentiles and the
-ratios ours/mock. Targets (issue 2): produce and consume >= 1.0x of the mock, p99 <= 5 ms.
+ratios ours/mock. Targets: produce and consume >= 1.0x of the mock, p99 <= 5 ms (issue 2); consumer
+group consume (2 members) >= 1.0x of the mock, transactional produce (1,000 records per transaction)
+>= 0.5x of plain produce on our broker (issue 3). The mock cannot create topics and gives every topic
+4 partitions, so the group figure compares 2 members over 4 partitions on both; our 6-partition
+figure is printed too.
 
     .venv/bin/python benchmarks/broker_throughput.py [--records N] [--latency-seconds S]
 """
@@ -24,6 +28,8 @@ from tests.support.broker_process import BrokerProcess
 TOPIC = "bench"
 VALUE = b"x" * 100
 WINDOW = 35_000
+TXN_SIZE = 1000
+GROUP_RECORDS_PER_PARTITION = 30_000  # the mock keeps ~40k of these records per partition
 
 
 def _mock_holder(ready: mp.Queue, stop: mp.Event) -> None:  # type: ignore[valid-type]
@@ -115,6 +121,80 @@ def _latency(bootstrap: str, rate: int, seconds: float, out: mp.Queue) -> None: 
     out.put({p: latencies[min(len(latencies) - 1, int(len(latencies) * p / 100))] for p in (50, 99, 99.9)})
 
 
+def _txn_produce(bootstrap: str, records: int, out: mp.Queue) -> None:  # type: ignore[valid-type]
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{time.time_ns()}",
+                         "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+    producer.init_transactions(30)
+    start = time.perf_counter()
+    for base in range(0, records, TXN_SIZE):
+        producer.begin_transaction()
+        for _ in range(min(TXN_SIZE, records - base)):
+            producer.produce(TOPIC, VALUE, partition=0)
+        producer.commit_transaction(60)
+    out.put(records / (time.perf_counter() - start))
+
+
+def _group_member(bootstrap: str, topic: str, slot: int, assigned, go,  # type: ignore[no-untyped-def]
+                  out: mp.Queue) -> None:  # type: ignore[valid-type]
+    """One member of a two-member group: join, wait until the group is stable, rewind its partitions to
+    their start and read them to their end; reports (records, seconds from the rewind to the end)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 5})
+    consumer.subscribe([topic])
+    while not go.is_set():
+        consumer.consume(1000, 0.05)
+        assigned[slot] = len(consumer.assignment())
+    start = time.perf_counter()
+    remaining: dict[int, int] = {}
+    total = 0
+    for tp in consumer.assignment():
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10)
+        consumer.seek(TopicPartition(topic, tp.partition, low))
+        remaining[tp.partition] = high
+        total += high - low
+    deadline = time.monotonic() + 120
+    while remaining and time.monotonic() < deadline:
+        for message in consumer.consume(10000, 0.05):
+            if message.error() is None and message.offset() + 1 >= remaining.get(message.partition(), 1 << 62):
+                del remaining[message.partition()]
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    out.put((total, elapsed))
+
+
+def _group_consume(bootstrap: str, topic: str, partitions: int, per_partition: int) -> float:
+    """Records/s of a two-member group over pre-produced partitions, from the rewind to the last member's end."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+    for p in range(partitions):
+        for _ in range(per_partition):
+            producer.produce(topic, VALUE, partition=p)
+        producer.poll(0)
+    producer.flush(60)
+    assigned = mp.Array("i", 2)
+    go = mp.Event()
+    out: mp.Queue = mp.Queue()
+    members = [mp.Process(target=_group_member, args=(bootstrap, topic, i, assigned, go, out)) for i in range(2)]
+    for member in members:
+        member.start()
+    deadline = time.monotonic() + 60
+    while not (assigned[0] and assigned[1] and assigned[0] + assigned[1] == partitions):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the group never settled with both members assigned")
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the assignment settle (no further rebalance)
+    go.set()
+    results = [out.get(timeout=180) for _ in members]
+    for member in members:
+        member.join(30)
+    return sum(r for r, _ in results) / max(t for _, t in results)
+
+
 def _run(target, *args):  # type: ignore[no-untyped-def]
     out: mp.Queue = mp.Queue()
     proc = mp.Process(target=target, args=(*args, out))
@@ -124,18 +204,22 @@ def _run(target, *args):  # type: ignore[no-untyped-def]
     return result
 
 
-def _measure(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
+def _measure(bootstrap: str, args: argparse.Namespace, group_topics: dict[str, int]) -> dict[str, object]:
     produce = _run(_produce, bootstrap, args.records)
     consume = _run(_consume, bootstrap, args.records)
     latency = _run(_latency, bootstrap, args.rate, args.latency_seconds)
-    return {"produce": produce, "consume": consume, "latency": latency}
+    transactional = _run(_txn_produce, bootstrap, args.txn_records)
+    groups = {topic: _group_consume(bootstrap, topic, partitions, GROUP_RECORDS_PER_PARTITION)
+              for topic, partitions in group_topics.items()}
+    return {"produce": produce, "consume": consume, "latency": latency, "txn": transactional, **groups}
 
 
-def _create_topic(bootstrap: str) -> None:
+def _create_topics(bootstrap: str, topics: dict[str, int]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(10)
+    for future in admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()]).values():
+        future.result(10)
 
 
 def main() -> int:
@@ -143,6 +227,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=2000, help="records/s for the latency run")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--txn-records", type=int, default=200_000)
     args = parser.parse_args()
     mp.set_start_method("spawn")
 
@@ -152,23 +237,28 @@ def main() -> int:
     holder.start()
     mock_bootstrap = ready.get(timeout=30)
     print(f"librdkafka mock cluster at {mock_bootstrap}", flush=True)
-    mock = _measure(mock_bootstrap, args)
+    mock = _measure(mock_bootstrap, args, {"group4": 4})
     stop.set()
     holder.join(10)
 
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", {"num.partitions": "1"}).start()
         try:
-            _create_topic(broker.bootstrap)
+            _create_topics(broker.bootstrap, {TOPIC: 1, "group4": 4, "group6": 6})
             print(f"bus broker at {broker.bootstrap}", flush=True)
-            ours = _measure(broker.bootstrap, args)
+            ours = _measure(broker.bootstrap, args, {"group4": 4, "group6": 6})
         finally:
             broker.stop()
 
     print(f"\n{'figure':<34}{'bus':>14}{'mock':>14}{'bus/mock':>10}")
-    for key, label in (("produce", "produce records/s (100 B, acks=1)"), ("consume", "consume records/s")):
+    rows = (("produce", "produce records/s (100 B, acks=1)"), ("consume", "consume records/s"),
+            ("group4", "group consume, 2 members, 4 parts"), ("txn", "transactional produce (1000/txn)"))
+    for key, label in rows:
         a, b = float(ours[key]), float(mock[key])  # type: ignore[arg-type]
         print(f"{label:<34}{a:>14,.0f}{b:>14,.0f}{a / b:>10.2f}")
+    print(f"{'group consume, 2 members, 6 parts':<34}{float(ours['group6']):>14,.0f}")  # type: ignore[arg-type]
+    txn_ratio = float(ours["txn"]) / float(ours["produce"])  # type: ignore[arg-type]
+    print(f"{'transactional / plain produce (bus)':<34}{txn_ratio:>14.2f}")
     for p in (50, 99, 99.9):
         a = ours["latency"][p]  # type: ignore[index]
         b = mock["latency"][p]  # type: ignore[index]
