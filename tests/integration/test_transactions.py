@@ -1,0 +1,604 @@
+"""Transactions against a real broker process, judged by three clients' producers and consumers.
+
+What must hold, as in Kafka: committed records reach `read_committed` consumers in order and aborted
+ones never do (they are skipped through the fetch's aborted-transaction list), while
+`read_uncommitted` sees everything; an open transaction holds `read_committed` readers (and
+ListOffsets) at the last stable offset; a second producer with the same transactional id fences the
+first and aborts its transaction; a transaction whose producer (or the broker) died is aborted once
+its timeout passes; and all of it survives kill -9 of the broker. Offsets are asserted exactly, so a
+missing or extra control marker shows up as a wrong offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kio.schema.errors import ErrorCode
+
+from bus.protocol import records as rb
+from tests.integration._support_clients import (
+    FAST_CLIENT,
+    consume,
+    create_topic,
+    producer_config,
+    stored_batches,
+)
+from tests.integration._support_raw import RawKafka
+from tests.support.broker_process import ROOT, BrokerProcess
+
+ABORT, COMMIT = 0, 1
+SWEEP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def txn_producer(bootstrap: str, txn_id: str, timeout_ms: int = 10000, **extra: object) -> Producer:
+    """A confluent transactional producer, initialised (its InitProducerId done)."""
+    producer = Producer(producer_config(bootstrap, **{
+        "transactional.id": txn_id, "transaction.timeout.ms": timeout_ms,
+        "message.timeout.ms": min(timeout_ms, 8000), "socket.timeout.ms": min(timeout_ms, 5000), **extra,
+    }))
+    producer.init_transactions(10)
+    return producer
+
+
+def produce_all(producer: Producer, topic: str, values: list[bytes], partition: int = 0) -> list[int]:
+    """Produce and flush; the offsets the broker acknowledged, in order."""
+    offsets: list[int] = []
+
+    def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+        assert err is None, err
+        offsets.append(msg.offset())
+
+    for value in values:
+        producer.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
+    assert producer.flush(10) == 0
+    return offsets
+
+
+def committed_view(bootstrap: str, topic: str, partition: int = 0, **extra: object) -> list[tuple[int, bytes]]:
+    """What a confluent read_committed consumer sees from offset 0 up to the partition's end (EOF at the LSO)."""
+    return [(m.offset(), m.value()) for m in consume(bootstrap, topic, partition, **{"isolation.level": "read_committed"},
+                                                     **extra)]
+
+
+def uncommitted_view(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
+    return [(m.offset(), m.value()) for m in consume(bootstrap, topic, partition, **{"isolation.level": "read_uncommitted"})]
+
+
+def markers(broker: BrokerProcess, topic: str, partition: int = 0) -> list[tuple[int, int]]:
+    """(offset, COMMIT/ABORT) of every control batch stored in the partition's segments."""
+    out = []
+    for batch in stored_batches(broker.data_dir, topic, partition):
+        if batch.info.is_control:
+            [record] = batch.records
+            assert record.key is not None
+            out.append((batch.info.base_offset, int.from_bytes(record.key[2:4], "big")))
+    return out
+
+
+def list_offset(bootstrap: str, topic: str, committed: bool, partition: int = 0) -> int:
+    """ListOffsets(latest) through confluent's AdminClient: the LSO for read_committed, else the high watermark."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **FAST_CLIENT})
+    tp = TopicPartition(topic, partition)
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    result = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=10)
+    return int(result[tp].result(10).offset)
+
+
+def kafka_python_admin(bootstrap: str) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+
+
+def describe_txn(bootstrap: str, txn_id: str) -> Any:
+    admin = kafka_python_admin(bootstrap)
+    try:
+        return admin.describe_transactions([txn_id])[txn_id]
+    finally:
+        admin.close()
+
+
+def state_name(description: Any) -> str:
+    state = description.state
+    return getattr(state, "value", state)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1) -> Any:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def kafka_python_view(bootstrap: str, topic: str, end: int, isolation: str) -> list[tuple[int, bytes]]:
+    """kafka-python's consumer from offset 0 until its position reaches `end` (it skips markers/aborts)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                             auto_offset_reset="earliest", request_timeout_ms=10000, fetch_max_wait_ms=100)
+    tp = KTP(topic, 0)
+    out: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 10
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"kafka-python stuck at {consumer.position(tp)} of {end}: {out}"
+            for records in consumer.poll(timeout_ms=200).values():
+                out += [(r.offset, r.value) for r in records]
+    finally:
+        consumer.close()
+    return out
+
+
+def aiokafka_view(bootstrap: str, topic: str, end: int, isolation: str) -> list[tuple[int, bytes]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    async def run() -> list[tuple[int, bytes]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await consumer.start()
+        tp = ATP(topic, 0)
+        out: list[tuple[int, bytes]] = []
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            deadline = time.monotonic() + 10
+            while await consumer.position(tp) < end:
+                assert time.monotonic() < deadline, f"aiokafka stuck at {await consumer.position(tp)} of {end}: {out}"
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    out += [(r.offset, r.value) for r in records]
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield "txn-" + request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[5:60]
+
+
+# -- commit / abort / isolation -------------------------------------------------------------------
+
+# offsets 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7-8 committed, 9 marker
+COMMITTED = [(0, b"c0"), (1, b"c1"), (2, b"c2"), (7, b"c3"), (8, b"c4")]
+EVERYTHING = [(0, b"c0"), (1, b"c1"), (2, b"c2"), (4, b"a0"), (5, b"a1"), (7, b"c3"), (8, b"c4")]
+
+
+def _commit_abort_commit(bootstrap: str, topic: str, txn_id: str) -> None:
+    producer = txn_producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    assert produce_all(producer, topic, [b"c0", b"c1", b"c2"]) == [0, 1, 2]
+    producer.commit_transaction(10)
+    producer.begin_transaction()
+    assert produce_all(producer, topic, [b"a0", b"a1"]) == [4, 5]
+    producer.abort_transaction(10)
+    producer.begin_transaction()
+    assert produce_all(producer, topic, [b"c3", b"c4"]) == [7, 8]
+    producer.commit_transaction(10)
+
+
+def test_confluent_commit_and_abort_by_isolation_level(shared_broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(shared_broker.bootstrap, topic_name)
+    _commit_abort_commit(shared_broker.bootstrap, topic_name, topic_name)
+    assert markers(shared_broker, topic_name) == [(3, COMMIT), (6, ABORT), (9, COMMIT)]
+    assert committed_view(shared_broker.bootstrap, topic_name) == COMMITTED
+    assert uncommitted_view(shared_broker.bootstrap, topic_name) == EVERYTHING
+    assert list_offset(shared_broker.bootstrap, topic_name, committed=True) == 10
+    assert list_offset(shared_broker.bootstrap, topic_name, committed=False) == 10
+    # A read_committed consumer starting inside the aborted range still skips it.
+    assert committed_view(shared_broker.bootstrap, topic_name) == COMMITTED
+    assert [(m.offset(), m.value()) for m in consume(shared_broker.bootstrap, topic_name, start=5,
+                                                     **{"isolation.level": "read_committed"})] == COMMITTED[3:]
+
+
+def test_python_clients_read_committed(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """kafka-python and aiokafka must get the aborted-transaction list (and LSO) they filter by."""
+    create_topic(shared_broker.bootstrap, topic_name)
+    _commit_abort_commit(shared_broker.bootstrap, topic_name, topic_name)
+    for view in (kafka_python_view, aiokafka_view):
+        assert view(shared_broker.bootstrap, topic_name, 10, "read_committed") == COMMITTED, view.__name__
+        assert view(shared_broker.bootstrap, topic_name, 10, "read_uncommitted") == EVERYTHING, view.__name__
+
+
+def test_kafka_python_transactional_producer(shared_broker: BrokerProcess, topic_name: str) -> None:
+    from kafka import KafkaProducer
+
+    create_topic(shared_broker.bootstrap, topic_name)
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, transactional_id=topic_name,
+                             request_timeout_ms=10000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        offsets = [producer.send(topic_name, b"c0", partition=0), producer.send(topic_name, b"c1", partition=0)]
+        producer.commit_transaction()
+        assert [f.get(5).offset for f in offsets] == [0, 1]
+        producer.begin_transaction()
+        aborted = producer.send(topic_name, b"a0", partition=0)
+        producer.flush()
+        assert aborted.get(5).offset == 3
+        producer.abort_transaction()
+        producer.begin_transaction()
+        assert producer.send(topic_name, b"c2", partition=0).get(5).offset == 5
+        producer.commit_transaction()
+    finally:
+        producer.close(5)
+    assert markers(shared_broker, topic_name) == [(2, COMMIT), (4, ABORT), (6, COMMIT)]
+    assert committed_view(shared_broker.bootstrap, topic_name) == [(0, b"c0"), (1, b"c1"), (5, b"c2")]
+    assert uncommitted_view(shared_broker.bootstrap, topic_name) == [(0, b"c0"), (1, b"c1"), (3, b"a0"),
+                                                                     (5, b"c2")]
+
+
+def test_aiokafka_transactional_producer(shared_broker: BrokerProcess, topic_name: str) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    create_topic(shared_broker.bootstrap, topic_name)
+
+    async def run() -> list[int]:
+        producer = AIOKafkaProducer(bootstrap_servers=shared_broker.bootstrap, transactional_id=topic_name)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                first = [await producer.send_and_wait(topic_name, v, partition=0) for v in (b"c0", b"c1")]
+            await producer.begin_transaction()
+            aborted = await producer.send_and_wait(topic_name, b"a0", partition=0)
+            await producer.abort_transaction()
+            async with producer.transaction():
+                last = await producer.send_and_wait(topic_name, b"c2", partition=0)
+            return [m.offset for m in (*first, aborted, last)]
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(run()) == [0, 1, 3, 5]
+    assert markers(shared_broker, topic_name) == [(2, COMMIT), (4, ABORT), (6, COMMIT)]
+    assert committed_view(shared_broker.bootstrap, topic_name) == [(0, b"c0"), (1, b"c1"), (5, b"c2")]
+
+
+def test_transaction_over_two_partitions_commits_both(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """EndTxn writes a marker into every partition the transaction added, then answers."""
+    create_topic(shared_broker.bootstrap, topic_name, partitions=2)
+    producer = txn_producer(shared_broker.bootstrap, topic_name)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"p0-0", b"p0-1"], partition=0) == [0, 1]
+    assert produce_all(producer, topic_name, [b"p1-0"], partition=1) == [0]
+    producer.commit_transaction(10)
+    assert markers(shared_broker, topic_name, 0) == [(2, COMMIT)]
+    assert markers(shared_broker, topic_name, 1) == [(1, COMMIT)]
+    assert committed_view(shared_broker.bootstrap, topic_name, 0) == [(0, b"p0-0"), (1, b"p0-1")]
+    assert committed_view(shared_broker.bootstrap, topic_name, 1) == [(0, b"p1-0")]
+
+
+# -- last stable offset ---------------------------------------------------------------------------
+
+
+def test_open_transaction_holds_read_committed_at_the_lso(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """Records after an open transaction's first offset, even non-transactional ones, wait for it."""
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    plain = Producer(producer_config(bootstrap, **{"enable.idempotence": True}))
+    assert produce_all(plain, topic_name, [b"before-0", b"before-1"]) == [0, 1]
+    producer = txn_producer(bootstrap, topic_name)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"open-0", b"open-1"]) == [2, 3]
+    assert produce_all(plain, topic_name, [b"after-0"]) == [4]
+
+    assert list_offset(bootstrap, topic_name, committed=True) == 2
+    assert list_offset(bootstrap, topic_name, committed=False) == 5
+    assert committed_view(bootstrap, topic_name) == [(0, b"before-0"), (1, b"before-1")]
+    for view in (kafka_python_view, aiokafka_view):  # positions stop at the LSO
+        assert view(bootstrap, topic_name, 2, "read_committed") == [(0, b"before-0"), (1, b"before-1")]
+    assert uncommitted_view(bootstrap, topic_name) == [(0, b"before-0"), (1, b"before-1"), (2, b"open-0"),
+                                                       (3, b"open-1"), (4, b"after-0")]
+    producer.commit_transaction(10)
+    assert list_offset(bootstrap, topic_name, committed=True) == 6
+    assert committed_view(bootstrap, topic_name) == [(0, b"before-0"), (1, b"before-1"), (2, b"open-0"),
+                                                     (3, b"open-1"), (4, b"after-0")]
+
+
+def test_read_committed_long_poll_wakes_on_commit(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """A read_committed consumer waiting at the LSO gets the records as soon as the marker is written."""
+    from confluent_kafka import Consumer
+
+    from tests.integration._support_clients import consumer_config
+
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    producer = txn_producer(bootstrap, topic_name)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"x0", b"x1"]) == [0, 1]
+    consumer = Consumer(consumer_config(bootstrap, **{"isolation.level": "read_committed", "fetch.wait.max.ms": 5000}))
+    try:
+        consumer.assign([TopicPartition(topic_name, 0, 0)])
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # nothing may leak before the commit
+            msg = consumer.poll(0.1)
+            assert msg is None or msg.error() is not None, (msg.offset(), msg.value())
+        producer.commit_transaction(10)
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value()))
+        assert got == [(0, b"x0"), (1, b"x1")]
+    finally:
+        consumer.close()
+
+
+# -- fencing --------------------------------------------------------------------------------------
+
+
+def test_second_producer_fences_the_first_and_aborts_its_transaction(shared_broker: BrokerProcess,
+                                                                      topic_name: str) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    first = txn_producer(bootstrap, topic_name)
+    first.begin_transaction()
+    assert produce_all(first, topic_name, [b"zombie-0", b"zombie-1"]) == [0, 1]
+    old = describe_txn(bootstrap, topic_name)
+    assert state_name(old) == "Ongoing"
+
+    second = txn_producer(bootstrap, topic_name)  # InitProducerId aborts the open transaction first
+    new = describe_txn(bootstrap, topic_name)
+    assert (state_name(new), new.producer_id) == ("Empty", old.producer_id)
+    assert new.producer_epoch == old.producer_epoch + 2  # one bump to fence and abort, one for the new producer
+    assert markers(shared_broker, topic_name) == [(2, ABORT)]
+    second.begin_transaction()
+    assert produce_all(second, topic_name, [b"new-0"]) == [3]
+    second.commit_transaction(10)
+
+    with pytest.raises(KafkaException) as excinfo:
+        first.produce(topic_name, value=b"zombie-2", partition=0)
+        first.flush(5)
+        first.commit_transaction(10)
+    error = excinfo.value.args[0]
+    assert error.fatal(), error
+    assert "fenced" in error.str().lower() or "epoch" in error.str().lower(), error
+    assert markers(shared_broker, topic_name) == [(2, ABORT), (4, COMMIT)]
+    assert committed_view(bootstrap, topic_name) == [(3, b"new-0")]
+    assert uncommitted_view(bootstrap, topic_name) == [(0, b"zombie-0"), (1, b"zombie-1"), (3, b"new-0")]
+
+
+# -- timeouts: dead producers and crashed brokers ----------------------------------------------------
+
+PRODUCER_SCRIPT = textwrap.dedent("""
+    import sys
+    from confluent_kafka import Producer
+    bootstrap, topic, txn_id = sys.argv[1:4]
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                  "transaction.timeout.ms": 3000, "message.timeout.ms": 3000, "linger.ms": 0})
+    p.init_transactions(10)
+    p.begin_transaction()
+    offsets = []
+    for v in (b"doomed-0", b"doomed-1"):
+        p.produce(topic, value=v, partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    assert p.flush(10) == 0
+    print("ready", *offsets, flush=True)
+    sys.stdin.read()  # hold the transaction open until killed
+""")
+
+
+def _wait_for_abort_after_timeout(bootstrap: str, txn_id: str, started_ms: int, timeout_ms: int) -> Any:
+    """Poll DescribeTransactions until CompleteAbort; it must not have happened before the timeout."""
+    description = wait_for(lambda: (d := describe_txn(bootstrap, txn_id)) and state_name(d) != "Ongoing" and d,
+                           timeout=15, what=f"{txn_id} to be aborted")
+    assert state_name(description) == "CompleteAbort"
+    assert int(time.time() * 1000) >= started_ms + timeout_ms
+    return description
+
+
+def test_transaction_of_a_killed_producer_is_aborted_after_its_timeout(make_broker, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+    broker = make_broker(SWEEP)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    child = subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic_name, topic_name],
+                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().decode()
+        assert line.split() == ["ready", "0", "1"], (line, child.stderr.read() if child.poll() is not None else "")
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    ongoing = describe_txn(bootstrap, topic_name)
+    assert state_name(ongoing) == "Ongoing"
+    assert ongoing.topic_partitions == {_ktp(topic_name, 0)}
+    assert list_offset(bootstrap, topic_name, committed=True) == 0
+    aborted = _wait_for_abort_after_timeout(bootstrap, topic_name, ongoing.transaction_start_time_ms, 3000)
+    assert aborted.producer_epoch == ongoing.producer_epoch + 1  # fenced: the zombie can no longer write
+    assert markers(broker, topic_name) == [(2, ABORT)]
+    assert list_offset(bootstrap, topic_name, committed=True) == 3
+    assert committed_view(bootstrap, topic_name) == []
+    assert uncommitted_view(bootstrap, topic_name) == [(0, b"doomed-0"), (1, b"doomed-1")]
+
+
+def _ktp(topic: str, partition: int) -> Any:
+    from kafka import TopicPartition as KTP
+
+    return KTP(topic, partition)
+
+
+def test_broker_kill_9_mid_transaction_aborts_it_after_the_timeout(make_broker, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+    """The Ongoing state is read back from `__transaction_state` and the open records from the log, so
+    the restarted broker both hides them (LSO) and aborts them once the timeout has passed."""
+    broker = make_broker(SWEEP)
+    create_topic(broker.bootstrap, topic_name)
+    producer = txn_producer(broker.bootstrap, topic_name, timeout_ms=3000)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"kept"]) == [0]
+    producer.commit_transaction(10)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"lost-0", b"lost-1"]) == [2, 3]
+    ongoing = describe_txn(broker.bootstrap, topic_name)
+    assert state_name(ongoing) == "Ongoing"
+    broker.kill()
+    broker.start()
+    try:
+        assert committed_view(broker.bootstrap, topic_name) == [(0, b"kept")]
+        _wait_for_abort_after_timeout(broker.bootstrap, topic_name, ongoing.transaction_start_time_ms, 3000)
+        assert markers(broker, topic_name) == [(1, COMMIT), (4, ABORT)]
+        assert list_offset(broker.bootstrap, topic_name, committed=True) == 5
+        assert committed_view(broker.bootstrap, topic_name) == [(0, b"kept")]
+    finally:
+        producer.purge()
+        del producer
+
+
+@pytest.mark.parametrize("restart", ["kill", "stop"])
+def test_committed_transactions_and_producer_state_survive_restart(make_broker, topic_name: str,
+                                                                    restart: str) -> None:  # type: ignore[no-untyped-def]
+    """After kill -9 the aborted-transaction list is rebuilt by replaying markers; after a clean stop it
+    comes from the snapshot. Either way the same records are hidden and the producer is remembered."""
+    broker = make_broker()
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    _commit_abort_commit(bootstrap, topic_name, topic_name)
+    before = describe_txn(bootstrap, topic_name)
+    broker.kill() if restart == "kill" else broker.stop()
+    broker.start()
+    bootstrap = broker.bootstrap
+    assert committed_view(bootstrap, topic_name) == COMMITTED
+    assert uncommitted_view(bootstrap, topic_name) == EVERYTHING
+    assert aiokafka_view(bootstrap, topic_name, 10, "read_committed") == COMMITTED
+    after = describe_txn(bootstrap, topic_name)
+    assert (state_name(after), after.producer_id, after.producer_epoch) == (
+        "CompleteCommit", before.producer_id, before.producer_epoch)
+    admin = kafka_python_admin(bootstrap)
+    try:
+        [state] = admin.describe_producers([_ktp(topic_name, 0)])[_ktp(topic_name, 0)].active_producers
+    finally:
+        admin.close()
+    # 7 records in sequence 0..6 at one epoch; no transaction open.
+    assert (state.producer_id, state.producer_epoch, state.last_sequence, state.current_transaction_start_offset) == (
+        before.producer_id, before.producer_epoch, 6, -1)
+    # The transactional id carries on: a new producer instance gets the next epoch and commits.
+    producer = txn_producer(bootstrap, topic_name)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"c5"]) == [10]
+    producer.commit_transaction(10)
+    assert committed_view(bootstrap, topic_name) == [*COMMITTED, (10, b"c5")]
+    assert describe_txn(bootstrap, topic_name).producer_epoch == before.producer_epoch + 1
+
+
+# -- admin: ListTransactions / DescribeTransactions / DescribeProducers -----------------------------
+
+
+def _listed(admin: Any, **filters: Any) -> list[Any]:
+    """ListTransactions from every broker (kafka-python answers per broker id), flattened."""
+    return [t for listings in admin.list_transactions(**filters).values() for t in listings]
+
+
+def test_list_and_describe_transactions_and_producers(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """confluent-kafka 2.16's AdminClient has no transaction APIs: kafka-python's admin speaks them."""
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, topic_name, partitions=2)
+    ids = {state: f"{topic_name}-{state}" for state in ("Empty", "Ongoing", "CompleteCommit", "CompleteAbort")}
+    producers = {state: txn_producer(bootstrap, txn_id) for state, txn_id in ids.items()}
+    producers["CompleteCommit"].begin_transaction()
+    assert produce_all(producers["CompleteCommit"], topic_name, [b"committed"]) == [0]
+    producers["CompleteCommit"].commit_transaction(10)
+    producers["CompleteAbort"].begin_transaction()
+    assert produce_all(producers["CompleteAbort"], topic_name, [b"aborted"]) == [2]
+    producers["CompleteAbort"].abort_transaction(10)
+    producers["Ongoing"].begin_transaction()
+    assert produce_all(producers["Ongoing"], topic_name, [b"open-0", b"open-1"]) == [4, 5]
+    assert produce_all(producers["Ongoing"], topic_name, [b"open-p1"], partition=1) == [0]
+
+    admin = kafka_python_admin(bootstrap)
+    try:
+        listed = {t.transactional_id: (state_name(t), t.producer_id) for t in _listed(admin)
+                  if t.transactional_id.startswith(topic_name)}
+        assert {txn_id: state for txn_id, (state, _pid) in listed.items()} == {v: k for k, v in ids.items()}
+        pids = {state: listed[txn_id][1] for state, txn_id in ids.items()}
+        assert len(set(pids.values())) == 4
+        ongoing_only = [t.transactional_id for t in _listed(admin, state_filters=["Ongoing"])
+                        if t.transactional_id.startswith(topic_name)]
+        assert ongoing_only == [ids["Ongoing"]]
+        by_pid = _listed(admin, producer_id_filters=[pids["CompleteCommit"]])
+        assert [(t.transactional_id, state_name(t)) for t in by_pid] == [(ids["CompleteCommit"], "CompleteCommit")]
+
+        described = admin.describe_transactions(list(ids.values()))
+        ongoing = described[ids["Ongoing"]]
+        assert (state_name(ongoing), ongoing.producer_id, ongoing.producer_epoch, ongoing.transaction_timeout_ms) == (
+            "Ongoing", pids["Ongoing"], 0, 10000)
+        assert ongoing.topic_partitions == {_ktp(topic_name, 0), _ktp(topic_name, 1)}
+        assert abs(ongoing.transaction_start_time_ms - time.time() * 1000) < 60000
+        for state in ("Empty", "CompleteCommit", "CompleteAbort"):
+            assert (state_name(described[ids[state]]), described[ids[state]].topic_partitions) == (state, set())
+
+        states = admin.describe_producers([_ktp(topic_name, 0), _ktp(topic_name, 1)])
+        p0 = {s.producer_id: (s.producer_epoch, s.last_sequence, s.current_transaction_start_offset)
+              for s in states[_ktp(topic_name, 0)].active_producers}
+        assert p0 == {pids["CompleteCommit"]: (0, 0, -1), pids["CompleteAbort"]: (0, 0, -1),
+                      pids["Ongoing"]: (0, 1, 4)}
+        p1 = [(s.producer_id, s.last_sequence, s.current_transaction_start_offset)
+              for s in states[_ktp(topic_name, 1)].active_producers]
+        assert p1 == [(pids["Ongoing"], 0, 0)]
+    finally:
+        admin.close()
+        producers["Ongoing"].abort_transaction(10)
+
+
+def test_describe_unknown_transactional_id_and_bad_timeouts(shared_broker: BrokerProcess) -> None:
+    """Kafka answers an unknown id with TRANSACTIONAL_ID_NOT_FOUND (start time -1, which kio cannot
+    decode, hence kafka-python) and a timeout outside (0, transaction.max.timeout.ms] with
+    INVALID_TRANSACTION_TIMEOUT."""
+    from kafka.errors import TransactionalIdNotFoundError
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    with pytest.raises(TransactionalIdNotFoundError):
+        describe_txn(shared_broker.bootstrap, "txn-never-seen")
+    with RawKafka(shared_broker.bootstrap) as raw:
+        for timeout_ms in (0, 900001):
+            response = raw.request(InitProducerIdRequest(transactional_id="txn-bad-timeout",
+                                                         transaction_timeout=datetime.timedelta(milliseconds=timeout_ms)))
+            assert (response.error_code, response.producer_id) == (ErrorCode.invalid_transaction_timeout, -1)
+
+
+# -- not implemented yet ----------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="TxnOffsetCommit (send_offsets_to_transaction) is not implemented yet")
+def test_send_offsets_to_transaction(shared_broker: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import Consumer
+
+    from tests.integration._support_clients import consumer_config
+
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    producer = txn_producer(bootstrap, topic_name)
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": topic_name}))
+    try:
+        producer.begin_transaction()
+        assert produce_all(producer, topic_name, [b"out"]) == [0]
+        producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 1)], consumer.consumer_group_metadata(),
+                                             10)
+        producer.commit_transaction(10)
+        [committed] = consumer.committed([TopicPartition(topic_name, 0)], timeout=10)
+        assert committed.offset == 1
+    finally:
+        consumer.close()
