@@ -157,14 +157,14 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
 
 
 class Shapes:
-    """Builds the response dataclasses of one (api_key, version)."""
+    """Builds the response (or, for clients, request) dataclasses of one (api_key, version)."""
 
     __slots__ = ("_module", "version")
 
-    def __init__(self, api_key: int, version: int) -> None:
+    def __init__(self, api_key: int, version: int, entity_type: EntityType = EntityType.response) -> None:
         self.version = version
         try:
-            self._module = load_payload_module(api_key, version, EntityType.response)
+            self._module = load_payload_module(api_key, version, entity_type)
         except Exception as exc:
             raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
@@ -186,6 +186,12 @@ class Shapes:
 @functools.cache
 def shapes(api_key: int, version: int) -> Shapes:
     return Shapes(api_key, version)
+
+
+@functools.cache
+def request_shapes(api_key: int, version: int) -> Shapes:
+    """For clients: build requests of any version the same way handlers build responses."""
+    return Shapes(api_key, version, EntityType.request)
 
 
 def field_names(obj: Any) -> frozenset[str]:
