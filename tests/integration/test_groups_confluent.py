@@ -10,7 +10,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v3.request import JoinGroupRequest, JoinGroupRequestProtocol
@@ -205,3 +205,26 @@ def _error_code(future, partition_level: bool = False) -> str:  # type: ignore[n
         errors = {tp.error.name() for tp in result.topic_partitions if tp.error is not None}
         return errors.pop() if errors else "NONE"
     return "NONE"
+
+
+def test_kip848_consumer_group_commits_and_is_listed(shared_broker) -> None:  # type: ignore[no-untyped-def]
+    """A `group.protocol=consumer` group's offsets go through this coordinator, and it lists as type consumer."""
+    bootstrap, topic, group = shared_broker.bootstrap, "g-kip848", "grp-kip848"
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, 10, 2)
+    # Session and heartbeat timing are the broker's under KIP-848: the client may not set them.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **FAST_CLIENT})
+    consumer.subscribe([topic])
+    seen: list[int] = []
+    poll_until([consumer], lambda: len(seen) == 10, on_message=lambda _c, m: seen.append(int(m.value())))
+    consumer.commit(asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **FAST_CLIENT})
+    [listed] = [g for g in admin.list_consumer_groups().result().valid if g.group_id == group]
+    assert listed.state == ConsumerGroupState.STABLE
+    consumer.close()
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0), TopicPartition(topic, 1)])]
+    offsets = admin.list_consumer_group_offsets(request)[group].result()
+    assert [tp.offset for tp in offsets.topic_partitions] == [5, 5]
+    admin.delete_consumer_groups([group])[group].result()
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result().valid}

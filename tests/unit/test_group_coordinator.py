@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -371,3 +373,53 @@ def test_initial_rebalance_delay_gathers_early_joiners_into_one_generation() -> 
             await coordinator.stop()
 
     asyncio.run(main())
+
+
+class FakeModernGroups:
+    """Stands in for the KIP-848 coordinator: one consumer group "m" with member "x" at epoch 4."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Any] = {"m": SimpleNamespace(state="Stable", members={"x": object()})}
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.groups and bool(self.groups[group_id].members)
+
+    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        if not member_id and member_epoch < 0:
+            return None
+        if member_id != "x":
+            return ErrorCode.unknown_member_id
+        return None if member_epoch == 4 else ErrorCode.stale_member_epoch
+
+    def delete(self, group_id: str) -> ErrorCode:
+        if self.groups[group_id].members:
+            return ErrorCode.non_empty_group
+        del self.groups[group_id]
+        return ErrorCode.none
+
+
+def test_kip848_groups_share_the_offsets_and_the_admin_apis() -> None:
+    async def body(c: GroupCoordinator, store: FakeStore) -> None:
+        modern = FakeModernGroups()
+        c.modern_groups = lambda: modern
+        value = rec.OffsetValue(8, "", c.clock())
+        assert c.commit_offsets("m", "x", None, 4, {("t", 0): value}, 9) == {("t", 0): ErrorCode.none}
+        assert c.commit_offsets("m", "x", None, 3, {("t", 0): value}, 9) == {("t", 0): ErrorCode.stale_member_epoch}
+        assert c.fetch_offsets("m", [("t", 0)], "x", 4) == (ErrorCode.none, {("t", 0): value})
+        assert c.fetch_offsets("m", [("t", 0)], "x", 2)[0] == ErrorCode.stale_member_epoch
+        listed = c.list_groups(set(), set())[1]
+        assert [(g.group_id, g.state, g.group_type) for g in listed] == [("m", "Stable", "consumer")]
+        assert c.list_groups(set(), {"classic"})[1] == []
+        assert c.describe_group("m") == (ErrorCode.none, None)  # not a classic group
+        assert (await join(c, join_request())).error == ErrorCode.none  # group "g" is unrelated
+        joined = join(c, JoinRequest("m", "", None, "c", "/h", 200, 300, "consumer", (("range", b""),)))
+        assert (await joined).error == ErrorCode.inconsistent_group_protocol
+        c.groups["m"].offsets[("t", 0)] = rec.OffsetValue(8, "", 0)  # ancient, but the group is alive
+        c.expire_offsets()
+        assert ("t", 0) in c.groups["m"].offsets
+        assert c.delete_groups(["m"]) == {"m": ErrorCode.non_empty_group}
+        modern.groups["m"].members.clear()
+        assert c.delete_groups(["m"]) == {"m": ErrorCode.none}
+        assert "m" not in c.groups and "m" not in modern.groups
+
+    run(body)

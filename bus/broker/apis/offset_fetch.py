@@ -22,13 +22,14 @@ TOP_LEVEL_ERROR_VERSION = 2
 BATCHED_VERSION = 8
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> tuple[ErrorCode, list[Any]]:
+def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
+           member_epoch: int = -1) -> tuple[ErrorCode, list[Any]]:
     """(group error, topic responses) for one group, in the class names of the request's version."""
     batched = ctx.api_version >= BATCHED_VERSION
     topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
     partition_cls = "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition"
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if error != ErrorCode.none:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION or wanted is None:
             return error, []
@@ -51,7 +52,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= BATCHED_VERSION:
         groups = []
         for group in request.groups:
-            error, topics = _fetch(ctx, group.group_id, group.topics)
+            error, topics = _fetch(ctx, group.group_id, group.topics, getattr(group, "member_id", None),
+                                   getattr(group, "member_epoch", -1))
             groups.append(ctx.make("OffsetFetchResponseGroup", group_id=group.group_id, topics=topics,
                                    error_code=error))
         return ctx.make("OffsetFetchResponse", throttle_time=0, groups=groups)

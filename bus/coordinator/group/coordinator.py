@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group import records as rec
-from bus.coordinator.group.group import ClassicGroup, GroupState, TopicPartition, now_ms
+from bus.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, TopicPartition, now_ms
 from bus.coordinator.group.member import JoinCallback, JoinResult, Member, SyncCallback, SyncResult
 from bus.coordinator.group.offset_store import OffsetStore, StoredRecord, StoreError, group_error, offset_error
 
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 
 class Store(Protocol):
@@ -54,6 +55,31 @@ class Store(Protocol):
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None: ...
 
     def read_partition(self, partition: int) -> Any: ...
+
+
+class ModernGroups(Protocol):
+    """The KIP-848 consumer-group coordinator, as far as offsets and the admin APIs need it.
+
+    Kafka has one group namespace: a group id belongs either to a classic group (this coordinator)
+    or to a consumer group (ConsumerGroupHeartbeat); offsets of both live in `__consumer_offsets`
+    and are kept here.
+    """
+
+    groups: Mapping[str, Any]  # group id -> group with `.state` and `.members`
+
+    def is_consumer_group(self, group_id: str) -> bool: ...
+
+    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None: ...
+
+    def delete(self, group_id: str) -> ErrorCode: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +157,7 @@ class GroupCoordinator:
         self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._expiry_task: asyncio.Task[None] | None = None
+        self.modern_groups: Callable[[], ModernGroups | None] = lambda: None
 
     @classmethod
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
@@ -142,6 +169,7 @@ class GroupCoordinator:
             segment_bytes=int(config["offsets.topic.segment.bytes"]),
         )
         coordinator = cls(store, GroupConfig.from_broker(config))
+        coordinator.modern_groups = lambda: getattr(broker, "consumer_groups", None)
         controller = broker.controller
         controller.listeners.append(lambda records: coordinator.on_metadata(records, set(controller.image.topics)))
         return coordinator
@@ -473,6 +501,11 @@ class GroupCoordinator:
         if error is not None:
             respond(JoinResult(req.member_id, error))
             return
+        modern = self.modern_groups()
+        if modern is not None and modern.is_consumer_group(req.group_id):
+            # Classic members cannot join a KIP-848 group (no online migration between the protocols).
+            respond(JoinResult(req.member_id, ErrorCode.inconsistent_group_protocol))
+            return
         is_unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
         if group is None:
@@ -756,6 +789,15 @@ class GroupCoordinator:
         error = self.group_status_error(group_id, allow_empty=True)
         if error is not None:
             return everywhere(error)
+        modern = self.modern_groups()
+        if modern is not None and modern.is_consumer_group(group_id):
+            # A KIP-848 member commits with its member epoch; its group validates it, we store.
+            error = modern.validate_member(group_id, member_id, generation_id)
+            if error is not None:
+                return everywhere(error)
+            holder = self.groups.get(group_id) or self.groups.setdefault(group_id, ClassicGroup(group_id,
+                                                                                              clock=self.clock))
+            return self._store_offsets(holder, offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -769,6 +811,12 @@ class GroupCoordinator:
         if generation_id >= 0 and member_id in group.members:
             member = group.members[member_id]
             self._reschedule_heartbeat(group, member, member.session_timeout_ms)
+        return self._store_offsets(group, offsets)
+
+    def _store_offsets(self, group: ClassicGroup, offsets: Mapping[TopicPartition, rec.OffsetValue]
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """Append the commit (oversized metadata refused per partition), then make it visible."""
+        group_id = group.group_id
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, rec.OffsetValue] = {}
         for tp, value in offsets.items():
@@ -787,8 +835,8 @@ class GroupCoordinator:
             results.update(dict.fromkeys(valid, ErrorCode.none))
         return {tp: results[tp] for tp in offsets}
 
-    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None
-                      ) -> tuple[ErrorCode, dict[TopicPartition, rec.OffsetValue | None]]:
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, dict[TopicPartition, rec.OffsetValue | None]]:
         """Committed offsets (None where there is none); all of the group's when `partitions` is None.
 
         Offsets are answered regardless of group state: a group may use Kafka only to store offsets.
@@ -796,6 +844,10 @@ class GroupCoordinator:
         offset here and `require_stable` needs no waiting.
         """
         error = self.group_status_error(group_id, allow_empty=True)
+        if error is None and member_id:
+            modern = self.modern_groups()  # OffsetFetch v9+ from a KIP-848 member carries its epoch
+            if modern is not None and modern.is_consumer_group(group_id):
+                error = modern.validate_member(group_id, member_id, member_epoch)
         if error is not None:
             return error, {}
         group = self.groups.get(group_id)
@@ -834,31 +886,44 @@ class GroupCoordinator:
 
     # -- admin -----------------------------------------------------------------------------------
 
-    def list_groups(self, states: set[str], types: set[str]) -> tuple[ErrorCode, list[ClassicGroup]]:
-        """Groups whose state (and type) match the filters; both compare case-insensitively."""
+    def list_groups(self, states: set[str], types: set[str]) -> tuple[ErrorCode, list[GroupListing]]:
+        """Classic and KIP-848 groups whose state and type match the filters (case-insensitively)."""
         if not self.active:
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self.loading else ErrorCode.none
+        modern = self.modern_groups()
+        modern_groups: Mapping[str, Any] = modern.groups if modern is not None else {}
+        listings = [GroupListing(g.group_id, g.protocol_type or "", g.state.value, GROUP_TYPE_CLASSIC)
+                    for g in self.groups.values() if not g.is_(GroupState.DEAD) and g.group_id not in modern_groups]
+        listings += [GroupListing(group_id, CONSUMER_PROTOCOL_TYPE, g.state, GROUP_TYPE_CONSUMER)
+                     for group_id, g in modern_groups.items()]
         states = {s.lower() for s in states}
         types = {t.lower() for t in types}
-        if types and GROUP_TYPE_CLASSIC not in types:
-            return error, []
-        groups = [g for g in self.groups.values() if not g.is_(GroupState.DEAD)
-                  and (not states or g.state.value.lower() in states)]
-        return error, groups
+        return error, sorted((g for g in listings if (not states or g.state.lower() in states)
+                              and (not types or g.group_type in types)), key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, ClassicGroup | None]:
         error = self.group_status_error(group_id, allow_empty=True)
         if error is not None:
             return error, None
+        modern = self.modern_groups()
+        if modern is not None and group_id in modern.groups:
+            return ErrorCode.none, None  # not a classic group: Kafka describes it as Dead here
         group = self.groups.get(group_id)
         return ErrorCode.none, group if group is not None and not group.is_(GroupState.DEAD) else None
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
+        modern = self.modern_groups()
         for group_id in group_ids:
             error = self.group_status_error(group_id, allow_empty=True)
             group = self.groups.get(group_id)
+            if error is None and modern is not None and group_id in modern.groups:
+                error = modern.delete(group_id)  # NON_EMPTY_GROUP while it has members
+                if error == ErrorCode.none and group is not None:
+                    error = self._delete_group(group)  # its committed offsets go too
+                results[group_id] = error
+                continue
             if error is None and (group is None or group.is_(GroupState.DEAD)):
                 error = ErrorCode.group_id_not_found
             elif error is None and not group.is_(GroupState.EMPTY):  # type: ignore[union-attr]
@@ -933,7 +998,10 @@ class GroupCoordinator:
         """Kafka's cleanupGroupMetadata: drop expired offsets; Empty groups left with none go Dead."""
         now = self.clock()
         removed = 0
+        modern = self.modern_groups()
         for group in list(self.groups.values()):
+            if modern is not None and modern.is_consumer_group(group.group_id):
+                continue  # a live KIP-848 group still consumes what it committed
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
             remaining = len(group.offsets) - len(expired)
             dies = group.is_(GroupState.EMPTY) and remaining == 0
