@@ -149,14 +149,23 @@ class ProducerStateManager:
             entry.txn_first_offset = batch.base_offset
 
     def complete_txn(self, producer_id: int, epoch: int, marker_offset: int, aborted: bool,
-                     coordinator_epoch: int = -1) -> None:
-        """A commit/abort marker was appended at `marker_offset`: the producer's transaction is closed."""
+                     coordinator_epoch: int = -1, timestamp: int = -1) -> None:
+        """A commit/abort marker was appended at `marker_offset`: the producer's transaction is closed.
+
+        A marker written with a bumped epoch (the coordinator fencing a timed-out or replaced
+        producer) starts that epoch here too, forgetting the old epoch's batches as Kafka's
+        `maybeUpdateProducerEpoch` does: DescribeProducers then reports no last sequence.
+        """
         self.applied_up_to = max(self.applied_up_to, marker_offset + 1)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch=epoch)
-        entry.epoch = max(entry.epoch, epoch)
+        if epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
+        if timestamp >= 0:
+            entry.last_timestamp = timestamp
         first = entry.txn_first_offset
         entry.txn_first_offset = None
         if aborted and first is not None:

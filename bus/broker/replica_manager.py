@@ -115,7 +115,13 @@ class Partition:
             if record.key is None or len(record.key) < _CONTROL_KEY.size:
                 continue
             _version, kind = _CONTROL_KEY.unpack_from(record.key)
-            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, kind == ABORT_MARKER)
+            if kind not in (ABORT_MARKER, COMMIT_MARKER):
+                continue  # other control records (leader change, snapshots) close no transaction
+            coordinator_epoch = -1
+            if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
+                _version, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
+            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, kind == ABORT_MARKER,
+                               coordinator_epoch, batch.max_timestamp)
 
     def snapshot_producers(self, force: bool = False) -> None:
         """Persist producer state so a restart replays only what came after (Kafka's .snapshot files)."""
@@ -190,7 +196,8 @@ class Partition:
         payload = bytearray(rb.build_batch([record], base_offset=0, producer_id=producer_id, producer_epoch=epoch,
                                            is_transactional=True, is_control=True))
         result = self.log.append(payload, rb.scan_batches(payload))
-        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch)
+        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch,
+                                    record.timestamp)
         self._wake()
         return result.base_offset
 

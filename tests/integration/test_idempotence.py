@@ -173,7 +173,8 @@ def test_retried_batch_is_written_once_and_answered_with_its_original_offset(sha
         code, _ = produce_error(raw, topic, 0, batches[0])  # evicted from the five-batch cache
         assert code == ErrorCode.out_of_order_sequence_number
         assert log_end_offset(raw, topic) == 18
-    assert stored_values(shared_broker, topic) == [(3 * i + j, f"b{i}-{j}".encode()) for i in range(6) for j in range(3)]
+    expected = [(3 * i + j, f"b{i}-{j}".encode()) for i in range(6) for j in range(3)]
+    assert stored_values(shared_broker, topic) == expected
 
 
 def test_sequence_gap_is_out_of_order(shared_broker: BrokerProcess) -> None:
@@ -278,7 +279,7 @@ def test_dedup_survives_clean_restart_through_the_snapshot(make_broker) -> None:
 
     broker = make_broker()
     topic = "idem-clean"
-    pid, first, second = _write_two_batches(broker, topic)
+    pid, _first, second = _write_two_batches(broker, topic)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     tp = TopicPartition(topic, 0, 5)
     assert admin.delete_records([tp])[tp].result(10).low_watermark == 5

@@ -26,7 +26,6 @@ from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicParti
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.errors import ErrorCode
 
-from bus.protocol import records as rb
 from tests.integration._support_clients import (
     FAST_CLIENT,
     consume,
@@ -69,12 +68,13 @@ def produce_all(producer: Producer, topic: str, values: list[bytes], partition: 
 
 def committed_view(bootstrap: str, topic: str, partition: int = 0, **extra: object) -> list[tuple[int, bytes]]:
     """What a confluent read_committed consumer sees from offset 0 up to the partition's end (EOF at the LSO)."""
-    return [(m.offset(), m.value()) for m in consume(bootstrap, topic, partition, **{"isolation.level": "read_committed"},
-                                                     **extra)]
+    got = consume(bootstrap, topic, partition, **{"isolation.level": "read_committed"}, **extra)
+    return [(m.offset(), m.value()) for m in got]
 
 
 def uncommitted_view(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
-    return [(m.offset(), m.value()) for m in consume(bootstrap, topic, partition, **{"isolation.level": "read_uncommitted"})]
+    got = consume(bootstrap, topic, partition, **{"isolation.level": "read_uncommitted"})
+    return [(m.offset(), m.value()) for m in got]
 
 
 def markers(broker: BrokerProcess, topic: str, partition: int = 0) -> list[tuple[int, int]]:
@@ -431,6 +431,14 @@ def test_transaction_of_a_killed_producer_is_aborted_after_its_timeout(make_brok
     aborted = _wait_for_abort_after_timeout(bootstrap, topic_name, ongoing.transaction_start_time_ms, 3000)
     assert aborted.producer_epoch == ongoing.producer_epoch + 1  # fenced: the zombie can no longer write
     assert markers(broker, topic_name) == [(2, ABORT)]
+    admin = kafka_python_admin(bootstrap)
+    try:
+        [state] = admin.describe_producers([_ktp(topic_name, 0)])[_ktp(topic_name, 0)].active_producers
+    finally:
+        admin.close()
+    # The abort marker carried the bumped epoch, which drops the old epoch's sequences (as Kafka).
+    assert (state.producer_id, state.producer_epoch, state.last_sequence, state.current_transaction_start_offset) == (
+        ongoing.producer_id, ongoing.producer_epoch + 1, -1, -1)
     assert list_offset(bootstrap, topic_name, committed=True) == 3
     assert committed_view(bootstrap, topic_name) == []
     assert uncommitted_view(bootstrap, topic_name) == [(0, b"doomed-0"), (1, b"doomed-1")]

@@ -134,7 +134,13 @@ class TransactionCoordinator:
         self._complete(md, commit)
 
     def _fence_and_abort(self, md: TxnMetadata) -> None:
-        md.last_producer_epoch = md.producer_epoch
+        """Abort with a bumped epoch the producer never received (Kafka's prepareFenceProducerEpoch).
+
+        The previous epoch is not remembered as `last_producer_epoch`: that slot is for an
+        InitProducerId retry, and it would let the fenced (timed-out or replaced) producer re-init
+        with its old epoch and carry on as if nothing happened.
+        """
+        md.last_producer_epoch = -1
         md.producer_epoch += 1
         self._end(md, commit=False)
 
@@ -174,6 +180,9 @@ class TransactionCoordinator:
         if md.state is TxnState.ONGOING:
             self._fence_and_abort(md)
             raise TxnError(ErrorCode.concurrent_transactions)
+        if producer_id >= 0 and 0 <= md.last_producer_epoch == epoch != md.producer_epoch:
+            # A retry of a bump whose response was lost: answer the epoch it already got (as Kafka).
+            return md.producer_id, md.producer_epoch
         md.last_producer_epoch = md.producer_epoch
         if md.producer_epoch >= MAX_EPOCH:
             md.producer_id = self.broker.producer_ids.next_id()
