@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import io
 import socket
 import struct
@@ -37,6 +38,7 @@ class UnsupportedVersionError(RuntimeError):
     """Neither side serves a common version of the API the client needs."""
 
 
+@functools.cache
 def client_versions(api_key: int) -> range:
     """The versions of `api_key` this client can encode (what kio has schemas for)."""
     versions = []
@@ -94,8 +96,12 @@ class BrokerConnection:
 
     # -- framing --------------------------------------------------------------------------------
 
-    def send(self, request: Any, version: int | None = None) -> int:
-        """Write one request; returns its correlation id (responses come back in this order)."""
+    def send(self, request: Any, version: int | None = None, *, expect_response: bool = True) -> int:
+        """Write one request; returns its correlation id (responses come back in this order).
+
+        `expect_response=False` is for produce with acks=0, which the broker never answers: such a
+        request must not hold a place in the queue of responses to read.
+        """
         api_key = int(request.__api_key__)
         version = int(request.__version__) if version is None else version
         out = io.BytesIO()
@@ -110,7 +116,8 @@ class BrokerConnection:
             entity_writer(type(request))(out, request)
             frame = out.getbuffer()
             _SIZE.pack_into(frame, 0, len(frame) - 4)
-            self._pending.append((correlation, api_key, version))
+            if expect_response:
+                self._pending.append((correlation, api_key, version))
             try:
                 self._sock.sendall(frame)
             except OSError as exc:
@@ -154,6 +161,10 @@ class BrokerConnection:
     @property
     def in_flight(self) -> int:
         return len(self._pending)
+
+    def fileno(self) -> int:
+        """The socket's descriptor, so a sender or fetcher can wait on many connections with `selectors`."""
+        return self._sock.fileno()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -1,0 +1,213 @@
+"""Cluster metadata: which brokers exist and which one leads each partition, kept fresh on demand.
+
+Producer and consumer share this shape (Java's `Metadata` + `Cluster`): a bootstrap list is only a
+way in; after the first Metadata response the client talks to the brokers the cluster advertises.
+A refresh is synchronous on whichever thread needs it, under one lock, on a dedicated connection, so
+a stale leader found by the sender thread and a topic first seen by `send()` both just call
+`refresh()`. Snapshots (`ClusterView`) are immutable: readers never see half an update.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.client.config import bootstrap_addresses
+from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
+from bus.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
+
+log = logging.getLogger(__name__)
+
+METADATA = 3
+# Topic errors that resolve by themselves (auto-creation in progress, leader election).
+_TRANSIENT_TOPIC_ERRORS = {ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
+                           ErrorCode.not_leader_or_follower}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error: ErrorCode = ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID | None
+    internal: bool
+    partitions: dict[int, PartitionInfo]
+    error: ErrorCode = ErrorCode.none
+
+    @property
+    def available(self) -> list[int]:
+        """Partitions with a leader: where null-key records may stick."""
+        return sorted(p for p, info in self.partitions.items() if info.leader >= 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """One Metadata response, indexed."""
+
+    brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    controller_id: int = -1
+    cluster_id: str | None = None
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        part = info.partitions.get(partition) if info else None
+        return part.leader if part else -1
+
+    def partition_count(self, topic: str) -> int | None:
+        info = self.topics.get(topic)
+        return len(info.partitions) if info and info.error == ErrorCode.none and info.partitions else None
+
+
+class Metadata:
+    """Thread-safe holder of the latest ClusterView and the connection used to refresh it."""
+
+    def __init__(self, bootstrap_servers: Iterable[str], *, client_id: str, request_timeout_ms: int,
+                 retry_backoff_ms: int, metadata_max_age_ms: int, allow_auto_create: bool = True) -> None:
+        self.bootstrap = bootstrap_addresses(bootstrap_servers)
+        self.client_id = client_id
+        self.timeout = request_timeout_ms / 1000.0
+        self.backoff = retry_backoff_ms / 1000.0
+        self.max_age = metadata_max_age_ms / 1000.0
+        self.allow_auto_create = allow_auto_create
+        self.view = ClusterView()
+        self.topics: set[str] = set()  # topics this client cares about
+        self.all_topics = False  # pattern subscriptions need every topic
+        self._lock = threading.RLock()
+        self._conn: BrokerConnection | None = None
+        self._updated = 0.0
+        self._need_update = True
+        self.closed = False
+
+    # -- what to fetch --------------------------------------------------------------------------
+
+    def add_topics(self, names: Iterable[str]) -> None:
+        new = set(names) - self.topics
+        if new:
+            self.topics |= new
+            self._need_update = True
+
+    def request_update(self) -> None:
+        """Mark the view stale: the next `maybe_refresh` fetches (after a leader or connection error)."""
+        self._need_update = True
+
+    @property
+    def stale(self) -> bool:
+        return self._need_update or time.monotonic() - self._updated > self.max_age
+
+    # -- fetching -------------------------------------------------------------------------------
+
+    def _connection(self) -> BrokerConnection:
+        if self._conn is not None:
+            return self._conn
+        candidates = [addr for _, addr in sorted(self.view.brokers.items())] + self.bootstrap
+        errors = []
+        for host, port in dict.fromkeys(candidates):
+            try:
+                self._conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+                return self._conn
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+        raise KafkaConnectionError("no broker reachable: " + "; ".join(errors))
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def refresh(self, topics: Iterable[str] | None = None) -> ClusterView:
+        """One Metadata request for the wanted topics (all if subscribed by pattern); raises on failure."""
+        with self._lock:
+            if self.closed:
+                raise KafkaError("client is closed")
+            names = None if self.all_topics else sorted(self.topics | set(topics or ()))
+            try:
+                conn = self._connection()
+                response = request_for(conn, METADATA, lambda s: s.make(
+                    "MetadataRequest",
+                    topics=None if names is None else [s.make("MetadataRequestTopic", name=n) for n in names],
+                    allow_auto_topic_creation=self.allow_auto_create,
+                ))
+            except (KafkaConnectionError, OSError):
+                self._drop_connection()
+                raise
+            self.view = self._parse(response)
+            self._updated = time.monotonic()
+            self._need_update = any(
+                t.error in _TRANSIENT_TOPIC_ERRORS or any(p.leader < 0 for p in t.partitions.values())
+                for name, t in self.view.topics.items() if name in self.topics
+            )
+            return self.view
+
+    def maybe_refresh(self) -> ClusterView:
+        """Refresh if marked stale or older than metadata.max.age.ms; errors leave the old view."""
+        if self.stale:
+            try:
+                self.refresh()
+            except (KafkaConnectionError, OSError) as exc:
+                log.debug("metadata refresh failed: %s", exc)
+                self._updated = time.monotonic() - self.max_age + self.backoff  # retry after the backoff
+        return self.view
+
+    @staticmethod
+    def _parse(response: Any) -> ClusterView:
+        brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
+        topics = {}
+        for topic in response.topics:
+            if topic.name is None:
+                continue
+            partitions = {
+                int(p.partition_index): PartitionInfo(
+                    topic.name, int(p.partition_index), int(p.leader_id), int(getattr(p, "leader_epoch", -1)),
+                    tuple(int(r) for r in p.replica_nodes), tuple(int(r) for r in p.isr_nodes), p.error_code,
+                )
+                for p in topic.partitions
+            }
+            topic_id = getattr(topic, "topic_id", None)
+            topics[topic.name] = TopicInfo(topic.name, topic_id, bool(getattr(topic, "is_internal", False)),
+                                           partitions, topic.error_code)
+        return ClusterView(brokers, topics, int(getattr(response, "controller_id", -1)),
+                           getattr(response, "cluster_id", None))
+
+    def wait_for_topic(self, topic: str, deadline: float) -> TopicInfo:
+        """Metadata for `topic` with its partitions, refreshing until `deadline` (max.block.ms)."""
+        self.add_topics([topic])
+        info = self.view.topics.get(topic)
+        if info is not None and info.error == ErrorCode.none and info.partitions:
+            return info
+        last: Exception | None = None
+        while True:
+            try:
+                view = self.refresh()
+                info = view.topics.get(topic)
+                if info is not None and info.error == ErrorCode.none and info.partitions:
+                    return info
+                if info is not None and info.error not in _TRANSIENT_TOPIC_ERRORS | {ErrorCode.none}:
+                    raise BrokerResponseError(info.error, f"metadata for topic {topic}")
+                last = BrokerResponseError(info.error if info else ErrorCode.unknown_topic_or_partition)
+            except (KafkaConnectionError, OSError) as exc:
+                last = exc
+            if time.monotonic() + self.backoff > deadline:
+                raise KafkaTimeoutError(f"topic {topic} not present in metadata within the time limit ({last})")
+            time.sleep(self.backoff)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self._drop_connection()
