@@ -610,3 +610,67 @@ def test_send_offsets_to_transaction(shared_broker: BrokerProcess, topic_name: s
         assert committed.offset == 1
     finally:
         consumer.close()
+
+
+# -- wire: every version's fencing error ------------------------------------------------------------
+
+
+def _request(api: str, version: int, cls: str, **fields: Any) -> Any:
+    import importlib
+
+    return getattr(importlib.import_module(f"kio.schema.{api}.v{version}.request"), cls)(**fields)
+
+
+def _init(raw: RawKafka, txn_id: str, version: int = 4, pid: int = -1, epoch: int = -1) -> tuple[ErrorCode, int, int]:
+    extra = {"producer_id": pid, "producer_epoch": epoch} if version >= 3 else {}
+    response = raw.request(_request("init_producer_id", version, "InitProducerIdRequest", transactional_id=txn_id,
+                                    transaction_timeout=datetime.timedelta(seconds=10), **extra))
+    return response.error_code, int(response.producer_id), int(response.producer_epoch)
+
+
+def test_stale_epoch_gets_each_versions_fencing_error(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """KIP-588 added PRODUCER_FENCED in InitProducerId v4, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2;
+    older versions must get INVALID_PRODUCER_EPOCH, the only fencing error their clients know."""
+    create_topic(shared_broker.bootstrap, topic_name)
+    with RawKafka(shared_broker.bootstrap) as raw:
+        code, pid, epoch = _init(raw, topic_name)
+        assert (code, epoch) == (ErrorCode.none, 0)
+        assert _init(raw, topic_name) == (ErrorCode.none, pid, 1)
+        assert _init(raw, topic_name) == (ErrorCode.none, pid, 2)
+        stale = 0
+
+        def fenced(version: int, first_with_fenced: int) -> ErrorCode:
+            return ErrorCode.producer_fenced if version >= first_with_fenced else ErrorCode.invalid_producer_epoch
+
+        for version in range(0, 4):
+            topics = (_request("add_partitions_to_txn", version, "AddPartitionsToTxnTopic", name=topic_name,
+                               partitions=(0,)),)
+            response = raw.request(_request(
+                "add_partitions_to_txn", version, "AddPartitionsToTxnRequest", v3_and_below_transactional_id=topic_name,
+                v3_and_below_producer_id=pid, v3_and_below_producer_epoch=stale, v3_and_below_topics=topics))
+            [topic] = response.results_by_topic_v3_and_below
+            assert [(p.partition_index, p.partition_error_code) for p in topic.results_by_partition] == [
+                (0, fenced(version, 2))], version
+        for version in range(0, 5):
+            response = raw.request(_request("add_offsets_to_txn", version, "AddOffsetsToTxnRequest",
+                                            transactional_id=topic_name, producer_id=pid, producer_epoch=stale,
+                                            group_id="g"))
+            assert response.error_code == fenced(version, 2), version
+        for version in range(0, 5):
+            response = raw.request(_request("end_txn", version, "EndTxnRequest", transactional_id=topic_name,
+                                            producer_id=pid, producer_epoch=stale, committed=True))
+            assert response.error_code == fenced(version, 2), version
+        for version in (3, 4, 5):
+            assert _init(raw, topic_name, version, pid, stale) == (fenced(version, 4), -1, -1), version
+        # Nothing of that changed the transactional id: the current epoch still works.
+        assert describe_txn(shared_broker.bootstrap, topic_name).producer_epoch == 2
+        topics = (_request("add_partitions_to_txn", 3, "AddPartitionsToTxnTopic", name=topic_name, partitions=(0,)),)
+        response = raw.request(_request("add_partitions_to_txn", 3, "AddPartitionsToTxnRequest",
+                                        v3_and_below_transactional_id=topic_name, v3_and_below_producer_id=pid,
+                                        v3_and_below_producer_epoch=2, v3_and_below_topics=topics))
+        assert response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
+        response = raw.request(_request("end_txn", 0, "EndTxnRequest", transactional_id=topic_name, producer_id=pid,
+                                        producer_epoch=2, committed=False))
+        assert response.error_code == ErrorCode.none
+    assert state_name(describe_txn(shared_broker.bootstrap, topic_name)) == "CompleteAbort"
+    assert markers(shared_broker, topic_name) == [(0, ABORT)]
