@@ -164,6 +164,11 @@ class Partition:
                 batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
         except tuple(_RECORD_ERRORS) as exc:
             raise PartitionError(_RECORD_ERRORS[type(exc)], str(exc)) from None
+        if len(batches) > 1 and any(b.producer_id >= 0 for b in batches):
+            # Kafka refuses every v3+ produce with more than one batch per partition; for producer
+            # batches it matters: a leading retry would answer for (and drop) the batches after it.
+            raise PartitionError(ErrorCode.invalid_record,
+                                 "Produce requests are only allowed to contain exactly one record batch per partition")
         for batch in batches:
             try:
                 duplicate = self.producers.check(batch)

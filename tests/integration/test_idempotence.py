@@ -212,6 +212,25 @@ def test_epochs_stale_is_fenced_and_new_must_start_at_zero(shared_broker: Broker
     assert stored_values(shared_broker, topic) == [(0, b"e1-0"), (1, b"e1-1"), (2, b"e2-0"), (3, b"e2-1")]
 
 
+def test_idempotent_batches_come_one_per_partition(shared_broker: BrokerProcess) -> None:
+    """Kafka refuses a v3+ produce with more than one batch for a partition (INVALID_RECORD). Here a
+    retried batch followed by a new one must not be acknowledged while the new one is dropped, nor a
+    valid sequence chain split over two batches be called out of order: both are refused whole."""
+    topic = "idem-raw-multi"
+    create_topic(shared_broker.bootstrap, topic)
+    with RawKafka(shared_broker.bootstrap) as raw:
+        pid, epoch = init_producer_id(raw)
+        first = idempotent_batch(pid, epoch, 0, [b"m0"])
+        second = idempotent_batch(pid, epoch, 1, [b"m1"])
+        assert produce_error(raw, topic, 0, first) == (ErrorCode.none, 0)
+        for payload in (first + second, second + idempotent_batch(pid, epoch, 2, [b"m2"])):
+            code, _ = produce_error(raw, topic, 0, payload)
+            assert code == ErrorCode.invalid_record
+        assert log_end_offset(raw, topic) == 1
+        assert produce_error(raw, topic, 0, second) == (ErrorCode.none, 1)
+    assert stored_values(shared_broker, topic) == [(0, b"m0"), (1, b"m1")]
+
+
 def test_producers_are_tracked_separately(shared_broker: BrokerProcess) -> None:
     """Two producer ids on one partition each keep their own sequence; one's retry is not the other's."""
     topic = "idem-raw-two"

@@ -476,6 +476,26 @@ def test_broker_kill_9_mid_transaction_aborts_it_after_the_timeout(make_broker, 
         del producer
 
 
+def test_transaction_open_across_broker_kill_9_can_still_commit(make_broker, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A broker that comes back within the transaction's timeout resumes it: the producer (same
+    instance, same epoch) adds more records and commits, and everything becomes visible at once."""
+    broker = make_broker()
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    producer = txn_producer(broker.bootstrap, topic_name, timeout_ms=30000)
+    producer.begin_transaction()
+    assert produce_all(producer, topic_name, [b"before-0", b"before-1"]) == [0, 1]
+    broker.kill()
+    broker.start()
+    assert list_offset(broker.bootstrap, topic_name, committed=True) == 0
+    assert produce_all(producer, topic_name, [b"after-0"]) == [2]
+    assert produce_all(producer, topic_name, [b"other"], partition=1) == [0]
+    producer.commit_transaction(15)
+    assert markers(broker, topic_name, 0) == [(3, COMMIT)]
+    assert markers(broker, topic_name, 1) == [(1, COMMIT)]
+    assert committed_view(broker.bootstrap, topic_name) == [(0, b"before-0"), (1, b"before-1"), (2, b"after-0")]
+    assert committed_view(broker.bootstrap, topic_name, 1) == [(0, b"other")]
+
+
 @pytest.mark.parametrize("restart", ["kill", "stop"])
 def test_committed_transactions_and_producer_state_survive_restart(make_broker, topic_name: str,
                                                                     restart: str) -> None:  # type: ignore[no-untyped-def]
