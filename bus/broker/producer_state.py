@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from bus.protocol.errors import KafkaApiError
 from bus.protocol.records import BatchInfo
 
 NO_PRODUCER_ID = -1
@@ -28,11 +29,8 @@ INT32_MAX = 2**31 - 1
 CACHED_BATCHES = 5  # Kafka keeps five: max.in.flight.requests.per.connection <= 5 with idempotence
 
 
-class ProducerStateError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class ProducerStateError(KafkaApiError):
+    """A produced batch whose producer id, epoch or sequence the partition must refuse."""
 
 
 @dataclass(frozen=True, slots=True)

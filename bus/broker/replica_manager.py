@@ -33,17 +33,13 @@ from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.manager import LogManager
 from bus.protocol import records as rb
+from bus.protocol.errors import KafkaApiError
 
 log = logging.getLogger(__name__)
 
 
-class PartitionError(Exception):
+class PartitionError(KafkaApiError):
     """A per-partition failure carried to the response as an error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
 
 
 _RECORD_ERRORS: dict[type[Exception], ErrorCode] = {

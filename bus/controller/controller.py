@@ -19,18 +19,14 @@ from bus.config.definitions import ConfigError
 from bus.config.topic import validate_topic_configs
 from bus.controller.image import MetadataImage, TopicImage
 from bus.controller.metadata_log import MetadataLog
+from bus.protocol.errors import KafkaApiError
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 
 
-class ControllerError(Exception):
+class ControllerError(KafkaApiError):
     """An admin operation Kafka would refuse, with the error code and message it would return."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def validate_topic_name(name: str) -> None:

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.coordinator.consumer_group.assignors import ASSIGNORS, Assignment
 from bus.coordinator.consumer_group.group import ConsumerGroup, ConsumerMember, MemberState
+from bus.protocol.errors import KafkaApiError
 
 if TYPE_CHECKING:
     from bus.broker.broker import Broker
@@ -30,11 +31,8 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
-class HeartbeatError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class HeartbeatError(KafkaApiError):
+    """A heartbeat the coordinator refuses (fenced epoch, unknown member, bad request)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from bus.coordinator.internal_topic import InternalTopic
 from bus.coordinator.partitioning import partition_for
 from bus.coordinator.transaction import records
 from bus.coordinator.transaction.state import TxnMetadata, TxnState
+from bus.protocol.errors import KafkaApiError
 
 if TYPE_CHECKING:
     from bus.broker.broker import Broker
@@ -32,10 +33,8 @@ TOPIC = "__transaction_state"
 MAX_EPOCH = 2**15 - 2  # Kafka bumps to a new producer id before the epoch would overflow
 
 
-class TxnError(Exception):
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
+class TxnError(KafkaApiError):
+    """A transactional request the coordinator refuses (fenced, concurrent, invalid state)."""
 
 
 def _now() -> int:
