@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA ?= data
 
-.PHONY: up test install system-deps lint bench clean
+.PHONY: up down test install system-deps java-runtime lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,12 +16,18 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Debian packages the tests use (kcat is one of the broker's judges).
-system-deps:
+system-deps: java-runtime
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; fi; }
 
-up: install
+# Spark (pyspark, spark-submit) needs a Java 17+ runtime.
+java-runtime:
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; fi; }
+
+up: install java-runtime
 	@mkdir -p $(DATA)
 	$(BIN)/python -m deploy.up --data-dir $(DATA)
 

@@ -1,0 +1,254 @@
+"""The capture record contracts (ARCHITECTURE.md "Record schemas"), in one place.
+
+The simulator builds records from these field lists and the ingest job validates what it reads
+with the same code, so a schema change is one edit and both sides agree on what "valid" means.
+Validation sorts every raw record into exactly one of three outcomes, which is what the pipeline's
+counts are built on (rejected + valid = produced):
+
+* ``VALID``: well-formed and fully recognised -> the main tables;
+* ``UNRECOGNIZED``: well-formed, but the recogniser could not read some field (识别异常) ->
+  counted and kept out of the main tables (quality monitoring);
+* ``INVALID``: not a record at all (bad JSON, missing or mistyped fields) -> the dead-letter topic
+  with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import ipaddress
+import json
+import math
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+UNRECOGNIZED = "UNRECOGNIZED"
+"""What a recogniser writes into a field it could not read (识别异常)."""
+
+VEHICLE_TOPIC = "capture.vehicle"
+FACE_TOPIC = "capture.face"
+HEARTBEAT_TOPIC = "device.heartbeat"
+DEADLETTER_TOPIC = "capture.deadletter"
+CAPTURE_TOPICS = (VEHICLE_TOPIC, FACE_TOPIC)
+
+CITY_TZ = timezone(timedelta(hours=8))
+"""Devices and the ingest job stamp local time (UTC+8) with its offset, as the book's records do."""
+
+FEATURE_DIM = 128
+"""Face embedding length: 128 little-endian float32, L2-normalised, base64 encoded."""
+
+_CHECKPOINT_ID = re.compile(r"\d{6}#\d+#\d+#\d+")
+# Province abbreviation + city letter + 5 (blue/yellow) or 6 (green, new energy) characters.
+_PLATE = re.compile(r"[\u4e00-\u9fff][A-Z][A-Z0-9]{5,6}[\u4e00-\u9fff]?")
+
+
+class Kind(enum.Enum):
+    """The two capture record kinds; the value is the table and topic stem."""
+
+    VEHICLE = "vehicle"
+    FACE = "face"
+
+    @property
+    def topic(self) -> str:
+        return f"capture.{self.value}"
+
+    @classmethod
+    def of_topic(cls, topic: str) -> Kind:
+        return _TOPIC_KINDS[topic]
+
+
+_TOPIC_KINDS = {VEHICLE_TOPIC: Kind.VEHICLE, FACE_TOPIC: Kind.FACE}
+
+
+def _check_str(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _check_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _check_ip(value: Any) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _check_checkpoint(value: Any) -> bool:
+    return isinstance(value, str) and _CHECKPOINT_ID.fullmatch(value) is not None
+
+
+def _check_time(value: Any) -> bool:
+    try:
+        parse_time(value)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _check_plate(value: Any) -> bool:
+    return isinstance(value, str) and _PLATE.fullmatch(value) is not None
+
+
+def _check_feature(value: Any) -> bool:
+    try:
+        vector = decode_feature(value)
+    except (ValueError, TypeError):
+        return False
+    return abs(math.fsum(x * x for x in vector) - 1.0) < 1e-3
+
+
+@dataclass(frozen=True)
+class Field:
+    """One record field: its check, and whether a recogniser may leave it ``UNRECOGNIZED``."""
+
+    name: str
+    check: Any
+    recognized: bool = False
+
+
+_COMMON_HEAD = (
+    Field("record_id", _check_str),
+    Field("checkpoint_id", _check_checkpoint),
+    Field("device_ip", _check_ip),
+    Field("recognizer_ip", _check_ip),
+    Field("capture_time", _check_time),
+)
+
+FIELDS: dict[Kind, tuple[Field, ...]] = {
+    Kind.VEHICLE: (
+        *_COMMON_HEAD,
+        Field("plate_number", _check_plate, recognized=True),
+        Field("plate_color", _check_str, recognized=True),
+        Field("vehicle_color", _check_str, recognized=True),
+        Field("vehicle_type", _check_str, recognized=True),
+        Field("vehicle_brand", _check_str, recognized=True),
+        Field("vehicle_series", _check_str, recognized=True),
+        Field("inspection_sticker", _check_int, recognized=True),
+        Field("tissue_box", _check_bool, recognized=True),
+        Field("driver_seatbelt", _check_bool, recognized=True),
+        Field("passenger_seatbelt", _check_bool, recognized=True),
+        Field("lane", _check_int),
+        Field("speed_kmh", _check_number),
+        Field("image_url", _check_str),
+    ),
+    Kind.FACE: (
+        *_COMMON_HEAD,
+        Field("gender", _check_str, recognized=True),
+        Field("age_range", _check_str, recognized=True),
+        Field("glasses", _check_str, recognized=True),
+        Field("mask", _check_bool, recognized=True),
+        Field("hat", _check_bool, recognized=True),
+        Field("feature", _check_feature, recognized=True),
+        Field("image_url", _check_str),
+    ),
+}
+
+RECOGNIZED_FIELDS: dict[Kind, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields if f.recognized) for kind, fields in FIELDS.items()
+}
+"""Per kind, the fields a recogniser fills in and may therefore leave ``UNRECOGNIZED``."""
+
+
+class Status(enum.Enum):
+    VALID = "valid"
+    UNRECOGNIZED = "unrecognized"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The outcome of validating one raw record; ``record`` is None only when INVALID."""
+
+    status: Status
+    record: dict[str, Any] | None = None
+    reason: str = ""
+    unrecognized: tuple[str, ...] = ()
+
+
+def validate(kind: Kind, record: Mapping[str, Any]) -> Checked:
+    """Check a decoded record against its schema; unknown extra fields are allowed (forward compatible)."""
+    unreadable = []
+    for field in FIELDS[kind]:
+        if field.name not in record:
+            return Checked(Status.INVALID, reason=f"missing field {field.name}")
+        value = record[field.name]
+        if field.recognized and value == UNRECOGNIZED:
+            unreadable.append(field.name)
+        elif not field.check(value):
+            return Checked(Status.INVALID, reason=f"bad {field.name}: {str(value)[:60]!r}")
+    record = dict(record)
+    if unreadable:
+        return Checked(Status.UNRECOGNIZED, record, f"unrecognized {','.join(unreadable)}", tuple(unreadable))
+    return Checked(Status.VALID, record)
+
+
+def parse(kind: Kind, raw: bytes | None) -> Checked:
+    """Decode a raw bus value (UTF-8 JSON object) and validate it."""
+    if raw is None:
+        return Checked(Status.INVALID, reason="null value")
+    try:
+        record = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return Checked(Status.INVALID, reason=f"not JSON: {exc}")
+    if not isinstance(record, dict):
+        return Checked(Status.INVALID, reason=f"not a JSON object: {type(record).__name__}")
+    return validate(kind, record)
+
+
+def encode(record: Mapping[str, Any]) -> bytes:
+    """The wire form: compact UTF-8 JSON (plates and other text stay readable, not \\u-escaped)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def format_time(moment: datetime) -> str:
+    """ISO-8601 with milliseconds and an explicit offset, e.g. ``2026-11-22T08:01:02.345+08:00``."""
+    if moment.tzinfo is None:
+        raise ValueError("capture times carry an offset: pass an aware datetime")
+    return moment.isoformat(timespec="milliseconds")
+
+
+def parse_time(text: str) -> datetime:
+    """Inverse of :func:`format_time`; refuses times without an offset (they are ambiguous)."""
+    if not isinstance(text, str):
+        raise TypeError("time must be a string")
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError(f"time without offset: {text!r}")
+    return moment
+
+
+def epoch_ms(text: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 time (what row keys and latencies use)."""
+    return round(parse_time(text).timestamp() * 1000)
+
+
+def now_time() -> str:
+    return format_time(datetime.now(CITY_TZ))
+
+
+def encode_feature(vector: list[float]) -> str:
+    if len(vector) != FEATURE_DIM:
+        raise ValueError(f"a face feature has {FEATURE_DIM} components, not {len(vector)}")
+    return base64.b64encode(struct.pack(f"<{FEATURE_DIM}f", *vector)).decode()
+
+
+def decode_feature(text: str) -> tuple[float, ...]:
+    raw = base64.b64decode(text, validate=True)
+    if len(raw) != 4 * FEATURE_DIM:
+        raise ValueError(f"a face feature is {4 * FEATURE_DIM} bytes, not {len(raw)}")
+    return struct.unpack(f"<{FEATURE_DIM}f", raw)

@@ -1,0 +1,267 @@
+"""``python -m ingest.simulate``: the city's capture devices and recognisers publishing to the bus.
+
+Produces vehicle and face records (key = checkpoint_id) to ``capture.vehicle`` / ``capture.face``
+at ``--rate`` records/s on average (shaped by the daily curve), device heartbeats with cumulative
+per-device counters to ``device.heartbeat``, saves the deployment map as JSON, keeps a status line
+on stderr and ends with one JSON summary line on stdout (counts are of records the broker
+acknowledged), after ``--count`` records, ``--duration`` seconds, or SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from deploy.config import Config, add_config_flag, preparse_config
+
+from .city import City, build_city
+from .producer import RecordProducer, open_producer
+from .schema import encode, format_time
+from .traffic import Emitted, Traffic, TrafficConfig
+
+TICK_S = 0.01
+MAX_PER_TICK = 5000
+
+
+@dataclass
+class Topics:
+    vehicle: str = "capture.vehicle"
+    face: str = "capture.face"
+    heartbeat: str = "device.heartbeat"
+
+    def rename(self, topic: str) -> str:
+        """Traffic speaks the default topic names; the config may rename them."""
+        return {"capture.vehicle": self.vehicle, "capture.face": self.face}.get(topic, topic)
+
+
+@dataclass
+class Tally:
+    """What the broker acknowledged, and what could not be delivered."""
+
+    produced: Counter[str] = field(default_factory=Counter)
+    unrecognized: Counter[str] = field(default_factory=Counter)
+    malformed: Counter[str] = field(default_factory=Counter)
+    heartbeats: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def delivery(self, topic: str, emitted: Emitted | None) -> Any:
+        def done(error: str | None) -> None:
+            if error is not None:
+                self.failed += 1
+                if len(self.errors) < 5:
+                    self.errors.append(error)
+            elif emitted is None:
+                self.heartbeats += 1
+            else:
+                self.produced[topic] += 1
+                self.unrecognized[topic] += emitted.unrecognized
+                self.malformed[topic] += emitted.malformed
+
+        return done
+
+
+class Simulator:
+    def __init__(self, traffic: Traffic, producer: RecordProducer, topics: Topics, rate: float,
+                 heartbeat_s: float) -> None:
+        self.traffic = traffic
+        self.producer = producer
+        self.topics = topics
+        self.rate = rate
+        self.heartbeat_s = heartbeat_s
+        self.tally = Tally()
+        self.emitted = 0
+        self.per_device: dict[str, Counter[str]] = {ip: Counter() for ip in traffic.city.devices}
+        self.stopping = False
+
+    def run(self, count: int | None, duration: float | None, status: StatusLine) -> float:
+        """Produce until ``count`` records, ``duration`` seconds or :attr:`stopping`; returns the elapsed time."""
+        start = time.monotonic()
+        due = 0.0
+        last = start
+        next_heartbeat = start
+        while not self.stopping:
+            now = time.monotonic()
+            elapsed = now - start
+            if (duration is not None and elapsed >= duration) or (count is not None and self.emitted >= count):
+                break
+            due += self.rate * self.traffic.rate_factor(elapsed) * (now - last)
+            last = now
+            wanted = min(int(due), MAX_PER_TICK)
+            if count is not None:
+                wanted = min(wanted, count - self.emitted)
+            if wanted > 0:
+                due -= wanted
+                self._send(self.traffic.records(wanted, elapsed))
+            if now >= next_heartbeat:
+                self._heartbeats(elapsed)
+                next_heartbeat = now + self.heartbeat_s
+            status.maybe_show(self, elapsed)
+            self.producer.poll(0)
+            time.sleep(TICK_S)
+        elapsed = time.monotonic() - start
+        self._heartbeats(elapsed)
+        return elapsed
+
+    def _send(self, batch: list[Emitted]) -> None:
+        for emitted in batch:
+            topic = self.topics.rename(emitted.topic)
+            self.producer.produce(topic, emitted.key, emitted.value, self.tally.delivery(topic, emitted))
+            counters = self.per_device[emitted.device_ip]
+            counters["produced"] += 1
+            counters["unrecognized"] += emitted.unrecognized
+        self.emitted += len(batch)
+
+    def _heartbeats(self, elapsed: float) -> None:
+        """Each device still online reports its cumulative counters (offline devices fall silent)."""
+        now = format_time(self.traffic.clock())
+        for ip, device in self.traffic.city.devices.items():
+            state = self.traffic.device_state(ip, elapsed)
+            if state == "offline":
+                continue
+            counters = self.per_device[ip]
+            beat = {
+                "device_ip": ip,
+                "checkpoint_id": device.checkpoint_id,
+                "recognizer_ip": device.recognizer_ip,
+                "topic": self.topics.rename(f"capture.{device.kind}"),
+                "time": now,
+                "status": state,
+                "produced": counters["produced"],
+                "unrecognized": counters["unrecognized"],
+            }
+            self.producer.produce(self.topics.heartbeat, ip.encode(), encode(beat), self.tally.delivery("", None))
+
+    def summary(self, elapsed: float, seed: int) -> dict[str, Any]:
+        topics = (self.topics.vehicle, self.topics.face)
+        return {
+            "produced": {t: self.tally.produced[t] for t in topics},
+            "unrecognized": {t: self.tally.unrecognized[t] for t in topics},
+            "malformed": {t: self.tally.malformed[t] for t in topics},
+            "heartbeats": self.tally.heartbeats,
+            "failed": self.tally.failed,
+            "errors": self.tally.errors,
+            "seconds": round(elapsed, 3),
+            "rate": round(sum(self.tally.produced.values()) / elapsed, 1) if elapsed > 0 else 0.0,
+            "seed": seed,
+            "devices": len(self.traffic.city.devices),
+            "targets": [t.plate for t in self.traffic.targets if t.plate],
+        }
+
+
+class StatusLine:
+    """A live line on stderr: redrawn in place on a terminal, one line every few seconds in a log."""
+
+    def __init__(self, stream: TextIO, interval: float | None = None) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
+        self.next_at = time.monotonic() + self.interval
+        self.last_emitted = 0
+        self.last_at = time.monotonic()
+
+    def maybe_show(self, sim: Simulator, elapsed: float) -> None:
+        now = time.monotonic()
+        if self.interval <= 0 or now < self.next_at:
+            return
+        rate = (sim.emitted - self.last_emitted) / max(now - self.last_at, 1e-6)
+        self.last_emitted, self.last_at, self.next_at = sim.emitted, now, now + self.interval
+        hour = sim.traffic.sim_hour(elapsed)
+        down = sum(sim.traffic.device_state(ip, elapsed) != "ok" for ip in sim.traffic.city.devices)
+        acked = sum(sim.tally.produced.values())
+        unreadable = sum(sim.tally.unrecognized.values())
+        line = (f"sim {int(hour):02d}:{int(hour % 1 * 60):02d}  {rate:7.0f} rec/s  "
+                f"x{sim.traffic.rate_factor(elapsed):.2f}  acked {acked}  "
+                f"unrecognized {unreadable / max(acked, 1):.1%}  devices failing {down}  "
+                f"heartbeats {sim.tally.heartbeats}  failed {sim.tally.failed}")
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
+    config = preparse_config(argv)
+    sim, topics = config.section("simulator"), config.section("topics")
+    parser = argparse.ArgumentParser(prog="python -m ingest.simulate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_flag(parser)
+    parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--rate", type=float, default=float(sim.get("rate", 200)), help="mean records/s")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--count", type=int, default=None, help="stop after this many capture records")
+    parser.add_argument("--seed", type=int, default=int(sim.get("seed", 1)))
+    parser.add_argument("--checkpoints", type=int, default=int(sim.get("checkpoints", 24)))
+    parser.add_argument("--failure-rate", type=float, default=float(sim.get("failure_rate", 0.02)))
+    parser.add_argument("--malformed-rate", type=float, default=float(sim.get("malformed_rate", 0.0)),
+                        help="share of deliberately broken records (dead-letter path)")
+    parser.add_argument("--speedup", type=float, default=float(sim.get("speedup", 1.0)))
+    parser.add_argument("--curve", choices=("daily", "flat"), default=sim.get("curve", "daily"))
+    parser.add_argument("--start-hour", type=float, default=float(sim.get("start_hour", 7.0)))
+    parser.add_argument("--face-share", type=float, default=float(sim.get("face_share", 0.3)))
+    parser.add_argument("--partitions", type=int, default=int(topics.get("partitions", 2)),
+                        help="partitions of the data topics when this creates them")
+    parser.add_argument("--heartbeat-interval", type=float, default=float(sim.get("heartbeat_interval", 5.0)))
+    parser.add_argument("--status-interval", type=float, default=None, help="seconds between status lines; 0: none")
+    parser.add_argument("--map", type=Path, default=Path(sim.get("map", "data/deployment_map.json")),
+                        help="where to save the deployment map (JSON)")
+    args = parser.parse_args(argv)
+    if args.rate <= 0:
+        parser.error("--rate must be > 0")
+    return args, config
+
+
+def topics_from(config: Config) -> Topics:
+    section = config.section("topics")
+    return Topics(section.get("vehicle", "capture.vehicle"), section.get("face", "capture.face"),
+                  section.get("heartbeat", "device.heartbeat"))
+
+
+def make_traffic(args: argparse.Namespace) -> tuple[City, Traffic]:
+    city = build_city(args.seed, args.checkpoints)
+    config = TrafficConfig(seed=args.seed, failure_rate=args.failure_rate, malformed_rate=args.malformed_rate,
+                           face_share=args.face_share, curve=args.curve, start_hour=args.start_hour,
+                           speedup=args.speedup)
+    return city, Traffic(city, config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, config = parse_args(argv)
+    city, traffic = make_traffic(args)
+    city.save(args.map)
+    topics = topics_from(config)
+    producer = open_producer(args.bootstrap_server)
+    producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,
+                            topics.heartbeat: args.partitions})
+    simulator = Simulator(traffic, producer, topics, args.rate, args.heartbeat_interval)
+
+    def stop(*_: object) -> None:
+        simulator.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    status = StatusLine(sys.stderr, args.status_interval)
+    elapsed = simulator.run(args.count, args.duration, status)
+    left = producer.flush(30.0)
+    status.close()
+    simulator.tally.failed += left
+    print(json.dumps(simulator.summary(elapsed, args.seed), ensure_ascii=False), flush=True)
+    return 0 if simulator.tally.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,114 @@
+"""The HBase layout of captures: tables, families and row keys (the ingest job writes, the console reads).
+
+Row keys are deterministic functions of the record, so a replayed micro-batch rewrites the same
+cells (families keep one version) and restarts never duplicate rows. Each key starts with a short
+hash of its leading field, spreading writes over regions instead of hot-spotting the newest time,
+and index keys carry a reversed timestamp so a prefix scan returns the newest captures first.
+
+| table | row key | holds |
+|---|---|---|
+| ``vehicle`` / ``face`` | ``h4|record_id`` | one row per valid record, every field + ``ingest_time`` |
+| ``vehicle_by_plate`` | ``h4(plate)|plate|rev_ms|record_id`` | a plate's trajectory, newest first |
+| ``capture_by_checkpoint`` | ``h4(checkpoint)|checkpoint|rev_ms|kind|record_id`` | captures at a checkpoint by time |
+| ``capture_unrecognized`` | ``h4|topic|record_id`` | records with ``UNRECOGNIZED`` fields, kept out of the above |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .schema import Kind, epoch_ms
+
+RECORD_FAMILY = "r"
+INDEX_FAMILY = "i"
+MAX_MS = 9_999_999_999_999  # 13 digits: reversed millisecond timestamps sort newest first until year 2286
+
+TABLES: dict[str, dict[str, dict[str, int]]] = {
+    Kind.VEHICLE.value: {RECORD_FAMILY: {"max_versions": 1}},
+    Kind.FACE.value: {RECORD_FAMILY: {"max_versions": 1}},
+    "vehicle_by_plate": {INDEX_FAMILY: {"max_versions": 1}},
+    "capture_by_checkpoint": {INDEX_FAMILY: {"max_versions": 1}},
+    "capture_unrecognized": {RECORD_FAMILY: {"max_versions": 1}},
+}
+
+Cells = dict[bytes, bytes]
+Put = tuple[str, bytes, Cells]
+"""(table, row key, cells) of one row written."""
+
+
+def salt(text: str) -> str:
+    """Four hex digits of MD5: 65,536 buckets, stable across processes (unlike ``hash()``)."""
+    return hashlib.md5(text.encode()).hexdigest()[:4]
+
+
+def reversed_ms(ms: int) -> str:
+    return f"{MAX_MS - ms:013d}"
+
+
+def record_key(record_id: str) -> bytes:
+    return f"{salt(record_id)}|{record_id}".encode()
+
+
+def plate_prefix(plate: str) -> bytes:
+    """Scan prefix of one plate's trajectory (newest first)."""
+    return f"{salt(plate)}|{plate}|".encode()
+
+
+def checkpoint_prefix(checkpoint_id: str) -> bytes:
+    """Scan prefix of one checkpoint's captures (newest first); append ``reversed_ms(t)`` to bound by time."""
+    return f"{salt(checkpoint_id)}|{checkpoint_id}|".encode()
+
+
+def _cell_value(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value).encode()  # numbers and booleans as JSON text: 3, 42.5, true
+
+
+def record_cells(record: Mapping[str, Any], family: str = RECORD_FAMILY) -> Cells:
+    return {f"{family}:{name}".encode(): _cell_value(value) for name, value in record.items()}
+
+
+def rows_for_valid(kind: Kind, record: Mapping[str, Any], ingest_time: str) -> list[Put]:
+    """The main row and its index rows for a valid record."""
+    record_id = record["record_id"]
+    main_key = record_key(record_id)
+    rev = reversed_ms(epoch_ms(record["capture_time"]))
+    pointer = {
+        b"i:table": kind.value.encode(),
+        b"i:row": main_key,
+        b"i:checkpoint_id": record["checkpoint_id"].encode(),
+        b"i:capture_time": record["capture_time"].encode(),
+    }
+    checkpoint = record["checkpoint_id"]
+    puts: list[Put] = [
+        (kind.value, main_key, record_cells({**record, "ingest_time": ingest_time})),
+        ("capture_by_checkpoint", checkpoint_prefix(checkpoint) + f"{rev}|{kind.value}|{record_id}".encode(), pointer),
+    ]
+    if kind is Kind.VEHICLE:
+        plate = record["plate_number"]
+        puts.append(("vehicle_by_plate", plate_prefix(plate) + f"{rev}|{record_id}".encode(), pointer))
+    return puts
+
+
+def row_for_unrecognized(topic: str, record: Mapping[str, Any], fields: tuple[str, ...], ingest_time: str) -> Put:
+    record_id = str(record["record_id"])
+    cells = record_cells({**record, "ingest_time": ingest_time, "unrecognized_fields": ",".join(fields),
+                          "topic": topic})
+    return "capture_unrecognized", f"{salt(record_id)}|{topic}|{record_id}".encode(), cells
+
+
+def ensure_tables(connection: Any) -> None:
+    """Create the capture tables that are missing (happybase connection); existing ones are kept."""
+    existing = {t.decode() if isinstance(t, bytes) else t for t in connection.tables()}
+    for name, families in TABLES.items():
+        if name not in existing:
+            try:
+                connection.create_table(name, families)
+            except Exception:
+                # Another writer may have created it in between (AlreadyExists): fine if it is there now.
+                if name.encode() not in connection.tables() and name not in connection.tables():
+                    raise

@@ -1,0 +1,147 @@
+"""Streaming ingest of vehicle and face captures from the bus into HBase (the book's 10.3.1).
+
+    .venv/bin/spark-submit spark_jobs/ingest_captures.py --bootstrap-server B --hbase-host H \
+        --hbase-port P --checkpoint DIR [--trigger-ms N] [--once]
+
+(:mod:`spark_jobs.launch` adds the light local settings.) Each micro-batch is read from
+``capture.vehicle`` and ``capture.face`` by the bus source, and handled by ``foreachBatch`` with a
+single action: every task validates its records, stamps ``ingest_time`` and writes to HBase with
+deterministic row keys (:mod:`spark_jobs.capture_writer`). Spark records the batch's end offsets in
+the checkpoint only after that action returns, so offsets advance only after the rows are written,
+and a crash replays the same offset range onto the same row keys: no loss, no duplicate rows.
+
+``--once`` (availableNow) loads what is on the bus now, then exits 0. Otherwise the job runs until
+SIGTERM/SIGINT, printing one JSON line per batch and keeping ``--status-file`` up to date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from deploy.config import Config, add_config_flag, preparse_config
+from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize
+from spark_jobs.ingest_status import IngestStatus
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
+    config = preparse_config(argv)
+    ingest, topics = config.section("ingest"), config.section("topics")
+    parser = argparse.ArgumentParser(prog="spark-submit spark_jobs/ingest_captures.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_flag(parser)
+    parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--hbase-host", default=config.get("hbase", "host", "127.0.0.1"))
+    parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
+    parser.add_argument("--checkpoint", type=Path, default=Path(ingest.get("checkpoint", "data/spark/ingest_captures")),
+                        help="Spark checkpoint directory (offsets live here)")
+    parser.add_argument("--trigger-ms", type=int, default=int(ingest.get("trigger_ms", 500)),
+                        help="micro-batch interval; 0 starts the next batch as soon as one ends")
+    parser.add_argument("--once", action="store_true", help="load what is on the bus now, then exit 0")
+    parser.add_argument("--max-offsets-per-trigger", type=int,
+                        default=int(ingest.get("max_offsets_per_trigger", 50_000)))
+    parser.add_argument("--starting-offsets", default=str(ingest.get("starting_offsets", "earliest")),
+                        help="where a new checkpoint starts: earliest, latest or JSON")
+    parser.add_argument("--fail-on-data-loss", choices=("true", "false"),
+                        default=str(ingest.get("fail_on_data_loss", "true")).lower())
+    parser.add_argument("--source-format", default=str(ingest.get("source_format", "bus")),
+                        help='"bus" (Python Data Source) or "kafka" (Spark\'s connector, where on the classpath)')
+    parser.add_argument("--vehicle-topic", default=topics.get("vehicle", "capture.vehicle"))
+    parser.add_argument("--face-topic", default=topics.get("face", "capture.face"))
+    parser.add_argument("--deadletter-topic", default=topics.get("deadletter", "capture.deadletter"))
+    parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
+    return parser.parse_args(argv), config
+
+
+def writer_settings(args: argparse.Namespace) -> WriterSettings:
+    return WriterSettings(
+        hbase_host=args.hbase_host,
+        hbase_port=args.hbase_port,
+        bootstrap=args.bootstrap_server,
+        topic_kinds={args.vehicle_topic: "vehicle", args.face_topic: "face"},
+        deadletter_topic=args.deadletter_topic,
+    )
+
+
+def prepare_sinks(args: argparse.Namespace) -> None:
+    """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
+    import happybase
+
+    from ingest.producer import open_producer
+    from ingest.tables import ensure_tables
+
+    conn = happybase.Connection(args.hbase_host, args.hbase_port, timeout=60_000)
+    try:
+        ensure_tables(conn)
+    finally:
+        conn.close()
+    open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1})
+
+
+def source(spark: Any, args: argparse.Namespace) -> Any:
+    from spark_jobs.kafka_source import BusKafkaDataSource
+
+    if args.source_format == "bus":
+        spark.dataSource.register(BusKafkaDataSource)
+    return (spark.readStream.format(args.source_format)
+            .option("kafka.bootstrap.servers", args.bootstrap_server)
+            .option("subscribe", f"{args.vehicle_topic},{args.face_topic}")
+            .option("startingOffsets", args.starting_offsets)
+            .option("failOnDataLoss", args.fail_on_data_loss)
+            .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+            .load())
+
+
+def batch_handler(settings: WriterSettings, status: IngestStatus) -> Any:
+    def handle(batch: Any, batch_id: int) -> None:
+        started = time.time()
+        rows = batch.mapInArrow(functools.partial(process_partition, settings=settings), RESULT_SCHEMA).collect()
+        summary = summarize(row.asDict() for row in rows)
+        line = status.record(batch_id, summary, time.time() - started)
+        if line is not None:
+            print(json.dumps(line), flush=True)
+
+    return handle
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, _config = parse_args(argv)
+    from pyspark.sql import SparkSession
+
+    prepare_sinks(args)
+    spark = SparkSession.builder.appName("ingest_captures").getOrCreate()
+    status = IngestStatus(args.status_file)
+    writer = (source(spark, args).writeStream
+              .queryName("ingest_captures")
+              .option("checkpointLocation", str(args.checkpoint))
+              .foreachBatch(batch_handler(writer_settings(args), status)))
+    if args.once:
+        writer = writer.trigger(availableNow=True)
+    elif args.trigger_ms > 0:
+        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
+    query = writer.start()
+    stopping = []
+    # Signals only set a flag: the main thread polls the query, and stops it between batches.
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    while not query.awaitTermination(1):
+        if stopping:
+            query.stop()
+            break
+    exception = query.exception()
+    print(json.dumps({"final": status.totals()}), flush=True)
+    spark.stop()
+    if exception is not None:
+        print(f"ingest_captures failed: {exception}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

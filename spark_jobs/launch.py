@@ -1,0 +1,156 @@
+"""How every Spark job of the solution is started: one place for `make up`, tests and benchmarks.
+
+The settings are the light local ones measured in PLATFORM_NOTES.md: the driver and Python
+workers from the checkout's venv, loopback only, ``local[2]`` with a 512 MB driver, no UI, two
+shuffle partitions. A JVM class-data-sharing (CDS) archive halves start-up: the first launch that
+finds none records one (into a private file, adopted only after a clean exit, so parallel or killed
+runs never leave a half-written archive behind) and later launches map it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+DEFAULT_CDS = ROOT / ".venv" / "spark-cds.jsa"
+
+LIGHT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.log.level": "WARN",
+    # Python Data Source planning and reads: keep the Python workers between tasks.
+    "spark.python.worker.reuse": "true",
+    "spark.sql.streaming.stopActiveRunOnRestart": "true",
+}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    driver_memory: str = "512m"
+    cds_archive: Path | None = DEFAULT_CDS
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, object]) -> SparkSettings:
+        cds = section.get("cds_archive", str(DEFAULT_CDS))
+        return cls(
+            master=str(section.get("master", "local[2]")),
+            driver_memory=str(section.get("driver_memory", "512m")),
+            cds_archive=Path(str(cds)) if cds else None,
+            conf={str(k): str(v) for k, v in dict(section.get("conf", {}) or {}).items()},  # type: ignore[call-overload]
+        )
+
+
+def spark_submit() -> Path:
+    """The venv's spark-submit (installed with pyspark)."""
+    return VENV_BIN / "spark-submit"
+
+
+def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    python = str(VENV_BIN / "python")
+    env.update({
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+        "PYTHONUNBUFFERED": "1",
+    })
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{existing}" if existing else str(ROOT)
+    return env
+
+
+def _java_options(cds: Path | None) -> tuple[list[str], Path | None]:
+    """JVM flags for the driver, and the private file a new CDS archive is recorded into (if any)."""
+    opts = ["-Xss4m"]
+    if cds is None:
+        return opts, None
+    if cds.exists():
+        return [*opts, f"-XX:SharedArchiveFile={cds}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], None
+    cds.parent.mkdir(parents=True, exist_ok=True)
+    pending = cds.with_name(f"{cds.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    return [*opts, f"-XX:ArchiveClassesAtExit={pending}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], pending
+
+
+def command(script: Path | str, args: Sequence[str], settings: SparkSettings) -> tuple[list[str], Path | None]:
+    java_opts, pending = _java_options(settings.cds_archive)
+    cmd = [
+        str(spark_submit()),
+        "--master", settings.master,
+        "--driver-memory", settings.driver_memory,
+        "--driver-java-options", " ".join(java_opts),
+    ]
+    for key, value in {**LIGHT_CONF, **settings.conf}.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return [*cmd, str(script), *args], pending
+
+
+@dataclass
+class SparkJob:
+    """A running ``spark-submit``; :meth:`wait` / :meth:`stop` adopt a freshly recorded CDS archive."""
+
+    proc: subprocess.Popen[bytes]
+    cds_archive: Path | None
+    pending_cds: Path | None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        if code is not None:
+            self._adopt_archive(code)
+        return code
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.proc.wait(timeout)
+        self._adopt_archive(code)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL, like a crash: no shutdown hook runs, nothing is archived."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self._adopt_archive(-9)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.wait(30)
+
+    def _adopt_archive(self, code: int) -> None:
+        pending, target = self.pending_cds, self.cds_archive
+        if pending is None or target is None:
+            return
+        self.pending_cds = None
+        if pending.exists() and pending.stat().st_size > 0 and code == 0 and not target.exists():
+            os.replace(pending, target)
+        else:
+            pending.unlink(missing_ok=True)
+
+
+def submit(script: Path | str, args: Sequence[str], settings: SparkSettings | None = None, *,
+           stdout: IO[bytes] | int | None = None, stderr: IO[bytes] | int | None = None,
+           cwd: Path | None = None) -> SparkJob:
+    """Start ``spark-submit script args`` in the background with the light local settings."""
+    settings = settings or SparkSettings()
+    cmd, pending = command(script, args, settings)
+    proc = subprocess.Popen(cmd, env=environment(), cwd=cwd or ROOT, stdout=stdout, stderr=stderr,
+                            start_new_session=True)
+    return SparkJob(proc, settings.cds_archive, pending)
