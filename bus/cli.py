@@ -4,20 +4,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
-from bus.tools import broker_cmd
+from bus.tools import broker_cmd, configs_cmd, consumer_groups_cmd, topics_cmd
 
 COMMANDS = {
     "broker": broker_cmd,
+    "topics": topics_cmd,
+    "configs": configs_cmd,
+    "consumer-groups": consumer_groups_cmd,
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag exits 1 as Kafka's tools do (argparse's own convention is 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bus", description="The data bus and its Kafka-style tools.")
+    parser = _Parser(prog="bus", description="The data bus and its Kafka-style tools.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         module.add_parser(sub, name)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # report it with the sub-command's usage, not the top-level one
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     return int(args.run(args) or 0)
 
 

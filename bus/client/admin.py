@@ -1,0 +1,1327 @@
+"""The admin client: topics, partitions, configs, consumer groups and their offsets, records deletion.
+
+It mirrors the Java `Admin` API (snake_case names, Java config keys) but is blocking: each call sends
+its requests, waits, and returns plain data or raises an `AdminError` that carries Kafka's error
+name (`TOPIC_ALREADY_EXISTS`, `GROUP_ID_NOT_FOUND`, ...). Requests go where Kafka's admin sends them:
+topic creation, deletion and partition growth to the controller the metadata names, broker
+configs to that broker, offsets look-ups and record deletion to each partition's leader, and group
+requests to the group's coordinator found with FindCoordinator. Retriable answers (NOT_CONTROLLER,
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, LEADER_NOT_AVAILABLE, ...) refresh the routing and
+retry until `default.api.timeout.ms`; an unreachable cluster fails within
+`socket.connection.setup.timeout.ms`, not after a long hang, so the command-line tools stay snappy.
+
+Every request is built with `request_for`, at the highest version both sides speak, so the same code
+talks to our broker and to Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
+
+__all__ = [
+    "AdminClient",
+    "AdminError",
+    "AlterConfigOp",
+    "BrokerInfo",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSynonym",
+    "ConsumerGroupDescription",
+    "GroupIdNotFoundError",
+    "GroupListing",
+    "InvalidConfigError",
+    "KafkaConnectionError",
+    "ListOffsetsResultInfo",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "NonEmptyGroupError",
+    "OffsetAndMetadata",
+    "OffsetSpec",
+    "PartitionInfo",
+    "TopicAlreadyExistsError",
+    "TopicDescription",
+    "TopicPartition",
+    "UnknownTopicOrPartitionError",
+]
+
+T = TypeVar("T")
+
+# API keys used here.
+LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
+DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 15, 16, 19, 20, 21
+DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 32, 33, 37, 42
+INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
+
+_COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+_CONTROLLER_ERRORS = frozenset({ErrorCode.not_controller})
+_LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                            ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch,
+                            ErrorCode.replica_not_available, ErrorCode.offset_not_available})
+_RETRY_LATER = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.rebalance_in_progress,
+                          ErrorCode.request_timed_out, ErrorCode.throttling_quota_exceeded})
+_GROUP_RETRY_CODES = frozenset(int(e) for e in (*_COORDINATOR_ERRORS, ErrorCode.coordinator_load_in_progress))
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+# Kafka's default messages (org.apache.kafka.common.protocol.Errors) for the codes an admin meets most.
+_DEFAULT_MESSAGES = {
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.topic_already_exists: "Topic with this name already exists.",
+    ErrorCode.invalid_partitions: "Number of partitions is below 1.",
+    ErrorCode.invalid_replication_factor: "Replication factor is below 1 or larger than the number of available "
+                                          "brokers.",
+    ErrorCode.invalid_replica_assignment: "Replica assignment is invalid.",
+    ErrorCode.invalid_config: "Configuration is invalid.",
+    ErrorCode.invalid_topic_exception: "The request attempted to perform an operation on an invalid topic.",
+    ErrorCode.group_id_not_found: "The group id does not exist.",
+    ErrorCode.non_empty_group: "The group is not empty.",
+    ErrorCode.invalid_group_id: "The configured groupId is invalid.",
+    ErrorCode.group_subscribed_to_topic: "Deleting offsets of a topic is forbidden while the consumer group is "
+                                         "actively subscribed to it.",
+    ErrorCode.unknown_member_id: "The coordinator is not aware of this member.",
+    ErrorCode.illegal_generation: "Specified group generation id is not valid.",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.not_coordinator: "This is not the correct coordinator.",
+    ErrorCode.not_controller: "This is not the correct controller for this cluster.",
+    ErrorCode.request_timed_out: "The request timed out.",
+    ErrorCode.policy_violation: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.topic_deletion_disabled: "Topic deletion is disabled.",
+    ErrorCode.offset_out_of_range: "The requested offset is not within the range of offsets maintained by the "
+                                   "server.",
+    ErrorCode.unsupported_version: "The version of API is not supported.",
+    ErrorCode.resource_not_found: "A request illegally referred to a resource that does not exist.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.leader_not_available: "There is no leader for this topic-partition as we are in the middle of a "
+                                    "leadership election.",
+    ErrorCode.not_leader_or_follower: "For requests intended only for the leader, this error indicates that the "
+                                      "broker is not the current leader.",
+}
+
+
+def error_name(code: int | ErrorCode) -> str:
+    """Kafka's name for an error code, e.g. 36 -> TOPIC_ALREADY_EXISTS (UNKNOWN_SERVER_ERROR if unknown)."""
+    try:
+        name = ErrorCode(int(code)).name
+    except ValueError:
+        return f"UNKNOWN_ERROR_CODE_{int(code)}"
+    return "INVALID_TOPIC_EXCEPTION" if name == "invalid_topic_exception" else name.upper()
+
+
+class AdminError(Exception):
+    """A Kafka error answered by the cluster (or a client-side deadline), with Kafka's error name.
+
+    `name` is Kafka's name for the code (TOPIC_ALREADY_EXISTS), `code` the numeric code, `message`
+    the broker's error message or Kafka's default text, and `errors` every per-resource failure of
+    the call that raised it (a multi-resource call raises its first failure, carrying all of them).
+    """
+
+    code: int
+    name: str
+    message: str
+    errors: dict[Any, AdminError]
+
+    def __init__(self, code: int | ErrorCode, message: str | None = None) -> None:
+        self.code = int(code)
+        self.name = error_name(code)
+        try:
+            default = _DEFAULT_MESSAGES.get(ErrorCode(self.code))
+        except ValueError:
+            default = None
+        self.message = message or default or self.name.replace("_", " ").capitalize() + "."
+        self.errors = {}
+        super().__init__(f"{self.message} ({self.name})")
+
+    @property
+    def retriable(self) -> bool:
+        try:
+            return bool(ErrorCode(self.code).retriable)
+        except ValueError:
+            return False
+
+    @staticmethod
+    def of(code: int | ErrorCode, message: str | None = None) -> AdminError:
+        """The most specific subclass registered for `code` (AdminError otherwise)."""
+        cls = _ERROR_CLASSES.get(int(code), AdminError)
+        return cls(code, message)
+
+
+class TopicAlreadyExistsError(AdminError):
+    """TOPIC_ALREADY_EXISTS: `--if-not-exists` callers catch this one."""
+
+
+class UnknownTopicOrPartitionError(AdminError):
+    """UNKNOWN_TOPIC_OR_PARTITION: the topic (or partition) does not exist."""
+
+
+class GroupIdNotFoundError(AdminError):
+    """GROUP_ID_NOT_FOUND: no such consumer group."""
+
+
+class NonEmptyGroupError(AdminError):
+    """NON_EMPTY_GROUP: the group still has members (delete / reset refused)."""
+
+
+class InvalidConfigError(AdminError):
+    """INVALID_CONFIG: a config name or value the broker rejected."""
+
+
+class AdminTimeoutError(AdminError):
+    """The call did not complete within `default.api.timeout.ms` (REQUEST_TIMED_OUT)."""
+
+
+_ERROR_CLASSES: dict[int, type[AdminError]] = {
+    int(ErrorCode.topic_already_exists): TopicAlreadyExistsError,
+    int(ErrorCode.unknown_topic_or_partition): UnknownTopicOrPartitionError,
+    int(ErrorCode.group_id_not_found): GroupIdNotFoundError,
+    int(ErrorCode.non_empty_group): NonEmptyGroupError,
+    int(ErrorCode.invalid_config): InvalidConfigError,
+}
+
+
+class _Retry(Exception):
+    """Internal: the attempt hit a retriable condition; refresh routing and try again."""
+
+    def __init__(self, error: AdminError, refresh: bool = True) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.refresh = refresh
+
+
+def _check(code: Any, message: str | None = None) -> None:
+    if int(code) != 0:
+        raise AdminError.of(code, message)
+
+
+def _first_error(results: Mapping[Any, AdminError | None]) -> AdminError | None:
+    failed = {key: err for key, err in results.items() if err is not None}
+    if not failed:
+        return None
+    first = next(iter(failed.values()))
+    first.errors = failed
+    return first
+
+
+# -- data -------------------------------------------------------------------------------------------
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetSpec:
+    """ListOffsets targets: the special timestamps Kafka's protocol uses, or any epoch-ms timestamp."""
+
+    EARLIEST = -2
+    LATEST = -1
+    MAX_TIMESTAMP = -3
+
+    @staticmethod
+    def for_timestamp(ms: int) -> int:
+        return int(ms)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} (id: {self.node_id} rack: {self.rack})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerInfo]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int | None  # None when the partition has no leader (offline)
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = dataclasses.field(default_factory=list)
+    leader_epoch: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: str | None  # None when the broker does not report ids (or reports the zero UUID)
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclasses.dataclass(slots=True)
+class NewTopic:
+    """A topic to create; -1 partitions / replication factor take the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: Mapping[int, list[int]] | None = None
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(slots=True)
+class NewPartitions:
+    """Grow a topic to `total_count` partitions, optionally placing the new ones (one list per new partition)."""
+
+    total_count: int
+    assignments: list[list[int]] | None = None
+
+
+class ConfigResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    GROUP = 32
+
+
+class ConfigResource(NamedTuple):
+    type: ConfigResourceType
+    name: str
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config value comes from (Kafka's ConfigEntry.ConfigSource, by wire id)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+    @classmethod
+    def of(cls, value: int) -> ConfigSource:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: list[ConfigSynonym] = dataclasses.field(default_factory=list)
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AlterConfigOp(NamedTuple):
+    """One IncrementalAlterConfigs operation: SET / DELETE / APPEND / SUBTRACT a config."""
+
+    name: str
+    value: str | None = None
+    op: int = 0
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+    @classmethod
+    def set(cls, name: str, value: str) -> AlterConfigOp:
+        return cls(name, value, cls.SET)
+
+    @classmethod
+    def delete(cls, name: str) -> AlterConfigOp:
+        return cls(name, None, cls.DELETE)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None  # None when the broker is too old to report it (ListGroups < v4)
+    type: str | None  # "classic" / "consumer"; None before ListGroups v5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+    target_assignment: list[TopicPartition] | None = None  # KIP-848 members only
+    member_epoch: int | None = None  # KIP-848 members only
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    is_simple: bool  # no protocol type: a group that only ever committed offsets
+    members: list[MemberDescription]
+    partition_assignor: str
+    type: str  # "classic" or "consumer"
+    state: str  # Stable, Empty, PreparingRebalance, CompletingRebalance, Assigning, Reconciling, Dead
+    coordinator: BrokerInfo
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListOffsetsResultInfo:
+    offset: int  # -1 when no record matches the timestamp
+    timestamp: int
+    leader_epoch: int | None
+
+
+# -- consumer protocol (classic groups) -------------------------------------------------------------
+
+
+def _read_str(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (size,) = struct.unpack_from(">h", buf, pos)
+    pos += 2
+    if size < 0:
+        return None, pos
+    return buf[pos:pos + size].decode(), pos + size
+
+
+def decode_consumer_assignment(data: bytes) -> list[TopicPartition]:
+    """The partitions in a classic consumer's assignment (ConsumerProtocolAssignment, any version).
+
+    Classic groups keep assignments as opaque bytes on the broker; only clients of the "consumer"
+    protocol type agree on this layout, so anything unreadable is reported as no partitions.
+    """
+    if len(data) < 6:
+        return []
+    try:
+        pos = 2  # version
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out: list[TopicPartition] = []
+        for _ in range(max(count, 0)):
+            topic, pos = _read_str(data, pos)
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            parts = struct.unpack_from(f">{max(n, 0)}i", data, pos)
+            pos += 4 * max(n, 0)
+            out += [TopicPartition(topic or "", p) for p in parts]
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+def encode_consumer_assignment(partitions: Iterable[TopicPartition], version: int = 0) -> bytes:
+    """ConsumerProtocolAssignment bytes (for tests and tools that stand in for a group leader)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = bytearray(struct.pack(">hi", version, len(by_topic)))
+    for topic, parts in by_topic.items():
+        raw = topic.encode()
+        out += struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts)
+    out += struct.pack(">i", -1)  # user data: null
+    return bytes(out)
+
+
+# -- the client ---------------------------------------------------------------------------------------
+
+
+def _parse_bootstrap(value: str | Iterable[str]) -> list[tuple[str, int]]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"invalid bootstrap server '{item}': expected host:port")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers given (bootstrap.servers)")
+    return out
+
+
+class AdminClient:
+    """A blocking Kafka admin client.
+
+    Configure it with the Java client's keys, as a mapping or as keyword arguments with underscores:
+    `AdminClient({"bootstrap.servers": "127.0.0.1:9092"})` or `AdminClient(bootstrap_servers=...)`.
+    Known keys: `bootstrap.servers`, `client.id`, `request.timeout.ms` (one request, 30 s),
+    `default.api.timeout.ms` (a whole call with its retries, 60 s),
+    `socket.connection.setup.timeout.ms` (10 s), `retry.backoff.ms` (100 ms).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        conf: dict[str, Any] = dict(config or {})
+        conf.update({key.replace("_", "."): value for key, value in kwargs.items()})
+        if "bootstrap.servers" not in conf:
+            raise ValueError("bootstrap.servers is required")
+        self._bootstrap = _parse_bootstrap(conf["bootstrap.servers"])
+        self.client_id = str(conf.get("client.id", "bus-admin"))
+        self.request_timeout = int(conf.get("request.timeout.ms", 30_000)) / 1000
+        self.api_timeout = int(conf.get("default.api.timeout.ms", 60_000)) / 1000
+        self.connect_timeout = int(conf.get("socket.connection.setup.timeout.ms", 10_000)) / 1000
+        self.retry_backoff = int(conf.get("retry.backoff.ms", 100)) / 1000
+        self._lock = threading.RLock()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._controller_id = -1
+        self._cluster_id: str | None = None
+        self._coordinators: dict[str, int] = {}
+        self._closed = False
+        self._refresh_brokers(bootstrapping=True)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._conns.values():
+                conn.close()
+            self._conns.clear()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections and routing ----------------------------------------------------------------------
+
+    def _open(self, host: str, port: int) -> BrokerConnection:
+        """Connect with the short setup timeout, then allow `request.timeout.ms` per response.
+
+        Opening with the setup timeout is what makes an unreachable (blackholed) server fail in
+        seconds; the ApiVersions exchange inside the constructor rides on the same short timeout.
+        """
+        conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.connect_timeout)
+        conn.timeout = self.request_timeout
+        sock = getattr(conn, "_sock", None)
+        if sock is not None:
+            sock.settimeout(self.request_timeout)
+        return conn
+
+    def _conn(self, node_id: int) -> BrokerConnection:
+        conn = self._conns.get(node_id)
+        if conn is None:
+            broker = self._brokers.get(node_id)
+            if broker is None:
+                raise _Retry(AdminError(ErrorCode.leader_not_available, f"broker {node_id} is not in the metadata"))
+            conn = self._open(broker.host, broker.port)
+            self._conns[node_id] = conn
+        return conn
+
+    def _drop(self, node_id: int) -> None:
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
+    def _any_node(self) -> int:
+        """A broker to send cluster-wide requests to: one already connected if possible."""
+        for node_id in self._conns:
+            if node_id in self._brokers:
+                return node_id
+        if not self._brokers:
+            self._refresh_brokers()
+        return min(self._brokers)
+
+    def _controller(self) -> int:
+        return self._controller_id if self._controller_id in self._brokers else self._any_node()
+
+    def _send(self, node_id: int, api_key: int, build: Callable[[Any], Any]) -> Any:
+        """One request to one broker; a broken connection is closed and reported as retriable."""
+        conn = self._conn(node_id)
+        try:
+            return request_for(conn, api_key, build)
+        except KafkaConnectionError:
+            self._drop(node_id)
+            raise
+
+    def _metadata_request(self, shapes: Any, topics: Iterable[str] | None) -> Any:
+        wanted = None if topics is None else [shapes.make("MetadataRequestTopic", name=t) for t in topics]
+        if wanted is None and shapes.version == 0:
+            wanted = []  # v0: an empty list means every topic
+        return shapes.make("MetadataRequest", topics=wanted, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+
+    def _absorb_metadata(self, response: Any) -> None:
+        self._brokers = {int(b.node_id): BrokerInfo(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+                         for b in response.brokers}
+        self._controller_id = int(getattr(response, "controller_id", -1))
+        self._cluster_id = getattr(response, "cluster_id", None)
+
+    def _refresh_brokers(self, bootstrapping: bool = False) -> None:
+        """Learn the brokers and the controller from any reachable broker (bootstrap servers last)."""
+        failures: list[str] = []
+        candidates: list[tuple[int | None, str, int]] = [(n, b.host, b.port) for n, b in self._brokers.items()]
+        candidates += [(None, host, port) for host, port in self._bootstrap]
+        for node_id, host, port in candidates:
+            try:
+                conn = self._conn(node_id) if node_id is not None else self._open(host, port)
+                try:
+                    response = request_for(conn, METADATA, lambda s: self._metadata_request(s, []))
+                except KafkaConnectionError:
+                    conn.close()
+                    if node_id is not None:
+                        self._conns.pop(node_id, None)
+                    raise
+            except (KafkaConnectionError, OSError) as exc:
+                failures.append(f"{host}:{port} ({exc})")
+                continue
+            self._absorb_metadata(response)
+            if node_id is None:
+                # Keep the bootstrap connection as the connection to the broker it turned out to be.
+                match = [b.node_id for b in self._brokers.values() if (b.host, b.port) == (host, port)]
+                if match and match[0] not in self._conns:
+                    self._conns[match[0]] = conn
+                else:
+                    conn.close()
+            return
+        detail = "; ".join(dict.fromkeys(failures))
+        raise KafkaConnectionError(f"could not reach any bootstrap server: {detail}")
+
+    def _call(self, attempt: Callable[[], T], what: str) -> T:
+        """Run `attempt` until it succeeds, retrying retriable conditions until the API deadline.
+
+        Connection failures get two more tries (after a metadata refresh) and then surface, so a
+        dead cluster is reported quickly instead of after `default.api.timeout.ms`.
+        """
+        if self._closed:
+            raise RuntimeError("the admin client is closed")
+        deadline = time.monotonic() + self.api_timeout
+        connection_failures = 0
+        with self._lock:
+            while True:
+                try:
+                    return attempt()
+                except _Retry as retry:
+                    if time.monotonic() + self.retry_backoff >= deadline:
+                        raise AdminTimeoutError(ErrorCode.request_timed_out,
+                                                f"{what} timed out after {self.api_timeout:g}s: "
+                                                f"{retry.error.message} ({retry.error.name})") from None
+                    time.sleep(self.retry_backoff)
+                    if retry.refresh:
+                        with contextlib.suppress(KafkaConnectionError):
+                            self._refresh_brokers()
+                except KafkaConnectionError:
+                    connection_failures += 1
+                    if connection_failures > 2 or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(self.retry_backoff)
+                    self._refresh_brokers()
+
+    # -- cluster ----------------------------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and live brokers (DescribeCluster, or Metadata on older brokers)."""
+
+        def attempt() -> ClusterDescription:
+            node = self._any_node()
+            try:
+                response = self._send(node, DESCRIBE_CLUSTER, lambda s: s.make(
+                    "DescribeClusterRequest", include_cluster_authorized_operations=False, endpoint_type=1))
+            except UnsupportedVersionError:
+                self._refresh_brokers()
+                return ClusterDescription(self._cluster_id, self._controller_id, sorted(
+                    self._brokers.values(), key=lambda b: b.node_id))
+            _check(response.error_code, getattr(response, "error_message", None))
+            brokers = [BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack) for b in response.brokers]
+            return ClusterDescription(response.cluster_id, int(response.controller_id),
+                                      sorted(brokers, key=lambda b: b.node_id))
+
+        return self._call(attempt, "describe cluster")
+
+    # -- topics -----------------------------------------------------------------------------------------
+
+    def _topic_metadata(self, topics: Iterable[str] | None) -> Any:
+        wanted = None if topics is None else list(topics)
+
+        def attempt() -> Any:
+            response = self._send(self._any_node(), METADATA, lambda s: self._metadata_request(s, wanted))
+            self._absorb_metadata(response)
+            return response
+
+        return self._call(attempt, "metadata")
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Topic names, sorted; internal topics (__consumer_offsets, ...) only when asked for."""
+        response = self._topic_metadata(None)
+        return sorted(t.name for t in response.topics
+                      if t.name is not None and int(t.error_code) == 0 and (include_internal or not t.is_internal))
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of each topic; raises UnknownTopicOrPartitionError.
+
+        A topic still being created answers LEADER_NOT_AVAILABLE for a moment; that is retried.
+        """
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return {}
+
+        def attempt() -> dict[str, TopicDescription]:
+            response = self._send(self._any_node(), METADATA, lambda s: self._metadata_request(s, wanted))
+            self._absorb_metadata(response)
+            out: dict[str, TopicDescription] = {}
+            errors: dict[str, AdminError | None] = {}
+            for topic in response.topics:
+                code = int(topic.error_code)
+                if code == int(ErrorCode.leader_not_available):
+                    raise _Retry(AdminError(code, f"Topic '{topic.name}' has no leader yet"), refresh=False)
+                if code == int(ErrorCode.unknown_topic_or_partition):
+                    errors[topic.name] = UnknownTopicOrPartitionError(code, f"Topic '{topic.name}' does not exist.")
+                    continue
+                if code:
+                    errors[topic.name] = AdminError.of(code, f"Topic '{topic.name}': {error_name(code)}")
+                    continue
+                out[topic.name] = _topic_description(topic)
+            failure = _first_error(errors)
+            if failure is not None:
+                raise failure
+            return {name: out[name] for name in wanted if name in out}
+
+        return self._call(attempt, "describe topics")
+
+    def partitions_for(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Every partition of the given topics, sorted."""
+        described = self.describe_topics(topics)
+        return sorted(TopicPartition(name, p.partition) for name, d in described.items() for p in d.partitions)
+
+    def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None, raise_on_error: bool = True) -> dict[str, AdminError | None]:
+        """Create topics on the controller; returns name -> None (created) or the error.
+
+        With `raise_on_error` (the default) the first failure is raised instead, carrying all of
+        them in `.errors`. Only NOT_CONTROLLER is retried, and only for the topics it hit: a retried
+        success would otherwise come back as TOPIC_ALREADY_EXISTS.
+        """
+        pending = {t.name: t for t in new_topics}
+        results: dict[str, AdminError | None] = {}
+        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+
+        def build(shapes: Any) -> Any:
+            topics = []
+            for t in pending.values():
+                assignment = [shapes.make("CreatableReplicaAssignment", partition_index=p, broker_ids=list(ids))
+                              for p, ids in sorted((t.replica_assignment or {}).items())]
+                configs = [shapes.make("CreatableTopicConfig", name=k, value=v) for k, v in t.configs.items()]
+                topics.append(shapes.make(
+                    "CreatableTopic", name=t.name,
+                    num_partitions=-1 if assignment else t.num_partitions,
+                    replication_factor=-1 if assignment else t.replication_factor,
+                    assignments=assignment, configs=configs))
+            return shapes.make("CreateTopicsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
+
+        def attempt() -> None:
+            response = self._send(self._controller(), CREATE_TOPICS, build)
+            retry: AdminError | None = None
+            for r in response.topics:
+                code = int(r.error_code)
+                if code in _CONTROLLER_ERRORS:
+                    retry = AdminError(code)
+                    continue
+                pending.pop(r.name, None)
+                results[r.name] = AdminError.of(code, r.error_message) if code else None
+            if retry is not None and pending:
+                raise _Retry(retry)
+
+        self._call(attempt, "create topics")
+        return self._finish(results, raise_on_error)
+
+    def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None,
+                      raise_on_error: bool = True) -> dict[str, AdminError | None]:
+        """Delete topics by name; name -> None or the error (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+        pending = list(dict.fromkeys(names))
+        results: dict[str, AdminError | None] = {}
+        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+
+        def build(shapes: Any) -> Any:
+            return shapes.make("DeleteTopicsRequest", topic_names=list(pending),
+                               topics=[shapes.make("DeleteTopicState", name=n) for n in pending], timeout=timeout)
+
+        def attempt() -> None:
+            response = self._send(self._controller(), DELETE_TOPICS, build)
+            retry: AdminError | None = None
+            for r in response.responses:
+                code = int(r.error_code)
+                if code in _CONTROLLER_ERRORS:
+                    retry = AdminError(code)
+                    continue
+                pending.remove(r.name)
+                message = getattr(r, "error_message", None)
+                if code == int(ErrorCode.unknown_topic_or_partition) and not message:
+                    message = f"Topic '{r.name}' does not exist."
+                results[r.name] = AdminError.of(code, message) if code else None
+            if retry is not None and pending:
+                raise _Retry(retry)
+
+        self._call(attempt, "delete topics")
+        return self._finish(results, raise_on_error)
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *, validate_only: bool = False,
+                          timeout_ms: int | None = None,
+                          raise_on_error: bool = True) -> dict[str, AdminError | None]:
+        """Grow topics' partition counts (never shrink: INVALID_PARTITIONS)."""
+        pending = dict(new_partitions)
+        results: dict[str, AdminError | None] = {}
+        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+
+        def build(shapes: Any) -> Any:
+            topics = [shapes.make("CreatePartitionsTopic", name=name, count=np.total_count,
+                                  assignments=None if np.assignments is None else [
+                                      shapes.make("CreatePartitionsAssignment", broker_ids=list(ids))
+                                      for ids in np.assignments])
+                      for name, np in pending.items()]
+            return shapes.make("CreatePartitionsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
+
+        def attempt() -> None:
+            response = self._send(self._controller(), CREATE_PARTITIONS, build)
+            retry: AdminError | None = None
+            for r in response.results:
+                code = int(r.error_code)
+                if code in _CONTROLLER_ERRORS:
+                    retry = AdminError(code)
+                    continue
+                pending.pop(r.name, None)
+                results[r.name] = AdminError.of(code, r.error_message) if code else None
+            if retry is not None and pending:
+                raise _Retry(retry)
+
+        self._call(attempt, "create partitions")
+        return self._finish(results, raise_on_error)
+
+    @staticmethod
+    def _finish(results: dict[Any, AdminError | None], raise_on_error: bool) -> dict[Any, AdminError | None]:
+        if raise_on_error:
+            failure = _first_error(results)
+            if failure is not None:
+                raise failure
+        return results
+
+    # -- configs ----------------------------------------------------------------------------------------
+
+    def _config_node(self, resource: ConfigResource) -> int:
+        """Broker resources go to that broker (its own view); everything else to any broker."""
+        if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource.name:
+            try:
+                node = int(resource.name)
+            except ValueError:
+                raise AdminError(ErrorCode.invalid_request,
+                                 f"broker id must be an integer, got '{resource.name}'") from None
+            if node not in self._brokers:
+                self._refresh_brokers()
+            if node not in self._brokers:
+                raise AdminError(ErrorCode.broker_not_available, f"Broker {node} is not part of the cluster.")
+            return node
+        return self._any_node()
+
+    def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
+                         include_documentation: bool = False) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each resource with its value, source and (optionally) synonyms."""
+        wanted = [ConfigResource(ConfigResourceType(r.type), r.name) for r in resources]
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+
+        def attempt() -> None:
+            by_node: dict[int, list[ConfigResource]] = {}
+            for r in wanted:
+                if r not in out:
+                    by_node.setdefault(self._config_node(r), []).append(r)
+            errors: dict[ConfigResource, AdminError | None] = {}
+            for node, batch in by_node.items():
+                response = self._send(node, DESCRIBE_CONFIGS, lambda s, batch=batch: s.make(
+                    "DescribeConfigsRequest",
+                    resources=[s.make("DescribeConfigsResource", resource_type=int(r.type), resource_name=r.name,
+                                      configuration_keys=None) for r in batch],
+                    include_synonyms=include_synonyms, include_documentation=include_documentation))
+                for result in response.results:
+                    key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
+                    code = int(result.error_code)
+                    if code:
+                        errors[key] = AdminError.of(code, result.error_message)
+                        continue
+                    out[key] = {c.name: _config_entry(c) for c in result.configs}
+            failure = _first_error(errors)
+            if failure is not None:
+                raise failure
+
+        self._call(attempt, "describe configs")
+        return {r: out[r] for r in wanted if r in out}
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+                                  validate_only: bool = False,
+                                  raise_on_error: bool = True) -> dict[ConfigResource, AdminError | None]:
+        """SET / DELETE / APPEND / SUBTRACT individual configs, leaving the others alone."""
+        plan = {ConfigResource(ConfigResourceType(r.type), r.name): list(ops) for r, ops in changes.items()}
+        results: dict[ConfigResource, AdminError | None] = {}
+
+        def attempt() -> None:
+            by_node: dict[int, list[ConfigResource]] = {}
+            for r in plan:
+                if r not in results:
+                    by_node.setdefault(self._config_node(r), []).append(r)
+            for node, batch in by_node.items():
+                response = self._send(node, INCREMENTAL_ALTER_CONFIGS, lambda s, batch=batch: s.make(
+                    "IncrementalAlterConfigsRequest", validate_only=validate_only,
+                    resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
+                                      configs=[s.make("AlterableConfig", name=op.name, config_operation=op.op,
+                                                      value=op.value) for op in plan[r]])
+                               for r in batch]))
+                for result in response.responses:
+                    key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
+                    code = int(result.error_code)
+                    results[key] = AdminError.of(code, result.error_message) if code else None
+
+        self._call(attempt, "alter configs")
+        return self._finish(results, raise_on_error)
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *, validate_only: bool = False,
+                      raise_on_error: bool = True) -> dict[ConfigResource, AdminError | None]:
+        """Legacy AlterConfigs: replace a resource's whole dynamic config set with `configs`."""
+        plan = {ConfigResource(ConfigResourceType(r.type), r.name): dict(c) for r, c in configs.items()}
+        results: dict[ConfigResource, AdminError | None] = {}
+
+        def attempt() -> None:
+            by_node: dict[int, list[ConfigResource]] = {}
+            for r in plan:
+                by_node.setdefault(self._config_node(r), []).append(r)
+            for node, batch in by_node.items():
+                response = self._send(node, ALTER_CONFIGS, lambda s, batch=batch: s.make(
+                    "AlterConfigsRequest", validate_only=validate_only,
+                    resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
+                                      configs=[s.make("AlterableConfig", name=k, value=v) for k, v in plan[r].items()])
+                               for r in batch]))
+                for result in response.responses:
+                    key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
+                    code = int(result.error_code)
+                    results[key] = AdminError.of(code, result.error_message) if code else None
+
+        self._call(attempt, "alter configs")
+        return self._finish(results, raise_on_error)
+
+    # -- offsets and records ------------------------------------------------------------------------------
+
+    def _leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's leader, from fresh metadata; unknown topics/partitions raise."""
+        partitions = list(partitions)
+        described = self.describe_topics({tp.topic for tp in partitions})
+        leaders: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            info = next((p for p in described[tp.topic].partitions if p.partition == tp.partition), None)
+            if info is None:
+                raise UnknownTopicOrPartitionError(ErrorCode.unknown_topic_or_partition,
+                                                   f"Partition {tp.partition} of topic '{tp.topic}' does not exist.")
+            if info.leader is None:
+                raise _Retry(AdminError(ErrorCode.leader_not_available, f"{tp} has no leader"))
+            leaders[tp] = info.leader
+        return leaders
+
+    def list_offsets(self, specs: Mapping[TopicPartition, int], *,
+                     isolation_level: str = "read_uncommitted") -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Offsets by spec per partition: OffsetSpec.EARLIEST / LATEST / MAX_TIMESTAMP or a timestamp (ms).
+
+        For a timestamp the answer is the first offset whose timestamp is at or after it, or offset -1
+        when there is none (Kafka's UNKNOWN_OFFSET); read_committed stops LATEST at the LSO.
+        """
+        level = 1 if isolation_level.replace("-", "_") == "read_committed" else 0
+        wanted = {TopicPartition(tp.topic, int(tp.partition)): int(spec) for tp, spec in specs.items()}
+        out: dict[TopicPartition, ListOffsetsResultInfo] = {}
+
+        def attempt() -> None:
+            todo = [tp for tp in wanted if tp not in out]
+            if not todo:
+                return
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp, node in self._leaders(todo).items():
+                by_node.setdefault(node, []).append(tp)
+            retry: AdminError | None = None
+            for node, batch in by_node.items():
+                by_topic: dict[str, list[TopicPartition]] = {}
+                for tp in batch:
+                    by_topic.setdefault(tp.topic, []).append(tp)
+                response = self._send(node, LIST_OFFSETS, lambda s, by_topic=by_topic: s.make(
+                    "ListOffsetsRequest", replica_id=-1, isolation_level=level,
+                    timeout=int(self.request_timeout * 1000),
+                    topics=[s.make("ListOffsetsTopic", name=topic, partitions=[
+                        s.make("ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
+                               timestamp=wanted[tp], max_num_offsets=1) for tp in tps])
+                        for topic, tps in by_topic.items()]))
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, int(p.partition_index))
+                        code = int(p.error_code)
+                        if code in {int(e) for e in _LEADER_ERRORS}:
+                            retry = AdminError(code)
+                            continue
+                        if code:
+                            raise AdminError.of(code, f"{tp}: {error_name(code)}")
+                        offset = int(p.offset) if hasattr(p, "offset") else int((p.old_style_offsets or [-1])[0])
+                        epoch = int(getattr(p, "leader_epoch", -1))
+                        out[tp] = ListOffsetsResultInfo(offset, int(getattr(p, "timestamp", -1)),
+                                                        None if epoch < 0 else epoch)
+            if retry is not None:
+                raise _Retry(retry)
+
+        self._call(attempt, "list offsets")
+        return {tp: out[tp] for tp in wanted}
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Delete records below the given offsets (-1: the high watermark); returns the new low watermarks."""
+        wanted = {TopicPartition(tp.topic, int(tp.partition)): int(offset) for tp, offset in before.items()}
+        out: dict[TopicPartition, int] = {}
+
+        def attempt() -> None:
+            todo = [tp for tp in wanted if tp not in out]
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp, node in self._leaders(todo).items():
+                by_node.setdefault(node, []).append(tp)
+            retry: AdminError | None = None
+            for node, batch in by_node.items():
+                by_topic: dict[str, list[TopicPartition]] = {}
+                for tp in batch:
+                    by_topic.setdefault(tp.topic, []).append(tp)
+                response = self._send(node, DELETE_RECORDS, lambda s, by_topic=by_topic: s.make(
+                    "DeleteRecordsRequest", timeout=int(self.request_timeout * 1000),
+                    topics=[s.make("DeleteRecordsTopic", name=topic, partitions=[
+                        s.make("DeleteRecordsPartition", partition_index=tp.partition, offset=wanted[tp])
+                        for tp in tps]) for topic, tps in by_topic.items()]))
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, int(p.partition_index))
+                        code = int(p.error_code)
+                        if code in {int(e) for e in _LEADER_ERRORS}:
+                            retry = AdminError(code)
+                            continue
+                        if code:
+                            raise AdminError.of(code, f"{tp}: {error_name(code)}")
+                        out[tp] = int(p.low_watermark)
+            if retry is not None:
+                raise _Retry(retry)
+
+        self._call(attempt, "delete records")
+        return {tp: out[tp] for tp in wanted}
+
+    # -- consumer groups ------------------------------------------------------------------------------
+
+    def _coordinator(self, group_id: str) -> int:
+        """The group's coordinator (FindCoordinator, cached until it answers NOT_COORDINATOR)."""
+        cached = self._coordinators.get(group_id)
+        if cached is not None and cached in self._brokers:
+            return cached
+        response = self._send(self._any_node(), FIND_COORDINATOR, lambda s: s.make(
+            "FindCoordinatorRequest", key=group_id, key_type=0, coordinator_keys=[group_id]))
+        found = response.coordinators[0] if getattr(response, "coordinators", None) else response
+        code = int(found.error_code)
+        if code in {int(e) for e in (*_COORDINATOR_ERRORS, *_RETRY_LATER)}:
+            raise _Retry(AdminError(code, getattr(found, "error_message", None)))
+        _check(code, getattr(found, "error_message", None))
+        node = int(found.node_id)
+        if node not in self._brokers:
+            self._brokers[node] = BrokerInfo(node, found.host, int(found.port))
+        self._coordinators[group_id] = node
+        return node
+
+    def _group_error(self, group_id: str, code: int, message: str | None = None) -> None:
+        """Raise for a group-level error code: coordinator moves and loads are retried."""
+        if code in {int(e) for e in _COORDINATOR_ERRORS}:
+            self._coordinators.pop(group_id, None)
+            raise _Retry(AdminError(code, message))
+        if code == int(ErrorCode.coordinator_load_in_progress):
+            raise _Retry(AdminError(code, message), refresh=False)
+        if code == int(ErrorCode.group_id_not_found):
+            raise GroupIdNotFoundError(code, message or f"Group {group_id} not found.")
+        _check(code, message)
+
+    def list_consumer_groups(self, states: Iterable[str] | None = None,
+                             types: Iterable[str] | None = None) -> list[GroupListing]:
+        """Consumer groups (classic and KIP-848) of every broker, optionally filtered by state and type."""
+        states = [s for s in (states or ()) if s]
+        types = [t.lower() for t in (types or ()) if t]
+
+        def attempt() -> list[GroupListing]:
+            self._refresh_brokers()
+            found: dict[str, GroupListing] = {}
+            for node in sorted(self._brokers):
+                response = self._send(node, LIST_GROUPS, lambda s: s.make(
+                    "ListGroupsRequest", states_filter=list(states), types_filter=list(types)))
+                code = int(response.error_code)
+                if code in {int(e) for e in (*_COORDINATOR_ERRORS, *_RETRY_LATER)}:
+                    raise _Retry(AdminError(code), refresh=False)
+                _check(code)
+                for g in response.groups:
+                    listing = GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None) or None,
+                                           getattr(g, "group_type", None) or None)
+                    if listing.protocol_type not in ("consumer", ""):
+                        continue  # connect / streams groups are not consumer groups
+                    found[listing.group_id] = listing
+            listed = sorted(found.values(), key=lambda g: g.group_id)
+            wanted_states = {s.lower() for s in states}
+            return [g for g in listed if (not wanted_states or (g.state or "").lower() in wanted_states)
+                    and (not types or (g.type or "classic") in types)]
+
+        return self._call(attempt, "list consumer groups")
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """State, members and assignments of each group (KIP-848 groups through ConsumerGroupDescribe).
+
+        As the Java admin does, a group is first asked for as a KIP-848 group; GROUP_ID_NOT_FOUND there
+        (a classic group, or none at all) falls back to DescribeGroups, which reports a group that does
+        not exist as state "Dead" with no members (newer brokers answer GROUP_ID_NOT_FOUND, raised).
+        """
+        out: dict[str, ConsumerGroupDescription] = {}
+        for group_id in dict.fromkeys(group_ids):
+            out[group_id] = self._call(lambda g=group_id: self._describe_group(g), f"describe group {group_id}")
+        return out
+
+    def _describe_group(self, group_id: str) -> ConsumerGroupDescription:
+        node = self._coordinator(group_id)
+        coordinator = self._brokers[node]
+        conn = self._conn(node)
+        if CONSUMER_GROUP_DESCRIBE in conn.api_versions:
+            response = self._send(node, CONSUMER_GROUP_DESCRIBE, lambda s: s.make(
+                "ConsumerGroupDescribeRequest", group_ids=[group_id], include_authorized_operations=False))
+            g = response.groups[0]
+            code = int(g.error_code)
+            if code != int(ErrorCode.group_id_not_found):
+                self._group_error(group_id, code, g.error_message)
+                members = [MemberDescription(
+                    member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id, host=m.client_host,
+                    assignment=_kip848_partitions(m.assignment),
+                    target_assignment=_kip848_partitions(m.target_assignment),
+                    member_epoch=int(m.member_epoch)) for m in g.members]
+                return ConsumerGroupDescription(
+                    group_id=group_id, is_simple=False, members=members, partition_assignor=g.assignor_name,
+                    type="consumer", state=g.group_state, coordinator=coordinator, group_epoch=int(g.group_epoch),
+                    target_assignment_epoch=int(g.assignment_epoch))
+        response = self._send(node, DESCRIBE_GROUPS, lambda s: s.make(
+            "DescribeGroupsRequest", groups=[group_id], include_authorized_operations=False))
+        g = response.groups[0]
+        self._group_error(group_id, int(g.error_code), getattr(g, "error_message", None))
+        consumer = g.protocol_type == "consumer"
+        members = [MemberDescription(
+            member_id=m.member_id, group_instance_id=getattr(m, "group_instance_id", None), client_id=m.client_id,
+            host=m.client_host, assignment=decode_consumer_assignment(m.member_assignment) if consumer else [])
+            for m in g.members]
+        return ConsumerGroupDescription(
+            group_id=group_id, is_simple=g.protocol_type == "", members=members, partition_assignor=g.protocol_data,
+            type="classic", state=g.group_state, coordinator=coordinator)
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
+                                    require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all of them, or for `partitions`); partitions without one are left out."""
+        wanted = None if partitions is None else sorted(set(partitions))
+
+        def build(shapes: Any) -> Any:
+            topics = None
+            if wanted is not None:
+                by_topic: dict[str, list[int]] = {}
+                for tp in wanted:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                batched = shapes.has("OffsetFetchRequestTopics")  # v8+ names the class in the plural
+                cls = "OffsetFetchRequestTopics" if batched else "OffsetFetchRequestTopic"
+                topics = [shapes.make(cls, name=t, partition_indexes=parts) for t, parts in by_topic.items()]
+            if shapes.has("OffsetFetchRequestGroup"):
+                return shapes.make("OffsetFetchRequest", require_stable=require_stable, groups=[
+                    shapes.make("OffsetFetchRequestGroup", group_id=group_id, member_id=None, member_epoch=-1,
+                                topics=topics)])
+            return shapes.make("OffsetFetchRequest", group_id=group_id, topics=topics, require_stable=require_stable)
+
+        def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
+            node = self._coordinator(group_id)
+            response = self._send(node, OFFSET_FETCH, build)
+            if getattr(response, "groups", None):
+                group = response.groups[0]
+                code, topics = int(group.error_code), group.topics
+            else:
+                code, topics = int(getattr(response, "error_code", 0)), response.topics
+            self._group_error(group_id, code)
+            out: dict[TopicPartition, OffsetAndMetadata] = {}
+            for topic in topics:
+                for p in topic.partitions:
+                    perr = int(p.error_code)
+                    if perr == int(ErrorCode.unstable_offset_commit):
+                        raise _Retry(AdminError(perr), refresh=False)
+                    if perr == int(ErrorCode.unknown_topic_or_partition) or int(p.committed_offset) < 0:
+                        continue
+                    _check(perr)
+                    epoch = int(getattr(p, "committed_leader_epoch", -1))
+                    out[TopicPartition(topic.name, int(p.partition_index))] = OffsetAndMetadata(
+                        int(p.committed_offset), p.metadata or "", None if epoch < 0 else epoch)
+            return dict(sorted(out.items()))
+
+        return self._call(attempt, "list consumer group offsets")
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit offsets for a group as an outsider (generation -1): Kafka only allows it while the group is empty."""
+        plan = {TopicPartition(tp.topic, int(tp.partition)):
+                o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
+        if not plan:
+            return
+
+        def build(shapes: Any) -> Any:
+            by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
+            for tp, om in sorted(plan.items()):
+                by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+            return shapes.make(
+                "OffsetCommitRequest", group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                group_instance_id=None, retention_time_ms=-1,
+                topics=[shapes.make("OffsetCommitRequestTopic", name=topic, partitions=[
+                    shapes.make("OffsetCommitRequestPartition", partition_index=p, committed_offset=om.offset,
+                                committed_leader_epoch=-1 if om.leader_epoch is None else om.leader_epoch,
+                                committed_metadata=om.metadata, commit_timestamp=-1)
+                    for p, om in parts]) for topic, parts in by_topic.items()])
+
+        def attempt() -> None:
+            node = self._coordinator(group_id)
+            response = self._send(node, OFFSET_COMMIT, build)
+            errors: dict[TopicPartition, AdminError | None] = {}
+            for topic in response.topics:
+                for p in topic.partitions:
+                    code = int(p.error_code)
+                    if code:
+                        if code in _GROUP_RETRY_CODES:
+                            self._group_error(group_id, code)  # raises _Retry
+                        message = None
+                        if code in (int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation)):
+                            code = int(ErrorCode.non_empty_group)
+                            message = (f"Commit cannot be completed since the group '{group_id}' has active "
+                                       "members; stop its consumers first.")
+                        errors[TopicPartition(topic.name, int(p.partition_index))] = AdminError.of(code, message)
+            failure = _first_error(errors)
+            if failure is not None:
+                raise failure
+
+        self._call(attempt, "alter consumer group offsets")
+
+    def delete_consumer_group_offsets(self, group_id: str,
+                                      partitions: Iterable[TopicPartition]) -> dict[TopicPartition, AdminError | None]:
+        """Forget the group's committed offsets of some partitions (OffsetDelete); per-partition results."""
+        wanted = sorted(set(partitions))
+
+        def attempt() -> dict[TopicPartition, AdminError | None]:
+            node = self._coordinator(group_id)
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            response = self._send(node, OFFSET_DELETE, lambda s: s.make(
+                "OffsetDeleteRequest", group_id=group_id, topics=[
+                    s.make("OffsetDeleteRequestTopic", name=t, partitions=[
+                        s.make("OffsetDeleteRequestPartition", partition_index=p) for p in parts])
+                    for t, parts in by_topic.items()]))
+            self._group_error(group_id, int(response.error_code))
+            results: dict[TopicPartition, AdminError | None] = {}
+            for topic in response.topics:
+                for p in topic.partitions:
+                    code = int(p.error_code)
+                    results[TopicPartition(topic.name, int(p.partition_index))] = AdminError.of(code) if code else None
+            return results
+
+        return self._call(attempt, "delete consumer group offsets")
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *,
+                               raise_on_error: bool = True) -> dict[str, AdminError | None]:
+        """Delete empty groups and their offsets; group -> None or the error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
+        results: dict[str, AdminError | None] = {}
+        for group_id in dict.fromkeys(group_ids):
+
+            def attempt(group_id: str = group_id) -> AdminError | None:
+                node = self._coordinator(group_id)
+                response = self._send(node, DELETE_GROUPS, lambda s: s.make(
+                    "DeleteGroupsRequest", groups_names=[group_id]))
+                code = int(response.results[0].error_code)
+                try:
+                    self._group_error(group_id, code)  # coordinator moves raise _Retry, not AdminError
+                except AdminError as exc:
+                    return exc
+                return None
+
+            results[group_id] = self._call(attempt, f"delete group {group_id}")
+        return self._finish(results, raise_on_error)
+
+
+# -- response decoding helpers ------------------------------------------------------------------------
+
+
+def _topic_description(topic: Any) -> TopicDescription:
+    topic_id = getattr(topic, "topic_id", None)
+    partitions = []
+    for p in sorted(topic.partitions, key=lambda p: int(p.partition_index)):
+        leader = int(p.leader_id)
+        partitions.append(PartitionInfo(
+            partition=int(p.partition_index), leader=None if leader < 0 else leader,
+            replicas=[int(r) for r in p.replica_nodes], isr=[int(r) for r in p.isr_nodes],
+            offline_replicas=[int(r) for r in getattr(p, "offline_replicas", ())],
+            leader_epoch=int(getattr(p, "leader_epoch", -1))))
+    return TopicDescription(
+        name=topic.name, topic_id=None if topic_id is None or topic_id.int == 0 else _kafka_uuid(topic_id),
+        is_internal=bool(getattr(topic, "is_internal", False)), partitions=partitions)
+
+
+def _kafka_uuid(value: Any) -> str:
+    """A topic id as Kafka prints it: URL-safe base64 of the 16 bytes, unpadded."""
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    synonyms = [ConfigSynonym(s.name, s.value, ConfigSource.of(int(s.source))) for s in getattr(c, "synonyms", ())]
+    source = int(getattr(c, "config_source", -1))
+    if source < 0:  # DescribeConfigs v0 had is_default instead of a source
+        source = ConfigSource.DEFAULT_CONFIG if getattr(c, "is_default", False) else ConfigSource.UNKNOWN
+    return ConfigEntry(name=c.name, value=c.value, source=ConfigSource.of(source), is_read_only=bool(c.read_only),
+                       is_sensitive=bool(c.is_sensitive), synonyms=synonyms,
+                       documentation=getattr(c, "documentation", None))
+
+
+def _kip848_partitions(assignment: Any) -> list[TopicPartition]:
+    if assignment is None:
+        return []
+    return sorted(TopicPartition(t.topic_name, int(p)) for t in assignment.topic_partitions for p in t.partitions)
