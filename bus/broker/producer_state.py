@@ -85,6 +85,7 @@ class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.aborted: list[AbortedTxn] = []  # ordered by first_offset
+        self.max_aborted_span = 0  # longest last - first among them: bounds the search in aborted_between
         self.applied_up_to = 0  # next offset whose batch has been folded into the state
 
     # -- validation before append ----------------------------------------------------------------
@@ -169,6 +170,7 @@ class ProducerStateManager:
         if aborted and first is not None:
             bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset),
                           key=lambda txn: txn.first_offset)
+            self.max_aborted_span = max(self.max_aborted_span, marker_offset - first)
 
     def first_unstable_offset(self) -> int | None:
         offsets = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset is not None]
@@ -179,8 +181,15 @@ class ProducerStateManager:
         return entry.txn_first_offset if entry else None
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [start, end): what a read_committed fetch must filter."""
-        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+        """Aborted transactions overlapping [start, end): what a read_committed fetch must filter.
+
+        Bisected rather than scanned, since every read_committed fetch asks and a partition can
+        remember many aborts: one starting before `start - max_aborted_span` has ended before `start`.
+        """
+        txns = self.aborted
+        lo = bisect.bisect_left(txns, start - self.max_aborted_span, key=lambda t: t.first_offset)
+        hi = bisect.bisect_left(txns, end, lo=lo, key=lambda t: t.first_offset)
+        return [t for t in txns[lo:hi] if t.last_offset >= start]
 
     def truncate_before(self, log_start_offset: int) -> None:
         """Forget aborted transactions wholly below the log start (deleted by retention)."""
@@ -215,7 +224,9 @@ class ProducerStateManager:
                                   coordinator_epoch=item["coordinator_epoch"], last_timestamp=item["last_timestamp"])
             entry.batches.extend(BatchMetadata(*b) for b in item["batches"])
             state.producers[entry.producer_id] = entry
-        state.aborted = [AbortedTxn(*t) for t in data["aborted"]]  # type: ignore[attr-defined]
+        state.aborted = sorted((AbortedTxn(*t) for t in data["aborted"]),  # type: ignore[attr-defined]
+                               key=lambda t: t.first_offset)
+        state.max_aborted_span = max((t.last_offset - t.first_offset for t in state.aborted), default=0)
         return state
 
 

@@ -26,6 +26,7 @@ from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicParti
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kio.schema.errors import ErrorCode
 
+from bus.protocol import records as rb
 from tests.integration._support_clients import (
     FAST_CLIENT,
     consume,
@@ -287,6 +288,39 @@ def test_transaction_over_two_partitions_commits_both(shared_broker: BrokerProce
     assert markers(shared_broker, topic_name, 1) == [(1, COMMIT)]
     assert committed_view(shared_broker.bootstrap, topic_name, 0) == [(0, b"p0-0"), (1, b"p0-1")]
     assert committed_view(shared_broker.bootstrap, topic_name, 1) == [(0, b"p1-0")]
+
+
+def _fetch_committed(raw: RawKafka, topic: str, offset: int, partition_max_bytes: int) -> tuple[int, list[int], Any]:
+    """A raw read_committed Fetch v11: (first batch offset, aborted first offsets, the partition data)."""
+    from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+
+    response = raw.request(FetchRequest(max_wait=datetime.timedelta(0), min_bytes=0, isolation_level=1, topics=(
+        FetchTopic(topic=topic, partitions=(FetchPartition(partition=0, fetch_offset=offset,
+                                                             partition_max_bytes=partition_max_bytes),)),),
+        forgotten_topics_data=()))
+    [part] = response.responses[0].partitions
+    assert part.error_code == ErrorCode.none
+    batches = rb.scan_batches_prefix(part.records)[0]
+    return batches[0].base_offset, [t.first_offset for t in part.aborted_transactions or ()], part
+
+
+def test_fetch_lists_only_the_aborts_its_records_overlap(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """A read_committed consumer catching up must get the aborted transactions of the records it was
+    sent, not every abort up to the LSO (Kafka bounds the list by the fetched data): 40 aborts ahead of
+    a one-batch fetch would otherwise ride along in every response."""
+    create_topic(shared_broker.bootstrap, topic_name)
+    producer = txn_producer(shared_broker.bootstrap, topic_name)
+    for i in range(40):  # record at 2i, abort marker at 2i + 1
+        producer.begin_transaction()
+        assert produce_all(producer, topic_name, [f"a{i}".encode()]) == [2 * i]
+        producer.abort_transaction(10)
+    with RawKafka(shared_broker.bootstrap) as raw:
+        assert _fetch_committed(raw, topic_name, 0, 1)[:2] == (0, [0])
+        assert _fetch_committed(raw, topic_name, 31, 1)[:2] == (31, [30])  # its marker ends the one at 30
+        assert _fetch_committed(raw, topic_name, 70, 1)[:2] == (70, [70])
+        first, aborted, part = _fetch_committed(raw, topic_name, 0, 1 << 20)
+        assert (first, aborted, part.last_stable_offset) == (0, [2 * i for i in range(40)], 80)
+    assert committed_view(shared_broker.bootstrap, topic_name) == []
 
 
 # -- last stable offset ---------------------------------------------------------------------------

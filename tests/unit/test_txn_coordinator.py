@@ -297,3 +297,31 @@ def test_crash_between_prepare_and_markers_is_completed_on_load(tmp_path: Path, 
         assert len(_markers(broker)) == 1
     finally:
         _close(broker)
+
+
+def test_aborted_between_matches_a_full_scan() -> None:
+    """The bisected lookup read_committed fetches use must find exactly the overlapping aborts,
+    including long transactions that started well before the fetch offset (also after a snapshot)."""
+    import random
+
+    from bus.broker.producer_state import ProducerEntry, ProducerStateManager
+
+    rng = random.Random(7)
+    state = ProducerStateManager()
+    offset = 0
+    for _ in range(400):
+        pid = rng.randrange(6)
+        entry = state.producers.setdefault(pid, ProducerEntry(pid))
+        if entry.txn_first_offset is None:
+            entry.txn_first_offset = offset  # its first transactional batch
+        elif rng.random() < 0.5:
+            state.complete_txn(pid, 0, offset, aborted=rng.random() < 0.7)  # its marker
+        offset += rng.randrange(1, 5)
+    everything = list(state.aborted)
+    assert len(everything) > 50 and state.max_aborted_span > 20
+    restored = ProducerStateManager.from_json(state.to_json())
+    for start in range(0, offset + 5, 3):
+        for end in (start + 1, start + 17, offset + 1):
+            expected = [t for t in everything if t.last_offset >= start and t.first_offset < end]
+            assert state.aborted_between(start, end) == expected
+            assert restored.aborted_between(start, end) == expected

@@ -16,6 +16,7 @@ from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
 from bus.broker.replica_manager import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
+from bus.protocol import records as rb
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -30,6 +31,18 @@ def _check_epoch(partition: Partition, requested: int) -> None:
     if requested > partition.leader_epoch:
         raise PartitionError(ErrorCode.unknown_leader_epoch)
     raise PartitionError(ErrorCode.fenced_leader_epoch)
+
+
+def _aborted_in(partition: Partition, start: int, stable: int, records: bytes) -> list[Any]:
+    """The aborted transactions overlapping the records sent (Kafka bounds them by the fetched data,
+    not the LSO, so a consumer far behind does not get every later abort in every response)."""
+    if not records:
+        return []
+    txns = partition.aborted_transactions(start, stable)
+    if txns:
+        end = rb.scan_batches_prefix(records, verify_crc=False)[0][-1].next_offset
+        txns = [t for t in txns if t.first_offset < end]
+    return txns
 
 
 def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partition]]:
@@ -76,7 +89,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
             aborted = None
             if committed:
                 aborted = [ctx.make("AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
-                           for t in partition.aborted_transactions(wanted.fetch_offset, stable)]
+                           for t in _aborted_in(partition, wanted.fetch_offset, stable, records)]
             total += len(records)
             budget -= len(records)
             partitions.append(
