@@ -88,6 +88,15 @@ def _drop_connection(settings: WriterSettings) -> None:
             conn.close()
 
 
+def close_cached_clients() -> None:
+    """Drop this process's HBase connections and producers (for processes that outlive their servers)."""
+    for key in list(_CONNECTIONS):
+        with contextlib.suppress(Exception):
+            _CONNECTIONS.pop(key).close()
+    while _PRODUCERS:
+        _PRODUCERS.popitem()[1].flush(1)
+
+
 def _producer(bootstrap: str) -> Any:
     from confluent_kafka import Producer
 

@@ -267,6 +267,12 @@ def _consumer(options: SourceOptions) -> Any:
     return consumer
 
 
+def close_cached_consumers() -> None:
+    """Close this process's task consumers (for processes that outlive their brokers, e.g. tests)."""
+    while _CONSUMERS:
+        _CONSUMERS.popitem()[1].close()
+
+
 def read_range(rng: off.Range, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     """Fetch ``[start, until)`` of one partition as Arrow batches of the source's columns.
 

@@ -1,0 +1,57 @@
+"""Helpers for the ingest tests: run the simulator and the Spark job as real processes, read HBase."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import happybase
+
+from ingest import tables
+from spark_jobs import launch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def simulate(bootstrap: str, tmp: Path, *args: str, timeout: float = 120) -> dict[str, Any]:
+    """Run ``python -m ingest.simulate`` to the end; returns its JSON summary line."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ingest.simulate", "--bootstrap-server", bootstrap, "--map", str(tmp / "map.json"),
+         "--status-interval", "0", *args],
+        cwd=ROOT, capture_output=True, timeout=timeout, check=False)
+    assert out.returncode == 0, out.stderr.decode(errors="replace")[-3000:]
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def ingest_job(bootstrap: str, hbase_port: int, checkpoint: Path, log: Path, *args: str) -> launch.SparkJob:
+    """Start the ingest job with spark-submit (light local settings, shared CDS archive)."""
+    handle = log.open("ab")
+    return launch.submit(
+        ROOT / "spark_jobs" / "ingest_captures.py",
+        ["--bootstrap-server", bootstrap, "--hbase-host", "127.0.0.1", "--hbase-port", str(hbase_port),
+         "--checkpoint", str(checkpoint), *args],
+        stdout=handle, stderr=subprocess.STDOUT)
+
+
+def count_rows(conn: happybase.Connection, table: str) -> int:
+    return sum(1 for _ in conn.table(table).scan(batch_size=2000, columns=[b"r:record_id" if table in (
+        "vehicle", "face", "capture_unrecognized") else b"i:row"]))
+
+
+def row_counts(conn: happybase.Connection) -> dict[str, int]:
+    existing = {t.decode() for t in conn.tables()}
+    return {name: count_rows(conn, name) if name in existing else 0 for name in tables.TABLES}
+
+
+def poll(condition: Callable[[], bool], timeout: float, interval: float = 0.5, what: str = "condition") -> None:
+    """Wait for ``condition`` with a deadline (the machine is shared: no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout}s")
+        time.sleep(interval)
