@@ -276,6 +276,19 @@ def test_aiokafka_transactional_producer(shared_broker: BrokerProcess, topic_nam
     assert committed_view(shared_broker.bootstrap, topic_name) == [(0, b"c0"), (1, b"c1"), (5, b"c2")]
 
 
+def test_topic_compression_keeps_batches_transactional(shared_broker: BrokerProcess, topic_name: str) -> None:
+    """A topic with compression.type re-encodes produced batches: the transactional flag and producer
+    fields must survive, or read_committed consumers would stop skipping aborted records."""
+    create_topic(shared_broker.bootstrap, topic_name, config={"compression.type": "gzip"})
+    _commit_abort_commit(shared_broker.bootstrap, topic_name, topic_name)
+    data = [b.info for b in stored_batches(shared_broker.data_dir, topic_name) if not b.info.is_control]
+    assert [(b.base_offset, b.compression, b.is_transactional, b.producer_epoch) for b in data] == [
+        (0, 1, True, 0), (4, 1, True, 0), (7, 1, True, 0)]
+    assert [b.base_sequence for b in data] == [0, 3, 5]
+    assert committed_view(shared_broker.bootstrap, topic_name) == COMMITTED
+    assert uncommitted_view(shared_broker.bootstrap, topic_name) == EVERYTHING
+
+
 def test_transaction_over_two_partitions_commits_both(shared_broker: BrokerProcess, topic_name: str) -> None:
     """EndTxn writes a marker into every partition the transaction added, then answers."""
     create_topic(shared_broker.bootstrap, topic_name, partitions=2)
