@@ -122,8 +122,12 @@ class ProducerStateManager:
                 f"Out of order sequence number for producer {batch.producer_id}: {batch.base_sequence} "
                 f"(incoming seq. number), {entry.last_seq} (current end sequence number)",
             )
-        if batch.is_transactional and entry.txn_first_offset is None and entry.epoch > batch.producer_epoch:
-            raise ProducerStateError(ErrorCode.invalid_producer_epoch, "stale transactional epoch")
+        if entry.txn_first_offset is not None and not batch.is_transactional:
+            raise ProducerStateError(
+                ErrorCode.invalid_txn_state,
+                f"Expected transactional write from producer {batch.producer_id}: its transaction is open "
+                f"since offset {entry.txn_first_offset}",
+            )
         return None
 
     # -- state updates after append ----------------------------------------------------------------

@@ -231,6 +231,22 @@ def test_idempotent_batches_come_one_per_partition(shared_broker: BrokerProcess)
     assert stored_values(shared_broker, topic) == [(0, b"m0"), (1, b"m1")]
 
 
+def test_plain_batch_inside_an_open_transaction_is_refused(shared_broker: BrokerProcess) -> None:
+    """Kafka answers INVALID_TXN_STATE to a non-transactional batch from a producer whose transaction
+    is open in the partition: it would otherwise escape the transaction's commit or abort."""
+    topic = "idem-raw-txn-state"
+    create_topic(shared_broker.bootstrap, topic)
+    with RawKafka(shared_broker.bootstrap) as raw:
+        pid, epoch = init_producer_id(raw)
+        now = int(time.time() * 1000)
+        txn = rb.build_batch([rb.Record(0, now, None, b"in-txn")], base_offset=0, producer_id=pid,
+                             producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        assert produce_error(raw, topic, 0, txn) == (ErrorCode.none, 0)
+        code, _ = produce_error(raw, topic, 0, idempotent_batch(pid, epoch, 1, [b"plain"]))
+        assert code == ErrorCode.invalid_txn_state
+        assert log_end_offset(raw, topic) == 1
+
+
 def test_producers_are_tracked_separately(shared_broker: BrokerProcess) -> None:
     """Two producer ids on one partition each keep their own sequence; one's retry is not the other's."""
     topic = "idem-raw-two"
