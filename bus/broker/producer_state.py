@@ -116,7 +116,8 @@ class ProducerStateManager:
                     f"{batch.base_offset}: {batch.producer_epoch} (request epoch), {batch.base_sequence} (seq. "
                     "number), expected 0",
                 )
-        elif entry.batches and not _in_sequence(entry.last_seq, batch.base_sequence):
+        elif not _in_sequence(entry.last_seq, batch.base_sequence):
+            # An entry without batches (made by a marker, or an epoch a marker bumped) expects seq 0, as Kafka.
             raise ProducerStateError(
                 ErrorCode.out_of_order_sequence_number,
                 f"Out of order sequence number for producer {batch.producer_id}: {batch.base_sequence} "

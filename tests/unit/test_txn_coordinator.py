@@ -156,6 +156,24 @@ def test_abort_is_listed_for_read_committed(broker: Broker) -> None:
     assert tc.txns["tx"].state is TxnState.COMPLETE_ABORT
 
 
+def test_partition_known_only_from_a_marker_expects_sequence_zero(broker: Broker) -> None:
+    """A partition added to a transaction but never written learns the producer from the marker; its
+    first batch must then start at sequence 0 (Kafka: no last sequence means only 0 is in order)."""
+    tc = broker.transactions
+    pid, _ = tc.init_producer_id("tx", 5000)
+    tc.add_partitions("tx", pid, 0, [("t", 0), ("t", 1)], FENCED)
+    _produce(broker, pid, 0, 0, 2, partition=0)
+    tc.end_txn("tx", pid, 0, True, FENCED)
+    assert broker.replicas.get("t", 1).producers.producers[pid].last_seq == -1
+    tc.add_partitions("tx", pid, 0, [("t", 1)], FENCED)
+    from bus.broker.replica_manager import PartitionError
+
+    with pytest.raises(PartitionError) as err:
+        _produce(broker, pid, 0, 2, 1, partition=1)
+    assert err.value.code == ErrorCode.out_of_order_sequence_number
+    assert _produce(broker, pid, 0, 0, 1, partition=1) == 1
+
+
 def test_requests_with_the_wrong_producer_are_refused(broker: Broker) -> None:
     tc = broker.transactions
     pid, _ = tc.init_producer_id("tx", 5000)
