@@ -6,13 +6,26 @@ import argparse
 import sys
 from typing import NoReturn
 
-from bus.tools import broker_cmd, configs_cmd, consumer_groups_cmd, topics_cmd
+from bus.tools import (
+    broker_cmd,
+    configs_cmd,
+    console_consumer_cmd,
+    console_producer_cmd,
+    consumer_groups_cmd,
+    consumer_perf_cmd,
+    producer_perf_cmd,
+    topics_cmd,
+)
 
 COMMANDS = {
     "broker": broker_cmd,
     "topics": topics_cmd,
     "configs": configs_cmd,
     "consumer-groups": consumer_groups_cmd,
+    "console-producer": console_producer_cmd,
+    "console-consumer": console_consumer_cmd,
+    "producer-perf-test": producer_perf_cmd,
+    "consumer-perf-test": consumer_perf_cmd,
 }
 
 

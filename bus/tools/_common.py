@@ -143,3 +143,17 @@ class Progress:
 def progress(description: str, total: float | None) -> Iterator[Progress]:
     with Progress(description, total) as bar:
         yield bar
+
+
+def check_reachable(conf: Mapping[str, Any]) -> None:
+    """Fail within seconds if no bootstrap server answers, before a client would block on metadata.
+
+    The producer and consumer wait up to `max.block.ms` / `default.api.timeout.ms` (a minute) for
+    metadata, which is right for an application but not for an operator who mistyped a port.
+    """
+    from bus.client.admin import AdminClient
+
+    try:
+        AdminClient(dict(conf)).close()
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
