@@ -127,6 +127,7 @@ class KafkaConsumer:
                 rebalance_timeout_ms=cfg["max.poll.interval.ms"], heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
                 request_timeout_ms=cfg["request.timeout.ms"], retry_backoff_ms=cfg["retry.backoff.ms"],
                 rack=cfg["client.rack"] or None, exclude_internal_topics=cfg["exclude.internal.topics"])
+            self._coordinator.before_rebalance = self._maybe_auto_commit_sync
         self._closed = False
 
     # -- subscription ---------------------------------------------------------------------------

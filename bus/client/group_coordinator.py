@@ -90,6 +90,8 @@ class ConsumerCoordinator:
         self.max_poll_interval = rebalance_timeout_ms / 1000.0
         self._stable = False
         self._closed = False
+        # Set by the consumer: commit consumed offsets (auto-commit) before partitions may move.
+        self.before_rebalance: Callable[[], None] = lambda: None
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"bus-heartbeat-{group_id}",
                                            daemon=True)
         self._heartbeat.start()
@@ -201,9 +203,11 @@ class ConsumerCoordinator:
                 raise KafkaTimeoutError(f"group {self.group_id}: rebalance did not finish in time")
 
     def _on_join_prepare(self) -> None:
-        self._stable = False
         owned = set(self.subscriptions.assignment)
         listener = self.subscriptions.listener
+        if owned and not self.lost and self.generation >= 0:
+            self.before_rebalance()  # Java's maybeAutoCommitOffsetsSync in onJoinPrepare
+        self._stable = False
         if self.lost or self.generation < 0:
             if owned:
                 log.info("group %s: partitions lost: %s", self.group_id, sorted(owned))
