@@ -109,25 +109,30 @@ def _zero(tp: Any) -> Any:
     return None
 
 
-def _from_epoch_ms(value: Any) -> Any:
-    if isinstance(value, datetime.datetime):
-        return value
-    if value < 0:
-        return None
-    return datetime.datetime.fromtimestamp(value / 1000.0, tz=datetime.UTC)
+def _epoch_ms_coercer(nullable: bool) -> Callable[[Any], Any]:
+    """Milliseconds to the datetime kio encodes; -1 ("none") is None where the field allows it."""
+
+    def coerce(value: Any) -> Any:
+        if isinstance(value, datetime.datetime):
+            return value
+        if value < 0 and nullable:
+            return None
+        return datetime.datetime.fromtimestamp(value / 1000.0, tz=datetime.UTC)
+
+    return coerce
 
 
-def _coercer(tp: Any) -> Callable[[Any], Any] | None:
+def _coercer(tp: Any, nullable: bool = False) -> Callable[[Any], Any] | None:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         inner = [arg for arg in typing.get_args(tp) if arg is not type(None)]
-        return _coercer(inner[0]) if len(inner) == 1 else None
+        return _coercer(inner[0], nullable=True) if len(inner) == 1 else None
     if tp is ErrorCode:
         return lambda v: v if isinstance(v, ErrorCode) else ErrorCode(int(v))
     base = getattr(tp, "__supertype__", tp)
     if isinstance(base, type) and issubclass(base, datetime.timedelta):
         return lambda v: v if isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=v)
     if isinstance(base, type) and issubclass(base, datetime.datetime):
-        return _from_epoch_ms
+        return _epoch_ms_coercer(nullable)
     if typing.get_origin(tp) is tuple:
         return lambda v: v if isinstance(v, tuple) else tuple(v)
     return None

@@ -45,11 +45,11 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it open
-        self.proc = subprocess.Popen(
-            self.command(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                self.command(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         try:
             wait_for_port(self.port, timeout)
         except TimeoutError:

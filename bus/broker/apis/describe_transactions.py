@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -14,13 +13,6 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _epoch_ms(ms: int) -> datetime.datetime:
-    """kio's non-nullable datetime field as an aware datetime, -1 (no transaction running) included.
-
-    The response builder turns negative milliseconds into None (right for nullable fields), which
-    this field cannot encode, so Empty/Complete transactions would crash the handler.
-    """
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -30,7 +22,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if md is None:
             described.append(ctx.make("TransactionState", error_code=ErrorCode.transactional_id_not_found,
                                       transactional_id=txn_id, transaction_state="", producer_id=-1,
-                                      producer_epoch=-1, transaction_start_time=_epoch_ms(-1), topics=()))
+                                      producer_epoch=-1, transaction_start_time=-1, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(md.partitions):
@@ -38,7 +30,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         described.append(ctx.make(
             "TransactionState", error_code=ErrorCode.none, transactional_id=txn_id,
             transaction_state=md.state.label, transaction_timeout=md.timeout_ms,
-            transaction_start_time=_epoch_ms(md.start_ms), producer_id=md.producer_id, producer_epoch=md.producer_epoch,
+            transaction_start_time=md.start_ms, producer_id=md.producer_id, producer_epoch=md.producer_epoch,
             topics=[ctx.make("TopicData", topic=t, partitions=p) for t, p in by_topic.items()],
         ))
     return ctx.make("DescribeTransactionsResponse", throttle_time=0, transaction_states=described)
