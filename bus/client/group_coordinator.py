@@ -437,6 +437,10 @@ class ConsumerCoordinator:
     def close(self, timeout: float) -> None:
         """Revoke (listener), leave the group, stop heartbeating."""
         deadline = time.monotonic() + timeout
+        self._closed = True  # the heartbeat thread stops first: from here on one thread uses the connections
+        with self._wake:
+            self._wake.notify_all()
+        self._heartbeat.join(max(0.1, deadline - time.monotonic()))
         self._send_async_commits()
         self.invoke_completed_commits()
         owned = set(self.subscriptions.assignment)
@@ -446,10 +450,6 @@ class ConsumerCoordinator:
             else:
                 _call(self.subscriptions.listener.on_partitions_revoked, owned)
         self.leave_group(max(0.0, deadline - time.monotonic()))
-        self._closed = True
-        with self._wake:
-            self._wake.notify_all()
-        self._heartbeat.join(max(0.1, deadline - time.monotonic()))
         self.coordinator_dead("closed")
 
     # -- offsets --------------------------------------------------------------------------------

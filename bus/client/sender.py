@@ -290,6 +290,8 @@ class Sender(threading.Thread):
         view = self.metadata.view
         nodes = list(self._conns) + [n for n in view.brokers if n not in self._conns]
         for node in nodes:
+            if self._in_flight.get(node):
+                continue  # a pipelined connection: its next response belongs to a produce request
             conn = self._connection(node, now)
             if conn is None:
                 continue
