@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Iterable
@@ -33,6 +32,7 @@ from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.manager import LogManager
 from bus.protocol import records as rb
+from bus.protocol.control_records import marker_batch, read_marker
 from bus.protocol.errors import KafkaApiError
 
 log = logging.getLogger(__name__)
@@ -56,10 +56,6 @@ class TopicPartition:
     partition: int
 
 
-_CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_VALUE = struct.Struct(">hi")
-ABORT_MARKER = 0
-COMMIT_MARKER = 1
 REPLAY_CHUNK = 1 << 20
 
 
@@ -107,17 +103,10 @@ class Partition:
         if not batch.is_control:
             state.update(batch)
             return
-        for record in rb.iter_records(data, batch):
-            if record.key is None or len(record.key) < _CONTROL_KEY.size:
-                continue
-            _version, kind = _CONTROL_KEY.unpack_from(record.key)
-            if kind not in (ABORT_MARKER, COMMIT_MARKER):
-                continue  # other control records (leader change, snapshots) close no transaction
-            coordinator_epoch = -1
-            if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
-                _version, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
-            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, kind == ABORT_MARKER,
-                               coordinator_epoch, batch.max_timestamp)
+        marker = read_marker(data, batch)
+        if marker is not None:  # other control records (leader change, snapshots) close no transaction
+            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, not marker.commit,
+                               marker.coordinator_epoch, batch.max_timestamp)
 
     def snapshot_producers(self, force: bool = False) -> None:
         """Persist producer state so a restart replays only what came after (Kafka's .snapshot files)."""
@@ -145,8 +134,12 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def append(self, payload: bytes) -> AppendResult:
-        """Validate and append a produce payload; a retried idempotent batch returns its original offsets."""
+    def append(self, payload: bytes, *, from_coordinator: bool = False) -> AppendResult:
+        """Validate and append a produce payload; a retried idempotent batch returns its original offsets.
+
+        `from_coordinator`: a coordinator's own transactional write (TxnOffsetCommit records carry the
+        producer's id and epoch but no sequence), which Kafka appends without sequence checks.
+        """
         try:
             batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
             if not batches:
@@ -165,7 +158,7 @@ class Partition:
             # batches it matters: a leading retry would answer for (and drop) the batches after it.
             raise PartitionError(ErrorCode.invalid_record,
                                  "Produce requests are only allowed to contain exactly one record batch per partition")
-        for batch in batches:
+        for batch in [] if from_coordinator else batches:
             try:
                 duplicate = self.producers.check(batch)
             except ProducerStateError as exc:
@@ -187,18 +180,10 @@ class Partition:
 
     def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> int:
         """Write a transaction's commit/abort control record (WriteTxnMarkers in Kafka); returns its offset."""
-        record = rb.Record(
-            offset=0,
-            timestamp=int(time.time() * 1000),
-            key=_CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER),
-            value=_CONTROL_VALUE.pack(0, coordinator_epoch),
-            headers=(),
-        )
-        payload = bytearray(rb.build_batch([record], base_offset=0, producer_id=producer_id, producer_epoch=epoch,
-                                           is_transactional=True, is_control=True))
+        timestamp = int(time.time() * 1000)
+        payload = bytearray(marker_batch(producer_id, epoch, commit, coordinator_epoch, timestamp))
         result = self.log.append(payload, rb.scan_batches(payload))
-        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch,
-                                    record.timestamp)
+        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch, timestamp)
         self._wake()
         return result.base_offset
 

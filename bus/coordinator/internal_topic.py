@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from bus.controller.controller import TopicSpec
+from bus.protocol.control_records import read_marker
 from bus.protocol.records import Record, build_batch, iter_records, scan_batches_prefix
 
 if TYPE_CHECKING:
@@ -44,15 +45,30 @@ class InternalTopic:
         else:
             self.partitions = len(topic.partitions)
 
-    def append(self, partition: int, entries: Sequence[tuple[bytes, bytes | None]]) -> int:
-        """Append keyed records (value None = tombstone) as one batch; returns the base offset."""
+    def append(self, partition: int, entries: Sequence[tuple[bytes, bytes | None]], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Append keyed records (value None = tombstone) as one batch; returns the base offset.
+
+        With a producer id the batch is transactional (TxnOffsetCommit): it only takes effect when that
+        producer's commit marker follows it, and is dropped on abort, in the log as on replay.
+        """
         now = int(time.time() * 1000)
         records = [Record(offset=i, timestamp=now, key=k, value=v, headers=()) for i, (k, v) in enumerate(entries)]
-        payload = build_batch(records, base_offset=0)
-        return self.broker.replicas.get(self.name, partition).append(payload).base_offset
+        transactional = producer_id >= 0
+        payload = build_batch(records, base_offset=0, producer_id=producer_id, producer_epoch=producer_epoch,
+                              is_transactional=transactional)
+        part = self.broker.replicas.get(self.name, partition)
+        return part.append(payload, from_coordinator=transactional).base_offset
 
-    def replay(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-        """Every (offset, key, value) of one partition, oldest first, control batches skipped."""
+    def replay(self, partition: int, open_transactions: dict[int, list[Entry]] | None = None) -> Iterator[Entry]:
+        """Every committed (offset, key, value) of one partition in the order it took effect.
+
+        Transactional records are held back until their producer's marker: a commit releases them (at
+        the marker's position, as Kafka applies them), an abort drops them. Those of transactions still
+        open at the end are left in `open_transactions` (producer id -> records) for the caller to keep
+        pending until the transaction coordinator completes them.
+        """
+        pending: dict[int, list[Entry]] = {} if open_transactions is None else open_transactions
         part = self.broker.replicas.get(self.name, partition)
         offset = part.log_start_offset
         end = part.high_watermark
@@ -63,8 +79,17 @@ class InternalTopic:
                 break
             for batch in batches:
                 if batch.is_control:
+                    held = pending.pop(batch.producer_id, [])
+                    marker = read_marker(data, batch) if held else None
+                    if marker is not None and marker.commit:
+                        yield from held
                     continue
-                for record in iter_records(data, batch):
-                    if record.offset >= offset:
-                        yield record.offset, record.key, record.value
+                records = [(r.offset, r.key, r.value) for r in iter_records(data, batch) if r.offset >= offset]
+                if batch.is_transactional:
+                    pending.setdefault(batch.producer_id, []).extend(records)
+                else:
+                    yield from records
             offset = batches[-1].next_offset
+
+
+Entry = tuple[int, bytes | None, bytes | None]

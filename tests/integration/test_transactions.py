@@ -654,29 +654,82 @@ def test_describe_unknown_transactional_id_and_bad_timeouts(shared_broker: Broke
             assert (response.error_code, response.producer_id) == (ErrorCode.invalid_transaction_timeout, -1)
 
 
-# -- not implemented yet ----------------------------------------------------------------------------
+# -- TxnOffsetCommit: consume-transform-produce ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="TxnOffsetCommit (send_offsets_to_transaction) is not implemented yet")
-def test_send_offsets_to_transaction(shared_broker: BrokerProcess, topic_name: str) -> None:
+def _committed(bootstrap: str, group: str, topic: str, isolation: str = "read_committed") -> int:
+    """The group's committed offset; read_committed asks for stable offsets (waits out pending ones)."""
     from confluent_kafka import Consumer
 
     from tests.integration._support_clients import consumer_config
 
-    bootstrap = shared_broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    producer = txn_producer(bootstrap, topic_name)
-    consumer = Consumer(consumer_config(bootstrap, **{"group.id": topic_name}))
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group, "isolation.level": isolation}))
     try:
-        producer.begin_transaction()
-        assert produce_all(producer, topic_name, [b"out"]) == [0]
-        producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 1)], consumer.consumer_group_metadata(),
-                                             10)
-        producer.commit_transaction(10)
-        [committed] = consumer.committed([TopicPartition(topic_name, 0)], timeout=10)
-        assert committed.offset == 1
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        return committed.offset
     finally:
         consumer.close()
+
+
+def _send_offsets(bootstrap: str, producer: Producer, group: str, topic: str, offset: int) -> None:
+    from confluent_kafka import Consumer
+
+    from tests.integration._support_clients import consumer_config
+
+    consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
+    try:
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], consumer.consumer_group_metadata(),
+                                             10)
+    finally:
+        consumer.close()
+
+
+def test_send_offsets_to_transaction_commits_with_the_transaction(broker: BrokerProcess, topic_name: str) -> None:
+    """Offsets sent in a transaction appear only when it commits, vanish when it aborts, and a committed
+    transactional offset survives kill -9 (it is replayed through its commit marker)."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    group = topic_name + "-g"
+    producer = txn_producer(bootstrap, topic_name)
+    producer.begin_transaction()
+    produce_all(producer, topic_name, [b"a"])
+    _send_offsets(bootstrap, producer, group, topic_name, 5)
+    assert _committed(bootstrap, group, topic_name, "read_uncommitted") < 0  # not before the commit
+    producer.commit_transaction(10)
+    assert _committed(bootstrap, group, topic_name) == 5
+
+    producer.begin_transaction()
+    produce_all(producer, topic_name, [b"b"])
+    _send_offsets(bootstrap, producer, group, topic_name, 9)
+    producer.abort_transaction(10)
+    assert _committed(bootstrap, group, topic_name) == 5
+
+    broker.kill()
+    broker.start()
+    assert _committed(bootstrap, group, topic_name) == 5
+
+
+def test_open_transactional_offset_is_unstable_then_committed_after_restart(
+        broker: BrokerProcess, topic_name: str) -> None:
+    """A transactional offset still pending at a crash stays pending (require_stable fetches get
+    UNSTABLE_OFFSET_COMMIT and wait); the producer commits after the restart and the offset appears."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    group = topic_name + "-g"
+    producer = txn_producer(bootstrap, topic_name)
+    producer.begin_transaction()
+    produce_all(producer, topic_name, [b"a"])
+    _send_offsets(bootstrap, producer, group, topic_name, 3)
+    broker.kill()
+    broker.start()
+    with RawKafka(bootstrap) as raw:
+        response = raw.request(_request(
+            "offset_fetch", 7, "OffsetFetchRequest", group_id=group, require_stable=True,
+            topics=(_request("offset_fetch", 7, "OffsetFetchRequestTopic", name=topic_name, partition_indexes=(0,)),)))
+        [topic] = response.topics
+        assert topic.partitions[0].error_code == ErrorCode.unstable_offset_commit
+    producer.commit_transaction(30)
+    assert _committed(bootstrap, group, topic_name) == 3
 
 
 # -- wire: every version's fencing error ------------------------------------------------------------

@@ -43,12 +43,13 @@ class FakeStore:
     def is_local(self, partition: int) -> bool:
         return True
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
         if self.fail_with is not None:
             raise StoreError(self.fail_with, "injected")
         self.log.setdefault(partition, []).extend(records)
 
-    def read_partition(self, partition: int) -> Iterator[StoredRecord]:
+    def read_partition(self, partition: int, open_transactions: dict | None = None) -> Iterator[StoredRecord]:
         for offset, (key, value) in enumerate(self.log.get(partition, [])):
             yield StoredRecord(partition, offset, key, value)
 

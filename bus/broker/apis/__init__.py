@@ -45,6 +45,7 @@ MODULES = (
     "describe_producers",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "txn_offset_commit",
 )
 
 

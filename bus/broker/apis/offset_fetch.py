@@ -1,8 +1,8 @@
 """OffsetFetch (9): a group's committed offsets (-1 where nothing is committed).
 
 v1 names partitions explicitly; v2+ may ask for all of the group's offsets (null topics) and carry a
-top-level error; v8+ batch several groups. `require_stable` (v7+) needs no waiting here: commits are
-in the log before they are acknowledged, so no offset is ever pending.
+top-level error; v8+ batch several groups. `require_stable` (v7+): a partition whose offset a
+transaction has written but not yet committed answers UNSTABLE_OFFSET_COMMIT, which clients retry.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ BATCHED_VERSION = 8
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
-           member_epoch: int = -1) -> tuple[ErrorCode, list[Any]]:
+           member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list[Any]]:
     """(group error, topic responses) for one group, in the class names of the request's version."""
     batched = ctx.api_version >= BATCHED_VERSION
     topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
@@ -35,8 +35,12 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
             return error, []
         found = dict.fromkeys(wanted)  # v1: the error goes on every partition
     by_topic: dict[str, list[Any]] = {}
+    groups = ctx.broker.groups
     for (name, index), value in found.items():
-        by_topic.setdefault(name, []).append(_partition(ctx, partition_cls, index, value, error))
+        code = error
+        if require_stable and code == ErrorCode.none and groups.has_pending_offset(group_id, (name, index)):
+            code = ErrorCode.unstable_offset_commit
+        by_topic.setdefault(name, []).append(_partition(ctx, partition_cls, index, value, code))
     return error, [ctx.make(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
 
 
@@ -53,9 +57,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for group in request.groups:
             error, topics = _fetch(ctx, group.group_id, group.topics, getattr(group, "member_id", None),
-                                   getattr(group, "member_epoch", -1))
+                                   getattr(group, "member_epoch", -1), request.require_stable)
             groups.append(ctx.make("OffsetFetchResponseGroup", group_id=group.group_id, topics=topics,
                                    error_code=error))
         return ctx.make("OffsetFetchResponse", throttle_time=0, groups=groups)
-    error, topics = _fetch(ctx, request.group_id, request.topics)
+    error, topics = _fetch(ctx, request.group_id, request.topics,
+                           require_stable=getattr(request, "require_stable", False))
     return ctx.make("OffsetFetchResponse", throttle_time=0, topics=topics, error_code=error)

@@ -52,9 +52,10 @@ class Store(Protocol):
 
     def is_local(self, partition: int) -> bool: ...
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None: ...
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> None: ...
 
-    def read_partition(self, partition: int) -> Any: ...
+    def read_partition(self, partition: int, open_transactions: dict[int, list[Any]] | None = None) -> Any: ...
 
 
 class ModernGroups(Protocol):
@@ -158,6 +159,8 @@ class GroupCoordinator:
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._expiry_task: asyncio.Task[None] | None = None
         self.modern_groups: Callable[[], ModernGroups | None] = lambda: None
+        # TxnOffsetCommit offsets written but not yet committed: producer id -> group -> partition -> offset.
+        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, rec.OffsetValue]]] = {}
 
     @classmethod
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
@@ -207,9 +210,11 @@ class GroupCoordinator:
                 continue
             metadata: dict[str, rec.GroupValue | None] = {}
             offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
-            for stored in self.store.read_partition(partition):
+            open_transactions: dict[int, list[Any]] = {}
+            for stored in self.store.read_partition(partition, open_transactions):
                 count += 1
                 self._replay(stored, metadata, offsets)
+            self._restore_pending(partition, open_transactions)
             for group_id in {*metadata, *offsets}:
                 if self.store.partition_for(group_id) != partition:
                     continue  # written under another partition count; Kafka ignores these too
@@ -219,6 +224,22 @@ class GroupCoordinator:
                     continue
                 self._install(group_id, value, group_offsets)
         log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
+
+    def _restore_pending(self, partition: int, open_transactions: dict[int, list[Any]]) -> None:
+        """Offsets of transactions still open at load stay pending until their marker (or abort)."""
+        for producer_id, entries in open_transactions.items():
+            for offset, key, value in entries:
+                if key is None or value is None:
+                    continue
+                try:
+                    decoded = rec.decode_key(key)
+                    if isinstance(decoded, rec.OffsetKey):
+                        groups = self.pending_txn_offsets.setdefault(producer_id, {})
+                        groups.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = (
+                            rec.decode_offset_value(value))
+                except rec.RecordFormatError as exc:
+                    log.warning("skipping unreadable pending __consumer_offsets-%d record at offset %d: %s",
+                                partition, offset, exc)
 
     @staticmethod
     def _replay(stored: StoredRecord, metadata: dict[str, rec.GroupValue | None],
@@ -817,23 +838,65 @@ class GroupCoordinator:
                        ) -> dict[TopicPartition, ErrorCode]:
         """Append the commit (oversized metadata refused per partition), then make it visible."""
         group_id = group.group_id
-        results: dict[TopicPartition, ErrorCode] = {}
-        valid: dict[TopicPartition, rec.OffsetValue] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                valid[tp] = value
+        results, valid = self._split_oversized(offsets)
         if valid:
-            records = [(rec.encode_offset_key(group_id, t, p), rec.encode_offset_value(v))
-                       for (t, p), v in valid.items()]
+            records = self._offset_records(group_id, valid)
             try:
                 self._append(group_id, records)
             except StoreError as exc:
                 return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
             group.offsets.update(valid)
-            results.update(dict.fromkeys(valid, ErrorCode.none))
         return {tp: results[tp] for tp in offsets}
+
+    def _split_oversized(self, offsets: Mapping[TopicPartition, rec.OffsetValue]
+                         ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, rec.OffsetValue]]:
+        """Per-partition results (metadata over offset.metadata.max.bytes refused) and the offsets to store."""
+        limit = self.config.offset_metadata_max_bytes
+        results = {tp: ErrorCode.offset_metadata_too_large if len(v.metadata) > limit else ErrorCode.none
+                   for tp, v in offsets.items()}
+        return results, {tp: v for tp, v in offsets.items() if results[tp] == ErrorCode.none}
+
+    @staticmethod
+    def _offset_records(group_id: str, offsets: Mapping[TopicPartition, rec.OffsetValue]
+                        ) -> list[tuple[bytes, bytes | None]]:
+        return [(rec.encode_offset_key(group_id, t, p), rec.encode_offset_value(v)) for (t, p), v in offsets.items()]
+
+    # -- transactional offsets (TxnOffsetCommit) ----------------------------------------------------
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           instance_id: str | None, generation_id: int,
+                           offsets: Mapping[TopicPartition, rec.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+        """Write offsets as part of a transaction: appended now (transactional), visible at the commit marker."""
+        error = self.group_status_error(group_id, allow_empty=True)
+        group = self.groups.get(group_id)
+        if error is None and generation_id >= 0 and group is not None:
+            # KIP-447: a consumer-group-aware producer is fenced like a member committing its offsets.
+            error = group.validate_offset_commit(member_id, instance_id, generation_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        results, valid = self._split_oversized(offsets)
+        if valid:
+            records = self._offset_records(group_id, valid)
+            try:
+                self.store.append(self.store.partition_for(group_id), records, producer_id=producer_id,
+                                  producer_epoch=producer_epoch)
+            except StoreError as exc:
+                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
+            self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(valid)
+        return results
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The transaction coordinator wrote this producer's marker: its offsets become committed or vanish."""
+        for group_id, offsets in self.pending_txn_offsets.pop(producer_id, {}).items():
+            if not commit:
+                continue
+            group = self.groups.get(group_id) or self.groups.setdefault(group_id, ClassicGroup(group_id,
+                                                                                              clock=self.clock))
+            group.offsets.update(offsets)
+
+    def has_pending_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """A transactional commit for this partition awaits its marker (OffsetFetch require_stable)."""
+        return any(tp in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None, member_id: str | None = None,
                       member_epoch: int = -1) -> tuple[ErrorCode, dict[TopicPartition, rec.OffsetValue | None]]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from bus.broker.replica_manager import PartitionError
-from bus.coordinator.internal_topic import InternalTopic
+from bus.coordinator.internal_topic import Entry, InternalTopic
 from bus.coordinator.partitioning import partition_for
 
 if TYPE_CHECKING:
@@ -100,20 +100,26 @@ class OffsetStore:
             return False
         return True
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Append one batch of (key, value) records to a partition; raises StoreError on failure."""
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Append one batch of (key, value) records to a partition; raises StoreError on failure.
+
+        With a producer id the batch is part of that producer's transaction (TxnOffsetCommit).
+        """
         if not records:
             return
         try:
-            self.topic.append(partition, records)
+            self.topic.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
         except PartitionError as exc:
             raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
         except Exception as exc:  # the log itself failed (closed, disk): Kafka's KAFKA_STORAGE_ERROR
             log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
             raise StoreError(ErrorCode.kafka_storage_error, f"append to {OFFSETS_TOPIC}-{partition}: {exc}") from exc
 
-    def read_partition(self, partition: int) -> Iterator[StoredRecord]:
-        """Every keyed record of one partition in offset order (control batches skipped)."""
-        for offset, key, value in self.topic.replay(partition):
+    def read_partition(self, partition: int, open_transactions: dict[int, list[Entry]] | None = None
+                       ) -> Iterator[StoredRecord]:
+        """Every committed keyed record of one partition in the order it took effect; records of
+        transactions still open are left in `open_transactions` (see `InternalTopic.replay`)."""
+        for offset, key, value in self.topic.replay(partition, open_transactions):
             if key is not None:
                 yield StoredRecord(partition, offset, key, value)

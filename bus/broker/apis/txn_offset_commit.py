@@ -1,0 +1,58 @@
+"""TxnOffsetCommit (28): a transactional producer's consumed offsets (`send_offsets_to_transaction`).
+
+The offsets are written to `__consumer_offsets` as part of the producer's transaction and become
+the group's committed offsets only when the transaction commits: consume-transform-produce is then
+exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.apis._txn import fenced_code
+from bus.broker.context import RequestContext
+from bus.coordinator.group.records import OffsetValue
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def _transaction_error(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """The producer must own the transactional id at this epoch, as the coordinator knows it."""
+    md = ctx.broker.transactions.txns.get(request.transactional_id)
+    if md is None or md.producer_id != request.producer_id:
+        return ErrorCode.invalid_producer_id_mapping
+    if md.producer_epoch != request.producer_epoch:
+        return fenced_code(ctx.api_version, 3)
+    return None
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted = {
+        (topic.name, p.partition_index): OffsetValue(
+            offset=p.committed_offset,
+            metadata=p.committed_metadata or "",
+            commit_timestamp=ctx.broker.groups.clock(),
+            leader_epoch=getattr(p, "committed_leader_epoch", -1),
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    }
+    error = _transaction_error(ctx, request)
+    if error is not None:
+        results = dict.fromkeys(wanted, error)
+    else:
+        results = ctx.broker.groups.txn_commit_offsets(
+            request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), wanted,
+        )
+    by_topic: dict[str, list[Any]] = {}
+    for (name, index), code in results.items():
+        by_topic.setdefault(name, []).append(ctx.make("TxnOffsetCommitResponsePartition", partition_index=index,
+                                                      error_code=code))
+    return ctx.make("TxnOffsetCommitResponse", throttle_time=0, topics=[
+        ctx.make("TxnOffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()
+    ])
