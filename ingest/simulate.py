@@ -212,6 +212,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--curve", choices=("daily", "flat"), default=sim.get("curve", "daily"))
     parser.add_argument("--start-hour", type=float, default=float(sim.get("start_hour", 7.0)))
     parser.add_argument("--face-share", type=float, default=float(sim.get("face_share", 0.3)))
+    parser.add_argument("--first-sequence", type=int, default=0,
+                        help="device sequence numbers (hence record ids) continue after this")
     parser.add_argument("--partitions", type=int, default=int(topics.get("partitions", 2)),
                         help="partitions of the data topics when this creates them")
     parser.add_argument("--heartbeat-interval", type=float, default=float(sim.get("heartbeat_interval", 5.0)))
@@ -234,7 +236,7 @@ def make_traffic(args: argparse.Namespace) -> tuple[City, Traffic]:
     city = build_city(args.seed, args.checkpoints)
     config = TrafficConfig(seed=args.seed, failure_rate=args.failure_rate, malformed_rate=args.malformed_rate,
                            face_share=args.face_share, curve=args.curve, start_hour=args.start_hour,
-                           speedup=args.speedup)
+                           speedup=args.speedup, first_sequence=args.first_sequence)
     return city, Traffic(city, config)
 
 

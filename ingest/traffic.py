@@ -42,6 +42,8 @@ class TrafficConfig:
     target_every: int = 150
     """One capture in this many is a target's next sighting along its route."""
     failing_device_share: float = 0.1
+    first_sequence: int = 0
+    """Device sequence numbers continue after this: runs that must not reuse record ids start higher."""
 
 
 def daily_factor(hour: float) -> float:
@@ -222,7 +224,7 @@ class Traffic:
 
     def _record(self, kind: Kind, device: Device, target: Target | None) -> dict[str, Any]:
         rng = self.rng
-        seq = self.sequences.get(device.device_ip, 0) + 1
+        seq = self.sequences.get(device.device_ip, self.config.first_sequence) + 1
         self.sequences[device.device_ip] = seq
         record_id = f"{device.device_ip}-{seq}"
         head = {

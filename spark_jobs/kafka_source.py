@@ -43,6 +43,7 @@ BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset lo
                "timestampType int")
 HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
 ARROW_BATCH_ROWS = 10_000
+CONSUME_CHUNK = 500
 METADATA_TIMEOUT_S = 15.0
 
 
@@ -293,7 +294,9 @@ def read_range(rng: off.Range, options: SourceOptions) -> Iterator[pa.RecordBatc
     consumer.assign([TopicPartition(rng.topic, rng.partition, position)])
     try:
         while position < rng.until:
-            messages = consumer.consume(num_messages=min(rng.until - position, ARROW_BATCH_ROWS), timeout=0.5)
+            # consume() returns once it has num_messages or at the timeout: ask for what librdkafka
+            # has prefetched (a fetch's worth) so a partial answer never waits out the timeout.
+            messages = consumer.consume(num_messages=min(rng.until - position, CONSUME_CHUNK), timeout=0.1)
             for message in messages:
                 error = message.error()
                 if error is not None:

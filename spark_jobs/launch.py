@@ -9,6 +9,7 @@ runs never leave a half-written archive behind) and later launches map it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -118,20 +119,24 @@ class SparkJob:
         self._adopt_archive(code)
         return code
 
+    def _signal(self, sig: int) -> None:
+        """Signal the job's whole process group: the JVM, the Python driver and its Python workers."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group may be gone already
+            os.killpg(self.proc.pid, sig)
+
     def kill(self) -> None:
-        """SIGKILL, like a crash: no shutdown hook runs, nothing is archived."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+        """SIGKILL to every process of the job, like a crash: no shutdown hook runs, nothing is archived."""
+        self._signal(signal.SIGKILL)
         self.proc.wait(30)
         self._adopt_archive(-9)
 
     def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        """SIGTERM (the driver stops its query between batches), SIGKILL after ``timeout``."""
+        self._signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
         return self.wait(30)
 
     def _adopt_archive(self, code: int) -> None:

@@ -39,8 +39,8 @@ def ingest_job(bootstrap: str, hbase_port: int, checkpoint: Path, log: Path, *ar
 
 
 def count_rows(conn: happybase.Connection, table: str) -> int:
-    return sum(1 for _ in conn.table(table).scan(batch_size=2000, columns=[b"r:record_id" if table in (
-        "vehicle", "face", "capture_unrecognized") else b"i:row"]))
+    column = b"i:row" if table in ("vehicle_by_plate", "capture_by_checkpoint") else b"r:capture_time"
+    return sum(1 for _ in conn.table(table).scan(batch_size=2000, columns=[column]))
 
 
 def row_counts(conn: happybase.Connection) -> dict[str, int]:

@@ -1,0 +1,141 @@
+"""The whole slice with real processes: broker, HBase gateway, simulator, and the Spark ingest job.
+
+Spark start-up costs ~10-25 s on the shared 2-core machine, so these are few, marked slow, kept
+on one xdist worker (one JVM at a time), and every wait is a poll with a generous deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import happybase
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from ingest import schema, tables
+from tests.hbase.conftest import Gateway, start_gateway
+from tests.integration._ingest_support import ingest_job, poll, row_counts, simulate
+from tests.support.broker_process import BrokerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
+JOB_DEADLINE_S = 300
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Gateway]:
+    gw = start_gateway(tmp_path / "hbase")
+    yield gw
+    gw.kill()
+
+
+@pytest.fixture
+def conn(gateway: Gateway) -> Iterator[happybase.Connection]:
+    c = gateway.connect(timeout=60_000)
+    yield c
+    c.close()
+
+
+def expected_counts(summary: dict) -> dict[str, int]:
+    produced, unrecognized, malformed = summary["produced"], summary["unrecognized"], summary["malformed"]
+    valid = {t: produced[t] - unrecognized[t] - malformed[t] for t in produced}
+    return {"vehicle": valid["capture.vehicle"], "face": valid["capture.face"],
+            "vehicle_by_plate": valid["capture.vehicle"],
+            "capture_by_checkpoint": valid["capture.vehicle"] + valid["capture.face"],
+            "capture_unrecognized": sum(unrecognized.values())}
+
+
+def bus_record_ids(broker: BrokerProcess) -> set[str]:
+    """Every well-formed record id on the capture topics (the truth the tables must match)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False})
+    ids: set[str] = set()
+    try:
+        for topic in ("capture.vehicle", "capture.face"):
+            for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+                consumer.assign([TopicPartition(topic, partition, low)])
+                seen = 0
+                while seen < high - low:
+                    for message in consumer.consume(2000, 5):
+                        seen += 1
+                        checked = schema.parse(schema.Kind.of_topic(topic), message.value())
+                        if checked.record is not None:
+                            ids.add(checked.record["record_id"])
+    finally:
+        consumer.close()
+    return ids
+
+
+def table_record_ids(conn: happybase.Connection) -> list[str]:
+    ids = []
+    for table in ("vehicle", "face", "capture_unrecognized"):
+        scan = conn.table(table).scan(batch_size=2000, columns=[b"r:capture_time"])
+        ids += [tables.record_id_of(key) for key, _ in scan]
+    return ids
+
+
+def test_simulated_captures_land_in_hbase(tmp_path: Path, broker: BrokerProcess, gateway: Gateway,
+                                          conn: happybase.Connection) -> None:
+    summary = simulate(broker.bootstrap, tmp_path, "--count", "3000", "--rate", "3000", "--seed", "11",
+                       "--failure-rate", "0.05", "--malformed-rate", "0.01", "--checkpoints", "16")
+    assert sum(summary["produced"].values()) == 3000 and summary["failed"] == 0
+    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", tmp_path / "job.log", "--once")
+    try:
+        assert job.wait(JOB_DEADLINE_S) == 0, (tmp_path / "job.log").read_text()[-5000:]
+    finally:
+        job.kill()
+    counts = row_counts(conn)
+    assert counts == expected_counts(summary)
+    rejected = counts["capture_unrecognized"] + sum(summary["malformed"].values())
+    assert rejected + counts["vehicle"] + counts["face"] == 3000
+
+    for table in ("vehicle", "face"):
+        for _, data in conn.table(table).scan(batch_size=2000):
+            ingested = schema.parse_time(data[b"r:ingest_time"].decode())
+            assert ingested >= schema.parse_time(data[b"r:capture_time"].decode())
+    letters = _count(broker, "capture.deadletter")
+    assert letters == sum(summary["malformed"].values())
+    lines = (tmp_path / "job.log").read_text().splitlines()
+    final = [json.loads(line) for line in lines if line.startswith('{"final"')]
+    assert sum(final[-1]["final"]["valid"].values()) == counts["vehicle"] + counts["face"]
+    assert json.loads((tmp_path / "map.json").read_text())["checkpoints"]
+
+
+def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
+        tmp_path: Path, broker: BrokerProcess, gateway: Gateway, conn: happybase.Connection) -> None:
+    summary = simulate(broker.bootstrap, tmp_path, "--count", "12000", "--rate", "20000", "--seed", "12",
+                       "--failure-rate", "0.03")
+    total = sum(summary["produced"].values())
+    expected = expected_counts(summary)
+    log = tmp_path / "job.log"
+    # Small batches, so the kill lands with part of the backlog written and part not.
+    first = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log,
+                       "--trigger-ms", "100", "--max-offsets-per-trigger", "800")
+    try:
+        poll(lambda: row_counts(conn)["vehicle"] > 0 or first.poll() is not None, JOB_DEADLINE_S, 0.3,
+             "first rows in HBase")
+        assert first.poll() is None, log.read_text()[-5000:]
+    finally:
+        first.kill()
+    partial = row_counts(conn)
+    assert 0 < partial["vehicle"] + partial["face"] + partial["capture_unrecognized"] < total
+
+    second = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--once")
+    try:
+        assert second.wait(JOB_DEADLINE_S) == 0, log.read_text()[-5000:]
+    finally:
+        second.kill()
+    assert row_counts(conn) == expected
+    ids = table_record_ids(conn)
+    assert len(ids) == len(set(ids)) == total  # no duplicate row
+    assert set(ids) == bus_record_ids(broker)  # no record missing
+
+
+def _count(broker: BrokerProcess, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return high - low
+    finally:
+        consumer.close()
