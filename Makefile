@@ -31,6 +31,11 @@ up: install java-runtime
 	@mkdir -p $(DATA)
 	$(BIN)/python -m deploy.up --data-dir $(DATA)
 
+# Stop what `make up` started (from another terminal); Ctrl-C in make up's terminal does the same.
+down:
+	@test -x $(BIN)/python || { echo "nothing installed, nothing running"; exit 0; }
+	$(BIN)/python -m deploy.up --data-dir $(DATA) --down
+
 test: install system-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup

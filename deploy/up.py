@@ -1,17 +1,27 @@
 """`make up`: start the solution on one machine with embedded defaults and say where to look.
 
-Today that is the bus (a single-node combined broker+controller) and, when it is installed, the
-embedded HBase Thrift gateway. Each service is a child process; Ctrl-C or SIGTERM stops them all.
+The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, then the
+capture slice (city simulator + Spark ingest job, `deploy/pipeline.py`) with a status line every
+few seconds. Each service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which
+signals the pid in ``DATA/up.pid``) stops them all. Endpoints default to `deploy/solution.toml`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from deploy.config import Config, add_config_flag, preparse_config
+from deploy.pipeline import Endpoints, Pipeline
+
+STATUS_EVERY_S = 5.0
 
 
 def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[str], str]]:
@@ -37,14 +47,57 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
     return services
 
 
+def _wait_for(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _down(data_dir: Path, timeout: float = 90.0) -> int:
+    """`make down`: SIGTERM the running `make up` (it stops its children) and wait until it is gone."""
+    pid_file = data_dir / "up.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        print(f"nothing to stop (no running make up for {data_dir})")
+        pid_file.unlink(missing_ok=True)
+        return 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print("stopped")
+            return 0
+        time.sleep(0.5)
+    print(f"make up (pid {pid}) still running after {timeout:.0f}s", file=sys.stderr)
+    return 1
+
+
+def _bus_port(config: Config) -> int:
+    bootstrap = str(config.get("bus", "bootstrap_servers", "127.0.0.1:9092")).split(",")[0]
+    return int(bootstrap.rsplit(":", 1)[1])
+
+
 def main(argv: list[str] | None = None) -> int:
+    config = preparse_config(argv)
     parser = argparse.ArgumentParser(prog="python -m deploy.up", description=__doc__)
+    add_config_flag(parser)
     parser.add_argument("--data-dir", default="data", help="where every service keeps its data")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--kafka-port", type=int, default=9092)
-    parser.add_argument("--hbase-port", type=int, default=9090)
+    parser.add_argument("--kafka-port", type=int, default=_bus_port(config))
+    parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
+    parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")
+    parser.add_argument("--no-pipeline", action="store_true", help="servers only: no simulator, no Spark job")
+    parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
+    if args.down:
+        return _down(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     children: list[subprocess.Popen[bytes]] = []
     lines = []
@@ -53,14 +106,21 @@ def main(argv: list[str] | None = None) -> int:
         children.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
+    ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
     failed = [c for c in children if c.poll() is not None]
-    if failed:
+    if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
         for child in children:
             child.terminate()
         return 1
+    pipeline = None
+    if not args.no_pipeline:
+        pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
+                            config, args.rate)
+        lines += pipeline.start()
     print("The security-video data bus is up:\n" + "\n".join(lines))
-    print(f"  logs and data   {data_dir}\nPress Ctrl-C to stop.", flush=True)
+    print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
+    (data_dir / "up.pid").write_text(str(os.getpid()))
     stopping = False
 
     def stop(*_: object) -> None:
@@ -69,8 +129,21 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    next_status = time.monotonic() + STATUS_EVERY_S
     while not stopping and all(c.poll() is None for c in children):
+        if pipeline is not None:
+            problem = pipeline.failed()
+            if problem:
+                print(problem, file=sys.stderr, flush=True)
+                break
+            if time.monotonic() >= next_status:
+                print(pipeline.status_line(), flush=True)
+                next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
+    print("stopping ...", flush=True)
+    if pipeline is not None:
+        pipeline.stop()
+    (data_dir / "up.pid").unlink(missing_ok=True)
     for child in children:
         if child.poll() is None:
             child.terminate()

@@ -1,0 +1,109 @@
+"""The capture slice under `make up`: the city simulator, the Spark ingest job, and their status line.
+
+`deploy/up.py` starts the servers (bus, HBase gateway, ...) and then calls :func:`start` here
+once they accept connections; :class:`Pipeline` owns the two extra processes and reads the ingest
+job's status file for the periodic status line (records/s in, rows/s written, latency, rejects).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from deploy.config import Config
+from spark_jobs import launch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    bootstrap: str
+    hbase_host: str
+    hbase_port: int
+
+
+class Pipeline:
+    def __init__(self, data_dir: Path, endpoints: Endpoints, config: Config, rate: float | None = None) -> None:
+        self.data_dir = data_dir
+        self.endpoints = endpoints
+        self.config = config
+        self.rate = rate
+        self.status_file = data_dir / "ingest-status.json"
+        self.simulator: subprocess.Popen[bytes] | None = None
+        self.job: launch.SparkJob | None = None
+        self._logs: list[IO[bytes]] = []
+        self.started = time.monotonic()
+
+    def _log(self, name: str) -> IO[bytes]:
+        handle = (self.data_dir / f"{name}.log").open("ab")
+        self._logs.append(handle)
+        return handle
+
+    def start(self) -> list[str]:
+        """Start the ingest job and the simulator; returns the lines saying where to look."""
+        e = self.endpoints
+        checkpoint = self.data_dir / "spark" / "ingest_captures"
+        self.status_file.unlink(missing_ok=True)
+        self.job = launch.submit(
+            ROOT / "spark_jobs" / "ingest_captures.py",
+            ["--bootstrap-server", e.bootstrap, "--hbase-host", e.hbase_host, "--hbase-port", str(e.hbase_port),
+             "--checkpoint", str(checkpoint), "--status-file", str(self.status_file),
+             *(["--config", str(self.config.path)] if self.config.path else [])],
+            launch.SparkSettings.from_config(self.config.section("spark")),
+            stdout=self._log("ingest-job"), stderr=subprocess.STDOUT)
+        # A new seed and sequence base per start: record ids never collide with an earlier run's rows.
+        run = int(time.time())
+        sim_args = [sys.executable, "-m", "ingest.simulate", "--bootstrap-server", e.bootstrap,
+                    "--seed", str(run), "--first-sequence", str(run * 1000),
+                    "--map", str(self.data_dir / "deployment_map.json")]
+        if self.config.path:
+            sim_args += ["--config", str(self.config.path)]
+        if self.rate is not None:
+            sim_args += ["--rate", str(self.rate)]
+        self.simulator = subprocess.Popen(sim_args, cwd=ROOT, stdout=self._log("simulator"),
+                                          stderr=subprocess.STDOUT)
+        return [
+            f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat"
+            f"  (map: {self.data_dir / 'deployment_map.json'})",
+            f"  {'ingest job':<14} spark-submit spark_jobs/ingest_captures.py -> HBase tables vehicle, face, ..."
+            f"  (status: {self.status_file})",
+        ]
+
+    def failed(self) -> str | None:
+        if self.simulator is not None and self.simulator.poll() is not None:
+            return f"simulator exited ({self.simulator.returncode}); see {self.data_dir / 'simulator.log'}"
+        if self.job is not None and self.job.poll() is not None:
+            return f"ingest job exited ({self.job.proc.returncode}); see {self.data_dir / 'ingest-job.log'}"
+        return None
+
+    def status_line(self) -> str:
+        try:
+            status: dict[str, Any] = json.loads(self.status_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            waited = time.monotonic() - self.started
+            return f"ingest: starting Spark ({waited:.0f}s; the first start also records a JVM archive)"
+        lat = status.get("latency_ms", {})
+        rejected = sum(status.get("unrecognized", {}).values())
+        invalid = sum(status.get("invalid", {}).values())
+        return (f"ingest: {status.get('records_per_s', 0):.0f} records/s in, {status.get('rows_per_s', 0):.0f} rows/s "
+                f"written, latency p50 {lat.get('p50')} ms p99 {lat.get('p99')} ms, rejected {rejected} unrecognized "
+                f"+ {invalid} dead letters, {sum(status.get('valid', {}).values())} rows total")
+
+    def stop(self) -> None:
+        """The job first (it finishes its batch; the checkpoint keeps its place), then the simulator."""
+        if self.job is not None:
+            self.job.stop(60)
+        if self.simulator is not None and self.simulator.poll() is None:
+            self.simulator.terminate()
+            try:
+                self.simulator.wait(30)
+            except subprocess.TimeoutExpired:
+                self.simulator.kill()
+        for handle in self._logs:
+            handle.close()
