@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 from kio.schema.errors import ErrorCode
 
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
+from bus.client.errors import KafkaError, KafkaTimeoutError
 
 __all__ = [
     "AdminClient",
@@ -42,6 +43,7 @@ __all__ = [
     "ConsumerGroupDescription",
     "GroupIdNotFoundError",
     "GroupListing",
+    "GroupPartitionLag",
     "InvalidConfigError",
     "KafkaConnectionError",
     "ListOffsetsResultInfo",
@@ -122,12 +124,14 @@ def error_name(code: int | ErrorCode) -> str:
     return "INVALID_TOPIC_EXCEPTION" if name == "invalid_topic_exception" else name.upper()
 
 
-class AdminError(Exception):
+class AdminError(KafkaError):
     """A Kafka error answered by the cluster (or a client-side deadline), with Kafka's error name.
 
     `name` is Kafka's name for the code (TOPIC_ALREADY_EXISTS), `code` the numeric code, `message`
     the broker's error message or Kafka's default text, and `errors` every per-resource failure of
     the call that raised it (a multi-resource call raises its first failure, carrying all of them).
+    It is a `KafkaError` like every other client failure, so one `except KafkaError` covers the
+    producer, the consumer and the admin alike.
     """
 
     code: int
@@ -180,7 +184,7 @@ class InvalidConfigError(AdminError):
     """INVALID_CONFIG: a config name or value the broker rejected."""
 
 
-class AdminTimeoutError(AdminError):
+class AdminTimeoutError(AdminError, KafkaTimeoutError):
     """The call did not complete within `default.api.timeout.ms` (REQUEST_TIMED_OUT)."""
 
 
@@ -412,6 +416,13 @@ class OffsetAndMetadata:
     offset: int
     metadata: str = ""
     leader_epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupPartitionLag:
+    committed: int
+    log_end: int | None  # None when the topic no longer exists
+    lag: int | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1197,6 +1208,22 @@ class AdminClient:
 
         return self._call(attempt, "list consumer group offsets")
 
+    def list_consumer_group_lag(self, group_id: str) -> dict[TopicPartition, GroupPartitionLag]:
+        """Committed offset, log end offset and lag of every partition the group has committed.
+
+        What `consumer-groups --describe` shows and what lag monitoring wants; partitions of deleted
+        topics report no log end and no lag.
+        """
+        committed = self.list_consumer_group_offsets(group_id)
+        existing = set(self.list_topics(include_internal=True))
+        live = [tp for tp in committed if tp.topic in existing]
+        ends = {tp: info.offset for tp, info in self.list_offsets({tp: OffsetSpec.LATEST for tp in live}).items()}
+        out: dict[TopicPartition, GroupPartitionLag] = {}
+        for tp, om in committed.items():
+            end = ends.get(tp)
+            out[tp] = GroupPartitionLag(om.offset, end, None if end is None else max(end - om.offset, 0))
+        return out
+
     def alter_consumer_group_offsets(self, group_id: str,
                                      offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         """Commit offsets for a group as an outsider (generation -1): Kafka only allows it while the group is empty."""
@@ -1230,7 +1257,7 @@ class AdminClient:
                             self._group_error(group_id, code)  # raises _Retry
                         message = None
                         if code in (int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation)):
-                            code = int(ErrorCode.non_empty_group)
+                            # Kafka's answer to an outsider's commit into a live group; say what it means.
                             message = (f"Commit cannot be completed since the group '{group_id}' has active "
                                        "members; stop its consumers first.")
                         errors[TopicPartition(topic.name, int(p.partition_index))] = AdminError.of(code, message)

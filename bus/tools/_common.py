@@ -62,10 +62,10 @@ def load_client_config(args: argparse.Namespace, extra: Mapping[str, str] | None
     return conf
 
 
-def admin_client(args: argparse.Namespace) -> AdminClient:
+def admin_client(args: argparse.Namespace, extra: Mapping[str, Any] | None = None) -> AdminClient:
     from bus.client.admin import AdminClient
 
-    conf = load_client_config(args)
+    conf = load_client_config(args, extra)
     try:
         return AdminClient(conf)
     except ValueError as exc:

@@ -28,10 +28,10 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", required=True,
                    help="REQUIRED: The server(s) to connect to, comma-separated.")
     p.add_argument("--topic", required=True, help="REQUIRED: The topic id to produce messages to.")
-    p.add_argument("--property", "--reader-property", dest="property", action="append", metavar="PROP=VALUE",
+    p.add_argument("--property", "--reader-property", dest="property", action="extend", nargs="+", metavar="PROP=VALUE",
                    help="Line reader properties: parse.key, key.separator, parse.headers, headers.delimiter, "
                         "headers.separator, headers.key.separator, ignore.error, null.marker (repeatable).")
-    p.add_argument("--producer-property", action="append", metavar="PROP=VALUE",
+    p.add_argument("--producer-property", action="extend", nargs="+", metavar="PROP=VALUE",
                    help="A mechanism to pass user-defined properties in the form key=value to the producer.")
     p.add_argument("--producer.config", "--command-config", dest="command_config", metavar="FILE",
                    help="Producer config properties file. Note that --producer-property takes precedence.")

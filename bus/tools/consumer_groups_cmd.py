@@ -159,7 +159,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     action = check_args(args)
-    with admin_client(args) as admin:
+    if args.timeout <= 0:
+        raise ToolError("--timeout must be positive")
+    # Kafka's --timeout bounds each admin call (retries included), 5 s by default.
+    with admin_client(args, {"default.api.timeout.ms": args.timeout}) as admin:
         if action == "list":
             return _list(admin, args)
         groups = admin_groups(admin, args)

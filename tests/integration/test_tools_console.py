@@ -60,7 +60,7 @@ def test_console_producer_keys_headers_and_nulls(shared_broker: BrokerProcess) -
 def test_console_producer_separator_and_errors(shared_broker: BrokerProcess) -> None:
     topic = new_topic(shared_broker)
     ok(bus("console-producer", "--bootstrap-server", shared_broker.bootstrap, "--topic", topic,
-           "--property", "parse.key=true", "--property", "key.separator=:", "--producer-property", "acks=1",
+           "--property", "parse.key=true", "key.separator=:", "--producer-property", "acks=1",
            input="a:1\nb:2:3\n"))
     assert [(m.key(), m.value()) for m in read_all(shared_broker, topic, 2)] == [(b"a", b"1"), (b"b", b"2:3")]
 

@@ -27,6 +27,7 @@ from bus.client.admin import (
     encode_consumer_assignment,
     error_name,
 )
+from bus.client.errors import KafkaError, KafkaTimeoutError
 from tests.support.ports import free_port
 
 
@@ -39,7 +40,7 @@ def test_error_names_are_kafkas() -> None:
 
 def test_errors_map_to_specific_classes_and_carry_messages() -> None:
     exists = AdminError.of(ErrorCode.topic_already_exists, "Topic 'x' already exists.")
-    assert isinstance(exists, TopicAlreadyExistsError)
+    assert isinstance(exists, TopicAlreadyExistsError) and isinstance(exists, KafkaError)
     assert exists.name == "TOPIC_ALREADY_EXISTS" and exists.code == 36
     assert str(exists) == "Topic 'x' already exists. (TOPIC_ALREADY_EXISTS)"
     assert isinstance(AdminError.of(3), UnknownTopicOrPartitionError)
@@ -48,6 +49,13 @@ def test_errors_map_to_specific_classes_and_carry_messages() -> None:
     assert default.message == "The group is not empty."
     assert AdminError.of(ErrorCode.not_coordinator).retriable
     assert not AdminError.of(ErrorCode.topic_already_exists).retriable
+
+
+def test_client_timeouts_are_kafka_timeouts() -> None:
+    from bus.client.admin import AdminTimeoutError
+
+    late = AdminTimeoutError(ErrorCode.request_timed_out, "describe topics timed out")
+    assert isinstance(late, KafkaTimeoutError) and late.name == "REQUEST_TIMED_OUT"
 
 
 def test_first_error_carries_all_failures() -> None:
