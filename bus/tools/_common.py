@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -74,29 +75,25 @@ def admin_client(args: argparse.Namespace, extra: Mapping[str, Any] | None = Non
 
 def run_guarded(command: str, body: Callable[[], int | None]) -> int:
     """Run a tool's body; turn the failures an operator can cause into a message and exit code 1."""
-    from bus.client.admin import AdminError
     from bus.client.connection import KafkaConnectionError, UnsupportedVersionError
+    from bus.client.errors import KafkaError
 
     try:
         return int(body() or 0)
     except ToolError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    except AdminError as exc:
-        print(f"Error while executing {command} command : {exc}", file=sys.stderr)
-        return 1
-    except KafkaConnectionError as exc:
-        print(f"Error while executing {command} command : {exc}", file=sys.stderr)
-        return 1
-    except UnsupportedVersionError as exc:
+    except (KafkaError, KafkaConnectionError, UnsupportedVersionError) as exc:
+        # AdminError (a KafkaError) reads "message (ERROR_NAME)"; client errors carry their own text.
         print(f"Error while executing {command} command : {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # `bus ... | head`: the reader went away; not an error of ours.
-        with contextlib.suppress(OSError):
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - keeps interpreter shutdown quiet
+        # `bus ... | head`: the reader went away, which is not our failure. Point stdout at /dev/null
+        # so the interpreter's final flush does not raise again (the Python docs' recipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
 
 
