@@ -54,19 +54,36 @@ def valid_rows(conn: happybase.Connection) -> int:
     return sum(1 for t in ("vehicle", "face") for _ in conn.table(t).scan(batch_size=5000, columns=[b"r:capture_time"]))
 
 
+def batch_seconds(log: Path, after: int) -> tuple[list[float], int]:
+    """Durations of the job's non-empty batches numbered above ``after`` (from its JSON lines), and the last number."""
+    durations, last = [], after
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith('{"batch"'):
+            entry = json.loads(line)
+            if entry["batch"] > after:
+                durations.append(entry["seconds"])
+                last = entry["batch"]
+    return durations, last
+
+
 def run_stage(stage: int, rate: int, args: argparse.Namespace, broker: BrokerProcess,
               conn: happybase.Connection, tmp: Path, before: int) -> dict[str, object]:
     since_ms = int(time.time() * 1000)
+    _, last_batch = batch_seconds(tmp / "job.log", -1)
     summary = simulate(broker.bootstrap, tmp, "--rate", str(rate), "--duration", str(args.seconds), "--curve", "flat",
                        "--seed", str(stage + 1), "--first-sequence", str(stage * SEQUENCE_STRIDE),
-                       "--failure-rate", "0.02", "--checkpoints", "48", timeout=args.seconds + 120)
+                       "--failure-rate", "0.02", "--checkpoints", str(args.checkpoints), timeout=args.seconds + 120)
     produced = sum(summary["produced"].values())
     valid = produced - sum(summary["unrecognized"].values()) - sum(summary["malformed"].values())
     drained_at = time.monotonic()
     poll(lambda: valid_rows(conn) >= before + valid, args.drain_timeout, 0.5, f"{valid} rows at {rate}/s")
     drain_s = time.monotonic() - drained_at
     lat, first, last = latencies(conn, since_ms)
+    durations, _ = batch_seconds(tmp / "job.log", last_batch)
     return {
+        "batches": len(durations),
+        "batch_s": {"p50": percentile([round(d * 1000) for d in durations], 50),
+                    "max": round(max(durations) * 1000) if durations else None},
         "rate": rate,
         "produced": produced,
         "produced_per_s": summary["rate"],
@@ -87,10 +104,14 @@ def main() -> int:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
     parser.add_argument("--max-p99", type=float, default=5000.0, help="ms: a rate above this is not sustained")
     parser.add_argument("--drain-timeout", type=float, default=180.0)
+    parser.add_argument("--keep", action="store_true", help="keep the logs and data directory")
+    parser.add_argument("--checkpoints", type=int, default=48, help="city size (checkpoints) of the simulator")
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     with tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmpdir:
-        tmp = Path(tmpdir)
+        tmp = Path(tempfile.mkdtemp(prefix="ingest-bench-")) if args.keep else Path(tmpdir)
+        if args.keep:
+            print(f"logs and data kept in {tmp}")
         broker = BrokerProcess(tmp / "bus").start()
         gateway = start_gateway(tmp / "hbase", "--log-level", "WARNING")
         job = None
@@ -107,8 +128,12 @@ def main() -> int:
                 return 1
             print(f"ingest job ready after {time.monotonic() - started:.1f}s (spark start-up + empty batch 0)")
             print(f"{'rate/s':>7} {'sent/s':>8} {'rows/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
-                  f"{'max ms':>7} {'drain s':>7}")
-            before = 0
+                  f"{'max ms':>7} {'drain s':>7} {'batches':>7} {'batch p50/max ms':>16}")
+            # Warm-up: the first batches pay for Python worker start-up and JIT; measure the steady state.
+            warm = run_stage(len(rates), rates[0], argparse.Namespace(**{**vars(args), "seconds": 5.0}), broker,
+                             conn, tmp, 0)
+            print(f"warm-up {warm['produced']} records at {rates[0]}/s: p99 {warm['latency_ms']['p99']} ms")  # type: ignore[index]
+            before = int(warm["rows_total"])  # type: ignore[call-overload]
             results = []
             for stage, rate in enumerate(rates):
                 try:
@@ -120,7 +145,8 @@ def main() -> int:
                 before = int(result["rows_total"])  # type: ignore[call-overload]
                 lat = result["latency_ms"]
                 print(f"{rate:>7} {result['produced_per_s']:>8} {result['rows_per_s']:>8} {lat['p50']:>7} "  # type: ignore[index]
-                      f"{lat['p95']:>7} {lat['p99']:>7} {lat['max']:>7} {result['drain_s']:>7}", flush=True)  # type: ignore[index]
+                      f"{lat['p95']:>7} {lat['p99']:>7} {lat['max']:>7} {result['drain_s']:>7} {result['batches']:>7} "  # type: ignore[index]
+                      f"{result['batch_s']['p50']:>8}/{result['batch_s']['max']}", flush=True)  # type: ignore[index]
                 if lat["p99"] is None or lat["p99"] > args.max_p99:  # type: ignore[index]
                     break
             print(json.dumps({"results": results, "tables": list(tables.TABLES)}))

@@ -234,6 +234,18 @@ def process_partition(batches: Iterator[pa.RecordBatch], settings: WriterSetting
                          ("invalid", pa.int64()), ("latencies_ms", pa.list_(pa.int64()))]))
 
 
+def warm_up(batches: Iterator[pa.RecordBatch], settings: WriterSettings) -> Iterator[pa.RecordBatch]:
+    """A no-op task run at start: forks and fills the Python workers (imports, HBase connection,
+    producer) before the first real batch, which otherwise pays several seconds for them."""
+    import spark_jobs.kafka_source  # noqa: F401 - the source's read() runs in these same workers
+
+    for _ in batches:
+        pass
+    _connection(settings)
+    _producer(settings.bootstrap)
+    yield pa.RecordBatch.from_pydict({"id": [0]}, schema=pa.schema([("id", pa.int64())]))
+
+
 def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Fold the per-partition result rows (as dicts) into one batch summary."""
     out: dict[str, Any] = {"valid": {}, "unrecognized": {}, "invalid": {}, "latencies_ms": []}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.config import Config, add_config_flag, preparse_config
-from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize
+from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
 from spark_jobs.ingest_status import IngestStatus
 
 
@@ -116,11 +116,15 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_sinks(args)
     spark = SparkSession.builder.appName("ingest_captures").getOrCreate()
+    settings = writer_settings(args)
+    parallelism = spark.sparkContext.defaultParallelism
+    spark.range(0, parallelism, numPartitions=parallelism).mapInArrow(
+        functools.partial(warm_up, settings=settings), "id long").collect()
     status = IngestStatus(args.status_file)
     writer = (source(spark, args).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
-              .foreachBatch(batch_handler(writer_settings(args), status)))
+              .foreachBatch(batch_handler(settings, status)))
     if args.once:
         writer = writer.trigger(availableNow=True)
     elif args.trigger_ms > 0:

@@ -163,10 +163,12 @@ class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._metadata: Any = None  # driver-side confluent consumer, opened on first use
         self._target: off.Offsets | None = None
+        self._last_marks: off.Watermarks | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_metadata"] = None
+        state["_last_marks"] = None
         return state
 
     # -- driver side -------------------------------------------------------------------------
@@ -207,13 +209,15 @@ class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        marks = self.watermarks()
+        marks = self._last_marks = self.watermarks()
         begin = off.check_progress(off.from_json(start), marks, self.options.fail_on_data_loss)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return off.to_json(off.latest(begin, marks, max_rows, self._target))
 
     def reportLatestOffset(self) -> dict | None:
-        return off.to_json({tp: high for tp, (_, high) in self.watermarks().items()})
+        """For progress reports only: the high watermarks latestOffset just fetched (no extra round trip)."""
+        marks = self._last_marks if self._last_marks is not None else self.watermarks()
+        return off.to_json({tp: high for tp, (_, high) in marks.items()})
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the target of an availableNow run: what is there now, and nothing added later."""

@@ -130,11 +130,28 @@ class SparkJob:
         self.proc.wait(30)
         self._adopt_archive(-9)
 
+    def python_driver(self) -> int | None:
+        """The pid of the Python driver spark-submit started (a child of the JVM), if it runs."""
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            for pid in children:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if any(part.endswith(b".py") for part in cmdline[1:]):
+                    return int(pid)
+        return None
+
     def stop(self, timeout: float = 60.0) -> int:
-        """SIGTERM (the driver stops its query between batches), SIGKILL after ``timeout``."""
+        """Graceful: SIGTERM to the Python driver, which stops its query between batches and exits
+        (the JVM follows); the whole group gets SIGTERM, then SIGKILL, if that takes too long."""
+        driver = self.python_driver()
+        if driver is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(driver, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return self.wait(timeout)
         self._signal(signal.SIGTERM)
         try:
-            return self.wait(timeout)
+            return self.wait(30)
         except subprocess.TimeoutExpired:
             self._signal(signal.SIGKILL)
         return self.wait(30)

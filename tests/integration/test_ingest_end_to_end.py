@@ -127,6 +127,8 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     finally:
         second.kill()
     assert row_counts(conn) == expected
+    batches = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"batch"')]
+    assert batches[0]["records"] <= 800  # the replayed batch: the killed run's range, capped by maxOffsetsPerTrigger
     ids = table_record_ids(conn)
     assert len(ids) == len(set(ids)) == total  # no duplicate row
     assert set(ids) == bus_record_ids(broker)  # no record missing
