@@ -25,8 +25,10 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from bus.protocol.header import HeaderError, read_uvarint
 
-class MalformedRequest(ValueError):
+
+class MalformedRequest(HeaderError):
     """A declared length or count that the frame cannot contain."""
 
 
@@ -40,19 +42,7 @@ _I32 = struct.Struct(">i")
 Skip = Callable[[bytes, int, int], int]  # (buffer, position, end) -> new position
 
 
-def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedRequest("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise MalformedRequest("varint too long")
+_uvarint = read_uvarint
 
 
 def _need(pos: int, size: int, end: int) -> int:

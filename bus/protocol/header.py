@@ -27,12 +27,16 @@ class RequestHeader:
     body_offset: int  # where the request body starts in the frame
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint (protobuf style) used by flexible versions; returns (value, new position)."""
+def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Unsigned varint (protobuf style) used by flexible versions; returns (value, new position).
+
+    Reads no further than `end` (default: the buffer's end), so a varint cannot run past its field.
+    """
+    limit = len(buf) if end is None else end
     result = 0
     shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= limit:
             raise HeaderError("truncated varint")
         byte = buf[pos]
         pos += 1
