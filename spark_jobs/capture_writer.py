@@ -10,6 +10,10 @@ It yields one small row per topic with counts and capture->ingest latencies, whi
 driver collects: the job's only action per micro-batch, and the batch's offsets are committed
 by Spark only after every task (hence every HBase write and dead letter) has finished.
 
+HBase rows are idempotent (deterministic keys), so a replayed batch changes nothing there; dead
+letters are at-least-once: a batch replayed after a crash may send its dead letters again (their
+topic/partition/offset fields identify duplicates).
+
 Nothing here imports pyspark, so it is tested with plain Arrow batches, a gateway and a broker.
 """
 

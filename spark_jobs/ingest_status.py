@@ -8,6 +8,7 @@ of recent batches, which is what an operator watching the status line wants.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -21,7 +22,7 @@ def percentile(values: list[int], q: float) -> int | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100.0 * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(q / 100.0 * len(ordered))))
     return ordered[rank - 1]
 
 
