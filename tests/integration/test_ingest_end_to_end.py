@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ingest import schema, tables
 from tests.hbase.conftest import Gateway, start_gateway
-from tests.integration._ingest_support import ingest_job, poll, row_counts, simulate
+from tests.integration._ingest_support import count_rows, ingest_job, poll, row_counts, simulate
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
@@ -113,7 +113,7 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     first = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log,
                        "--trigger-ms", "100", "--max-offsets-per-trigger", "800")
     try:
-        poll(lambda: row_counts(conn)["vehicle"] > 0 or first.poll() is not None, JOB_DEADLINE_S, 0.3,
+        poll(lambda: count_rows(conn, "vehicle") > 0 or first.poll() is not None, JOB_DEADLINE_S, 0.3,
              "first rows in HBase")
         assert first.poll() is None, log.read_text()[-5000:]
     finally:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -213,3 +213,22 @@ def test_min_partitions_splits_a_range_into_tasks(shared_broker: BrokerProcess, 
     end = driver.latestOffset(start, ReadAllAvailable())
     assert len(driver.partitions(start, end)) == 4
     assert [r["offset"] for r in run_batch(driver, start, end)] == list(range(40))
+
+
+def test_commit_reports_progress_to_a_group_when_asked(shared_broker: BrokerProcess, topic: str,
+                                                       driver_readers: list) -> None:
+    """Spark's checkpoint holds the truth; with kafka.group.id the processed offsets also go to the
+    group, so lag monitoring sees the job like any consumer group."""
+    create(shared_broker, topic, 2)
+    produce(shared_broker, topic, 5, 2)
+    group = f"{topic}-job"
+    driver = reader(shared_broker, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group})
+    driver_readers.append(driver)
+    end = driver.latestOffset(driver.initialOffset(), ReadAllAvailable())
+    driver.commit(end)
+    check = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group})
+    try:
+        committed = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=15)
+    finally:
+        check.close()
+    assert [tp.offset for tp in committed] == [5, 5]
