@@ -428,6 +428,7 @@ class KafkaConsumer:
         timeout = 30.0 if timeout is None else timeout
         try:
             if autocommit:
+                # The final commit: queued auto-commits (older offsets) go out before it, never after.
                 self._maybe_auto_commit_sync()
             if self._coordinator is not None:
                 self._coordinator.close(timeout)

@@ -86,6 +86,10 @@ class ConsumerCoordinator:
             = collections.deque()
         self.completed_commits: collections.deque[tuple[CommitCallback, dict[TopicPartition, OffsetAndMetadata],
                                                         Exception | None]] = collections.deque()
+        # One commit on the wire at a time, in the order the consumer made them: async commits go out
+        # on the heartbeat connection, sync ones on the consumer's, so without this an older queued
+        # offset could land after a newer synchronous one (e.g. close()'s final commit).
+        self._commit_lock = threading.Lock()
         self.last_poll = time.monotonic()
         self.max_poll_interval = rebalance_timeout_ms / 1000.0
         self._stable = False
@@ -338,11 +342,11 @@ class ConsumerCoordinator:
         while not self._closed:
             with self._wake:
                 timeout = max(0.0, min(self._next_heartbeat - time.monotonic(), 0.5))
-                if not self._async_commits:
+                if not self._async_commits or self._commit_lock.locked():  # a sync commit is draining them
                     self._wake.wait(timeout)
             if self._closed:
                 break
-            self._send_async_commits()
+            self._send_async_commits(wait=False)
             now = time.monotonic()
             if not self._stable or now < self._next_heartbeat:
                 last_success = max(last_success, now - self.heartbeat_interval)
@@ -441,7 +445,7 @@ class ConsumerCoordinator:
         with self._wake:
             self._wake.notify_all()
         self._heartbeat.join(max(0.1, deadline - time.monotonic()))
-        self._send_async_commits()
+        self._send_async_commits()  # what is still queued: a final commit_sync would have sent it first
         self.invoke_completed_commits()
         owned = set(self.subscriptions.assignment)
         if owned and self.subscriptions.group_managed:
@@ -494,26 +498,29 @@ class ConsumerCoordinator:
         return None
 
     def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float) -> None:
+        """Commit and wait; async commits queued before this one are sent first (they are older)."""
         if not offsets:
             return
         deadline = time.monotonic() + timeout
-        while True:
-            generation, member_id = self._commit_generation()
-            if self.subscriptions.group_managed and generation < 0:
-                raise CommitFailedError("not a member of the group (rejoin by calling poll())")
-            response = self._request(OFFSET_COMMIT, self._commit_request(offsets, generation, member_id), deadline,
-                                     OFFSET_COMMIT_VERSIONS)
-            error = self._check_commit(response)
-            if error is None:
-                return
-            if isinstance(error, BrokerResponseError) and (error.code in _COORDINATOR_ERRORS or error.retriable):
-                if error.code in _COORDINATOR_ERRORS:
-                    self.coordinator_dead(error.code.name)
-                if time.monotonic() + self.retry_backoff > deadline:
-                    raise KafkaTimeoutError(f"commit did not complete in {timeout}s: {error}")
-                time.sleep(self.retry_backoff)
-                continue
-            raise error
+        with self._commit_lock:
+            self._drain_async_commits(lambda build: self._commit_on_own_conn(build, deadline))
+            while True:
+                generation, member_id = self._commit_generation()
+                if self.subscriptions.group_managed and generation < 0:
+                    raise CommitFailedError("not a member of the group (rejoin by calling poll())")
+                response = self._request(OFFSET_COMMIT, self._commit_request(offsets, generation, member_id),
+                                         deadline, OFFSET_COMMIT_VERSIONS)
+                error = self._check_commit(response)
+                if error is None:
+                    return
+                if isinstance(error, BrokerResponseError) and (error.code in _COORDINATOR_ERRORS or error.retriable):
+                    if error.code in _COORDINATOR_ERRORS:
+                        self.coordinator_dead(error.code.name)
+                    if time.monotonic() + self.retry_backoff > deadline:
+                        raise KafkaTimeoutError(f"commit did not complete in {timeout}s: {error}")
+                    time.sleep(self.retry_backoff)
+                    continue
+                raise error
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                      callback: CommitCallback | None) -> None:
@@ -522,28 +529,46 @@ class ConsumerCoordinator:
             self._async_commits.append((dict(offsets), callback))
             self._wake.notify_all()
 
-    def _send_async_commits(self) -> None:
+    def _send_async_commits(self, *, wait: bool = True) -> None:
+        """Send the queued commits on the heartbeat connection (the heartbeat thread, or close once it stopped).
+
+        With `wait=False` (the heartbeat thread) a commit lock held by a synchronous commit means
+        skipping: that commit drains the queue itself, and heartbeats must not stall behind it.
+        """
+        if not self._async_commits or not self._commit_lock.acquire(blocking=wait):
+            return
+        try:
+            self._drain_async_commits(self._commit_on_hb_conn)
+        finally:
+            self._commit_lock.release()
+
+    def _drain_async_commits(self, send: Callable[[Callable[[Any], Any]], Exception | None]) -> None:
+        """Send every queued async commit in order (the caller holds the commit lock); no retries."""
         while self._async_commits:
             offsets, callback = self._async_commits.popleft()
-            error: Exception | None = None
             generation, member_id = self._commit_generation()
-            conn = self._hb_connection()
-            if conn is None and self.coordinator is None:
-                error = KafkaError("coordinator unknown; commit not sent (retriable)")
-            elif conn is None:
-                error = KafkaError("coordinator unreachable; commit not sent (retriable)")
-            else:
-                try:
-                    response = request_for(conn, OFFSET_COMMIT, self._commit_request(offsets, generation, member_id),
-                                           OFFSET_COMMIT_VERSIONS)
-                    error = self._check_commit(response)
-                except (KafkaConnectionError, OSError) as exc:
-                    self._drop_hb_conn()
-                    error = exc
+            error = send(self._commit_request(offsets, generation, member_id))
             if error is not None:
                 log.info("group %s: async commit failed: %s", self.group_id, error)
             if callback is not None:
                 self.completed_commits.append((callback, offsets, error))
+
+    def _commit_on_hb_conn(self, build: Callable[[Any], Any]) -> Exception | None:
+        conn = self._hb_connection()
+        if conn is None:
+            state = "unknown" if self.coordinator is None else "unreachable"
+            return KafkaError(f"coordinator {state}; commit not sent (retriable)")
+        try:
+            return self._check_commit(request_for(conn, OFFSET_COMMIT, build, OFFSET_COMMIT_VERSIONS))
+        except (KafkaConnectionError, OSError) as exc:
+            self._drop_hb_conn()
+            return exc
+
+    def _commit_on_own_conn(self, build: Callable[[Any], Any], deadline: float) -> Exception | None:
+        try:
+            return self._check_commit(self._request(OFFSET_COMMIT, build, deadline, OFFSET_COMMIT_VERSIONS))
+        except KafkaError as exc:
+            return exc
 
     def invoke_completed_commits(self) -> None:
         while self.completed_commits:

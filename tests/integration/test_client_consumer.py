@@ -305,6 +305,40 @@ def test_auto_commit_and_close_commit_consumed_positions(shared_broker: BrokerPr
         checker.close()
 
 
+def test_close_final_commit_is_not_overwritten_by_queued_auto_commits(shared_broker: BrokerProcess) -> None:
+    """Auto-commits still queued at close() (older positions) go out before its final commit, never after."""
+    bootstrap = shared_broker.bootstrap
+    tp = TP("c-close-order", 0)
+    create_topic(bootstrap, tp.topic, 1)
+    c = consumer(bootstrap, **{"group.id": "g-close-order", "auto.commit.interval.ms": 0, "max.poll.records": 1})
+    coordinator = c._coordinator
+    assert coordinator is not None
+    send_queued = coordinator._send_async_commits
+
+    def not_from_the_heartbeat_thread(**kwargs: Any) -> None:
+        # Hold the async commits back (as under load) so they are still queued when close() runs.
+        if threading.current_thread() is not coordinator._heartbeat:
+            send_queued(**kwargs)
+
+    coordinator._send_async_commits = not_from_the_heartbeat_thread  # type: ignore[method-assign]
+    try:
+        c.subscribe([tp.topic])
+        wait_for(lambda: c.poll(0.05) is not None and bool(c.assignment()), what="assignment")
+        assert c.position(tp) == 0
+        produce(bootstrap, tp.topic, 3)
+        assert [r.offset for r in read(c, 3)] == [0, 1, 2]  # each poll queued an auto-commit of an older position
+        queued = [offsets[tp].offset for offsets, _ in coordinator._async_commits]
+        assert queued and max(queued) < 3
+    finally:
+        c.close()
+    assert not coordinator._async_commits
+    checker = consumer(bootstrap, **{"group.id": "g-close-order"})
+    try:
+        assert checker.committed([tp])[tp] == OffsetAndMetadata(3, "", -1)
+    finally:
+        checker.close()
+
+
 def test_close_leaves_the_group_so_others_take_over_at_once(shared_broker: BrokerProcess) -> None:
     bootstrap = shared_broker.bootstrap
     create_topic(bootstrap, "c-leave", 4)
