@@ -183,17 +183,6 @@ def _run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _commit(consumer: Any) -> None:
-    """Commit the consumed positions; a failed commit is reported, not fatal (the records were printed)."""
-    from bus.client.errors import KafkaError
-
-    try:
-        if consumer.assignment():
-            consumer.commit_sync()
-    except KafkaError as exc:
-        print(f"WARN: offset commit failed: {exc}", file=sys.stderr)
-
-
 def _on_term(_sig: int, _frame: Any) -> None:
     raise _Stop
 
@@ -205,12 +194,6 @@ def _consume(args: argparse.Namespace) -> int:
     formatter = Formatter.from_properties(parse_key_values(args.property, "property"))
     conf, _group_given = consumer_settings(args)
     check_reachable(conf)
-    # Auto-commit is done here with synchronous commits (every auto.commit.interval.ms and at exit)
-    # rather than by the client: its queued background commits can land after the final one made
-    # in close() and move the group's offsets back, so a rerun would print records again.
-    auto_commit = args.partition is None and str(conf.get("enable.auto.commit", "true")).lower() == "true"
-    commit_interval = int(conf.get("auto.commit.interval.ms", 5000)) / 1000
-    conf["enable.auto.commit"] = "false"
     try:
         consumer = KafkaConsumer(conf)
     except KafkaError as exc:
@@ -240,11 +223,7 @@ def _consume(args: argparse.Namespace) -> int:
         timeout = None if args.timeout_ms is None else args.timeout_ms / 1000
         last = time.monotonic()
         limit = args.max_messages
-        next_commit = time.monotonic() + commit_interval
         while limit is None or count < limit:
-            if auto_commit and time.monotonic() >= next_commit:
-                _commit(consumer)
-                next_commit = time.monotonic() + commit_interval
             wait = 1.0 if timeout is None else max(0.0, min(1.0, last + timeout - time.monotonic()))
             records = consumer.poll(wait, max_records=None if limit is None else limit - count)
             if not records:
@@ -270,8 +249,6 @@ def _consume(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(BrokenPipeError):
             out.flush()
-        if auto_commit:
-            _commit(consumer)
-        consumer.close()
+        consumer.close()  # with a group: the client's final auto-commit of what was printed
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
