@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,9 @@ def run(args: argparse.Namespace, task_id: str, settings: S3Settings) -> dict:
     count = args.segments or max(1, 2 * sc.defaultParallelism)
     bounds = segments(info.frames, min(count, max(1, info.frames // 50)))
     jobs = [(settings, args.video, task_id, a, b, info.fps) for a, b in bounds]
+    began = time.perf_counter()
     parts = sc.parallelize(jobs, len(jobs)).map(process_segment).collect()
+    analysis_s = time.perf_counter() - began
     tubes = finalize(stitch(parts, [a for a, _ in bounds[1:]]), info)
     start = dt.datetime.fromisoformat(args.start_time) if args.start_time else dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     timebase = Timebase(start, info.fps)
@@ -107,7 +110,8 @@ def run(args: argparse.Namespace, task_id: str, settings: S3Settings) -> dict:
                                   index_json(tubes, plan, timebase), "application/json")
     records = object_records(task_id, args.video, args.camera_id, tubes, plan, timebase, synopsis_url, thumbs)
     return {"records": records, "synopsis_url": synopsis_url, "index_url": index_url, "frames": info.frames,
-            "synopsis_frames": plan.length, "segments": len(bounds), "collision_rate": collision_rate(tubes, plan)}
+            "synopsis_frames": plan.length, "segments": len(bounds), "collision_rate": collision_rate(tubes, plan),
+            "analysis_s": round(analysis_s, 3)}
 
 
 def publish(bootstrap: str, topic: str, task_id: str, records: list[dict]) -> None:
