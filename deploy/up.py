@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from deploy.config import Config, add_config_flag, preparse_config
+from deploy.config import load as load_config
 from deploy.pipeline import Endpoints, Pipeline
 
 STATUS_EVERY_S = 5.0
@@ -44,6 +45,14 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
              "--data-dir", str(data_dir / "hbase")],
             f"HBase Thrift (happybase): {args.host}:{args.hbase_port}",
         ))
+    # Object storage (issue 7): SeaweedFS behind S3; endpoint and keys from [object_storage].
+    s3_port = str(load_config(args.config).get("object_storage", "endpoint", "127.0.0.1:9000")).rsplit(":", 1)[1]
+    services.append((
+        "object store",
+        [py, "-m", "deploy.object_store", "--host", args.host, "--port", s3_port,
+         "--data-dir", str(data_dir / "s3"), *(["--config", str(args.config)] if args.config else [])],
+        f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets videos, synopsis)",
+    ))
     return services
 
 
