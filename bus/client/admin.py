@@ -754,8 +754,7 @@ class AdminClient:
         success would otherwise come back as TOPIC_ALREADY_EXISTS.
         """
         pending = {t.name: t for t in new_topics}
-        results: dict[str, AdminError | None] = {}
-        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+        timeout = self._timeout_ms(timeout_ms)
 
         def build(shapes: Any) -> Any:
             topics = []
@@ -770,50 +769,27 @@ class AdminClient:
                     assignments=assignment, configs=configs))
             return shapes.make("CreateTopicsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
 
-        def attempt() -> None:
-            response = self._send(self._controller(), CREATE_TOPICS, build)
-            retry: AdminError | None = None
-            for r in response.topics:
-                code = int(r.error_code)
-                if code in _CONTROLLER_ERRORS:
-                    retry = AdminError(code)
-                    continue
-                pending.pop(r.name, None)
-                results[r.name] = AdminError.of(code, r.error_message) if code else None
-            if retry is not None and pending:
-                raise _Retry(retry)
-
-        self._call(attempt, "create topics")
+        results = self._per_topic_controller_call(CREATE_TOPICS, build, pending, "topics", "create topics")
         return self._finish(results, raise_on_error)
 
     def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None,
                       raise_on_error: bool = True) -> dict[str, AdminError | None]:
         """Delete topics by name; name -> None or the error (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
-        pending = list(dict.fromkeys(names))
-        results: dict[str, AdminError | None] = {}
-        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+        pending = dict.fromkeys(names)
+        timeout = self._timeout_ms(timeout_ms)
 
         def build(shapes: Any) -> Any:
             return shapes.make("DeleteTopicsRequest", topic_names=list(pending),
                                topics=[shapes.make("DeleteTopicState", name=n) for n in pending], timeout=timeout)
 
-        def attempt() -> None:
-            response = self._send(self._controller(), DELETE_TOPICS, build)
-            retry: AdminError | None = None
-            for r in response.responses:
-                code = int(r.error_code)
-                if code in _CONTROLLER_ERRORS:
-                    retry = AdminError(code)
-                    continue
-                pending.remove(r.name)
-                message = getattr(r, "error_message", None)
-                if code == int(ErrorCode.unknown_topic_or_partition) and not message:
-                    message = f"Topic '{r.name}' does not exist."
-                results[r.name] = AdminError.of(code, message) if code else None
-            if retry is not None and pending:
-                raise _Retry(retry)
+        def message(r: Any) -> str | None:
+            text = getattr(r, "error_message", None)
+            if int(r.error_code) == int(ErrorCode.unknown_topic_or_partition) and not text:
+                return f"Topic '{r.name}' does not exist."
+            return text
 
-        self._call(attempt, "delete topics")
+        results = self._per_topic_controller_call(DELETE_TOPICS, build, pending, "responses", "delete topics",
+                                                  message)
         return self._finish(results, raise_on_error)
 
     def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *, validate_only: bool = False,
@@ -821,8 +797,7 @@ class AdminClient:
                           raise_on_error: bool = True) -> dict[str, AdminError | None]:
         """Grow topics' partition counts (never shrink: INVALID_PARTITIONS)."""
         pending = dict(new_partitions)
-        results: dict[str, AdminError | None] = {}
-        timeout = int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+        timeout = self._timeout_ms(timeout_ms)
 
         def build(shapes: Any) -> Any:
             topics = [shapes.make("CreatePartitionsTopic", name=name, count=np.total_count,
@@ -832,21 +807,39 @@ class AdminClient:
                       for name, np in pending.items()]
             return shapes.make("CreatePartitionsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
 
+        results = self._per_topic_controller_call(CREATE_PARTITIONS, build, pending, "results", "create partitions")
+        return self._finish(results, raise_on_error)
+
+    def _timeout_ms(self, timeout_ms: int | None) -> int:
+        return int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
+
+    def _per_topic_controller_call(self, api_key: int, build: Callable[[Any], Any], pending: dict[str, Any],
+                                   results_field: str, what: str,
+                                   message: Callable[[Any], str | None] = lambda r: getattr(r, "error_message", None),
+                                   ) -> dict[str, AdminError | None]:
+        """A per-topic request to the controller: topic name -> None or the error.
+
+        `build` asks for the topics still in `pending`; a topic leaves it once answered, so
+        NOT_CONTROLLER is retried only for the topics it hit (a retried success would otherwise come
+        back as e.g. TOPIC_ALREADY_EXISTS).
+        """
+        results: dict[str, AdminError | None] = {}
+
         def attempt() -> None:
-            response = self._send(self._controller(), CREATE_PARTITIONS, build)
+            response = self._send(self._controller(), api_key, build)
             retry: AdminError | None = None
-            for r in response.results:
+            for r in getattr(response, results_field):
                 code = int(r.error_code)
                 if code in _CONTROLLER_ERRORS:
                     retry = AdminError(code)
                     continue
                 pending.pop(r.name, None)
-                results[r.name] = AdminError.of(code, r.error_message) if code else None
+                results[r.name] = AdminError.of(code, message(r)) if code else None
             if retry is not None and pending:
                 raise _Retry(retry)
 
-        self._call(attempt, "create partitions")
-        return self._finish(results, raise_on_error)
+        self._call(attempt, what)
+        return results
 
     @staticmethod
     def _finish(results: dict[Any, AdminError | None], raise_on_error: bool) -> dict[Any, AdminError | None]:
@@ -982,7 +975,44 @@ class AdminClient:
         """
         level = 1 if isolation_level.replace("-", "_") == "read_committed" else 0
         wanted = {TopicPartition(tp.topic, int(tp.partition)): int(spec) for tp, spec in specs.items()}
-        out: dict[TopicPartition, ListOffsetsResultInfo] = {}
+
+        def build(s: Any, by_topic: dict[str, list[TopicPartition]]) -> Any:
+            return s.make("ListOffsetsRequest", replica_id=-1, isolation_level=level, timeout=self._timeout_ms(None),
+                          topics=[s.make("ListOffsetsTopic", name=topic, partitions=[
+                              s.make("ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
+                                     timestamp=wanted[tp], max_num_offsets=1) for tp in tps])
+                              for topic, tps in by_topic.items()])
+
+        def result(p: Any) -> ListOffsetsResultInfo:
+            offset = int(p.offset) if hasattr(p, "offset") else int((p.old_style_offsets or [-1])[0])
+            epoch = int(getattr(p, "leader_epoch", -1))
+            return ListOffsetsResultInfo(offset, int(getattr(p, "timestamp", -1)), None if epoch < 0 else epoch)
+
+        return self._per_leader_call(wanted, LIST_OFFSETS, build, result, "list offsets")
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Delete records below the given offsets (-1: the high watermark); returns the new low watermarks."""
+        wanted = {TopicPartition(tp.topic, int(tp.partition)): int(offset) for tp, offset in before.items()}
+
+        def build(s: Any, by_topic: dict[str, list[TopicPartition]]) -> Any:
+            return s.make("DeleteRecordsRequest", timeout=self._timeout_ms(None),
+                          topics=[s.make("DeleteRecordsTopic", name=topic, partitions=[
+                              s.make("DeleteRecordsPartition", partition_index=tp.partition, offset=wanted[tp])
+                              for tp in tps]) for topic, tps in by_topic.items()])
+
+        return self._per_leader_call(wanted, DELETE_RECORDS, build, lambda p: int(p.low_watermark), "delete records")
+
+    def _per_leader_call(self, partitions: Iterable[TopicPartition], api_key: int,
+                         build: Callable[[Any, dict[str, list[TopicPartition]]], Any], result: Callable[[Any], T],
+                         what: str) -> dict[TopicPartition, T]:
+        """One request per partition leader (its partitions grouped by topic): partition -> `result(answer)`.
+
+        Leader errors (a moved or unknown leader) are retried for the partitions they hit only; any
+        other error is raised.
+        """
+        wanted = list(partitions)
+        out: dict[TopicPartition, T] = {}
+        leader_errors = {int(e) for e in _LEADER_ERRORS}
 
         def attempt() -> None:
             todo = [tp for tp in wanted if tp not in out]
@@ -996,66 +1026,21 @@ class AdminClient:
                 by_topic: dict[str, list[TopicPartition]] = {}
                 for tp in batch:
                     by_topic.setdefault(tp.topic, []).append(tp)
-                response = self._send(node, LIST_OFFSETS, lambda s, by_topic=by_topic: s.make(
-                    "ListOffsetsRequest", replica_id=-1, isolation_level=level,
-                    timeout=int(self.request_timeout * 1000),
-                    topics=[s.make("ListOffsetsTopic", name=topic, partitions=[
-                        s.make("ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
-                               timestamp=wanted[tp], max_num_offsets=1) for tp in tps])
-                        for topic, tps in by_topic.items()]))
+                response = self._send(node, api_key, lambda s, by_topic=by_topic: build(s, by_topic))
                 for topic in response.topics:
                     for p in topic.partitions:
                         tp = TopicPartition(topic.name, int(p.partition_index))
                         code = int(p.error_code)
-                        if code in {int(e) for e in _LEADER_ERRORS}:
+                        if code in leader_errors:
                             retry = AdminError(code)
                             continue
                         if code:
                             raise AdminError.of(code, f"{tp}: {error_name(code)}")
-                        offset = int(p.offset) if hasattr(p, "offset") else int((p.old_style_offsets or [-1])[0])
-                        epoch = int(getattr(p, "leader_epoch", -1))
-                        out[tp] = ListOffsetsResultInfo(offset, int(getattr(p, "timestamp", -1)),
-                                                        None if epoch < 0 else epoch)
+                        out[tp] = result(p)
             if retry is not None:
                 raise _Retry(retry)
 
-        self._call(attempt, "list offsets")
-        return {tp: out[tp] for tp in wanted}
-
-    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """Delete records below the given offsets (-1: the high watermark); returns the new low watermarks."""
-        wanted = {TopicPartition(tp.topic, int(tp.partition)): int(offset) for tp, offset in before.items()}
-        out: dict[TopicPartition, int] = {}
-
-        def attempt() -> None:
-            todo = [tp for tp in wanted if tp not in out]
-            by_node: dict[int, list[TopicPartition]] = {}
-            for tp, node in self._leaders(todo).items():
-                by_node.setdefault(node, []).append(tp)
-            retry: AdminError | None = None
-            for node, batch in by_node.items():
-                by_topic: dict[str, list[TopicPartition]] = {}
-                for tp in batch:
-                    by_topic.setdefault(tp.topic, []).append(tp)
-                response = self._send(node, DELETE_RECORDS, lambda s, by_topic=by_topic: s.make(
-                    "DeleteRecordsRequest", timeout=int(self.request_timeout * 1000),
-                    topics=[s.make("DeleteRecordsTopic", name=topic, partitions=[
-                        s.make("DeleteRecordsPartition", partition_index=tp.partition, offset=wanted[tp])
-                        for tp in tps]) for topic, tps in by_topic.items()]))
-                for topic in response.topics:
-                    for p in topic.partitions:
-                        tp = TopicPartition(topic.name, int(p.partition_index))
-                        code = int(p.error_code)
-                        if code in {int(e) for e in _LEADER_ERRORS}:
-                            retry = AdminError(code)
-                            continue
-                        if code:
-                            raise AdminError.of(code, f"{tp}: {error_name(code)}")
-                        out[tp] = int(p.low_watermark)
-            if retry is not None:
-                raise _Retry(retry)
-
-        self._call(attempt, "delete records")
+        self._call(attempt, what)
         return {tp: out[tp] for tp in wanted}
 
     # -- consumer groups ------------------------------------------------------------------------------
