@@ -9,18 +9,20 @@ a stale leader found by the sender thread and a topic first seen by `send()` bot
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import selectors
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from bus.client.config import bootstrap_addresses
-from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
+from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
 from bus.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,13 @@ class Metadata:
         self._updated = 0.0
         self._need_update = True
         self.closed = False
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], client_id: str, *, allow_auto_create: bool = True) -> Metadata:
+        """The metadata of a producer or consumer, from its config."""
+        return cls(cfg["bootstrap.servers"], client_id=client_id, request_timeout_ms=cfg["request.timeout.ms"],
+                   retry_backoff_ms=cfg["retry.backoff.ms"], metadata_max_age_ms=cfg["metadata.max.age.ms"],
+                   allow_auto_create=allow_auto_create)
 
     # -- what to fetch --------------------------------------------------------------------------
 
@@ -211,3 +220,80 @@ class Metadata:
         with self._lock:
             self.closed = True
             self._drop_connection()
+
+
+class NodeConnections:
+    """A client's connections to the brokers by node id, all registered with one selector (key data: the node).
+
+    The producer's sender and the consumer's fetcher each hold one. A node that cannot be reached is
+    left alone for a backoff that doubles with each failed attempt up to `backoff_max`, and starts
+    again at `backoff` when an open connection is lost (Java's reconnect.backoff.ms / .max.ms).
+    """
+
+    def __init__(self, metadata: Metadata, client_id: str, *, timeout: float, backoff: float,
+                 backoff_max: float | None = None, check: Callable[[BrokerConnection], Any] | None = None) -> None:
+        self.metadata = metadata
+        self.client_id = client_id
+        self.timeout = timeout
+        self.backoff = backoff
+        self.backoff_max = max(backoff, backoff_max or backoff)
+        self.check = check  # run on each new connection; UnsupportedVersionError or a connection error fails it
+        self.selector = selectors.DefaultSelector()
+        self.conns: dict[int, BrokerConnection] = {}
+        self._blackout: dict[int, tuple[float, float]] = {}  # node -> (until, current backoff)
+
+    def get(self, node: int, now: float) -> BrokerConnection | None:
+        """The node's connection, opened now if needed; None while it is backing off or not in the metadata."""
+        conn = self.conns.get(node)
+        if conn is not None:
+            return conn
+        until, backoff = self._blackout.get(node, (0.0, 0.0))
+        if until > now:
+            return None
+        address = self.metadata.view.brokers.get(node)
+        if address is None:
+            self.metadata.request_update()
+            return None
+        try:
+            conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout)
+        except (KafkaConnectionError, OSError) as exc:
+            self._failed(node, backoff, exc)
+            return None
+        try:
+            if self.check is not None:
+                self.check(conn)
+        except (KafkaConnectionError, OSError, UnsupportedVersionError) as exc:
+            conn.close()
+            self._failed(node, backoff, exc)
+            return None
+        self._blackout.pop(node, None)
+        self.conns[node] = conn
+        self.selector.register(conn, selectors.EVENT_READ, node)
+        return conn
+
+    def _failed(self, node: int, backoff: float, exc: Exception) -> None:
+        backoff = min(self.backoff_max, backoff * 2 if backoff else self.backoff)
+        self._blackout[node] = (time.monotonic() + backoff, backoff)
+        self.metadata.request_update()
+        log.debug("cannot connect to node %s: %s", node, exc)
+
+    def drop(self, node: int, now: float) -> None:
+        """Close a broken or silent connection; the node is retried after `backoff`."""
+        conn = self.conns.pop(node, None)
+        if conn is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn)
+            conn.close()
+        self._blackout[node] = (now + self.backoff, self.backoff)
+        self.metadata.request_update()
+
+    def next_retry(self, now: float) -> float | None:
+        """Seconds until the first node in backoff may be tried again (None if none is)."""
+        waits = [until - now for until, _ in self._blackout.values() if until > now]
+        return min(waits, default=None)
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
+        self.selector.close()

@@ -10,6 +10,8 @@ asking for idempotence explicitly.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +22,47 @@ from bus.client.errors import ConfigError
 log = logging.getLogger(__name__)
 
 MAX_INT = 2**31 - 1
+
+
+def load_object(spec: Any) -> Any:
+    """A class, instance or callable given directly, or as "package.module:Name" / "package.module.Name"."""
+    if not isinstance(spec, str):
+        return spec
+    module_name, sep, name = spec.partition(":")
+    if not sep:
+        module_name, _, name = spec.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"cannot load {spec!r}: {exc}") from None
+
+
+def instantiate(spec: Any) -> Any:
+    """What an "obj" config names: a class is instantiated, anything else used as it is."""
+    obj = load_object(spec)
+    return obj() if isinstance(obj, type) else obj
+
+
+def serde_function(spec: Any, method: str) -> Callable[[str, Any], Any] | None:
+    """A (de)serializer config as a `(topic, data) -> data` function.
+
+    `spec` is an object with `method` ("serialize" or "deserialize"), or a callable taking
+    `(topic, data)` or just `data`.
+    """
+    if spec is None:
+        return None
+    obj = instantiate(spec)
+    if hasattr(obj, method):
+        return getattr(obj, method)
+    if callable(obj):
+        try:
+            if len(inspect.signature(obj).parameters) == 1:
+                return lambda _topic, data: obj(data)
+        except (TypeError, ValueError):
+            pass
+        return obj
+    kind = method.removesuffix("e") + "er"
+    raise ConfigError(f"{kind} {spec!r} is neither callable nor has {method}()")
 
 
 @dataclass(frozen=True, slots=True)

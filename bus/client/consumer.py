@@ -24,11 +24,10 @@ from typing import Any
 
 from bus.client.assignors import make_assignors
 from bus.client.cluster import Metadata
-from bus.client.config import Config, consumer_config
+from bus.client.config import Config, consumer_config, instantiate, serde_function
 from bus.client.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from bus.client.fetcher import EARLIEST, LATEST, ConsumerRecord, Fetcher
 from bus.client.group_coordinator import CommitCallback, ConsumerCoordinator
-from bus.client.producer import _instance
 from bus.client.subscription import (
     ConsumerRebalanceListener,
     OffsetAndMetadata,
@@ -74,24 +73,6 @@ class ConsumerRecords:
         return self._by_partition
 
 
-def _make_deserializer(spec: Any) -> Any:
-    if spec is None:
-        return None
-    obj = _instance(spec)
-    if hasattr(obj, "deserialize"):
-        return obj.deserialize
-    if callable(obj):
-        import inspect
-
-        try:
-            if len(inspect.signature(obj).parameters) == 1:
-                return lambda _topic, data: obj(data)
-        except (TypeError, ValueError):
-            pass
-        return obj
-    raise KafkaError(f"deserializer {spec!r} is neither callable nor has deserialize()")
-
-
 class KafkaConsumer:
     """A consumer of records from one or more partitions, alone or as a member of a group."""
 
@@ -100,19 +81,16 @@ class KafkaConsumer:
         cfg = self.config
         self.client_id = cfg["client.id"] or f"consumer-{cfg['group.id'] or ''}-{id(self):x}"
         self._subscriptions = SubscriptionState(cfg["auto.offset.reset"])
-        self.metadata = Metadata(cfg["bootstrap.servers"], client_id=self.client_id,
-                                 request_timeout_ms=cfg["request.timeout.ms"], retry_backoff_ms=cfg["retry.backoff.ms"],
-                                 metadata_max_age_ms=cfg["metadata.max.age.ms"],
-                                 allow_auto_create=cfg["allow.auto.create.topics"])
+        self.metadata = Metadata.from_config(cfg, self.client_id, allow_auto_create=cfg["allow.auto.create.topics"])
         self._fetcher = Fetcher(
             metadata=self.metadata, subscriptions=self._subscriptions, client_id=self.client_id,
             fetch_min_bytes=cfg["fetch.min.bytes"], fetch_max_bytes=cfg["fetch.max.bytes"],
             fetch_max_wait_ms=cfg["fetch.max.wait.ms"], max_partition_fetch_bytes=cfg["max.partition.fetch.bytes"],
             isolation_level=cfg["isolation.level"], check_crcs=cfg["check.crcs"],
             request_timeout_ms=cfg["request.timeout.ms"], retry_backoff_ms=cfg["retry.backoff.ms"],
-            key_deserializer=_make_deserializer(cfg["key.deserializer"]),
-            value_deserializer=_make_deserializer(cfg["value.deserializer"]))
-        self._interceptors = [_instance(spec) for spec in cfg["interceptor.classes"]]
+            key_deserializer=serde_function(cfg["key.deserializer"], "deserialize"),
+            value_deserializer=serde_function(cfg["value.deserializer"], "deserialize"))
+        self._interceptors = [instantiate(spec) for spec in cfg["interceptor.classes"]]
         self._max_poll_records = cfg["max.poll.records"]
         self._api_timeout = cfg["default.api.timeout.ms"] / 1000.0
         self._auto_commit = bool(cfg["enable.auto.commit"] and cfg["group.id"])

@@ -17,7 +17,6 @@ import collections
 import contextlib
 import heapq
 import logging
-import selectors
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.client.cluster import Metadata
+from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError
 from bus.client.errors import (
     BrokerResponseError,
@@ -78,7 +77,8 @@ class ConsumerRecord:
                 f"timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})")
 
 
-def _slow_varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it)."""
     result = 0
     shift = 0
     while True:
@@ -95,7 +95,7 @@ def _slow_varint(data: bytes, pos: int) -> tuple[int, int]:
 def decode_batch(data: bytes, batch: rb.BatchInfo, topic: str, partition: int, start: int,
                  key_deserializer: Callable[[str, bytes | None], Any] | None,
                  value_deserializer: Callable[[str, bytes | None], Any] | None) -> list[ConsumerRecord]:
-    """Every record of one batch with offset >= start, as ConsumerRecords. Hot: one pass, no helpers."""
+    """Every record of one batch with offset >= start, as ConsumerRecords. Hot: one pass over the bytes."""
     body_start = batch.position + rb.BATCH_OVERHEAD
     end = batch.position + batch.size
     if batch.compression:
@@ -117,43 +117,18 @@ def decode_batch(data: bytes, batch: rb.BatchInfo, topic: str, partition: int, s
     record = ConsumerRecord
     try:
         for _ in range(batch.records_count):
-            length = data[pos]
-            if length < 0x80:
-                pos += 1
-                length = (length >> 1) ^ -(length & 1)
-            else:
-                length, pos = _slow_varint(data, pos)
+            length, pos = _varint(data, pos)
             record_end = pos + length
             pos += 1  # attributes
-            v = data[pos]
-            if v < 0x80:
-                pos += 1
-                ts_delta = (v >> 1) ^ -(v & 1)
-            else:
-                ts_delta, pos = _slow_varint(data, pos)
-            v = data[pos]
-            if v < 0x80:
-                pos += 1
-                offset_delta = (v >> 1) ^ -(v & 1)
-            else:
-                offset_delta, pos = _slow_varint(data, pos)
-            v = data[pos]
-            if v < 0x80:
-                pos += 1
-                klen = (v >> 1) ^ -(v & 1)
-            else:
-                klen, pos = _slow_varint(data, pos)
+            ts_delta, pos = _varint(data, pos)
+            offset_delta, pos = _varint(data, pos)
+            klen, pos = _varint(data, pos)
             if klen < 0:
                 key = None
             else:
                 key = data[pos:pos + klen]
                 pos += klen
-            v = data[pos]
-            if v < 0x80:
-                pos += 1
-                vlen = (v >> 1) ^ -(v & 1)
-            else:
-                vlen, pos = _slow_varint(data, pos)
+            vlen, pos = _varint(data, pos)
             if vlen < 0:
                 value = None
             else:
@@ -164,13 +139,13 @@ def decode_batch(data: bytes, batch: rb.BatchInfo, topic: str, partition: int, s
                 headers: tuple[tuple[str, bytes | None], ...] = ()
                 pos += 1
             else:
-                count, pos = _slow_varint(data, pos)
+                count, pos = _varint(data, pos)
                 items = []
                 for _h in range(count):
-                    hlen, pos = _slow_varint(data, pos)
+                    hlen, pos = _varint(data, pos)
                     name = data[pos:pos + hlen].decode()
                     pos += hlen
-                    hvlen, pos = _slow_varint(data, pos)
+                    hvlen, pos = _varint(data, pos)
                     if hvlen < 0:
                         items.append((name, None))
                     else:
@@ -287,53 +262,24 @@ class Fetcher:
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
-        self._conns: dict[int, BrokerConnection] = {}
-        self._blackout: dict[int, float] = {}
+        self._nodes = NodeConnections(metadata, client_id, timeout=self.request_timeout + fetch_max_wait_ms / 1000.0,
+                                      backoff=self.retry_backoff)
         self._in_flight: dict[int, tuple[float, dict[TopicPartition, int]]] = {}
-        self._selector = selectors.DefaultSelector()
         self.completed: collections.deque[CompletedFetch] = collections.deque()
         self._error: Exception | None = None
 
     # -- connections -----------------------------------------------------------------------------
 
     def connection(self, node: int) -> BrokerConnection | None:
-        conn = self._conns.get(node)
-        if conn is not None:
-            return conn
-        if self._blackout.get(node, 0.0) > time.monotonic():
-            return None
-        address = self.metadata.view.brokers.get(node)
-        if address is None:
-            self.metadata.request_update()
-            return None
-        try:
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
-                                    timeout=self.request_timeout + self.max_wait_ms / 1000.0)
-        except (KafkaConnectionError, OSError) as exc:
-            log.debug("cannot connect to node %s: %s", node, exc)
-            self._blackout[node] = time.monotonic() + self.retry_backoff
-            self.metadata.request_update()
-            return None
-        self._conns[node] = conn
-        self._selector.register(conn, selectors.EVENT_READ, node)
-        return conn
+        return self._nodes.get(node, time.monotonic())
 
     def _disconnect(self, node: int, reason: str) -> None:
         log.info("consumer disconnected from node %s: %s", node, reason)
-        conn = self._conns.pop(node, None)
-        if conn is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self._selector.unregister(conn)
-            conn.close()
         self._in_flight.pop(node, None)
-        self._blackout[node] = time.monotonic() + self.retry_backoff
-        self.metadata.request_update()
+        self._nodes.drop(node, time.monotonic())
 
     def close(self) -> None:
-        for node in list(self._conns):
-            conn = self._conns.pop(node)
-            conn.close()
-        self._selector.close()
+        self._nodes.close()
 
     # -- fetching --------------------------------------------------------------------------------
 
@@ -402,10 +348,10 @@ class Fetcher:
             if timeout > 0:
                 time.sleep(min(timeout, self.retry_backoff))
             return
-        events = self._selector.select(max(timeout, 0.0))
+        events = self._nodes.selector.select(max(timeout, 0.0))
         for key, _ in events:
             node = key.data
-            conn = self._conns.get(node)
+            conn = self._nodes.conns.get(node)
             pending = self._in_flight.get(node)
             if conn is None or pending is None:
                 continue

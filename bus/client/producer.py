@@ -15,7 +15,6 @@ that record never reaches a callback.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any
 from bus.client.accumulator import ABORTED, OVERHEAD, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from bus.client.accumulator import encode_headers as _encode_headers
 from bus.client.cluster import Metadata
-from bus.client.config import Config, producer_config
+from bus.client.config import Config, instantiate, producer_config, serde_function
 from bus.client.errors import (
     ConfigError,
     IllegalStateError,
@@ -61,41 +60,9 @@ class ProducerInterceptor:
         """Release resources at producer close."""
 
 
-def load_object(spec: Any) -> Any:
-    """A class, instance or callable given directly, or as "package.module:Name" / "package.module.Name"."""
-    if not isinstance(spec, str):
-        return spec
-    module_name, sep, name = spec.partition(":")
-    if not sep:
-        module_name, _, name = spec.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"cannot load {spec!r}: {exc}") from None
-
-
-def _instance(spec: Any) -> Any:
-    obj = load_object(spec)
-    return obj() if isinstance(obj, type) else obj
-
-
 def make_serializer(spec: Any) -> Callable[[str, Any], bytes | None] | None:
     """A serializer as a `(topic, data) -> bytes` function: a callable, or an object with serialize()."""
-    if spec is None:
-        return None
-    obj = _instance(spec)
-    if hasattr(obj, "serialize"):
-        return obj.serialize
-    if callable(obj):
-        try:
-            import inspect
-
-            if len(inspect.signature(obj).parameters) == 1:
-                return lambda _topic, data: obj(data)
-        except (TypeError, ValueError):
-            pass
-        return obj
-    raise ConfigError(f"serializer {spec!r} is neither callable nor has serialize()")
+    return serde_function(spec, "serialize")
 
 
 def _as_bytes(data: Any, what: str) -> bytes | None:
@@ -117,8 +84,8 @@ class KafkaProducer:
         self.client_id = cfg["client.id"] or f"producer-{id(self):x}"
         self._key_serializer = make_serializer(cfg["key.serializer"])
         self._value_serializer = make_serializer(cfg["value.serializer"])
-        self._interceptors: list[Any] = [_instance(spec) for spec in cfg["interceptor.classes"]]
-        self._custom_partitioner = _instance(cfg["partitioner.class"]) if cfg["partitioner.class"] else None
+        self._interceptors: list[Any] = [instantiate(spec) for spec in cfg["interceptor.classes"]]
+        self._custom_partitioner = instantiate(cfg["partitioner.class"]) if cfg["partitioner.class"] else None
         self._ignore_keys = cfg["partitioner.ignore.keys"]
         self._sticky = StickyPartitioner()
         self._max_block = cfg["max.block.ms"] / 1000.0
@@ -126,10 +93,7 @@ class KafkaProducer:
         self._buffer_memory = cfg["buffer.memory"]
         if cfg["transactional.id"]:
             raise ConfigError("transactional.id: transactions are not supported by this client yet")
-        self.metadata = Metadata(cfg["bootstrap.servers"], client_id=self.client_id,
-                                 request_timeout_ms=cfg["request.timeout.ms"],
-                                 retry_backoff_ms=cfg["retry.backoff.ms"],
-                                 metadata_max_age_ms=cfg["metadata.max.age.ms"])
+        self.metadata = Metadata.from_config(cfg, self.client_id)
         self._accumulator = RecordAccumulator(
             batch_size=cfg["batch.size"], linger_ms=cfg["linger.ms"], buffer_memory=cfg["buffer.memory"],
             codec=_CODECS[cfg["compression.type"]], delivery_timeout_ms=cfg["delivery.timeout.ms"],

@@ -31,8 +31,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.client.accumulator import ProducerBatch, RecordAccumulator
-from bus.client.cluster import Metadata
-from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
+from bus.client.cluster import Metadata, NodeConnections
+from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
 from bus.client.errors import (
     BrokerResponseError,
     KafkaError,
@@ -104,14 +104,14 @@ class Sender(threading.Thread):
         self.metrics = SenderMetrics()
         self.running = True
         self.forced = False
-        self._conns: dict[int, BrokerConnection] = {}
+        self._nodes = NodeConnections(metadata, client_id, timeout=max(self.request_timeout, self.connection_timeout),
+                                      backoff=self.reconnect_backoff, backoff_max=self.reconnect_backoff_max,
+                                      check=lambda conn: conn.version_for(PRODUCE, PRODUCE_VERSIONS))
         self._in_flight: dict[int, collections.deque[_InFlight]] = {}
-        self._blackout: dict[int, tuple[float, float]] = {}  # node -> (until, current backoff)
-        self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._nodes.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._woken = False
         # Idempotence state (Java's TransactionManager, without transactions).
         self.producer_id = -1
@@ -152,10 +152,7 @@ class Sender(threading.Thread):
             self.fatal = exc
         finally:
             self._fail_everything(self.fatal or ProducerClosedError("producer closed before the record was sent"))
-            for conn in self._conns.values():
-                conn.close()
-            self._conns.clear()
-            self._selector.close()
+            self._nodes.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
 
@@ -198,20 +195,18 @@ class Sender(threading.Thread):
         for requests in self._in_flight.values():
             if requests:
                 timeout = min(timeout, requests[0].sent + self.request_timeout - now)
-        for until, _ in self._blackout.values():
-            if until > now:
-                timeout = min(timeout, until - now)
-        return timeout
+        retry = self._nodes.next_retry(now)
+        return timeout if retry is None else min(timeout, retry)
 
     def _poll(self, timeout: float) -> None:
-        events = self._selector.select(min(timeout, 1.0))
+        events = self._nodes.selector.select(min(timeout, 1.0))
         now = time.monotonic()
         for key, _ in events:
             if key.data is None:
                 self._drain_wakeups()
                 continue
             node = key.data
-            conn = self._conns.get(node)
+            conn = self._nodes.conns.get(node)
             requests = self._in_flight.get(node)
             if conn is None or not requests:
                 continue
@@ -234,44 +229,16 @@ class Sender(threading.Thread):
     # -- connections -----------------------------------------------------------------------------
 
     def _connection(self, node: int, now: float) -> BrokerConnection | None:
-        conn = self._conns.get(node)
+        conn = self._nodes.get(node, now)
         if conn is not None:
-            return conn
-        until, backoff = self._blackout.get(node, (0.0, 0.0))
-        if until > now:
-            return None
-        address = self.metadata.view.brokers.get(node)
-        if address is None:
-            self.metadata.request_update()
-            return None
-        try:
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
-                                    timeout=max(self.request_timeout, self.connection_timeout))
-            conn.version_for(PRODUCE, PRODUCE_VERSIONS)
-        except (KafkaConnectionError, OSError, UnsupportedVersionError) as exc:
-            backoff = min(self.reconnect_backoff_max, backoff * 2 if backoff else self.reconnect_backoff)
-            self._blackout[node] = (time.monotonic() + backoff, backoff)
-            self.metadata.request_update()
-            log.debug("cannot connect to node %s: %s", node, exc)
-            return None
-        self._blackout.pop(node, None)
-        self._conns[node] = conn
-        self._in_flight.setdefault(node, collections.deque())
-        self._selector.register(conn, selectors.EVENT_READ, node)
+            self._in_flight.setdefault(node, collections.deque())
         return conn
 
     def _disconnect(self, node: int, reason: str, now: float) -> None:
         """A broken or silent connection: every request on it comes back as a retriable failure."""
         log.info("producer disconnected from node %s: %s", node, reason)
-        conn = self._conns.pop(node, None)
-        if conn is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self._selector.unregister(conn)
-            conn.close()
-        backoff = self.reconnect_backoff
-        self._blackout[node] = (now + backoff, backoff)
+        self._nodes.drop(node, now)
         requests = self._in_flight.pop(node, collections.deque())
-        self.metadata.request_update()
         error = KafkaConnectionError(f"connection to node {node} lost: {reason}")
         for request in requests:
             for batch in request.batches:
@@ -288,7 +255,8 @@ class Sender(threading.Thread):
         if now < self._next_pid_attempt:
             return False
         view = self.metadata.view
-        nodes = list(self._conns) + [n for n in view.brokers if n not in self._conns]
+        conns = self._nodes.conns
+        nodes = list(conns) + [n for n in view.brokers if n not in conns]
         for node in nodes:
             if self._in_flight.get(node):
                 continue  # a pipelined connection: its next response belongs to a produce request
@@ -354,7 +322,7 @@ class Sender(threading.Thread):
     # -- produce ----------------------------------------------------------------------------------
 
     def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> None:
-        conn = self._conns[node]
+        conn = self._nodes.conns[node]
         version = conn.version_for(PRODUCE, PRODUCE_VERSIONS)
         shapes = request_shapes(PRODUCE, version)
         by_topic: dict[str, list[Any]] = {}
