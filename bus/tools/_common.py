@@ -33,6 +33,14 @@ def add_connection_args(parser: argparse.ArgumentParser, *, required: bool = Tru
     parser.add_argument("--command-config", metavar="FILE", help=config_help)
 
 
+def one_action(args: argparse.Namespace, actions: tuple[str, ...], listed: str) -> str:
+    """The one action flag set among `actions` (Kafka's "exactly one action" check; `listed` names them)."""
+    chosen = [a for a in actions if getattr(args, a)]
+    if len(chosen) != 1:
+        raise ToolError(f"Command must include exactly one action: {listed}")
+    return chosen[0]
+
+
 def parse_key_values(items: list[str] | None, what: str = "property") -> dict[str, str]:
     """`key=value` strings (each may itself be comma-free) into a dict, rejecting malformed ones."""
     out: dict[str, str] = {}

@@ -15,7 +15,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from bus.tools._common import ToolError, add_connection_args, admin_client, run_guarded
+from bus.tools._common import ToolError, add_connection_args, admin_client, one_action, run_guarded
 
 if TYPE_CHECKING:
     from bus.client.admin import AdminClient, ConfigEntry, ConfigResource
@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.describe == args.alter:
-        raise ToolError("Command must include exactly one action: --describe, --alter")
+    one_action(args, ("describe", "alter"), "--describe, --alter")
     entity_type, name = _entity(args)
     if args.alter:
         adds = parse_add_config(args.add_config, args.add_config_file)

@@ -15,11 +15,11 @@ import datetime
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from bus.tools._common import ToolError, add_connection_args, admin_client, progress, run_guarded
+from bus.tools._common import ToolError, add_connection_args, admin_client, one_action, progress, run_guarded
 
 if TYPE_CHECKING:
     from bus.client.admin import AdminClient, ConsumerGroupDescription, TopicPartition
@@ -96,11 +96,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def check_args(args: argparse.Namespace) -> str:
     """The action, after ConsumerGroupCommandOptions.checkArgs' consistency checks (Kafka's wording)."""
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise ToolError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                        "--delete-offsets")
-    action = chosen[0]
+    action = one_action(args, ACTIONS, "--list, --describe, --delete, --reset-offsets, --delete-offsets")
     groups_scope = bool(args.group) or args.all_groups
     if action == "describe":
         if not groups_scope:
@@ -212,19 +208,14 @@ def _list(admin: AdminClient, args: argparse.Namespace) -> int:
             print(g.group_id)
         return 0
     width = max([15, *(len(g.group_id) for g in listings)]) + 10
-    header = [f"{'GROUP':<{width}}"]
+    columns: list[tuple[str, int, Callable[[Any], str]]] = [("GROUP", width, lambda g: g.group_id)]
     if args.type is not None:
-        header.append(f"{'TYPE':<20}")
+        columns.append(("TYPE", 20, lambda g: (g.type or "unknown").capitalize()))
     if args.state is not None:
-        header.append(f"{'STATE':<20}")
-    print(" ".join(header))
+        columns.append(("STATE", 20, lambda g: g.state or "Unknown"))
+    print(" ".join(f"{title:<{w}}" for title, w, _ in columns))
     for g in listings:
-        row = [f"{g.group_id:<{width}}"]
-        if args.type is not None:
-            row.append(f"{(g.type or 'unknown').capitalize():<20}")
-        if args.state is not None:
-            row.append(f"{g.state or 'Unknown':<20}")
-        print(" ".join(row))
+        print(" ".join(f"{cell(g):<{w}}" for _, w, cell in columns))
     return 0
 
 

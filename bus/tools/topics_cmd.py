@@ -14,7 +14,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from bus.tools._common import ToolError, add_connection_args, admin_client, run_guarded
+from bus.tools._common import ToolError, add_connection_args, admin_client, one_action, run_guarded
 
 if TYPE_CHECKING:
     from bus.client.admin import AdminClient, ConfigEntry, PartitionInfo, TopicDescription
@@ -82,10 +82,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 
 def check_args(args: argparse.Namespace) -> str:
     """The action to run, after Kafka's consistency checks; raises ToolError with Kafka's wording."""
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise ToolError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
-    action = chosen[0]
+    action = one_action(args, ACTIONS, "--list, --describe, --create, --alter or --delete")
     if action not in ("list", "describe") and not args.topic:
         raise ToolError(f'Missing required argument "[topic]" for --{action}')
     if action == "alter" and args.partitions is None and not args.config and not args.delete_config:
