@@ -46,6 +46,7 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/broker_throughput.py
+	$(BIN)/python benchmarks/client_throughput.py
 
 clean:
 	rm -rf $(VENV) $(DATA) .pytest_cache .ruff_cache
