@@ -130,7 +130,7 @@ def main() -> int:
             print(f"{'rate/s':>7} {'sent/s':>8} {'rows/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
                   f"{'max ms':>7} {'drain s':>7} {'batches':>7} {'batch p50/max ms':>16}")
             # Warm-up: the first batches pay for Python worker start-up and JIT; measure the steady state.
-            warm = run_stage(len(rates), rates[0], argparse.Namespace(**{**vars(args), "seconds": 5.0}), broker,
+            warm = run_stage(len(rates), rates[0], argparse.Namespace(**{**vars(args), "seconds": 10.0}), broker,
                              conn, tmp, 0)
             print(f"warm-up {warm['produced']} records at {rates[0]}/s: p99 {warm['latency_ms']['p99']} ms")  # type: ignore[index]
             before = int(warm["rows_total"])  # type: ignore[call-overload]

@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--vehicle-topic", default=topics.get("vehicle", "capture.vehicle"))
     parser.add_argument("--face-topic", default=topics.get("face", "capture.face"))
     parser.add_argument("--deadletter-topic", default=topics.get("deadletter", "capture.deadletter"))
+    parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
+                        help="tasks per micro-batch (default: the cores Spark has, e.g. 2 for local[2])")
     parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
     return parser.parse_args(argv), config
 
@@ -98,9 +100,17 @@ def source(spark: Any, args: argparse.Namespace) -> Any:
             .load())
 
 
-def batch_handler(settings: WriterSettings, status: IngestStatus) -> Any:
+def batch_handler(settings: WriterSettings, status: IngestStatus, tasks: int) -> Any:
+    """The foreachBatch body: one action (collect of the per-task counts) per micro-batch.
+
+    ``tasks`` caps the tasks per batch (coalesce, no shuffle: a task reads several topic-partition
+    ranges in turn): with more tasks than cores each batch only pays more per-task overhead.
+    """
+
     def handle(batch: Any, batch_id: int) -> None:
         started = time.time()
+        if tasks > 0:
+            batch = batch.coalesce(tasks)
         rows = batch.mapInArrow(functools.partial(process_partition, settings=settings), RESULT_SCHEMA).collect()
         summary = summarize(row.asDict() for row in rows)
         line = status.record(batch_id, summary, time.time() - started)
@@ -124,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = (source(spark, args).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
-              .foreachBatch(batch_handler(settings, status)))
+              .foreachBatch(batch_handler(settings, status, args.tasks or parallelism)))
     if args.once:
         writer = writer.trigger(availableNow=True)
     elif args.trigger_ms > 0:
