@@ -25,6 +25,14 @@ class DetectorConfig:
     min_area_frac: float = 0.0006
     open_kernel: int = 3
     close_kernel: int = 9
+    # A frame is "camera motion" (a jolt) or a light change, not objects, when the whole image shifted
+    # by more than ``max_shift`` of its width against the previous frame (phase correlation; moving
+    # objects alone shift it far less) or more than ``max_foreground`` of it is foreground: it yields
+    # no blobs and re-learns the background. A blob whose box covers more than ``max_box`` of the frame
+    # is a smeared background (slow pan), never one object of a fixed camera.
+    max_foreground: float = 0.35
+    max_shift: float = 0.02
+    max_box: float = 0.5
 
 
 class Detector:
@@ -41,20 +49,43 @@ class Detector:
             raise ValueError(f"unknown background subtraction method {config.method!r}")
         self._open = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (config.open_kernel, config.open_kernel))
         self._close = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (config.close_kernel, config.close_kernel))
+        self.camera_moves = 0  # frames dropped as camera motion
+        self._previous: np.ndarray | None = None
 
     def learn(self, frame: np.ndarray) -> None:
         """Update the background only (warm-up before a segment's first recorded frame)."""
-        self.model.apply(frame)
+        self.model.apply(frame, learningRate=1.0 if self._camera_moved(frame) else -1)
 
     def detect(self, frame: np.ndarray) -> tuple[list[Box], np.ndarray]:
-        raw = self.model.apply(frame)
+        moved = self._camera_moved(frame)
+        raw = self.model.apply(frame, learningRate=1.0 if moved else -1)
+        if moved:
+            return [], np.zeros_like(raw)
         _, mask = cv2.threshold(raw, 200, 255, cv2.THRESH_BINARY)
         mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, self._open)
         mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, self._close)
+        if cv2.countNonZero(mask) > self.config.max_foreground * mask.size:
+            self.model.apply(frame, learningRate=1.0)
+            self.camera_moves += 1
+            return [], np.zeros_like(mask)
         contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        min_area = self.config.min_area_frac * frame.shape[0] * frame.shape[1]
-        boxes = [cv2.boundingRect(c) for c in contours if cv2.contourArea(c) >= min_area]
+        frame_area = frame.shape[0] * frame.shape[1]
+        min_area = self.config.min_area_frac * frame_area
+        boxes = [box for c in contours if cv2.contourArea(c) >= min_area
+                 if (box := cv2.boundingRect(c))[2] * box[3] <= self.config.max_box * frame_area]
         return [(int(x), int(y), int(w), int(h)) for x, y, w, h in boxes], mask
+
+    def _camera_moved(self, frame: np.ndarray) -> bool:
+        small = cv2.cvtColor(cv2.resize(frame, (160, max(8, 160 * frame.shape[0] // frame.shape[1])),
+                                        interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY).astype(np.float32)
+        previous, self._previous = self._previous, small
+        if previous is None or previous.shape != small.shape:
+            return False
+        (dx, dy), _ = cv2.phaseCorrelate(previous, small)
+        if np.hypot(dx, dy) / small.shape[1] > self.config.max_shift:
+            self.camera_moves += 1
+            return True
+        return False
 
     def background(self) -> np.ndarray | None:
         return self.model.getBackgroundImage()

@@ -126,6 +126,10 @@ class Tracker:
                 box = detections[inside[0]]
                 for d in inside[1:]:
                     box = union_box(box, detections[d])
+                usual = float(np.median([w * h for _, _, w, h in self.active[t].boxes[-25:]]))
+                if len(inside) > 1 and box[2] * box[3] > 1.5 * usual:  # not one object's pieces: the largest
+                    inside = [max(inside, key=lambda d: detections[d][2] * detections[d][3])]
+                    box = detections[inside[0]]
                 matched[t] = box
                 used.update(inside)
         # Then nearest blob within the gate, for young tracks and objects that grew or turned.
