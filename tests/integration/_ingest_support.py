@@ -39,13 +39,15 @@ def ingest_job(bootstrap: str, hbase_port: int, checkpoint: Path, log: Path, *ar
 
 
 def count_rows(conn: happybase.Connection, table: str) -> int:
+    """Rows in ``table``; 0 while the job has not created it yet."""
+    if table.encode() not in conn.tables():
+        return 0
     column = b"i:row" if table in ("vehicle_by_plate", "capture_by_checkpoint") else b"r:capture_time"
     return sum(1 for _ in conn.table(table).scan(batch_size=2000, columns=[column]))
 
 
 def row_counts(conn: happybase.Connection) -> dict[str, int]:
-    existing = {t.decode() for t in conn.tables()}
-    return {name: count_rows(conn, name) if name in existing else 0 for name in tables.TABLES}
+    return {name: count_rows(conn, name) for name in tables.TABLES}
 
 
 def poll(condition: Callable[[], bool], timeout: float, interval: float = 0.5, what: str = "condition") -> None:
