@@ -48,7 +48,7 @@ class ConfluentProducer:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self._bootstrap})
+        admin = AdminClient({"bootstrap.servers": self._bootstrap, "log_level": 3})  # no info chatter at exit
         existing = set(admin.list_topics(timeout=timeout).topics)
         wanted = [NewTopic(t, n) for t, n in partitions.items() if t not in existing]
         if not wanted:

@@ -246,8 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     city.save(args.map)
     topics = topics_from(config)
     producer = open_producer(args.bootstrap_server)
-    producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,
-                            topics.heartbeat: args.partitions})
+    try:
+        producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,
+                                topics.heartbeat: args.partitions})
+    except Exception as exc:  # the client's own exception types stay behind the producer interface
+        print(f"cannot reach the bus at {args.bootstrap_server}: {exc}", file=sys.stderr)
+        return 2
     simulator = Simulator(traffic, producer, topics, args.rate, args.heartbeat_interval)
 
     def stop(*_: object) -> None:

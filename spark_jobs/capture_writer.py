@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest import tables
+from ingest.producer import RecordProducer, open_producer
 from ingest.schema import Kind, Status, encode, epoch_ms, now_time, parse
 
 log = logging.getLogger("spark_jobs.capture_writer")
@@ -69,7 +70,7 @@ class TopicTally:
 
 # One connection per Python worker and endpoint: Spark reuses workers between tasks and batches.
 _CONNECTIONS: dict[tuple, Any] = {}
-_PRODUCERS: dict[str, Any] = {}
+_PRODUCERS: dict[str, RecordProducer] = {}
 
 
 def _connection(settings: WriterSettings) -> Any:
@@ -101,13 +102,12 @@ def close_cached_clients() -> None:
         _PRODUCERS.popitem()[1].flush(1)
 
 
-def _producer(bootstrap: str) -> Any:
-    from confluent_kafka import Producer
-
+def _producer(bootstrap: str) -> RecordProducer:
+    """The dead-letter producer, through the same small interface as the simulator's (one place to
+    switch Kafka clients)."""
     producer = _PRODUCERS.get(bootstrap)
     if producer is None:
-        producer = _PRODUCERS[bootstrap] = Producer({
-            "bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "client.id": "ingest-deadletter"})
+        producer = _PRODUCERS[bootstrap] = open_producer(bootstrap, {"client.id": "ingest-deadletter"})
     return producer
 
 
@@ -140,17 +140,12 @@ def send_deadletters(letters: list[tuple[str, bytes]], settings: WriterSettings)
     producer = _producer(settings.bootstrap)
     failures: list[str] = []
 
-    def done(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
+    def done(error: str | None) -> None:
+        if error is not None:
+            failures.append(error)
 
     for topic, value in letters:
-        while True:
-            try:
-                producer.produce(settings.deadletter_topic, value, topic.encode(), on_delivery=done)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        producer.produce(settings.deadletter_topic, topic.encode(), value, done)
     remaining = producer.flush(60)
     if remaining or failures:
         raise RuntimeError(f"dead letters not acknowledged: {remaining} pending, errors {failures[:3]}")
