@@ -89,17 +89,20 @@ def analyze_frames(frames: Iterable[tuple[int, np.ndarray]], fps: float, config:
     background model."""
     config = config or AnalysisConfig()
     detector = Detector(config.detector)
-    tracker = Tracker(max_missed=max(2, round(config.max_missed_s * fps)),
-                      min_observations=max(3, round(config.min_tube_s * fps)),
-                      gate=1.2 if fps >= 10 else 2.0)
+    tracker: Tracker | None = None
     for index, frame in frames:
         if index < record_from:
             detector.learn(frame)
             continue
+        if tracker is None:
+            tracker = Tracker(max_missed=max(2, round(config.max_missed_s * fps)),
+                              min_observations=max(3, round(config.min_tube_s * fps)),
+                              gate=1.2 if fps >= 10 else 2.0,
+                              max_area=config.detector.max_box * frame.shape[0] * frame.shape[1])
         boxes, mask = detector.detect(frame)
         for tube, box in tracker.update(index, boxes):
             _observe(tube, frame, mask, box, index, config)
-    return tracker.finish()
+    return tracker.finish() if tracker is not None else []
 
 
 def _observe(tube: Tube, frame: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int], index: int,

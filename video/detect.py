@@ -32,6 +32,7 @@ class DetectorConfig:
     # is a smeared background (slow pan), never one object of a fixed camera.
     max_foreground: float = 0.35
     max_shift: float = 0.02
+    jolt_foreground: float = 0.03  # ... and a shift that leaves less foreground than this changed nothing
     max_box: float = 0.5
 
 
@@ -54,14 +55,16 @@ class Detector:
 
     def learn(self, frame: np.ndarray) -> None:
         """Update the background only (warm-up before a segment's first recorded frame)."""
-        self.model.apply(frame, learningRate=1.0 if self._camera_moved(frame) else -1)
+        self.model.apply(frame)
 
     def detect(self, frame: np.ndarray) -> tuple[list[Box], np.ndarray]:
         moved = self._camera_moved(frame)
-        raw = self.model.apply(frame, learningRate=1.0 if moved else -1)
-        if moved:
-            return [], np.zeros_like(raw)
+        raw = self.model.apply(frame)
         _, mask = cv2.threshold(raw, 200, 255, cv2.THRESH_BINARY)
+        if moved and cv2.countNonZero(mask) > self.config.jolt_foreground * mask.size:
+            self.model.apply(frame, learningRate=1.0)  # re-learn the background from the new view
+            self.camera_moves += 1
+            return [], np.zeros_like(mask)
         mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, self._open)
         mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, self._close)
         if cv2.countNonZero(mask) > self.config.max_foreground * mask.size:
@@ -82,10 +85,19 @@ class Detector:
         if previous is None or previous.shape != small.shape:
             return False
         (dx, dy), _ = cv2.phaseCorrelate(previous, small)
-        if np.hypot(dx, dy) / small.shape[1] > self.config.max_shift:
-            self.camera_moves += 1
-            return True
-        return False
+        if np.hypot(dx, dy) / small.shape[1] <= self.config.max_shift:
+            return False
+        # The peak may be a large moving object on a plain background: it is the camera only if
+        # undoing the shift makes the whole view match better than leaving it.
+        h, w = small.shape
+        shifted = cv2.warpAffine(previous, np.float32([[1, 0, dx], [0, 1, dy]]), (w, h))
+        m = max(2, int(np.ceil(max(abs(dx), abs(dy)))))
+        inner = (slice(m, h - m), slice(m, w - m))
+        if h <= 2 * m or w <= 2 * m:
+            return False
+        compensated = float(np.mean(np.abs(shifted[inner] - small[inner])))
+        raw = float(np.mean(np.abs(previous[inner] - small[inner])))
+        return compensated < 0.6 * raw
 
     def background(self) -> np.ndarray | None:
         return self.model.getBackgroundImage()

@@ -101,8 +101,10 @@ def _distance(pred: Box, det: Box) -> float:
 
 
 class Tracker:
-    def __init__(self, max_missed: int = 12, min_observations: int = 5, gate: float = 1.2) -> None:
+    def __init__(self, max_missed: int = 12, min_observations: int = 5, gate: float = 1.2,
+                 max_area: float = float("inf")) -> None:
         self.max_missed = max_missed
+        self.max_area = max_area
         self.min_observations = min_observations
         self.gate = gate
         self.active: list[Tube] = []
@@ -127,7 +129,8 @@ class Tracker:
                 for d in inside[1:]:
                     box = union_box(box, detections[d])
                 usual = float(np.median([w * h for _, _, w, h in self.active[t].boxes[-25:]]))
-                if len(inside) > 1 and box[2] * box[3] > 1.5 * usual:  # not one object's pieces: the largest
+                if len(inside) > 1 and box[2] * box[3] > min(1.5 * usual, self.max_area):
+                    # Not one object's pieces: keep the largest blob, the others may start tubes.
                     inside = [max(inside, key=lambda d: detections[d][2] * detections[d][3])]
                     box = detections[inside[0]]
                 matched[t] = box
