@@ -17,6 +17,7 @@ SIGTERM/SIGINT, printing one JSON line per batch and keeping ``--status-file`` u
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import signal
@@ -146,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
     while not query.awaitTermination(1):
         if stopping:
-            query.stop()
+            with contextlib.suppress(Exception):  # the JVM may be shutting down too (SIGTERM to the group)
+                query.stop()
             break
-    exception = query.exception()
+    exception = None
+    if not stopping:
+        exception = query.exception()
     print(json.dumps({"final": status.totals()}), flush=True)
-    spark.stop()
+    with contextlib.suppress(Exception):
+        spark.stop()
     if exception is not None:
         print(f"ingest_captures failed: {exception}", file=sys.stderr, flush=True)
         return 1

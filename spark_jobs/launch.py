@@ -133,7 +133,9 @@ class SparkJob:
     def python_driver(self) -> int | None:
         """The pid of the Python driver spark-submit started (a child of the JVM), if it runs."""
         with contextlib.suppress(OSError):
-            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            # A JVM thread other than main starts it: look at the children of every thread.
+            children = [pid for task in Path(f"/proc/{self.proc.pid}/task").iterdir()
+                        for pid in (task / "children").read_text().split()]
             for pid in children:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 if any(part.endswith(b".py") for part in cmdline[1:]):
