@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ def fetch(settings: S3Settings, url: str, task_id: str) -> Path:
 
     local = Path(tempfile.gettempdir()) / f"video-synopsis-{task_id}" / Path(storage.parse_s3_url(url)[1]).name
     if not local.exists():
-        part = local.with_suffix(local.suffix + ".part")
+        part = local.with_suffix(f"{local.suffix}.{os.getpid()}.part")  # workers may race: last rename wins
         storage.download(settings.client(), url, part)
         part.replace(local)
     return local
