@@ -19,6 +19,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -40,11 +41,16 @@ class S3Settings:
         return storage.connect(self.endpoint, self.access_key, self.secret_key)
 
 
+def cache_dir(task_id: str) -> Path:
+    """Where this machine keeps the task's copy of the video (removed when the task ends)."""
+    return Path(tempfile.gettempdir()) / f"video-synopsis-{task_id}"
+
+
 def fetch(settings: S3Settings, url: str, task_id: str) -> Path:
     """The video in a local file (once per process: segments of one executor share it)."""
     from video import storage
 
-    local = Path(tempfile.gettempdir()) / f"video-synopsis-{task_id}" / Path(storage.parse_s3_url(url)[1]).name
+    local = cache_dir(task_id) / Path(storage.parse_s3_url(url)[1]).name
     if not local.exists():
         part = local.with_suffix(f"{local.suffix}.{os.getpid()}.part")  # workers may race: last rename wins
         storage.download(settings.client(), url, part)
@@ -170,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, S3Error):
             return _fail(args, task_id, f"cannot read {args.video}: {exc.code}", finished)
         raise
+    finally:  # a re-run must fetch the object again (it may have been replaced)
+        shutil.rmtree(cache_dir(task_id), ignore_errors=True)
     publish(args.bootstrap_server, args.topic, task_id, result["records"])
     write_rows(args.hbase_host, args.hbase_port, task_id, args.video, "done", result["records"],
                objects=len(result["records"]), synopsis_url=result["synopsis_url"], index_url=result["index_url"],
