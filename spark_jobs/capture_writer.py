@@ -120,7 +120,8 @@ def write_puts(puts: list[tables.Put], settings: WriterSettings) -> None:
         try:
             conn = _connection(settings)
             for table, rows in by_table.items():
-                with conn.table(table).batch(batch_size=settings.chunk_rows) as batch:
+                # One mutateRows per table and chunk (happybase's batch_size counts cells, not rows).
+                with conn.table(table).batch() as batch:
                     for key, cells in rows:
                         batch.put(key, cells)
             return
