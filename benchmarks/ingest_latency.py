@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -149,7 +150,10 @@ def main() -> int:
                       f"{result['batch_s']['p50']:>8}/{result['batch_s']['max']}", flush=True)  # type: ignore[index]
                 if lat["p99"] is None or lat["p99"] > args.max_p99:  # type: ignore[index]
                     break
-            print(json.dumps({"results": results, "tables": list(tables.TABLES)}))
+            load = os.getloadavg()
+            print(f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores; other work on the machine "
+                  "shows up directly in these latencies)")
+            print(json.dumps({"results": results, "tables": list(tables.TABLES), "loadavg": load}))
         finally:
             if job is not None:
                 job.stop(30)
