@@ -121,6 +121,41 @@ def batch_handler(settings: WriterSettings, status: IngestStatus, tasks: int) ->
     return handle
 
 
+def warm_workers(spark: Any, settings: WriterSettings) -> int:
+    """One no-op task per core before the query starts (see ``warm_up``); returns the core count."""
+    cores = spark.sparkContext.defaultParallelism
+    spark.range(0, cores, numPartitions=cores).mapInArrow(
+        functools.partial(warm_up, settings=settings), "id long").collect()
+    return cores
+
+
+def start_query(spark: Any, args: argparse.Namespace, settings: WriterSettings, status: IngestStatus,
+                tasks: int) -> Any:
+    writer = (source(spark, args).writeStream
+              .queryName("ingest_captures")
+              .option("checkpointLocation", str(args.checkpoint))
+              .foreachBatch(batch_handler(settings, status, tasks)))
+    if args.once:
+        writer = writer.trigger(availableNow=True)
+    elif args.trigger_ms > 0:
+        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
+    return writer.start()
+
+
+def run_until_stopped(query: Any) -> Exception | None:
+    """Wait for the query; SIGTERM/SIGINT only set a flag, and the query is stopped between batches
+    from here (raising inside foreachBatch would hang it). Returns the query's failure, if any."""
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    while not query.awaitTermination(1):
+        if stopping:
+            with contextlib.suppress(Exception):  # the JVM may be shutting down too (SIGTERM to the group)
+                query.stop()
+            return None
+    return query.exception()
+
+
 def main(argv: list[str] | None = None) -> int:
     args, _config = parse_args(argv)
     from pyspark.sql import SparkSession
@@ -128,36 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     prepare_sinks(args)
     spark = SparkSession.builder.appName("ingest_captures").getOrCreate()
     settings = writer_settings(args)
-    parallelism = spark.sparkContext.defaultParallelism
-    spark.range(0, parallelism, numPartitions=parallelism).mapInArrow(
-        functools.partial(warm_up, settings=settings), "id long").collect()
+    cores = warm_workers(spark, settings)
     status = IngestStatus(args.status_file)
-    writer = (source(spark, args).writeStream
-              .queryName("ingest_captures")
-              .option("checkpointLocation", str(args.checkpoint))
-              .foreachBatch(batch_handler(settings, status, args.tasks or parallelism)))
-    if args.once:
-        writer = writer.trigger(availableNow=True)
-    elif args.trigger_ms > 0:
-        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
-    query = writer.start()
-    stopping = []
-    # Signals only set a flag: the main thread polls the query, and stops it between batches.
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
-    while not query.awaitTermination(1):
-        if stopping:
-            with contextlib.suppress(Exception):  # the JVM may be shutting down too (SIGTERM to the group)
-                query.stop()
-            break
-    exception = None
-    if not stopping:
-        exception = query.exception()
+    failure = run_until_stopped(start_query(spark, args, settings, status, args.tasks or cores))
     print(json.dumps({"final": status.totals()}), flush=True)
     with contextlib.suppress(Exception):
         spark.stop()
-    if exception is not None:
-        print(f"ingest_captures failed: {exception}", file=sys.stderr, flush=True)
+    if failure is not None:
+        print(f"ingest_captures failed: {failure}", file=sys.stderr, flush=True)
         return 1
     return 0
 
