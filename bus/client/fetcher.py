@@ -383,7 +383,11 @@ class Fetcher:
             node = key.data
             conn = self._nodes.conns.get(node)
             pending = self._in_flight.get(node)
-            if conn is None or pending is None:
+            if conn is None:
+                continue
+            if pending is None:
+                # Readable with no fetch outstanding: the broker closed it (an EOF would keep select hot).
+                self._disconnect(node, "connection closed by the broker while idle")
                 continue
             try:
                 _, response = conn.receive()

@@ -208,7 +208,12 @@ class Sender(threading.Thread):
             node = key.data
             conn = self._nodes.conns.get(node)
             requests = self._in_flight.get(node)
-            if conn is None or not requests:
+            if conn is None:
+                continue
+            if not requests:
+                # Readable with nothing in flight: the broker closed the connection (EOF stays readable,
+                # so ignoring it would spin this loop at 100% CPU). Drop it; it reconnects on demand.
+                self._disconnect(node, "connection closed by the broker while idle", now)
                 continue
             request = requests.popleft()
             try:

@@ -332,3 +332,18 @@ def test_idempotence_is_on_by_default(shared_broker: BrokerProcess, tmp_path: Pa
         assert p.metrics()["producer-id"] >= 0
     [first, *_] = stored_batches(shared_broker.data_dir, "p-idem")
     assert first.info.producer_id >= 0 and first.info.base_sequence == 0
+
+
+def test_idle_producer_does_not_spin_when_the_broker_goes_away(make_broker) -> None:
+    """Regression: a closed idle connection stays readable (EOF); the sender ignored it and its select
+    loop spun at 100% CPU until the producer was closed (seen starving a whole CI run)."""
+    broker = make_broker(name="spin")
+    client = producer(broker.bootstrap)
+    try:
+        client.send("spin", b"x").get(10)
+        broker.stop()
+        started = time.process_time()
+        time.sleep(2.0)
+        assert time.process_time() - started < 0.5
+    finally:
+        client.close(1)
