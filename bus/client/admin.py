@@ -851,6 +851,13 @@ class AdminClient:
 
     # -- configs ----------------------------------------------------------------------------------------
 
+    def _by_config_node(self, resources: Iterable[ConfigResource]) -> dict[int, list[ConfigResource]]:
+        """Config resources grouped by the node that must answer for them (see `_config_node`)."""
+        by_node: dict[int, list[ConfigResource]] = {}
+        for resource in resources:
+            by_node.setdefault(self._config_node(resource), []).append(resource)
+        return by_node
+
     def _config_node(self, resource: ConfigResource) -> int:
         """Broker resources go to that broker (its own view); everything else to any broker."""
         if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource.name:
@@ -873,10 +880,7 @@ class AdminClient:
         out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
 
         def attempt() -> None:
-            by_node: dict[int, list[ConfigResource]] = {}
-            for r in wanted:
-                if r not in out:
-                    by_node.setdefault(self._config_node(r), []).append(r)
+            by_node = self._by_config_node(r for r in wanted if r not in out)
             errors: dict[ConfigResource, AdminError | None] = {}
             for node, batch in by_node.items():
                 response = self._send(node, DESCRIBE_CONFIGS, lambda s, batch=batch: s.make(
@@ -906,10 +910,7 @@ class AdminClient:
         results: dict[ConfigResource, AdminError | None] = {}
 
         def attempt() -> None:
-            by_node: dict[int, list[ConfigResource]] = {}
-            for r in plan:
-                if r not in results:
-                    by_node.setdefault(self._config_node(r), []).append(r)
+            by_node = self._by_config_node(r for r in plan if r not in results)
             for node, batch in by_node.items():
                 response = self._send(node, INCREMENTAL_ALTER_CONFIGS, lambda s, batch=batch: s.make(
                     "IncrementalAlterConfigsRequest", validate_only=validate_only,
@@ -932,9 +933,7 @@ class AdminClient:
         results: dict[ConfigResource, AdminError | None] = {}
 
         def attempt() -> None:
-            by_node: dict[int, list[ConfigResource]] = {}
-            for r in plan:
-                by_node.setdefault(self._config_node(r), []).append(r)
+            by_node = self._by_config_node(plan)
             for node, batch in by_node.items():
                 response = self._send(node, ALTER_CONFIGS, lambda s, batch=batch: s.make(
                     "AlterConfigsRequest", validate_only=validate_only,

@@ -1,5 +1,6 @@
 """The request decoder against well-formed and malformed frames (sans-IO, no broker)."""
 
+import contextlib
 import io
 import struct
 
@@ -49,19 +50,22 @@ def test_response_builder_fills_and_drops_fields_per_version():
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=0, max_size=200), st.sampled_from([(3, 12), (0, 9), (1, 12), (18, 3), (19, 7)]))
-def test_malformed_bodies_raise_ordinary_exceptions(garbage, api):
-    """Whatever the bytes, decoding fails with an exception the dispatcher turns into a closed connection."""
+def test_malformed_bodies_never_abort_the_process(garbage, api):
+    """Whatever the bytes, decoding returns or raises an ordinary exception (which the dispatcher turns into
+    a closed connection). The failure this guards against is the process dying inside kio's native code:
+    before `bus.protocol.guard`, this test killed its pytest worker ("memory allocation ... failed")."""
     key, version = api
     frame = struct.pack(">hhih", key, version, 1, -1) + b"\x00" + garbage
-    try:
+    with contextlib.suppress(Exception):
         header = hdr.parse_request_header(frame, flexible=True)
         messages.decode_request(key, version, frame, header.body_offset)
-    except Exception as exc:
-        assert not isinstance(exc, (SystemExit, KeyboardInterrupt))
 
 
-def test_mutated_valid_frame_never_crashes():
+def test_mutated_valid_frame_never_aborts_and_length_damage_is_refused():
+    """Every single-byte mutation of a valid frame decodes or raises; one that makes the topics array
+    claim more entries than the frame holds is refused by the guard, not handed to kio."""
     frame = bytearray(_metadata_frame())
+    refused = 0
     for i in range(len(frame)):
         for value in (0x00, 0x7F, 0xFF):
             mutated = bytearray(frame)
@@ -69,8 +73,11 @@ def test_mutated_valid_frame_never_crashes():
             try:
                 header = hdr.parse_request_header(bytes(mutated), flexible=True)
                 messages.decode_request(3, 12, bytes(mutated), header.body_offset)
+            except MalformedRequest:
+                refused += 1
             except Exception:
-                pass
+                continue
+    assert refused > 0
 
 
 def test_huge_declared_array_is_refused_before_kio_allocates():

@@ -7,6 +7,8 @@ import datetime
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from bus.broker.context import RequestContext
 
 T = TypeVar("T")
@@ -33,3 +35,32 @@ def respond_with(future: asyncio.Future[T], build: Callable[[T], Any]) -> Any:
         return build(await future)
 
     return later()
+
+
+TopicPartition = tuple[str, int]
+
+
+def requested_partitions(ctx: RequestContext, topics: Any) -> tuple[list[tuple[TopicPartition, Any]], dict]:
+    """The (topic, partition) pairs of an offsets request, in request order, with their request entries;
+    the second value holds UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not have."""
+    image = ctx.broker.controller.image.topics
+    found: list[tuple[TopicPartition, Any]] = []
+    unknown: dict[TopicPartition, ErrorCode] = {}
+    for topic in topics:
+        known = image.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            found.append((tp, p))
+            if known is None or p.partition_index not in known.partitions:
+                unknown[tp] = ErrorCode.unknown_topic_or_partition
+    return found, unknown
+
+
+def partitions_by_topic(ctx: RequestContext, order: Any, errors: dict[TopicPartition, ErrorCode],
+                        partition_cls: str) -> dict[str, list[Any]]:
+    """Per-partition error entries grouped by topic, in request order (duplicates answered once)."""
+    by_topic: dict[str, list[Any]] = {}
+    for name, index in dict.fromkeys(order):
+        by_topic.setdefault(name, []).append(
+            ctx.make(partition_cls, partition_index=index, error_code=errors[(name, index)]))
+    return by_topic

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from bus.broker.apis._groups import millis
+from bus.broker.apis._groups import millis, partitions_by_topic, requested_partitions
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
 
@@ -24,38 +22,27 @@ DEFAULT_RETENTION_TIME = -1
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.broker.groups
-    topics = ctx.broker.controller.image.topics
     now = groups.clock()
     retention = getattr(request, "retention_time", None)  # v2-v4 only
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else millis(retention)
     expire = None if retention_ms == DEFAULT_RETENTION_TIME else now + retention_ms
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetValue] = {}
-    order: list[tuple[str, int]] = []
-    for topic in request.topics:
-        known = topics.get(topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            order.append(tp)
-            if known is None or p.partition_index not in known.partitions:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            offsets[tp] = OffsetValue(
-                offset=p.committed_offset,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                expire_timestamp=expire,
-            )
+    found, errors = requested_partitions(ctx, request.topics)
+    offsets = {
+        tp: OffsetValue(
+            offset=p.committed_offset,
+            metadata=p.committed_metadata or "",
+            commit_timestamp=now,
+            leader_epoch=getattr(p, "committed_leader_epoch", -1),
+            expire_timestamp=expire,
+        )
+        for tp, p in found
+        if tp not in errors
+    }
     if offsets:
         errors.update(groups.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, offsets, ctx.api_version,
         ))
-    by_topic: dict[str, list[Any]] = {}
-    for name, index in order:
-        by_topic.setdefault(name, []).append(
-            ctx.make("OffsetCommitResponsePartition", partition_index=index, error_code=errors[(name, index)])
-        )
+    by_topic = partitions_by_topic(ctx, [tp for tp, _ in found], errors, "OffsetCommitResponsePartition")
     responses = [ctx.make("OffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
     return ctx.make("OffsetCommitResponse", throttle_time=0, topics=responses)

@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.apis._groups import partitions_by_topic, requested_partitions
 from bus.broker.context import RequestContext
 
 API_KEY = 47
@@ -18,27 +19,12 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = ctx.broker.controller.image.topics
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    wanted: list[tuple[str, int]] = []
-    order: list[tuple[str, int]] = []
-    for topic in request.topics:
-        known = topics.get(topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            order.append(tp)
-            if known is None or p.partition_index not in known.partitions:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            else:
-                wanted.append(tp)
+    found, errors = requested_partitions(ctx, request.topics)
+    wanted = [tp for tp, _ in found if tp not in errors]
     group_error, results = ctx.broker.groups.delete_offsets(request.group_id, wanted)
     if group_error != ErrorCode.none:
         return ctx.make("OffsetDeleteResponse", error_code=group_error, throttle_time=0, topics=())
     errors.update(results)
-    by_topic: dict[str, list[Any]] = {}
-    for name, index in dict.fromkeys(order):
-        by_topic.setdefault(name, []).append(
-            ctx.make("OffsetDeleteResponsePartition", partition_index=index, error_code=errors[(name, index)])
-        )
+    by_topic = partitions_by_topic(ctx, [tp for tp, _ in found], errors, "OffsetDeleteResponsePartition")
     return ctx.make("OffsetDeleteResponse", error_code=ErrorCode.none, throttle_time=0,
                     topics=[ctx.make("OffsetDeleteResponseTopic", name=n, partitions=ps) for n, ps in by_topic.items()])
