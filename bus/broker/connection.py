@@ -13,7 +13,6 @@ import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from bus.broker.errors import InvalidRequest
 from bus.broker.kafka_apis import KafkaApis
@@ -137,6 +136,3 @@ class KafkaConnection(asyncio.Protocol):
     def __repr__(self) -> str:
         return f"<KafkaConnection {self.peer} {self.listener}>"
 
-
-def noop(*_args: Any) -> None:
-    """Default close callback."""

@@ -79,7 +79,7 @@ class KafkaApis:
         flexible = type(response).__flexible__ and ctx.api_key != API_VERSIONS_KEY
         return messages.encode_response(ctx.correlation_id, response, flexible)
 
-    def _unsupported(self, api_key: int, version: int, correlation_id: int, frame: bytes) -> bytes:
+    def _unsupported(self, api_key: int, version: int, correlation_id: int, frame: bytes) -> bytes | memoryview:
         """The protocol's answer to an API or version we do not serve, instead of a dropped connection.
 
         ApiVersions gets a v0 response listing what we do support (clients then retry at a version
@@ -91,5 +91,5 @@ class KafkaApis:
 
             shapes = messages.shapes(API_VERSIONS_KEY, 0)
             response = api_versions_response(self.handlers, shapes, ErrorCode.unsupported_version)
-            return hdr.response_frame(correlation_id, messages.encode(response), False)
+            return messages.encode_response(correlation_id, response, False)
         return hdr.response_frame(correlation_id, struct.pack(">h", ErrorCode.unsupported_version.value), False)

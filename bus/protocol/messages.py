@@ -198,6 +198,3 @@ def request_shapes(api_key: int, version: int) -> Shapes:
     """For clients: build requests of any version the same way handlers build responses."""
     return Shapes(api_key, version, EntityType.request)
 
-
-def field_names(obj: Any) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(obj))
