@@ -247,13 +247,18 @@ def assign_offsets(
     return offset
 
 
-def iter_records(buf: bytes | bytearray | memoryview, batch: BatchInfo) -> Iterator[Record]:
-    """Decode the records of one batch, decompressing if needed; malformed input raises CorruptRecordError."""
+def iter_records(
+    buf: bytes | bytearray | memoryview, batch: BatchInfo, *, max_inflated: int = codecs.MAX_INFLATED_BYTES
+) -> Iterator[Record]:
+    """Decode the records of one batch, decompressing if needed; malformed input raises CorruptRecordError.
+
+    A compressed records section that inflates past `max_inflated` bytes is corrupt too (see compression).
+    """
     view = _byte_view(buf)
     body = view[batch.position + BATCH_OVERHEAD : batch.position + batch.size]
     if batch.compression:
         try:
-            data = codecs.decompress(batch.compression, body)
+            data = codecs.decompress(batch.compression, body, max_inflated)
         except DecompressionError as exc:
             raise CorruptRecordError(str(exc)) from exc
     else:

@@ -76,3 +76,46 @@ def test_unknown_codec_ids(codec: int) -> None:
         c.compress(codec, b"x")
     with pytest.raises(c.UnsupportedCompressionError):
         c.decompress(codec, b"x")
+
+
+def _bomb(codec: int, inflated: int) -> bytes:
+    return c.compress(codec, bytes(inflated))
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+def test_inflating_past_the_limit_is_a_decompression_error(codec: int) -> None:
+    packed = _bomb(codec, 1 << 20)
+    assert c.decompress(codec, packed, limit=1 << 20) == bytes(1 << 20)
+    with pytest.raises(c.DecompressionError, match="limit"):
+        c.decompress(codec, packed, limit=(1 << 20) - 1)
+
+
+def test_raw_snappy_block_is_refused_by_its_declared_length() -> None:
+    raw = bytes(cramjam.snappy.compress_raw(bytes(100_000)))
+    with pytest.raises(c.DecompressionError, match="100000 bytes declared"):
+        c.decompress(c.SNAPPY, raw, limit=99_999)
+
+
+def test_zstd_bomb_of_gigabytes_stops_at_the_limit_quickly() -> None:
+    """~1 MB of zstd frames that would inflate to ~30 GB: refused after writing at most limit + 1 bytes."""
+    import time
+
+    frame = c.compress(c.ZSTD, bytes(64 << 20))
+    bomb = frame * (1_000_000 // len(frame))
+    started = time.perf_counter()
+    with pytest.raises(c.DecompressionError, match="limit"):
+        c.decompress(c.ZSTD, bomb)
+    assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.LZ4, c.ZSTD])
+def test_bounded_path_grows_its_buffer_for_highly_compressible_data(codec: int) -> None:
+    """Input large enough to take the bounded path, output many times the first buffer guess."""
+    data = bytes(8 << 20) + DATA
+    assert c.decompress(codec, c.compress(codec, data), limit=16 << 20) == data
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.LZ4, c.ZSTD])
+def test_garbage_on_the_bounded_path_is_a_decompression_error(codec: int) -> None:
+    with pytest.raises(c.DecompressionError):
+        c.decompress(codec, b"\x00\x01not compressed at all\xff" * 3, limit=16)
