@@ -46,6 +46,12 @@ class NoSuchColumnFamilyError(HBaseError):
     java_name = "org.apache.hadoop.hbase.regionserver.NoSuchColumnFamilyException"
 
 
+class RetriesExhaustedError(HBaseError):
+    """What HBase's client raises when some actions of a batch (Table.put(list)) failed."""
+
+    java_name = "org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException"
+
+
 class ScannerExpiredError(HBaseError):
     java_name = "org.apache.hadoop.hbase.UnknownScannerException"
 

@@ -224,7 +224,7 @@ class HBaseHandler:
         self, tableName: bytes, row: bytes, mutations: Any, timestamp: int | None, attributes: Any = None
     ) -> None:
         batch = [(_as_bytes(row), _mutations(mutations))]
-        self.store.mutate(_as_bytes(tableName), batch, timestamp, deletes_first=True)
+        self.store.mutate(_as_bytes(tableName), batch, timestamp, single_row=True)
 
     def mutateRows(self, tableName: bytes, rowBatches: Any, attributes: Any = None) -> None:
         self.mutateRowsTs(tableName, rowBatches, None, attributes)  # type: ignore[arg-type]

@@ -52,6 +52,7 @@ from .errors import (
     HBaseError,
     IllegalArgumentError,
     NoSuchColumnFamilyError,
+    RetriesExhaustedError,
     TableExistsError,
     TableNotDisabledError,
     TableNotEnabledError,
@@ -116,7 +117,6 @@ class Store:
         self._write_lock = threading.Lock()
         self._readers: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._max_idle_readers = readers
-        self._last_ts = 0
         self._dirty: set[bytes] = set()
         self._closed = False
         self._writer.execute(
@@ -131,6 +131,9 @@ class Store:
             )
         }
         self._dirty.update(self._tables)
+        self._writer.execute("CREATE TABLE IF NOT EXISTS hb_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        row = self._writer.execute("SELECT value FROM hb_meta WHERE key = 'clock'").fetchone()
+        self._last_ts = int(row[0]) if row else 0
         self._stop = threading.Event()
         self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="checkpointer", daemon=True)
         self._checkpointer.start()
@@ -175,9 +178,21 @@ class Store:
                 raise
             conn.execute("COMMIT")
 
-    def _clock(self) -> int:
-        """Server timestamp for a write: wall-clock ms, never going backwards."""
-        ts = max(now_ms(), self._last_ts)
+    def _clock(self, conn: sqlite3.Connection, at_least: int = 0) -> int:
+        """Server timestamp for a write (call inside ``_transaction``): wall-clock ms, never
+        below any timestamp handed out before, nor below ``at_least``.
+
+        Why one clock for every write: HBase gives an increment ``max(now, old ts + 1)``, which
+        runs ahead of the wall clock when a cell is incremented several times in a millisecond;
+        a put stamped with the plain wall clock right after would sort below it and stay hidden
+        forever. Here that put takes the increment's timestamp (same timestamp, later write:
+        the put wins, as in HBase). The clock is stored with the write whenever it runs ahead of
+        the wall clock, so a restart cannot hand out smaller timestamps.
+        """
+        now = now_ms()
+        ts = max(now, self._last_ts, at_least)
+        if ts > now:
+            conn.execute("INSERT OR REPLACE INTO hb_meta (key, value) VALUES ('clock', ?)", (ts,))
         self._last_ts = ts
         return ts
 
@@ -269,45 +284,60 @@ class Store:
         name: bytes,
         batches: Sequence[RowMutations],
         timestamp: int | None = None,
-        deletes_first: bool = False,
+        single_row: bool = False,
     ) -> None:
-        """Apply puts and deletes of many rows as one transaction.
+        """Apply puts and deletes of many rows in one transaction, as HBase's Thrift1 server does.
 
-        ``deletes_first`` mirrors HBase's Thrift server: mutateRow applies a row's deletes then
-        its puts, mutateRows applies all puts then all deletes.
+        ``single_row`` (mutateRow, deleteAll*): the row's Delete, then its Put, each failing
+        whole on an unknown family; a failing Put leaves the Delete applied. Otherwise
+        (mutateRows): every row's Put as one batch, then, only if all Puts succeeded, every
+        row's Delete as one batch. In a batch a row with an unknown family fails alone, the
+        others are applied, and the call reports RetriesExhaustedWithDetailsException.
         """
         info = self._enabled(name)
-        families = info.families
-        ts = self._clock() if timestamp is None else timestamp
-        puts: list[StoredCell] = []
-        deletes: list[tuple[bytes, bytes, bytes | None]] = []
+        rows: list[_RowBatch] = []
         try:
             for row, mutations in batches:
                 _check_row(row)
+                deletes: list[tuple[bytes, bytes | None]] = []
+                puts: list[tuple[bytes, bytes]] = []
                 for is_delete, column, value in mutations:
                     family, sep, _qualifier = column.partition(b":")
-                    if family not in families:
-                        self._check_families(info, {family})
                     if is_delete:
-                        deletes.append((row, family, column if sep else None))
+                        deletes.append((family, column if sep else None))
                     elif sep:
-                        puts.append((row, column, ts, value or b""))
+                        puts.append((column, value or b""))
                     else:
                         # HBase's Thrift server logs and skips a put without a qualifier.
                         log.warning("put without qualifier ignored", extra={"column": column.decode("latin-1")})
+                rows.append((row, deletes, puts))
         except (AttributeError, TypeError):  # a Mutation without a column
             raise IllegalArgumentError("every mutation needs a column") from None
-        if not puts and not deletes:
+        if not any(deletes or puts for _row, deletes, puts in rows):
             return
+        failure: HBaseError | None = None
         with self._transaction() as conn:
             self._still(info)
-            if deletes_first:
-                self._delete(conn, info, deletes, ts)
-                self._put(conn, info, puts)
+            ts = self._clock(conn) if timestamp is None else timestamp
+            if single_row:
+                for row, deletes, puts in rows:
+                    self._check_families(info, {f for f, _c in deletes})
+                    self._delete(conn, info, [(row, f, c) for f, c in deletes], ts)
+                    try:
+                        self._check_families(info, {split_column(c)[0] for c, _v in puts})
+                    except HBaseError as exc:
+                        failure = exc  # raised after the commit: the Delete stays applied
+                        break
+                    self._put(conn, info, [(row, c, ts, v) for c, v in puts])
             else:
-                self._put(conn, info, puts)
-                self._delete(conn, info, deletes, ts)
+                putting, failure = _batch(info, rows, lambda r: {split_column(c)[0] for c, _v in r[2]})
+                self._put(conn, info, [(row, c, ts, v) for row, _d, puts in putting for c, v in puts])
+                if failure is None:
+                    deleting, failure = _batch(info, rows, lambda r: {f for f, _c in r[1]})
+                    self._delete(conn, info, [(row, f, c) for row, deletes, _p in deleting for f, c in deletes], ts)
         self._dirty.add(name)
+        if failure is not None:
+            raise failure
 
     @staticmethod
     def _put(conn: sqlite3.Connection, info: TableInfo, puts: list[StoredCell]) -> None:
@@ -328,12 +358,14 @@ class Store:
     def delete_all(self, name: bytes, row: bytes, column: bytes | None, timestamp: int | None = None) -> None:
         """deleteAll* calls: one column (``f:q``), one family (``f``) or, with None, the whole row."""
         columns = list(self._table(name).families) if column is None else [column]
-        self.mutate(name, [(row, [(True, c, None) for c in columns])], timestamp, deletes_first=True)
+        self.mutate(name, [(row, [(True, c, None) for c in columns])], timestamp, single_row=True)
 
     def _latest(self, conn: sqlite3.Connection, info: TableInfo, row: bytes, column: bytes) -> Cell | None:
+        """The newest version, if visible (when it has expired, so have the older ones). Only one
+        row is read: a counter collects a version per increment until compaction drops them."""
         policy = VersionPolicy(info.families)
         stored = conn.execute(
-            f"SELECT row, col, ts, value FROM {info.sql} WHERE row = ? AND col = ? ORDER BY ts DESC",
+            f"SELECT row, col, ts, value FROM {info.sql} WHERE row = ? AND col = ? ORDER BY ts DESC LIMIT 1",
             (row, column),
         ).fetchall()
         visible = policy.select(stored)
@@ -344,7 +376,8 @@ class Store:
     ) -> list[Cell]:
         """atomicIncrement / append: new value of each column from its latest visible cell.
 
-        The new cell gets ``max(now, old timestamp + 1)`` so it always supersedes the old one.
+        The new cell gets ``max(now, old timestamp + 1)`` (HBase's ``reckonDelta``) so it always
+        supersedes the old one; the write clock moves up with it (see ``_clock``).
         """
         info = self._enabled(name)
         _check_row(row)
@@ -353,18 +386,24 @@ class Store:
         out: list[Cell] = []
         with self._transaction() as conn:
             self._still(info)
-            now = self._clock()
             for column in qualified:
                 old = self._latest(conn, info, row, column)
                 value = change(column, old)
                 if old is not None and old[2] == value:  # e.g. counter_get: nothing to write
                     out.append(old)
                     continue
-                cell = (column, max(now, old[1] + 1) if old else now, value)
+                cell = (column, self._increment_ts(conn, old), value)
                 conn.execute(f"INSERT OR REPLACE INTO {info.sql} VALUES (?, ?, ?, ?)", (row, *cell))
                 out.append(cell)
         self._dirty.add(name)
         return out
+
+    def _increment_ts(self, conn: sqlite3.Connection, old: Cell | None) -> int:
+        """``max(now, old ts + 1)``; the write clock follows unless a client stamped the old
+        cell in the future (the clock never jumps to a client's timestamp)."""
+        if old is None or old[1] <= max(self._last_ts, now_ms()):
+            return self._clock(conn, old[1] + 1 if old else 0)
+        return old[1] + 1
 
     def check_and_mutate(
         self, name: bytes, row: bytes, column: bytes, expected: bytes | None, mutations: Sequence[Mutation]
@@ -379,7 +418,7 @@ class Store:
             latest = self._latest(conn, info, row, column)
             if (latest[2] if latest else None) != expected:
                 return False
-            ts = self._clock()
+            ts = self._clock(conn)
             puts = [(row, c, ts, v or b"") for d, c, v in mutations if not d and split_column(c)[1] is not None]
             self._check_families(info, {split_column(c)[0] for _, c, _, _ in puts})
             self._put(conn, info, puts)
@@ -552,6 +591,40 @@ class Store:
                 self._readers.get_nowait().close()
             except queue.Empty:
                 break
+
+
+_RowBatch = tuple[bytes, list[tuple[bytes, bytes | None]], list[tuple[bytes, bytes]]]
+"""``(row, deletes as (family, column or None), puts as (column, value))``."""
+
+
+def _batch(
+    info: TableInfo, rows: Sequence[_RowBatch], families: Callable[[_RowBatch], set[bytes]]
+) -> tuple[list[_RowBatch], HBaseError | None]:
+    """One HBase batch (``Table.put(list)`` / ``Table.delete(list)``): the rows whose families
+    all exist go ahead, each other row fails alone; returns them and the client's error."""
+    wanted = [(r, families(r)) for r in rows]
+    if set().union(*(f for _r, f in wanted)) <= info.families.keys():  # the common case
+        return [r for r, f in wanted if f], None
+    good: list[_RowBatch] = []
+    failed: list[str] = []
+    for r, fams in wanted:
+        missing = fams - info.families.keys()
+        if missing:
+            failed.append(
+                f"{NoSuchColumnFamilyError.java_name}: Column families "
+                f"{sorted(m.decode('utf-8', 'replace') for m in missing)} do not exist in table "
+                f"{info.name.decode('utf-8', 'replace')}"
+            )
+        elif fams:
+            good.append(r)
+    if not failed:
+        return good, None
+    n = len(failed)
+    error = RetriesExhaustedError(
+        f"Failed {n} action{'s' if n > 1 else ''}: {failed[0]}: {n} time{'s' if n > 1 else ''}, "
+        "servers with issues: the embedded gateway"
+    )
+    return good, error
 
 
 def _check_row(row: bytes) -> None:
