@@ -3,22 +3,27 @@
 For each producer id the partition remembers the epoch, the last five appended batches (their
 sequence ranges and offsets, so a retried batch is answered with its original offset instead of
 being written twice), and the first offset of its open transaction (which bounds the last stable
-offset that `read_committed` consumers may see). Aborted transactions are remembered so fetches can
-tell consumers which records to skip. The state is rebuilt from batch headers and snapshotted as
-JSON next to the log, so deduplication survives restarts and crashes.
+offset that `read_committed` consumers may see). Open transactions are also kept in offset order, so the
+first unstable offset is found without a scan over every producer. Aborted transactions are not kept
+here: the partition writes each to its log's transaction index (Kafka's `.txnindex`), which retention
+prunes with the segments. The state is rebuilt from batch headers and snapshotted as JSON next to the
+log, so deduplication survives restarts and crashes.
+
+Lifecycle, as Kafka's: a producer with no open transaction whose last append is older than
+`producer.id.expiration.ms` is removed (`remove_expired`), and such state is not restored from a snapshot.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from bus.log.txn_index import AbortedTxn
 from bus.protocol.errors import KafkaApiError
 from bus.protocol.records import BatchInfo
 
@@ -65,13 +70,6 @@ class ProducerEntry:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
 def _last_seq(batch: BatchInfo) -> int:
     seq = batch.base_sequence + batch.last_offset_delta
     return seq - INT32_MAX - 1 if seq > INT32_MAX else seq
@@ -84,8 +82,9 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
-        self.aborted: list[AbortedTxn] = []  # ordered by first_offset
-        self.max_aborted_span = 0  # longest last - first among them: bounds the search in aborted_between
+        # first offset -> producer id of each open transaction. A transaction begins at the log end, so
+        # insertion order is offset order and the first key is the first unstable offset (O(1)).
+        self.ongoing: OrderedDict[int, int] = OrderedDict()
         self.applied_up_to = 0  # next offset whose batch has been folded into the state
 
     # -- validation before append ----------------------------------------------------------------
@@ -151,10 +150,12 @@ class ProducerStateManager:
         entry.last_timestamp = batch.max_timestamp
         if batch.is_transactional and entry.txn_first_offset is None:
             entry.txn_first_offset = batch.base_offset
+            self.ongoing[batch.base_offset] = batch.producer_id
 
     def complete_txn(self, producer_id: int, epoch: int, marker_offset: int, aborted: bool,
-                     coordinator_epoch: int = -1, timestamp: int = -1) -> None:
+                     coordinator_epoch: int = -1, timestamp: int = -1) -> AbortedTxn | None:
         """A commit/abort marker was appended at `marker_offset`: the producer's transaction is closed.
+        Returns the transaction when the marker aborted one, for the caller's transaction index.
 
         A marker written with a bumped epoch (the coordinator fencing a timed-out or replaced
         producer) starts that epoch here too, forgetting the old epoch's batches as Kafka's
@@ -172,33 +173,31 @@ class ProducerStateManager:
             entry.last_timestamp = timestamp
         first = entry.txn_first_offset
         entry.txn_first_offset = None
-        if aborted and first is not None:
-            bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset),
-                          key=lambda txn: txn.first_offset)
-            self.max_aborted_span = max(self.max_aborted_span, marker_offset - first)
+        if first is None:
+            return None
+        self.ongoing.pop(first, None)
+        if not aborted:
+            return None
+        # Kafka's lastStableOffset of the index entry: the first offset still undecided, else the log end.
+        stable = self.first_unstable_offset()
+        return AbortedTxn(producer_id, first, marker_offset, marker_offset + 1 if stable is None else stable)
 
     def first_unstable_offset(self) -> int | None:
-        offsets = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset is not None]
-        return min(offsets) if offsets else None
+        return next(iter(self.ongoing), None)
 
     def open_transaction(self, producer_id: int) -> int | None:
         entry = self.producers.get(producer_id)
         return entry.txn_first_offset if entry else None
 
-    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [start, end): what a read_committed fetch must filter.
+    # -- lifecycle ---------------------------------------------------------------------------------
 
-        Bisected rather than scanned, since every read_committed fetch asks and a partition can
-        remember many aborts: one starting before `start - max_aborted_span` has ended before `start`.
-        """
-        txns = self.aborted
-        lo = bisect.bisect_left(txns, start - self.max_aborted_span, key=lambda t: t.first_offset)
-        hi = bisect.bisect_left(txns, end, lo=lo, key=lambda t: t.first_offset)
-        return [t for t in txns[lo:hi] if t.last_offset >= start]
-
-    def truncate_before(self, log_start_offset: int) -> None:
-        """Forget aborted transactions wholly below the log start (deleted by retention)."""
-        self.aborted = [t for t in self.aborted if t.last_offset >= log_start_offset]
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for `expiration_ms` without an open transaction (Kafka's
+        removeExpiredProducers); a later batch of theirs is then accepted as from a new producer."""
+        expired = [pid for pid, e in self.producers.items() if _is_expired(e, now_ms, expiration_ms)]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
 
     # -- persistence -----------------------------------------------------------------------------
 
@@ -217,22 +216,30 @@ class ProducerStateManager:
                 }
                 for e in self.producers.values()
             ],
-            "aborted": [[t.producer_id, t.first_offset, t.last_offset] for t in self.aborted],
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ProducerStateManager:
+    def from_json(cls, data: dict[str, object], now_ms: int | None = None,
+                  expiration_ms: int | None = None) -> ProducerStateManager:
+        """The state a snapshot holds, less producers already expired at `now_ms` (Kafka's loadFromSnapshot)."""
         state = cls()
         state.applied_up_to = int(data["applied_up_to"])  # type: ignore[arg-type]
         for item in data["producers"]:  # type: ignore[attr-defined]
             entry = ProducerEntry(item["id"], item["epoch"], txn_first_offset=item["txn_first_offset"],
                                   coordinator_epoch=item["coordinator_epoch"], last_timestamp=item["last_timestamp"])
+            if now_ms is not None and expiration_ms is not None and _is_expired(entry, now_ms, expiration_ms):
+                continue
             entry.batches.extend(BatchMetadata(*b) for b in item["batches"])
             state.producers[entry.producer_id] = entry
-        state.aborted = sorted((AbortedTxn(*t) for t in data["aborted"]),  # type: ignore[attr-defined]
-                               key=lambda t: t.first_offset)
-        state.max_aborted_span = max((t.last_offset - t.first_offset for t in state.aborted), default=0)
+        for entry in sorted(state.producers.values(), key=lambda e: e.txn_first_offset or 0):
+            if entry.txn_first_offset is not None:
+                state.ongoing[entry.txn_first_offset] = entry.producer_id
         return state
+
+
+def _is_expired(entry: ProducerEntry, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's isProducerExpired: idle past the expiration (by its last batch's timestamp), no open transaction."""
+    return entry.txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms
 
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -240,9 +247,18 @@ SNAPSHOT_SUFFIX = ".snapshot"
 
 def write_snapshot(directory: Path, state: ProducerStateManager) -> Path:
     """Atomically write `<offset>.snapshot` (offset = state.applied_up_to) and drop older snapshots."""
-    path = directory / f"{state.applied_up_to:020d}{SNAPSHOT_SUFFIX}"
+    return write_snapshot_file(directory, state.applied_up_to, snapshot_payload(state))
+
+
+def snapshot_payload(state: ProducerStateManager) -> bytes:
+    """The snapshot's bytes: taken on the event loop, where the state changes, and written elsewhere."""
+    return json.dumps(state.to_json(), separators=(",", ":")).encode()
+
+
+def write_snapshot_file(directory: Path, offset: int, data: bytes) -> Path:
+    """Write and fsync a snapshot taken at `offset`, then drop the older ones. Blocking: run off the loop."""
+    path = directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
     tmp = path.with_suffix(".snapshot.tmp")
-    data = json.dumps(state.to_json(), separators=(",", ":")).encode()
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
@@ -254,8 +270,11 @@ def write_snapshot(directory: Path, state: ProducerStateManager) -> Path:
     return path
 
 
-def load_snapshot(directory: Path, log_end_offset: int) -> ProducerStateManager | None:
-    """The newest readable snapshot at or below the log end (a snapshot past a truncated tail is useless)."""
+def load_snapshot(directory: Path, log_end_offset: int, now_ms: int | None = None,
+                  expiration_ms: int | None = None) -> ProducerStateManager | None:
+    """The newest readable snapshot at or below the log end (a snapshot past a truncated tail is useless),
+    without the producers expired by `now_ms`. A snapshot from before transaction indexes (it lists the
+    aborted transactions itself) is not used: replaying the log from its start rebuilds those indexes."""
     candidates = sorted(directory.glob(f"*{SNAPSHOT_SUFFIX}"), reverse=True)
     for path in candidates:
         try:
@@ -265,7 +284,10 @@ def load_snapshot(directory: Path, log_end_offset: int) -> ProducerStateManager 
         if offset > log_end_offset:
             continue
         try:
-            return ProducerStateManager.from_json(json.loads(path.read_bytes()))
+            data = json.loads(path.read_bytes())
+            if "aborted" in data:
+                return None
+            return ProducerStateManager.from_json(data, now_ms, expiration_ms)
         except (ValueError, KeyError, TypeError):
             continue
     return None

@@ -2,7 +2,10 @@
 
 Named after Kafka's ReplicaManager: it owns the `Partition` objects, applies metadata changes
 published by the controller (create or delete logs), validates and appends produced batches, and
-wakes long-polling fetches ("the fetch purgatory") when data arrives.
+tells waiting fetches (the fetch purgatory) how many bytes arrived.
+
+Nothing here waits for the disk on the event loop: producer snapshots are written, and deleted topics'
+files removed, in worker threads.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.fetch_purgatory import Watchers
+from bus.broker.fetch_sessions import FetchSessionCache
+from bus.broker.log_validator import validate_batches
 from bus.broker.producer_state import (
-    AbortedTxn,
     ProducerStateError,
     ProducerStateManager,
     load_snapshot,
-    write_snapshot,
+    snapshot_payload,
+    write_snapshot_file,
 )
 from bus.config.topic import effective_topic_configs
 from bus.controller.image import MetadataImage, TopicImage
@@ -31,6 +37,7 @@ from bus.log.config import LogConfig
 from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.manager import LogManager
+from bus.log.txn_index import AbortedTxn
 from bus.protocol import records as rb
 from bus.protocol.control_records import marker_batch, read_marker
 from bus.protocol.errors import KafkaApiError
@@ -57,15 +64,17 @@ class TopicPartition:
 
 
 REPLAY_CHUNK = 1 << 20
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
 class Partition:
     __slots__ = (
         "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted",
-        "target_codec", "topic", "topic_id", "waiters",
+        "target_codec", "topic", "topic_id", "watchers",
     )
 
-    def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int) -> None:
+    def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.topic = topic.name
         self.topic_id = topic.topic_id
         self.index = index
@@ -74,16 +83,20 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.min_insync_replicas = 1
         self.target_codec: int | None = None  # topic compression.type; None keeps the producer's codec
-        self.waiters: list[asyncio.Future[None]] = []
-        self.producers = self._load_producer_state()
+        self.watchers = Watchers()
+        self.producers = self._load_producer_state(producer_id_expiration_ms)
         self.snapshotted = self.producers.applied_up_to
 
     # -- producer state ------------------------------------------------------------------------------
 
-    def _load_producer_state(self) -> ProducerStateManager:
-        """The last snapshot, brought up to the log end by replaying batch headers (and control records)."""
-        state = load_snapshot(self.log.directory, self.log.log_end_offset) or ProducerStateManager()
+    def _load_producer_state(self, expiration_ms: int) -> ProducerStateManager:
+        """The last snapshot (less expired producers), brought up to the log end by replaying batch headers
+        and control records. The replay also rebuilds the transaction index past the snapshot, dropping
+        entries a crash left beyond the log's (possibly cut) end."""
+        now = int(time.time() * 1000)
+        state = load_snapshot(self.log.directory, self.log.log_end_offset, now, expiration_ms) or ProducerStateManager()
         offset = max(state.applied_up_to, self.log.log_start_offset)
+        self.log.truncate_aborted_txns(offset)
         end = self.log.log_end_offset
         while offset < end:
             data = bytes(self.log.read(offset, REPLAY_CHUNK, min_one_batch=True).data)
@@ -95,26 +108,28 @@ class Partition:
                     self._fold(state, data, batch)
             offset = batches[-1].next_offset
         state.applied_up_to = end
-        state.truncate_before(self.log.log_start_offset)
+        state.remove_expired(now, expiration_ms)
         return state
 
-    @staticmethod
-    def _fold(state: ProducerStateManager, data: bytes, batch: rb.BatchInfo) -> None:
+    def _fold(self, state: ProducerStateManager, data: bytes, batch: rb.BatchInfo) -> None:
         if not batch.is_control:
             state.update(batch)
             return
         marker = read_marker(data, batch)
         if marker is not None:  # other control records (leader change, snapshots) close no transaction
-            state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset, not marker.commit,
-                               marker.coordinator_epoch, batch.max_timestamp)
+            aborted = state.complete_txn(batch.producer_id, batch.producer_epoch, batch.base_offset,
+                                         not marker.commit, marker.coordinator_epoch, batch.max_timestamp)
+            if aborted is not None:
+                self.log.add_aborted_txn(aborted)
 
-    def snapshot_producers(self, force: bool = False) -> None:
-        """Persist producer state so a restart replays only what came after (Kafka's .snapshot files)."""
-        if not self.producers.producers and not self.producers.aborted:
-            return
-        if force or self.producers.applied_up_to != self.snapshotted:
-            write_snapshot(self.log.directory, self.producers)
-            self.snapshotted = self.producers.applied_up_to
+    def producer_snapshot(self, force: bool = False) -> tuple[int, bytes] | None:
+        """(offset, bytes) of a producer-state snapshot if one is due (Kafka's .snapshot files), taken on the
+        event loop where the state changes; write_snapshot_file writes it elsewhere."""
+        state = self.producers
+        if not state.producers or not (force or state.applied_up_to != self.snapshotted):
+            return None
+        self.snapshotted = state.applied_up_to
+        return state.applied_up_to, snapshot_payload(state)
 
     @property
     def high_watermark(self) -> int:
@@ -128,7 +143,7 @@ class Partition:
         return high_watermark if unstable is None else min(unstable, high_watermark)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
-        return self.producers.aborted_between(start, end)
+        return self.log.collect_aborted_txns(start, end)
 
     @property
     def log_start_offset(self) -> int:
@@ -144,10 +159,8 @@ class Partition:
             batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
             if not batches:
                 raise rb.CorruptRecordError("produce request carried no record batch")
-            if any(b.is_control for b in batches):
-                raise _MissingKey("clients may not write control batches")
-            if "compact" in self.config.cleanup_policy:
-                _require_keys(payload, batches)
+            validate_batches(payload, batches, self.config, f"{self.topic}-{self.index}",
+                             from_client=not from_coordinator)
             if self.target_codec is not None and any(b.compression != self.target_codec for b in batches):
                 payload = _recompress(payload, batches, self.target_codec)
                 batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
@@ -175,7 +188,7 @@ class Partition:
                 self.producers.update(dataclasses.replace(batch, base_offset=offset))
             offset += batch.last_offset_delta + 1
         self.producers.applied_up_to = self.log.log_end_offset
-        self._wake()
+        self.watchers.appended(len(payload), self.producers.first_unstable_offset() is None)
         return result
 
     def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> int:
@@ -183,28 +196,15 @@ class Partition:
         timestamp = int(time.time() * 1000)
         payload = bytearray(marker_batch(producer_id, epoch, commit, coordinator_epoch, timestamp))
         result = self.log.append(payload, rb.scan_batches(payload))
-        self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch, timestamp)
-        self._wake()
+        aborted = self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch,
+                                              timestamp)
+        if aborted is not None:
+            self.log.add_aborted_txn(aborted)
+        self.watchers.marker_appended(len(payload))
         return result.base_offset
-
-    def _wake(self) -> None:
-        waiters, self.waiters = self.waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool) -> ReadResult:
         return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
-
-
-def _require_keys(payload: bytes, batches: list[rb.BatchInfo]) -> None:
-    """Compacted topics need a key on every record, as Kafka enforces (INVALID_RECORD)."""
-    for batch in batches:
-        if batch.is_control:
-            continue
-        for record in rb.iter_records(payload, batch):
-            if record.key is None:
-                raise _MissingKey("Compacted topic cannot accept message without key")
 
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -233,20 +233,18 @@ def _recompress(payload: bytes, batches: list[rb.BatchInfo], codec: int) -> byte
     return bytes(out)
 
 
-class _MissingKey(rb.CorruptRecordError):
-    pass
-
-
-_RECORD_ERRORS[_MissingKey] = ErrorCode.invalid_record
-
-
 class ReplicaManager:
-    def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str]) -> None:
+    def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str], *,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 fetch_session_slots: int = 1000) -> None:
         self.node_id = node_id
         self.logs = logs
         self.broker_static = broker_static
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.partitions_by_id: dict[uuid.UUID, list[Partition]] = {}
+        self._background: set[asyncio.Future[None]] = set()
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
         return effective_topic_configs(topic.configs, self.broker_static)
@@ -285,52 +283,69 @@ class ReplicaManager:
                 if state.leader != self.node_id and self.node_id not in state.replicas:
                     continue
                 log_ = self.logs.get_or_create(topic.name, index, config)
-                partition = Partition(topic, index, log_, config, state.leader_epoch)
+                partition = Partition(topic, index, log_, config, state.leader_epoch, self.producer_id_expiration_ms)
                 self.partitions[tp] = partition
                 hosted.append(partition)
             elif partition.config != config:
                 partition.config = config
                 partition.log.update_config(config)
-            partition.leader_epoch = state.leader_epoch
+            if partition.leader_epoch != state.leader_epoch:
+                partition.leader_epoch = state.leader_epoch
+                partition.watchers.complete_all()  # waiting fetches answer with the new epoch's error at once
             partition.min_insync_replicas = int(effective["min.insync.replicas"])
             partition.target_codec = CODECS.get(effective["compression.type"])
 
     def _drop_topic(self, topic_id: uuid.UUID) -> None:
+        """Forget a deleted topic's partitions at once; their files are removed in a worker thread."""
         for partition in self.partitions_by_id.pop(topic_id, []):
             del self.partitions[TopicPartition(partition.topic, partition.index)]
-            partition._wake()
-            self.logs.delete(partition.topic, partition.index)
+            partition.watchers.complete_all()
+            remove = self.logs.delete(partition.topic, partition.index)
+            if remove is not None:
+                self._off_loop(remove)
 
-    def snapshot_producers(self, force: bool = False) -> None:
+    def _off_loop(self, work: Callable[[], None]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # start-up and tests without a loop: nothing to keep free
+            work()
+            return
+        future = loop.run_in_executor(None, work)
+        self._background.add(future)
+        future.add_done_callback(self._background_done)
+
+    def _background_done(self, future: asyncio.Future[None]) -> None:
+        self._background.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("background log work failed", exc_info=future.exception())
+
+    async def drain_background(self) -> None:
+        """Wait for file removals still running (shutdown)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def snapshot_producers(self, force: bool = False) -> None:
+        """Snapshot every partition's producer state: each is taken on the loop (cheap, in memory) and written
+        with its fsync in a worker thread, one partition at a time so the loop keeps serving meanwhile."""
         for partition in list(self.partitions.values()):
+            snapshot = partition.producer_snapshot(force)
+            if snapshot is None:
+                continue
             try:
-                partition.snapshot_producers(force)
+                await asyncio.to_thread(write_snapshot_file, partition.log.directory, *snapshot)
             except OSError:
-                log.exception("cannot snapshot producer state of %s-%d", partition.topic, partition.index)
+                # A partition deleted meanwhile, or a failing disk: the next pass (or the replay) covers it.
+                partition.snapshotted = -1
+                log.warning("cannot snapshot producer state of %s-%d", partition.topic, partition.index,
+                            exc_info=True)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """producer.id.expiration.ms: forget idle producers without open transactions on every partition."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return sum(p.producers.remove_expired(now, self.producer_id_expiration_ms) for p in self.partitions.values())
 
     def get(self, topic: str, partition: int) -> Partition:
         found = self.partitions.get(TopicPartition(topic, partition))
         if found is None:
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return found
-
-    async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> None:
-        """Sleep until any of `partitions` receives an append, or `timeout` seconds pass."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        watched = list(partitions)
-        for partition in watched:
-            partition.waiters.append(waiter)
-        handle = loop.call_later(timeout, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            handle.cancel()
-            for partition in watched:
-                if waiter in partition.waiters:
-                    partition.waiters.remove(waiter)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bus.config.definitions import LONG_MAX, ConfigDef, ConfigError, ConfigKey, ConfigType
+from bus.config.definitions import INT_MAX, LONG_MAX, ConfigDef, ConfigError, ConfigKey, ConfigType
 from bus.config.topic import TOPIC_SYNONYMS
 
 _T = ConfigType
@@ -85,7 +85,21 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("socket.receive.buffer.bytes", _T.INT, "102400", "SO_RCVBUF (-1: OS default)."),
         ConfigKey("socket.request.max.bytes", _T.INT, "104857600", "Largest request frame.", at_least=1),
         ConfigKey("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
-        ConfigKey("queued.max.requests", _T.INT, "500", "Requests read ahead per connection.", at_least=1),
+        ConfigKey("queued.max.requests", _T.INT, "500", "Requests read and not yet answered, broker-wide; "
+                  "connections stop being read while this many wait.", at_least=1),
+        # Kafka's default is -1 (unbounded); ours bounds request memory by default. Admission is checked at
+        # frame boundaries, so one frame up to socket.request.max.bytes always fits (Kafka's pool is non-strict).
+        ConfigKey("queued.max.request.bytes", _T.LONG, "104857600", "Bytes of requests read and not yet "
+                  "answered, broker-wide (-1: unbounded)."),
+        ConfigKey("max.connections", _T.INT, str(INT_MAX), "Connections the broker accepts; more are closed.",
+                  at_least=0),
+        ConfigKey("max.connections.per.ip", _T.INT, str(INT_MAX), "Connections from one address; more are "
+                  "closed.", at_least=0),
+        # Our own keys (Kafka exports metrics over JMX and has no equivalent): prefixed bus.
+        ConfigKey("bus.metrics.listener", _T.STRING, "", "host:port of the Prometheus /metrics endpoint "
+                  "(port 0: any free port; empty: off)."),
+        ConfigKey("bus.event.loop.stall.log.ms", _T.LONG, "100", "Log event loop stalls longer than this.",
+                  at_least=1),
         ConfigKey("offsets.topic.replication.factor", _T.SHORT, "3", "__consumer_offsets replicas."),
         ConfigKey("offsets.topic.num.partitions", _T.INT, "50", "__consumer_offsets partitions.",
                   at_least=1),
@@ -104,6 +118,12 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("transaction.max.timeout.ms", _T.INT, "900000", "Largest transaction timeout.", at_least=1),
         ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, "10000",
                   "How often timed-out transactions are aborted.", at_least=1),
+        ConfigKey("producer.id.expiration.ms", _T.INT, "86400000",
+                  "Forget an idle producer's state (no open transaction) after this long.", at_least=1),
+        ConfigKey("producer.id.expiration.check.interval.ms", _T.INT, "600000",
+                  "How often expired producer state is removed.", at_least=1),
+        ConfigKey("max.incremental.fetch.session.cache.slots", _T.INT, "1000",
+                  "Incremental fetch sessions (KIP-227) the broker keeps.", at_least=0),
         ConfigKey("transactional.id.expiration.ms", _T.INT, "604800000", "Idle transactional id expiry."),
         ConfigKey("group.consumer.heartbeat.interval.ms", _T.INT, "5000", "KIP-848 member heartbeat interval.",
                   at_least=1),

@@ -3,10 +3,16 @@
 Each record is one line: CRC-32C (hex) of the JSON text, a space, the JSON text. Metadata changes
 are rare and must never be lost, so every append is fsynced before the change is acknowledged;
 a torn final line (crash mid-write) is detected by its checksum and truncated on replay.
+
+The write happens at once (a killed process loses nothing written); the fsync, which can take long on
+a busy disk, runs in a worker thread when an event loop is running. A request that appended records
+awaits `sync()` before its response goes out (KafkaApis does this for every request that moved
+`written`), so "acknowledged" still means "fsynced". Concurrent requests share one fsync.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -15,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+
+from bus.log.files import write_all
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +37,9 @@ class MetadataLog:
         self.path = self.directory / _FILE
         self._records = list(self._replay())
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.written = 0  # appends so far (this process); `synced` trails it until the fsync returns
+        self.synced = 0
+        self._syncing: asyncio.Future[None] | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -50,14 +61,40 @@ class MetadataLog:
             yield record
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write `records`; fsynced here without an event loop, else in a worker thread (await `sync`)."""
         batch = list(records)
         if not batch:
             return
-        os.write(self._fd, b"".join(_encode(r) for r in batch))
-        os.fsync(self._fd)
+        write_all(self._fd, b"".join(_encode(r) for r in batch))
         self._records.extend(batch)
+        self.written += 1
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            os.fsync(self._fd)
+            self.synced = self.written
+            return
+        self._start_sync()
+
+    def _start_sync(self) -> None:
+        if self._syncing is None or self._syncing.done():
+            self._syncing = asyncio.ensure_future(self._sync_once())
+
+    async def _sync_once(self) -> None:
+        target = self.written
+        await asyncio.to_thread(os.fsync, self._fd)
+        self.synced = max(self.synced, target)
+
+    async def sync(self) -> None:
+        """Return once everything appended so far is fsynced (an fsync error propagates to the caller)."""
+        target = self.written
+        while self.synced < target:
+            self._start_sync()
+            assert self._syncing is not None
+            await asyncio.shield(self._syncing)
 
     def close(self) -> None:
+        os.fsync(self._fd)
         os.close(self._fd)
 
 

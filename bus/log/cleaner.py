@@ -195,6 +195,8 @@ class _Pass:
         try:
             for segment in group:
                 self._clean_into(segment, cleaned)
+                for txn in segment.txn_index.entries:  # markers are all kept, so are their aborts
+                    cleaned.txn_index.append(txn)
             cleaned.seal()
             cleaned.flush()
             # Retention falls back on the file time for segments without timestamps: keep the old one.

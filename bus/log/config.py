@@ -33,6 +33,8 @@ class LogConfig:
     cleanup_policy: frozenset[str] = frozenset({"delete"})
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = _LONG_MAX
     index_interval_bytes: int = 4096
     flush_messages: int = _LONG_MAX
     flush_ms: int = _LONG_MAX
@@ -128,6 +130,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "cleanup.policy": ("cleanup_policy", _policy),
     "max.message.bytes": ("max_message_bytes", _integer(0, _INT_MAX)),
     "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _integer(0, _LONG_MAX)),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _integer(0, _LONG_MAX)),
     "index.interval.bytes": ("index_interval_bytes", _integer(0, _INT_MAX)),
     "flush.messages": ("flush_messages", _integer(1, _LONG_MAX)),
     "flush.ms": ("flush_ms", _integer(0, _LONG_MAX)),

@@ -13,6 +13,7 @@ from pathlib import Path
 LOG = ".log"
 INDEX = ".index"
 TIME_INDEX = ".timeindex"
+TXN_INDEX = ".txnindex"
 CLEANED = ".cleaned"
 SWAP = ".swap"
 
@@ -33,6 +34,11 @@ def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[
         segment_path(directory, base_offset, INDEX, suffix),
         segment_path(directory, base_offset, TIME_INDEX, suffix),
     )
+
+
+def txn_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    """The aborted-transaction index, kept apart from segment_paths: it exists only once a segment has an abort."""
+    return segment_path(directory, base_offset, TXN_INDEX, suffix)
 
 
 def base_offset_of(name: str, kind: str, suffix: str = "") -> int | None:

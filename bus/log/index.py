@@ -78,9 +78,9 @@ class _IndexFile:
     def reset(self) -> None:
         self.truncate_entries(0)
 
-    def flush(self) -> None:
-        self.write_pending()
-        os.fsync(self._fd)
+    def dup_fd(self) -> int:
+        """A duplicate descriptor for an fsync outside the log's lock (see Segment.dup_fds)."""
+        return os.dup(self._fd)
 
     def close(self) -> None:
         self.write_pending()

@@ -28,10 +28,16 @@ from pathlib import Path
 from bus.log import files
 from bus.log.config import LogConfig
 from bus.log.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment
+from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close
+from bus.log.txn_index import AbortedTxn
 from bus.protocol.records import BatchInfo, assign_offsets
 
 log = logging.getLogger(__name__)
+
+
+def _delete_segments(segments: Sequence[Segment]) -> None:
+    for segment in segments:
+        segment.close_and_delete()
 
 
 def wall_clock_ms() -> int:
@@ -73,6 +79,35 @@ class CleaningSnapshot:
 _EMPTY = ReadResult(b"", None)
 
 
+class _FlushPlan:
+    """Descriptors to fsync for one flush, taken under the log's lock and synced without it."""
+
+    __slots__ = ("directory", "failed", "fds", "generation", "offset", "segments")
+
+    def __init__(self, offset: int, generation: int, segments: list[Segment], fds: list[int],
+                 directory: Path | None) -> None:
+        self.offset = offset
+        self.generation = generation
+        self.segments = segments
+        self.fds = fds
+        self.directory = directory
+        self.failed = True
+
+    def fsync(self) -> None:
+        """fsync and close every descriptor (all of them closed even if one fails), then the directory."""
+        error: OSError | None = None
+        for fd in self.fds:
+            try:
+                fsync_and_close(fd)
+            except OSError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        if self.directory is not None:
+            files.fsync_dir(self.directory)
+        self.failed = False
+
+
 class Log:
     def __init__(
         self,
@@ -89,6 +124,7 @@ class Log:
         self._config = config
         self._now_ms = now_ms
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._closed = False
         self._generation = 0
         self._dir_dirty = False
@@ -146,11 +182,13 @@ class Log:
         the swap replaces every old segment in its offset range. Returns base offsets whose indexes must be
         rebuilt."""
         names = os.listdir(self.directory)
+        swaps = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG, files.SWAP)) is not None)
+        # A committed swap's transaction index cannot be rebuilt from its batches: it is kept and installed.
+        kept = {files.txn_index_path(self.directory, base, files.CLEANED).name for base in swaps}
         for name in names:
-            if name.endswith(files.CLEANED):
+            if name.endswith(files.CLEANED) and name not in kept:
                 (self.directory / name).unlink()
         rebuild = set()
-        swaps = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG, files.SWAP)) is not None)
         for base in swaps:
             log.warning("%s: completing the interrupted swap of cleaned segment %d", self.directory, base)
             swapped = Segment(self.directory, base, 0, files.SWAP)
@@ -162,8 +200,11 @@ class Log:
             for name in names:
                 old = files.base_offset_of(name, files.LOG)
                 if old is not None and base < old < end:
-                    for path in files.segment_paths(self.directory, old):
+                    for path in (*files.segment_paths(self.directory, old), files.txn_index_path(self.directory, old)):
                         path.unlink(missing_ok=True)
+            cleaned_txn_index = files.txn_index_path(self.directory, base, files.CLEANED)
+            if cleaned_txn_index.exists():
+                os.replace(cleaned_txn_index, files.txn_index_path(self.directory, base))
             os.replace(swapped.path, files.segment_path(self.directory, base, files.LOG))
             rebuild.add(base)
         if swaps:
@@ -299,45 +340,74 @@ class Log:
     # --------------------------------------------------------------------------------------- flushing
 
     def _maybe_flush(self, now: int) -> None:
+        """flush.messages / flush.ms of the topic: fsync before the append returns, as Kafka does in its append
+        path (the lock is held; only topics that ask for it pay)."""
         end = self.log_end_offset
         unflushed = end - self._recovery_point
         config = self._config
         if unflushed > 0 and (unflushed >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms):
-            self._flush_to(end, now)
+            plan = self._plan_flush(end)
+            try:
+                plan.fsync()
+            finally:
+                self._commit_flush(plan, now)
 
-    def _flush_to(self, offset: int, now: int) -> None:
-        """fsync every segment holding data below `offset`, then move the recovery point there."""
-        for segment in self._segments:
-            if segment.base_offset < offset and segment.unflushed:
-                segment.flush()
-        if self._dir_dirty:
-            files.fsync_dir(self.directory)
-            self._dir_dirty = False
-        if offset > self._recovery_point:
-            self._recovery_point = offset
-            files.write_offset(self.directory / files.RECOVERY_POINT, offset)
+    def _plan_flush(self, offset: int) -> _FlushPlan:
+        """Under the lock: duplicate the descriptors of every segment holding unflushed data below `offset`."""
+        segments = [s for s in self._segments if s.base_offset < offset and s.unflushed]
+        plan = _FlushPlan(offset, self._generation, segments, [fd for s in segments for fd in s.dup_fds()],
+                          self.directory if self._dir_dirty else None)
+        for segment in segments:
+            segment.unflushed = False
+        self._dir_dirty = False
+        return plan
+
+    def _commit_flush(self, plan: _FlushPlan, now: int) -> None:
+        """Under the lock, after plan.fsync(): move the recovery point, unless a truncation moved the log."""
+        if plan.failed:
+            for segment in plan.segments:
+                segment.unflushed = True
+            self._dir_dirty |= plan.directory is not None
+            return
+        if plan.offset > self._recovery_point and plan.generation == self._generation and not self._closed:
+            self._recovery_point = plan.offset
+            files.write_offset(self.directory / files.RECOVERY_POINT, plan.offset)
         self._last_flush_ms = now
 
+    def _flush_unlocked(self, offset_of: Callable[[], int | None], now: int) -> bool:
+        """fsync up to the offset `offset_of()` picks under the lock (None: nothing to do), with the fsyncs
+        outside it, so appends and reads on the event loop never wait for the disk. Flushes of one log are
+        serialised so recovery points are written in order."""
+        with self._flush_lock:
+            with self._lock:
+                offset = None if self._closed else offset_of()
+                if offset is None:
+                    return False
+                plan = self._plan_flush(offset)
+            try:
+                plan.fsync()
+            finally:
+                with self._lock:
+                    self._commit_flush(plan, now)
+            return True
+
     def flush(self) -> None:
-        with self._lock:
-            self._check_open()
-            self._flush_to(self.log_end_offset, self._now_ms())
+        self._check_open()
+        self._flush_unlocked(lambda: self.log_end_offset, self._now_ms())
 
     def flush_if_due(self, now_ms: int) -> bool:
         """The periodic flusher: everything once flush.ms has passed, else just the segments rolled since
-        the last flush (Kafka flushes a segment when it rolls). True if anything was fsynced."""
-        with self._lock:
-            if self._closed:
-                return False
+        the last flush (Kafka flushes a segment when it rolls). True if anything was fsynced. Safe to call
+        from a worker thread: the log's lock is not held across the fsyncs."""
+
+        def due() -> int | None:
             end = self.log_end_offset
             if self._recovery_point < end and now_ms - self._last_flush_ms >= self._config.flush_ms:
-                self._flush_to(end, now_ms)
-                return True
+                return end
             active_base = self._segments[-1].base_offset
-            if self._recovery_point < active_base:
-                self._flush_to(active_base, now_ms)
-                return True
-            return False
+            return active_base if self._recovery_point < active_base else None
+
+        return self._flush_unlocked(due, now_ms)
 
     # ---------------------------------------------------------------------------------------- reading
 
@@ -362,6 +432,36 @@ class Log:
                 if found is not None:
                     return ReadResult(*found) if found[1] is not None else _EMPTY
             return _EMPTY
+
+    # ---------------------------------------------------------------------------- aborted transactions
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index a transaction aborted by the marker at `txn.last_offset`, in the segment holding the marker."""
+        with self._lock:
+            self._check_open()
+            index = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+            self._segments[index].txn_index.append(txn)
+
+    def collect_aborted_txns(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, upper_bound): from the segment holding `start` onwards (a
+        transaction ending at or after `start` has its marker there or later), until one segment's entries
+        prove the rest start past the bound (Kafka's collectAbortedTransactions)."""
+        with self._lock:
+            self._check_open()
+            found: list[AbortedTxn] = []
+            for segment in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
+                txns, complete = segment.txn_index.collect(start, upper_bound)
+                found += txns
+                if complete:
+                    break
+            return found
+
+    def truncate_aborted_txns(self, offset: int) -> None:
+        """Drop index entries of markers at or after `offset`: the caller replays the log from there."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments[max(bisect_right(self._bases, offset) - 1, 0) :]:
+                segment.txn_index.truncate_to(offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the earliest record stamped at or after `timestamp` (ListOffsets)."""
@@ -390,15 +490,19 @@ class Log:
             self._check_open()
             if offset > self.log_end_offset:
                 raise OffsetOutOfRangeError(f"offset {offset} is past the log end offset {self.log_end_offset}")
+            doomed: list[Segment] = []
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 files.write_offset(self.directory / files.LOG_START_OFFSET, offset)
-                self._delete_oldest(self._count_below_log_start())
-            return self._log_start_offset
+                doomed = self._detach_oldest(self._count_below_log_start())
+            start = self._log_start_offset
+        _delete_segments(doomed)
+        return start
 
     def enforce_retention(self) -> int:
         """Delete whole non-active segments past retention.ms (by their newest timestamp) or beyond
-        retention.bytes, and any below the log start offset. Returns how many were deleted."""
+        retention.bytes, and any below the log start offset. Returns how many were deleted. The files are
+        unlinked after the lock is released (no reader can reach a detached segment: reads hold the lock)."""
         with self._lock:
             if self._closed:
                 return 0
@@ -418,8 +522,9 @@ class Log:
                     excess -= inactive[oversize].size
                     oversize += 1
                 count = max(count, oversize)
-            self._delete_oldest(count)
-            return count
+            doomed = self._detach_oldest(count)
+        _delete_segments(doomed)
+        return len(doomed)
 
     def _count_below_log_start(self) -> int:
         count = 0
@@ -427,17 +532,17 @@ class Log:
             count += 1
         return count
 
-    def _delete_oldest(self, count: int) -> None:
+    def _detach_oldest(self, count: int) -> list[Segment]:
+        """Take the `count` oldest segments out of the log (under the lock); the caller deletes them after."""
         if not count:
-            return
+            return []
         doomed = self._segments[:count]
         self._set_segments(self._segments[count:])
-        for segment in doomed:
-            segment.close_and_delete()
         self._dir_dirty = True
         if self._segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self._segments[0].base_offset
             files.write_offset(self.directory / files.LOG_START_OFFSET, self._log_start_offset)
+        return doomed
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch ending at or after `offset` (replication divergence). A batch straddling
@@ -496,7 +601,10 @@ class Log:
         closed, or some of `old` deleted by retention); the caller then discards `cleaned`.
 
         Crash safety: renaming the cleaned log to `.swap` is the commit point. Recovery deletes `.cleaned`
-        files (the old segments are intact) and completes any `.swap` (see _finish_interrupted_swaps).
+        files (the old segments are intact) and completes any `.swap` (see _finish_interrupted_swaps). Only
+        renames happen under the lock; the directory fsync that makes them durable follows without it (a
+        journalling file system persists renames in order, so a crash still finds the commit before the
+        deletions that follow it), as does the closing of the replaced segments.
         """
         with self._lock:
             if self._closed or generation != self._generation:
@@ -510,17 +618,24 @@ class Log:
             base = old[0].base_offset
             swap = files.segment_path(self.directory, base, files.LOG, files.SWAP)
             os.replace(cleaned.path, swap)
-            files.fsync_dir(self.directory)
-            for segment in old:
-                segment.close_and_delete()
+            for segment in old[1:]:
+                for path in segment.paths:
+                    path.unlink(missing_ok=True)
             final_log, final_index, final_time_index = files.segment_paths(self.directory, base)
             os.replace(cleaned.offset_index.path, final_index)
             os.replace(cleaned.time_index.path, final_time_index)
+            final_txn_index = files.txn_index_path(self.directory, base)
+            if cleaned.txn_index.entries:
+                cleaned.txn_index.rename(final_txn_index)
+            else:
+                final_txn_index.unlink(missing_ok=True)
             os.replace(swap, final_log)
             cleaned.set_suffix("")
-            files.fsync_dir(self.directory)
             self._set_segments([*current[:first], cleaned, *current[first + len(old) :]])
-            return True
+        for segment in old:
+            segment.close_descriptors()
+        files.fsync_dir(self.directory)
+        return True
 
     # ------------------------------------------------------------------------------------------ closing
 
@@ -531,7 +646,9 @@ class Log:
                 return
             for segment in self._segments:
                 segment.seal()
-            self._flush_to(self.log_end_offset, self._now_ms())
+            plan = self._plan_flush(self.log_end_offset)
+            plan.fsync()
+            self._commit_flush(plan, self._now_ms())
             for segment in self._segments:
                 segment.close()
             (self.directory / files.CLEAN_SHUTDOWN).touch()
@@ -539,13 +656,23 @@ class Log:
             self._closed = True
 
     def delete(self) -> None:
-        """Remove the log and its directory: renamed to `<dir>.<uuid>-delete` first, as Kafka does, so a crash
-        mid-way leaves a name that start-up recognises and finishes deleting."""
+        """Remove the log and its directory (blocking; see detach for the event loop's half)."""
+        self.detach()()
+
+    def detach(self) -> Callable[[], None]:
+        """Close the log and rename its directory to `<dir>.<uuid>-delete`, as Kafka does, so a crash mid-way
+        leaves a name that start-up recognises and finishes deleting. Returns the slow half, closing the
+        files and removing the directory, for the caller to run off the event loop."""
         with self._lock:
-            if not self._closed:
-                for segment in self._segments:
-                    segment.close_and_delete()
-                self._closed = True
+            segments = [] if self._closed else list(self._segments)
+            self._closed = True
             doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
             os.rename(self.directory, doomed)
-            shutil.rmtree(doomed)
+
+        def remove() -> None:
+            with self._flush_lock:  # a flush in progress holds duplicates of descriptors, not these
+                for segment in segments:
+                    segment.close_descriptors()
+            shutil.rmtree(doomed, ignore_errors=True)
+
+        return remove

@@ -86,12 +86,13 @@ class LogManager:
     def get(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def delete(self, topic: str, partition: int) -> None:
+    def delete(self, topic: str, partition: int) -> Callable[[], None] | None:
+        """Forget the partition and rename its directory for deletion; returns the removal of its files, for
+        the caller to run off the event loop (see Log.detach), or None if there was no such log."""
         with self._lock:
             doomed = self._logs.pop((topic, partition), None)
             self._dir_of.pop((topic, partition), None)
-        if doomed is not None:
-            doomed.delete()
+        return None if doomed is None else doomed.detach()
 
     def all_logs(self) -> list[Log]:
         with self._lock:
@@ -119,8 +120,13 @@ class LogManager:
         return done
 
     def flush_dirty(self, now_ms: int) -> None:
+        """The periodic flusher, meant for a worker thread (logs do not hold their lock across fsyncs). A log
+        that fails (its disk, or deleted meanwhile) is logged and skipped, so the others still get flushed."""
         for each in self.all_logs():
-            each.flush_if_due(now_ms)
+            try:
+                each.flush_if_due(now_ms)
+            except Exception:
+                log.exception("flushing %s failed", each.directory)
 
     def close(self) -> None:
         with self._lock:

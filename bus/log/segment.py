@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from bus.log import files
 from bus.log.index import OffsetIndex, TimeIndex
+from bus.log.txn_index import TransactionIndex
 from bus.protocol.records import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
@@ -105,6 +106,7 @@ class Segment:
         "size",
         "suffix",
         "time_index",
+        "txn_index",
         "unflushed",
     )
 
@@ -118,6 +120,7 @@ class Segment:
         self.fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.offset_index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_index_path, base_offset)
+        self.txn_index = TransactionIndex(files.txn_index_path(directory, base_offset, suffix))
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -140,8 +143,10 @@ class Segment:
         return files.segment_path(self.directory, self.base_offset, files.LOG, self.suffix)
 
     @property
-    def paths(self) -> tuple[Path, Path, Path]:
-        return files.segment_paths(self.directory, self.base_offset, self.suffix)
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        """The log, offset index, time index and transaction index files (the last may not exist)."""
+        return (*files.segment_paths(self.directory, self.base_offset, self.suffix),
+                files.txn_index_path(self.directory, self.base_offset, self.suffix))
 
     @property
     def largest_timestamp(self) -> int:
@@ -153,7 +158,7 @@ class Segment:
     def set_suffix(self, suffix: str) -> None:
         """Record that the caller renamed the files; open descriptors follow a rename by themselves."""
         self.suffix = suffix
-        _, self.offset_index.path, self.time_index.path = self.paths
+        _, self.offset_index.path, self.time_index.path, self.txn_index.path = self.paths
 
     def reset(self) -> None:
         os.ftruncate(self.fd, 0)
@@ -348,20 +353,40 @@ class Segment:
         self._write_indexes()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        for fd in self.dup_fds():
+            fsync_and_close(fd)
         self.unflushed = False
+
+    def dup_fds(self) -> list[int]:
+        """Duplicates of the segment's descriptors (pending index entries written first), so the fsyncs can
+        run without the log's lock: a duplicate stays valid even if the segment is closed meanwhile."""
+        self._write_indexes()
+        fds = [os.dup(self.fd), self.offset_index.dup_fd(), self.time_index.dup_fd()]
+        txn = self.txn_index.dup_fd()
+        return fds if txn is None else [*fds, txn]
 
     def close(self) -> None:
         self.seal()
         os.close(self.fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
-    def close_and_delete(self) -> None:
+    def close_descriptors(self) -> None:
+        """Close without sealing or deleting: for segments whose files were renamed or removed already."""
         os.close(self.fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
+
+    def close_and_delete(self) -> None:
+        self.close_descriptors()
         for path in self.paths:
             path.unlink(missing_ok=True)
+
+
+def fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -10,6 +10,7 @@ from bus.broker.producer_state import (
     load_snapshot,
     write_snapshot,
 )
+from bus.log.txn_index import AbortedTxn
 from bus.protocol.records import BatchInfo
 
 
@@ -73,20 +74,52 @@ def test_transactions_bound_the_stable_offset_and_record_aborts():
     appended(state, batch(pid=1, transactional=True), 10)
     appended(state, batch(pid=2, transactional=True), 13)
     assert state.first_unstable_offset() == 10
-    state.complete_txn(1, 0, marker_offset=20, aborted=True)
+    aborted = state.complete_txn(1, 0, marker_offset=20, aborted=True)
     assert state.first_unstable_offset() == 13
-    state.complete_txn(2, 0, marker_offset=21, aborted=False)
+    # The transaction index entry: its last stable offset is the first offset still undecided.
+    assert aborted == AbortedTxn(1, 10, 20, last_stable_offset=13)
+    assert state.complete_txn(2, 0, marker_offset=21, aborted=False) is None
     assert state.first_unstable_offset() is None
-    assert [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted_between(0, 100)] == [(1, 10, 20)]
-    assert state.aborted_between(21, 100) == []
+
+
+def test_first_unstable_offset_follows_transactions_in_offset_order_without_a_scan():
+    state = ProducerStateManager()
+    for pid in range(1, 6):
+        appended(state, batch(pid=pid, transactional=True, count=1), pid * 10)
+    state.complete_txn(3, 0, marker_offset=60, aborted=False)
+    state.complete_txn(1, 0, marker_offset=61, aborted=True)
+    assert state.first_unstable_offset() == 20
+    assert list(state.ongoing) == [20, 40, 50]
+
+
+def test_idle_producers_expire_but_open_transactions_do_not():
+    state = ProducerStateManager()
+    appended(state, dataclasses.replace(batch(pid=1), max_timestamp=1_000), 0)
+    appended(state, dataclasses.replace(batch(pid=2, transactional=True), max_timestamp=1_000), 3)
+    appended(state, dataclasses.replace(batch(pid=3), max_timestamp=5_000), 6)
+    assert state.remove_expired(now_ms=5_000, expiration_ms=4_000) == 1
+    assert sorted(state.producers) == [2, 3]  # 2 is idle too, but its transaction is open
+    # An expired producer is new again: any sequence is accepted.
+    assert state.check(batch(pid=1, seq=77)) is None
+
+
+def test_expired_producers_are_not_restored_from_a_snapshot(tmp_path):
+    state = ProducerStateManager()
+    appended(state, dataclasses.replace(batch(pid=1), max_timestamp=1_000), 0)
+    appended(state, dataclasses.replace(batch(pid=2), max_timestamp=9_000), 3)
+    write_snapshot(tmp_path, state)
+    loaded = load_snapshot(tmp_path, log_end_offset=6, now_ms=10_000, expiration_ms=5_000)
+    assert loaded is not None and sorted(loaded.producers) == [2]
+    assert sorted(load_snapshot(tmp_path, log_end_offset=6).producers) == [1, 2]
 
 
 def test_snapshot_round_trip(tmp_path):
     state = ProducerStateManager()
     appended(state, batch(seq=0), 0)
     appended(state, batch(pid=3, transactional=True), 3)
-    state.complete_txn(3, 0, 6, aborted=True)
+    appended(state, batch(pid=4, transactional=True), 6)
     write_snapshot(tmp_path, state)
-    loaded = load_snapshot(tmp_path, log_end_offset=7)
+    loaded = load_snapshot(tmp_path, log_end_offset=9)
     assert loaded is not None and loaded.to_json() == state.to_json()
-    assert load_snapshot(tmp_path, log_end_offset=5) is None  # past a truncated tail: unusable
+    assert list(loaded.ongoing.items()) == [(3, 3), (6, 4)]
+    assert load_snapshot(tmp_path, log_end_offset=8) is None  # past a truncated tail: unusable

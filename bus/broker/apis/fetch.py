@@ -1,19 +1,23 @@
-"""Fetch (1): whole batches from partition logs, with long polling ("delayed fetch" in Kafka).
+"""Fetch (1): whole batches from partition logs, with long polling and incremental fetch sessions.
 
-A fetch that finds fewer than `min_bytes` waits until one of its partitions receives an append or
-`max_wait` passes, then reads again. Sessions (KIP-227) are not created: the response's session id
-0 tells clients to keep sending full fetches, which every client supports.
+A fetch that finds fewer than `min_bytes` waits in the fetch purgatory (see fetch_purgatory.py) until its
+partitions receive enough bytes, one of them fails, or `max_wait` passes, then reads once more. It answers
+at once, as Kafka does, when a partition read fails. v7+ fetches may use KIP-227 sessions (see
+fetch_sessions.py): the broker remembers the partitions and answers only those with news.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker import fetch_purgatory
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
+from bus.broker.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext, PartitionKey, new_context
 from bus.broker.replica_manager import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
 from bus.protocol import records as rb
@@ -23,6 +27,7 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 
 READ_COMMITTED = 1
+TOPIC_IDS_VERSION = 13
 
 
 def _check_epoch(partition: Partition, requested: int) -> None:
@@ -38,49 +43,59 @@ def _aborted_in(partition: Partition, start: int, stable: int, records: bytes) -
     not the LSO, so a consumer far behind does not get every later abort in every response)."""
     if not records:
         return []
-    txns = partition.aborted_transactions(start, stable)
-    if txns:
-        end = rb.scan_batches_prefix(records, verify_crc=False)[0][-1].next_offset
-        txns = [t for t in txns if t.first_offset < end]
-    return txns
+    end = rb.scan_batches_prefix(records, verify_crc=False)[0][-1].next_offset
+    return partition.aborted_transactions(start, min(end, stable))
 
 
-def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partition]]:
-    replicas = ctx.broker.replicas
-    committed = request.isolation_level == READ_COMMITTED
-    budget = request.max_bytes
-    total = 0
-    found: list[Partition] = []
-    responses = []
+def _requested(ctx: RequestContext, request: Any) -> list[CachedPartition]:
+    out = []
     for topic in request.topics:
-        topic_id = getattr(topic, "topic_id", None)
+        topic_id = getattr(topic, "topic_id", None) if ctx.api_version >= TOPIC_IDS_VERSION else None
         name = topic_name_for(ctx, getattr(topic, "topic", None), topic_id)
-        partitions = []
         for wanted in topic.partitions:
+            out.append(CachedPartition(name, topic_id, wanted.partition, wanted.fetch_offset,
+                                       wanted.partition_max_bytes, getattr(wanted, "current_leader_epoch", -1)))
+    return out
+
+
+def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
+    return [((topic.topic_id if uses_topic_ids else topic.topic), index)
+            for topic in getattr(request, "forgotten_topics_data", None) or () for index in topic.partitions]
+
+
+class _Read:
+    """One pass over a fetch's partitions: the response entry of each, bytes read and any error."""
+
+    def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition]) -> None:
+        replicas = ctx.replicas
+        committed = request.isolation_level == READ_COMMITTED
+        budget = request.max_bytes
+        self.total = 0
+        self.failed = False
+        self.partitions: list[Partition] = []
+        self.results: list[tuple[CachedPartition, int, int, int, int, int]] = []
+        self.data: dict[int, Any] = {}
+        for want in wanted:
             try:
+                name = topic_name_for(ctx, want.topic, want.topic_id)
                 if name is None:
                     raise PartitionError(ErrorCode.unknown_topic_id)
-                partition = replicas.get(name, wanted.partition)
+                partition = replicas.get(name, want.partition)
             except PartitionError as exc:
-                partitions.append(ctx.make("PartitionData", partition_index=wanted.partition, error_code=exc.code,
-                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                           preferred_read_replica=-1, records=None))
+                self._add(ctx, want, exc.code, -1, -1, -1, b"", None)
                 continue
-            found.append(partition)
+            self.partitions.append(partition)
             high_watermark = partition.high_watermark
             stable = partition.last_stable_offset
             code = ErrorCode.none
             records = b""
             try:
-                _check_epoch(partition, getattr(wanted, "current_leader_epoch", -1))
-                limit = min(wanted.partition_max_bytes, budget)
-                if limit > 0 or total == 0:
-                    result = partition.read(
-                        wanted.fetch_offset,
-                        max(limit, 0),
-                        max_offset=stable if committed else high_watermark,
-                        min_one_batch=total == 0,
-                    )
+                _check_epoch(partition, want.leader_epoch)
+                limit = min(want.max_bytes, budget)
+                if limit > 0 or self.total == 0:
+                    result = partition.read(want.fetch_offset, max(limit, 0),
+                                            max_offset=stable if committed else high_watermark,
+                                            min_one_batch=self.total == 0)
                     records = bytes(result.data)
             except OffsetOutOfRangeError:
                 code = ErrorCode.offset_out_of_range
@@ -89,47 +104,48 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[Any, int, list[Partiti
             aborted = None
             if committed:
                 aborted = [ctx.make("AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
-                           for t in _aborted_in(partition, wanted.fetch_offset, stable, records)]
-            total += len(records)
+                           for t in _aborted_in(partition, want.fetch_offset, stable, records)]
+            self.total += len(records)
             budget -= len(records)
-            partitions.append(
-                ctx.make(
-                    "PartitionData",
-                    partition_index=wanted.partition,
-                    error_code=code,
-                    high_watermark=high_watermark,
-                    last_stable_offset=stable,
-                    log_start_offset=partition.log_start_offset,
-                    aborted_transactions=aborted,
-                    preferred_read_replica=-1,
-                    records=records,
-                )
-            )
-        responses.append(ctx.make("FetchableTopicResponse", topic=name or "", topic_id=topic_id,
-                                  partitions=partitions))
-    return responses, total, found
+            self._add(ctx, want, code, high_watermark, stable, partition.log_start_offset, records, aborted)
+
+    def _add(self, ctx: RequestContext, want: CachedPartition, code: ErrorCode, high_watermark: int, stable: int,
+             log_start: int, records: bytes, aborted: list[Any] | None) -> None:
+        self.failed |= code != ErrorCode.none
+        self.results.append((want, len(records), code.value, high_watermark, stable, log_start))
+        self.data[id(want)] = ctx.make("PartitionData", partition_index=want.partition, error_code=code,
+                                       high_watermark=high_watermark, last_stable_offset=stable,
+                                       log_start_offset=log_start, aborted_transactions=aborted,
+                                       preferred_read_replica=-1, records=records)
 
 
-def _response(ctx: RequestContext, responses: list[Any], error: ErrorCode = ErrorCode.none) -> Any:
-    return ctx.make("FetchResponse", throttle_time=0, error_code=error, session_id=0, responses=responses)
+def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) -> Any:
+    if context.error != ErrorCode.none or read is None:
+        return ctx.make("FetchResponse", throttle_time=0, error_code=context.error, session_id=0, responses=[])
+    topics: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
+    for part in context.select(read.results):
+        topics.setdefault((part.topic, part.topic_id), []).append(read.data[id(part)])
+    responses = [ctx.make("FetchableTopicResponse", topic=name or "", topic_id=topic_id, partitions=parts)
+                 for (name, topic_id), parts in topics.items()]
+    return ctx.make("FetchResponse", throttle_time=0, error_code=ErrorCode.none, session_id=context.session_id,
+                    responses=responses)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if getattr(request, "session_id", 0) != 0:
-        return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
-    responses, total, partitions = _read_all(ctx, request)
+    uses_topic_ids = ctx.api_version >= TOPIC_IDS_VERSION
+    context = new_context(ctx.replicas.fetch_sessions, getattr(request, "session_id", 0),
+                          getattr(request, "session_epoch", FINAL_EPOCH), uses_topic_ids,
+                          _requested(ctx, request), _forgotten(request, uses_topic_ids))
+    if context.error != ErrorCode.none:
+        return _response(ctx, context, None)
+    read = _Read(ctx, request, context.partitions)
     max_wait = request.max_wait.total_seconds()
-    if total >= request.min_bytes or max_wait <= 0 or not partitions:
-        return _response(ctx, responses)
-    return _long_poll(ctx, request, partitions, time.monotonic() + max_wait)
+    if read.total >= request.min_bytes or max_wait <= 0 or not read.partitions or read.failed:
+        return _response(ctx, context, read)
+    return _long_poll(ctx, request, context, read, time.monotonic() + max_wait)
 
 
-async def _long_poll(ctx: RequestContext, request: Any, partitions: list[Partition], deadline: float) -> Any:
-    replicas = ctx.broker.replicas
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining > 0:
-            await replicas.wait_for_data(partitions, remaining)
-        responses, total, partitions = _read_all(ctx, request)
-        if total >= request.min_bytes or time.monotonic() >= deadline or not partitions:
-            return _response(ctx, responses)
+async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, deadline: float) -> Any:
+    delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED)
+    await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic())
+    return _response(ctx, context, _Read(ctx, request, context.partitions))

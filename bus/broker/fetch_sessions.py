@@ -1,0 +1,206 @@
+"""Incremental fetch sessions (KIP-227), after Kafka's FetchSession, FetchSessionCache and FetchManager.
+
+A consumer fetching many partitions opens a session with a full fetch (session id 0, epoch 0); the broker
+remembers the partitions and what it last told the client about each (high watermark, last stable offset,
+log start offset). Later fetches name the session and its next epoch and carry only the partitions whose
+fetch position changed plus those to forget; the response carries only partitions with news (records, an
+error, a moved offset). Epoch -1 closes a session. A session id the cache does not hold answers
+FETCH_SESSION_ID_NOT_FOUND and a wrong epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over with
+a full fetch, which is also what it does after a broker restart (sessions live in memory only).
+
+The cache holds `max.incremental.fetch.session.cache.slots` sessions. When full, a new session may evict
+the least recently used one if it was idle longer than the eviction time (Kafka's 120 s), else the
+smallest session if the new one has more partitions; otherwise the fetch is answered without a session.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+EVICTION_MS = 120_000  # Kafka's min.incremental.fetch.session.eviction.ms
+_MAX_ID = 2**31 - 1
+
+PartitionKey = tuple[str | uuid.UUID | None, int]
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition of a fetch: what the client asks (position, limits) and what it was last told."""
+
+    topic: str | None  # None: a topic id this broker does not know
+    topic_id: uuid.UUID | None
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+    def key(self, uses_topic_ids: bool) -> PartitionKey:
+        return (self.topic_id if uses_topic_ids else self.topic), self.partition
+
+    def update_request(self, other: CachedPartition) -> None:
+        self.fetch_offset = other.fetch_offset
+        self.max_bytes = other.max_bytes
+        self.leader_epoch = other.leader_epoch
+        self.topic = other.topic
+
+    def must_respond(self, records: int, error: int, high_watermark: int, last_stable_offset: int,
+                     log_start_offset: int) -> bool:
+        """Whether an incremental response must carry this partition (Kafka's maybeUpdateResponseData), noting
+        what the client is told. The last stable offset counts too, for read_committed consumers."""
+        changed = (high_watermark, last_stable_offset, log_start_offset) != (
+            self.high_watermark, self.last_stable_offset, self.log_start_offset)
+        self.high_watermark, self.last_stable_offset, self.log_start_offset = (
+            high_watermark, last_stable_offset, log_start_offset)
+        if error:
+            self.high_watermark = -1  # an error is repeated until it clears, then the state is sent again
+        return records > 0 or error != 0 or changed
+
+
+class FetchSession:
+    __slots__ = ("epoch", "id", "last_used_ms", "partitions", "uses_topic_ids")
+
+    def __init__(self, session_id: int, partitions: Iterable[CachedPartition], uses_topic_ids: bool,
+                 now_ms: int) -> None:
+        self.id = session_id
+        self.epoch = next_epoch(INITIAL_EPOCH)
+        self.uses_topic_ids = uses_topic_ids
+        self.partitions: OrderedDict[PartitionKey, CachedPartition] = OrderedDict(
+            (p.key(uses_topic_ids), p) for p in partitions)
+        self.last_used_ms = now_ms
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == _MAX_ID else epoch + 1
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, eviction_ms: int = EVICTION_MS,
+                 now_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+        self.max_slots = max_slots
+        self.eviction_ms = eviction_ms
+        self.now_ms = now_ms
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self.sessions.pop(session_id, None)
+
+    def touch(self, session: FetchSession) -> None:
+        session.last_used_ms = self.now_ms()
+        self.sessions.move_to_end(session.id)
+
+    def maybe_create(self, partitions: list[CachedPartition], uses_topic_ids: bool) -> FetchSession | None:
+        """A new session for `partitions`, or None when the cache is full and nothing may be evicted."""
+        now = self.now_ms()
+        if len(self.sessions) >= self.max_slots and not self._try_evict(len(partitions), now):
+            return None
+        session_id = random.randint(1, _MAX_ID)
+        while session_id in self.sessions:
+            session_id = random.randint(1, _MAX_ID)
+        session = self.sessions[session_id] = FetchSession(session_id, partitions, uses_topic_ids, now)
+        return session
+
+    def _try_evict(self, size: int, now: int) -> bool:
+        if not self.sessions:
+            return False
+        oldest = next(iter(self.sessions.values()))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            del self.sessions[oldest.id]
+            return True
+        smallest = min(self.sessions.values(), key=lambda s: (len(s.partitions), s.id))
+        if size <= len(smallest.partitions):
+            return False
+        del self.sessions[smallest.id]
+        return True
+
+
+class FetchContext:
+    """How one Fetch request relates to sessions: which partitions to read and which to answer with.
+
+    `error` set: the request is answered with that top-level error and nothing else.
+    """
+
+    __slots__ = ("cache", "error", "incremental", "partitions", "session", "uses_topic_ids", "wants_session")
+
+    def __init__(self, cache: FetchSessionCache, partitions: list[CachedPartition], *, uses_topic_ids: bool,
+                 session: FetchSession | None = None, wants_session: bool = False,
+                 error: ErrorCode = ErrorCode.none) -> None:
+        self.cache = cache
+        self.partitions = partitions
+        self.uses_topic_ids = uses_topic_ids
+        self.session = session
+        self.incremental = session is not None
+        self.wants_session = wants_session
+        self.error = error
+
+    @property
+    def session_id(self) -> int:
+        return self.session.id if self.session is not None else INVALID_SESSION_ID
+
+    def select(self, results: list[tuple[CachedPartition, int, int, int, int, int]]) -> list[CachedPartition]:
+        """The partitions the response carries, given per partition (records size, error, high watermark,
+        last stable offset, log start offset). A full fetch carries all and may open a session; an
+        incremental one only those with news, which move to the end of the session's order for fairness."""
+        if not self.incremental:
+            for part, _records, error, hw, lso, start in results:
+                part.must_respond(0, error, hw, lso, start)
+            if self.wants_session:
+                self.session = self.cache.maybe_create([p for p, *_ in results], self.uses_topic_ids)
+            return [p for p, *_ in results]
+        assert self.session is not None
+        chosen = [p for p, records, error, hw, lso, start in results
+                  if p.must_respond(records, error, hw, lso, start)]
+        for part in chosen:
+            self.session.partitions.move_to_end(part.key(self.uses_topic_ids))
+        return chosen
+
+
+def new_context(cache: FetchSessionCache, session_id: int, epoch: int, uses_topic_ids: bool,
+                partitions: list[CachedPartition], forgotten: list[PartitionKey]) -> FetchContext:
+    """Kafka's FetchManager.newContext."""
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)  # a full fetch naming a session closes it
+        return FetchContext(cache, partitions, uses_topic_ids=uses_topic_ids,
+                            wants_session=epoch == INITIAL_EPOCH and cache.max_slots > 0)
+    session = cache.get(session_id)
+    if session is None:
+        return FetchContext(cache, [], uses_topic_ids=uses_topic_ids, error=ErrorCode.fetch_session_id_not_found)
+    if session.epoch != epoch:
+        return FetchContext(cache, [], uses_topic_ids=uses_topic_ids,
+                            error=ErrorCode.invalid_fetch_session_epoch)
+    if session.uses_topic_ids != uses_topic_ids:
+        code = ErrorCode.fetch_session_topic_id_error if uses_topic_ids else ErrorCode.fetch_session_id_not_found
+        return FetchContext(cache, [], uses_topic_ids=uses_topic_ids, error=code)
+    for part in partitions:
+        key = part.key(uses_topic_ids)
+        cached = session.partitions.get(key)
+        if cached is None:
+            session.partitions[key] = part
+        else:
+            cached.update_request(part)
+    for key in forgotten:
+        session.partitions.pop(key, None)
+    session.epoch = next_epoch(session.epoch)
+    cache.touch(session)
+    return FetchContext(cache, list(session.partitions.values()), uses_topic_ids=uses_topic_ids, session=session)
