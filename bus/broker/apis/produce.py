@@ -1,4 +1,8 @@
-"""Produce (0): validate batches (header + CRC, kept compressed) and append them to partition logs."""
+"""Produce (0): validate batches (header + CRC, kept compressed) and append them to partition logs.
+
+A batch refused for some of its records (KIP-467, v8+) names them: `record_errors` carries each bad
+record's index in the batch and `error_message` the summary, so the client fails exactly those.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
 from bus.broker.errors import CloseConnection
+from bus.broker.log_validator import RecordError, RecordValidationError
 from bus.broker.replica_manager import PartitionError
 
 API_KEY = 0
@@ -25,6 +30,14 @@ def _partition_response(ctx: RequestContext, index: int, code: ErrorCode, messag
     values.setdefault("log_start_offset", -1)
     return ctx.make("PartitionProduceResponse", index=index, error_code=code, error_message=message,
                     log_append_time=-1, **values)
+
+
+def _record_errors(ctx: RequestContext, errors: tuple[RecordError, ...]) -> list[Any]:
+    """The v8+ `record_errors` entries; older versions have no such field and get none."""
+    if not errors or not ctx.shapes.has("BatchIndexAndErrorMessage"):
+        return []
+    return [ctx.make("BatchIndexAndErrorMessage", batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in errors]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -53,6 +66,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 result = partition.append(data.records)
             except PartitionError as exc:
                 partition_responses.append(_partition_response(ctx, data.index, exc.code, exc.message))
+                continue
+            except RecordValidationError as exc:
+                partition_responses.append(_partition_response(
+                    ctx, data.index, exc.code, exc.message, log_start_offset=partition.log_start_offset,
+                    record_errors=_record_errors(ctx, exc.record_errors)))
                 continue
             partition_responses.append(
                 ctx.make(
