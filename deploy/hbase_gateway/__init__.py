@@ -8,6 +8,7 @@ happybase code points at a real HBase Thrift server instead. Modules, each with 
 * ``handler``  - each Thrift1 ``Hbase`` method, translated onto the store
 * ``store``    - durable cells in SQLite (WAL), admin catalog, compaction
 * ``cells``    - HBase's version / TTL visibility rules (pure)
-* ``filters``  - the Thrift filter language: parser and evaluator (pure)
+* ``filters``  - HBase's filters and the scan loop that drives them (pure)
+* ``filter_language`` - the Thrift filter language's parser (pure)
 * ``scanners`` - scanner ids, leases and the scan result pipeline
 """

@@ -228,17 +228,3 @@ def _group_by_row(stored: Sequence[StoredCell]) -> Iterable[tuple[bytes, Sequenc
         if i == len(stored) or stored[i][0] != stored[start][0]:
             yield stored[start][0], stored[start:i]
             start = i
-
-
-def trim_versions(cells: Iterable[Cell], versions: int) -> list[Cell]:
-    """Keep at most ``versions`` newest cells per column (cells in column / newest-first order)."""
-    out: list[Cell] = []
-    previous: bytes | None = None
-    taken = 0
-    for cell in cells:
-        if cell[0] != previous:
-            previous, taken = cell[0], 0
-        if taken < versions:
-            taken += 1
-            out.append(cell)
-    return out

@@ -17,7 +17,8 @@ from typing import Any
 
 from .cells import FOREVER, Cell, ColumnSelection, FamilyOptions, bytes_increment, split_column
 from .errors import HBaseError, IllegalArgumentError, NotImplementedByGatewayError
-from .filters import Filter, FilterError, parse_filter
+from .filter_language import parse_filter
+from .filters import Filter, FilterError, scan_prefix
 from .idl import Hbase
 from .scanners import Row, Scanner, ScannerRegistry, scan_results
 from .store import Mutation, ScanSpec, Store
@@ -297,7 +298,7 @@ class HBaseHandler:
         error: HBaseError | None = None,
     ) -> int:
         rows = self.store.scan(_as_bytes(table), spec)
-        results = iter(()) if error else scan_results(rows, flt, 1, batch)
+        results = iter(()) if error else scan_results(rows, flt, batch)
         return self.scanners.open(Scanner(results, _as_bytes(table), sort_columns, error))
 
     def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any = None) -> int:
@@ -312,7 +313,9 @@ class HBaseHandler:
             except FilterError as exc:
                 error = IllegalArgumentError(f"Incorrect filter string: {exc}")
         start, stop = _as_bytes(scan.startRow), _as_bytes(scan.stopRow)
-        prefix = flt.row_prefix() if flt is not None else None
+        if flt is not None:
+            flt.set_reversed(bool(scan.reversed))
+        prefix = scan_prefix(flt) if flt is not None else None
         if prefix and not scan.reversed:  # a PrefixFilter narrows the key range to read
             start = max(start, prefix)
             end = bytes_increment(prefix)
@@ -324,7 +327,9 @@ class HBaseHandler:
             reverse=bool(scan.reversed),
             columns=ColumnSelection.parse(_as_bytes(c) for c in scan.columns or ()),
             time_max=scan.timestamp,
-            versions=ALL_VERSIONS if flt is not None and flt.needs_all_versions() else 1,
+            # With a filter HBase's column tracker admits each family's max versions; the filter
+            # picks among them and the scan returns the newest one it includes.
+            versions=ALL_VERSIONS if flt is not None else 1,
         )
         batch = scan.batchSize if scan.batchSize and scan.batchSize > 0 else None
         return self._open(tableName, spec, flt, batch, bool(scan.sortColumns), error)

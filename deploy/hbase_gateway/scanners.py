@@ -13,44 +13,27 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .cells import Cell, trim_versions
+from .cells import Cell
 from .errors import HBaseError, ScannerExpiredError, UnknownScannerError
-from .filters import Filter, apply
+from .filters import Filter, run
 
 Row = tuple[bytes, list[Cell]]
 
 
-def scan_results(rows: Iterator[Row], flt: Filter | None, versions: int = 1, batch: int | None = None) -> Iterator[Row]:
-    """What a scanner hands out: filtered rows, at most ``versions`` per column, rows cut into
-    pieces of ``batch`` cells (HBase's Scan.setBatch, happybase's ``scan_batching``)."""
-    if flt is None and not batch:
+def scan_results(rows: Iterator[Row], flt: Filter | None, batch: int | None = None) -> Iterator[Row]:
+    """What a scanner hands out: filtered rows (``filters.run``), rows cut into pieces of
+    ``batch`` cells (HBase's Scan.setBatch, happybase's ``scan_batching``)."""
+    if flt is not None:
+        rows = run(flt, rows)
+    if not batch:
         return rows  # the common full scan: no per-row step at all
-    return _filtered(rows, flt, versions, batch)
+    return _batched(rows, batch)
 
 
-def _filtered(rows: Iterator[Row], flt: Filter | None, versions: int, batch: int | None) -> Iterator[Row]:
-    limit = flt.page_limit() if flt is not None else None
-    if limit == 0:
-        return
-    returned = 0
+def _batched(rows: Iterator[Row], batch: int) -> Iterator[Row]:
     for row, cells in rows:
-        stop = False
-        if flt is not None:
-            kept, stop = apply(flt, row, cells)
-            if kept is not None:
-                cells = trim_versions(kept, versions) if flt.needs_all_versions() else kept
-            if kept is None:
-                if stop:
-                    return
-                continue
-        if batch:
-            for i in range(0, len(cells), batch):
-                yield row, cells[i : i + batch]
-        else:
-            yield row, cells
-        returned += 1
-        if stop or (limit is not None and returned >= limit):
-            return
+        for i in range(0, len(cells), batch):
+            yield row, cells[i : i + batch]
 
 
 @dataclass

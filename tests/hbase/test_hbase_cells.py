@@ -8,7 +8,6 @@ from deploy.hbase_gateway.cells import (
     VersionPolicy,
     bytes_increment,
     split_column,
-    trim_versions,
 )
 
 NOW = 1_000_000
@@ -78,5 +77,3 @@ def test_helpers() -> None:
     assert bytes_increment(b"ab") == b"ac"
     assert bytes_increment(b"a\xff") == b"b"
     assert bytes_increment(b"\xff\xff") is None
-    cells = [(b"c", 3, b"3"), (b"c", 2, b"2"), (b"d", 1, b"1")]
-    assert trim_versions(cells, 1) == [(b"c", 3, b"3"), (b"d", 1, b"1")]
