@@ -15,18 +15,17 @@ and index keys carry a reversed timestamp so a prefix scan returns the newest ca
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from .schema import Kind, epoch_ms
+from ..records import Kind, epoch_ms
+from . import Families, ensure_tables, reversed_ms, salt
 
 RECORD_FAMILY = "r"
 INDEX_FAMILY = "i"
-MAX_MS = 9_999_999_999_999  # 13 digits: reversed millisecond timestamps sort newest first until year 2286
 
-TABLES: dict[str, dict[str, dict[str, int]]] = {
+TABLES: dict[str, Families] = {
     Kind.VEHICLE.value: {RECORD_FAMILY: {"max_versions": 1}},
     Kind.FACE.value: {RECORD_FAMILY: {"max_versions": 1}},
     "vehicle_by_plate": {INDEX_FAMILY: {"max_versions": 1}},
@@ -37,15 +36,6 @@ TABLES: dict[str, dict[str, dict[str, int]]] = {
 Cells = dict[bytes, bytes]
 Put = tuple[str, bytes, Cells]
 """(table, row key, cells) of one row written."""
-
-
-def salt(text: str) -> str:
-    """Four hex digits of MD5: 65,536 buckets, stable across processes (unlike ``hash()``)."""
-    return hashlib.md5(text.encode()).hexdigest()[:4]
-
-
-def reversed_ms(ms: int) -> str:
-    return f"{MAX_MS - ms:013d}"
 
 
 def record_key(record_id: str) -> bytes:
@@ -119,14 +109,6 @@ def read_record(cells: Mapping[bytes, bytes]) -> dict[str, Any]:
     return json.loads(cells[RECORD_COLUMN])
 
 
-def ensure_tables(connection: Any) -> None:
+def ensure_capture_tables(connection: Any) -> None:
     """Create the capture tables that are missing (happybase connection); existing ones are kept."""
-    existing = {t.decode() if isinstance(t, bytes) else t for t in connection.tables()}
-    for name, families in TABLES.items():
-        if name not in existing:
-            try:
-                connection.create_table(name, families)
-            except Exception:
-                # Another writer may have created it in between (AlreadyExists): fine if it is there now.
-                if name.encode() not in connection.tables() and name not in connection.tables():
-                    raise
+    ensure_tables(connection, TABLES)

@@ -1,4 +1,4 @@
-"""Load the solution config (``deploy/solution.toml``) once; flags override it, never the reverse.
+"""Load the solution config (``contracts/solution.toml``) once; flags override it, never the reverse.
 
 Each ``main()`` calls :func:`add_config_flag` and :func:`load` and passes the sections it needs
 down, so nothing deep inside reads files or globals. A missing file means the built-in defaults
@@ -51,7 +51,7 @@ def load(path: Path | str | None = None) -> Config:
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=None,
-                        help=f"solution config (TOML); default {DEFAULT_PATH.name} beside deploy/config.py")
+                        help=f"solution config (TOML); default {DEFAULT_PATH.name} in contracts/")
 
 
 def preparse_config(argv: list[str] | None) -> Config:

@@ -28,12 +28,6 @@ from typing import Any
 UNRECOGNIZED = "UNRECOGNIZED"
 """What a recogniser writes into a field it could not read (识别异常)."""
 
-VEHICLE_TOPIC = "capture.vehicle"
-FACE_TOPIC = "capture.face"
-HEARTBEAT_TOPIC = "device.heartbeat"
-DEADLETTER_TOPIC = "capture.deadletter"
-CAPTURE_TOPICS = (VEHICLE_TOPIC, FACE_TOPIC)
-
 CITY_TZ = timezone(timedelta(hours=8))
 """Devices and the ingest job stamp local time (UTC+8) with its offset, as the book's records do."""
 
@@ -47,21 +41,10 @@ _PLATE = re.compile(r"[\u4e00-\u9fff][A-Z][A-Z0-9]{5,6}[\u4e00-\u9fff]?")
 
 
 class Kind(enum.Enum):
-    """The two capture record kinds; the value is the table and topic stem."""
+    """The two capture record kinds; the value is the main table's name (topics: :mod:`contracts.topics`)."""
 
     VEHICLE = "vehicle"
     FACE = "face"
-
-    @property
-    def topic(self) -> str:
-        return f"capture.{self.value}"
-
-    @classmethod
-    def of_topic(cls, topic: str) -> Kind:
-        return _TOPIC_KINDS[topic]
-
-
-_TOPIC_KINDS = {VEHICLE_TOPIC: Kind.VEHICLE, FACE_TOPIC: Kind.FACE}
 
 
 def _check_str(value: Any) -> bool:
@@ -86,7 +69,8 @@ def _check_ip(value: Any) -> bool:
         int(part) <= 255 for part in value.split("."))
 
 
-def _check_checkpoint(value: Any) -> bool:
+def is_checkpoint_id(value: Any) -> bool:
+    """``district#crossroad#direction#index`` (e.g. ``110110#1#0#0``): what search inputs are checked against."""
     return isinstance(value, str) and _CHECKPOINT_ID.fullmatch(value) is not None
 
 
@@ -98,7 +82,8 @@ def _check_time(value: Any) -> bool:
     return True
 
 
-def _check_plate(value: Any) -> bool:
+def is_plate(value: Any) -> bool:
+    """A mainland plate (province character, city letter, 5 or 6 characters): e.g. ``浙AWL999``."""
     return isinstance(value, str) and _PLATE.fullmatch(value) is not None
 
 
@@ -121,7 +106,7 @@ class Field:
 
 _COMMON_HEAD = (
     Field("record_id", _check_str),
-    Field("checkpoint_id", _check_checkpoint),
+    Field("checkpoint_id", is_checkpoint_id),
     Field("device_ip", _check_ip),
     Field("recognizer_ip", _check_ip),
     Field("capture_time", _check_time),
@@ -130,7 +115,7 @@ _COMMON_HEAD = (
 FIELDS: dict[Kind, tuple[Field, ...]] = {
     Kind.VEHICLE: (
         *_COMMON_HEAD,
-        Field("plate_number", _check_plate, recognized=True),
+        Field("plate_number", is_plate, recognized=True),
         Field("plate_color", _check_str, recognized=True),
         Field("vehicle_color", _check_str, recognized=True),
         Field("vehicle_type", _check_str, recognized=True),

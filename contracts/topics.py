@@ -1,0 +1,78 @@
+"""The bus topics every part agrees on (ARCHITECTURE.md "Topics"), named once.
+
+Each name is a default that ``[topics]`` of the solution config may override (key = the field name
+below), so a deployment can share a Kafka cluster with others. Code never spells a topic name: it
+asks a :class:`Topics` built from the config it was given.
+
+The data/control split is the book's (10.3.6): data topics are mirrored to the DR cluster, control
+topics (commands that only make sense where they were issued) are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from .records import Kind
+
+if TYPE_CHECKING:
+    from .config import Config
+
+
+@dataclass(frozen=True)
+class Topics:
+    vehicle: str = "capture.vehicle"
+    face: str = "capture.face"
+    heartbeat: str = "device.heartbeat"
+    ingest_stats: str = "ingest.stats"
+    deadletter: str = "capture.deadletter"
+    video_commands: str = "video.commands"
+    video_status: str = "video.status"
+    video_results: str = "video.results"
+    control_watchlist: str = "control.watchlist"
+    control_stats: str = "control.stats"
+    surveillance_hits: str = "surveillance.hits"
+    surveillance_stats: str = "surveillance.stats"
+    alerts: str = "alerts"
+
+    CONTROL = ("video_commands", "control_watchlist", "control_stats")
+    """Field names of the control topics; every other topic carries data."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> Topics:
+        section = config.section("topics")
+        names = {f.name for f in fields(cls)}
+        values = {}
+        for key, value in section.items():
+            if key not in names:
+                continue  # other keys of [topics] (e.g. partitions) are not names
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"topics.{key} in {config.path} should be a topic name, not {value!r}")
+            values[key] = value
+        return cls(**values)
+
+    def data(self) -> tuple[str, ...]:
+        """Topics mirrored to the DR site."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in self.CONTROL)
+
+    def control(self) -> tuple[str, ...]:
+        return tuple(getattr(self, name) for name in self.CONTROL)
+
+    @property
+    def captures(self) -> tuple[str, str]:
+        return self.vehicle, self.face
+
+    def of_kind(self, kind: Kind) -> str:
+        return self.vehicle if kind is Kind.VEHICLE else self.face
+
+    def kind_of(self, topic: str) -> Kind | None:
+        """The capture kind a topic carries, or None for any other topic."""
+        return {self.vehicle: Kind.VEHICLE, self.face: Kind.FACE}.get(topic)
+
+
+def partitions(config: Config) -> int:
+    """Partitions a data topic is created with when a part creates it (one Spark task per partition)."""
+    value = config.section("topics").get("partitions", 2)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"topics.partitions in {config.path} should be a positive integer, not {value!r}")
+    return value
