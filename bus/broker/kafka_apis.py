@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.context import RequestContext
 from bus.broker.errors import InvalidRequest
+from bus.controller.metadata_log import MetadataLog
 from bus.protocol import header as hdr
 from bus.protocol import messages
 
@@ -29,6 +30,11 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 
 
+
+
+async def _after_sync(metadata_log: MetadataLog, result: Any) -> Any:
+    await metadata_log.sync()
+    return await result if inspect.isawaitable(result) else result
 
 
 class KafkaApis:
@@ -64,7 +70,11 @@ class KafkaApis:
             peer=peer,
             shapes=messages.shapes(api_key, version),
         )
+        metadata_log = self.broker.controller.log
+        written = metadata_log.written
         result = handler.handle(ctx, request)
+        if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
+            result = _after_sync(metadata_log, result)
         if inspect.isawaitable(result):
             return self._finish(ctx, result)
         return self._frame(ctx, result)
