@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 import uuid
 from pathlib import Path
 
+from bus.broker.context import BrokerServices
 from bus.broker.kafka_apis import KafkaApis
+from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_manager import ReplicaManager
 from bus.broker.socket_server import SocketServer
@@ -18,10 +19,12 @@ from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
 from bus.controller.controller import QuorumController
+from bus.controller.image import ImageView
 from bus.controller.metadata_log import MetadataLog
-from bus.coordinator.consumer_group.coordinator import ConsumerGroupCoordinator
-from bus.coordinator.group import GroupCoordinator
-from bus.coordinator.transaction.coordinator import TransactionCoordinator
+from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from bus.coordinator.group.offset_store import OffsetStore
+from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 
@@ -71,21 +74,45 @@ class Broker:
         static = config.static_topic_defaults()
         self.logs = LogManager(config.log_dirs, LogConfig.from_properties(effective_topic_configs({}, static)))
         self.logs.load_all(self._log_config_for)
-        self.replicas = ReplicaManager(
-            self.node_id, self.logs, static,
-            producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
-            fetch_session_slots=int(config["max.incremental.fetch.session.cache.slots"]),
-        )
+        self.replicas = ReplicaManager(self.node_id, self.logs, static)
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.producer_ids = ProducerIdManager(self.controller)
-        self.consumer_groups = ConsumerGroupCoordinator(self)
-        self.transactions = TransactionCoordinator(self)
-        self.transactions.load()
-        self.groups = GroupCoordinator.for_broker(self)
-        self.apis = KafkaApis(self)
+        self._wire_coordinators(config)
+        self.apis = KafkaApis(BrokerServices(
+            config=config,
+            metadata=self.metadata,
+            controller=self.controller,
+            replicas=self.replicas,
+            groups=self.groups,
+            consumer_groups=self.consumer_groups,
+            transactions=self.transactions,
+            producer_ids=self.producer_ids,
+            bound_address=lambda listener: self.network.bound.get(listener),
+        ))
         self.network = SocketServer(config, self.apis)
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _wire_coordinators(self, config: BrokerConfig) -> None:
+        """The one place coordinators meet their collaborators (Kafka's BrokerServer does this)."""
+        self.metadata = ImageView(self.controller.image, self.node_id, lambda: self.controller.live_brokers)
+        writer = ReplicaPartitionWriter(self.replicas)
+        self.groups = GroupCoordinator(
+            OffsetStore(writer, self.controller,
+                        num_partitions=int(config["offsets.topic.num.partitions"]),
+                        replication_factor=int(config["offsets.topic.replication.factor"]),
+                        segment_bytes=int(config["offsets.topic.segment.bytes"])),
+            GroupConfig.from_broker(config),
+        )
+        self.consumer_groups = ConsumerGroupCoordinator(ConsumerGroupConfig.from_broker(config), self.metadata,
+                                                        self.groups.is_active_classic_group)
+        self.groups.modern = self.consumer_groups  # one group namespace: each side sees the other
+        self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
+                                                   self.metadata, self.producer_ids)
+        self.transactions.completion_listeners.append(self.groups.complete_transaction)
+        self.transactions.load()
+        self.controller.listeners.append(
+            lambda records: self.groups.on_metadata(records, set(self.metadata.topics)))
 
     def _log_config_for(self, topic: str) -> LogConfig:
         image = self.controller.image.topics.get(topic)
@@ -95,16 +122,10 @@ class Broker:
     async def start(self) -> None:
         await self.groups.start()  # loads __consumer_offsets before the first request can ask
         await self.network.start()
-        # Disk work runs in worker threads (retention's unlinks, the flusher's fsyncs) or hops to them
-        # (producer snapshots), so the event loop never waits for the disk.
-        expiry_check_s = int(self.config["producer.id.expiration.check.interval.ms"]) / 1000.0
         self._tasks = [
-            asyncio.create_task(self._every(self.config.retention_check_interval_s,
-                                            lambda: asyncio.to_thread(self.logs.enforce_retention))),
-            asyncio.create_task(self._every(1.0, lambda: asyncio.to_thread(self.logs.flush_dirty,
-                                                                           int(time.time() * 1000)))),
+            asyncio.create_task(self._every(self.config.retention_check_interval_s, self.logs.enforce_retention)),
+            asyncio.create_task(self._every(1.0, lambda: self.logs.flush_dirty(int(time.time() * 1000)))),
             asyncio.create_task(self._every(30.0, self.replicas.snapshot_producers)),
-            asyncio.create_task(self._every(expiry_check_s, self.replicas.remove_expired_producers)),
         ]
         self.transactions.start()
         if self.config["log.cleaner.enable"]:
@@ -115,9 +136,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                result = work()  # type: ignore[operator]
-                if inspect.isawaitable(result):
-                    await result
+                work()  # type: ignore[operator]
             except Exception:
                 log.exception("scheduled task %s failed", work)
 
@@ -137,8 +156,7 @@ class Broker:
         self.consumer_groups.stop()
         await self.network.stop()
         await self.groups.stop()
-        await self.replicas.snapshot_producers(force=True)
-        await self.replicas.drain_background()
+        self.replicas.snapshot_producers(force=True)
         self.logs.close()
         self.metadata_log.close()
         log.info("broker %d shut down cleanly", self.node_id)

@@ -11,19 +11,15 @@ import inspect
 import logging
 import struct
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
-from bus.broker.context import RequestContext
+from bus.broker.context import BrokerServices, RequestContext
 from bus.broker.errors import InvalidRequest
-from bus.controller.metadata_log import MetadataLog
 from bus.protocol import header as hdr
 from bus.protocol import messages
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +28,9 @@ API_VERSIONS_KEY = 18
 
 
 
-async def _after_sync(metadata_log: MetadataLog, result: Any) -> Any:
-    await metadata_log.sync()
-    return await result if inspect.isawaitable(result) else result
-
-
 class KafkaApis:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
         self.handlers: dict[int, ApiHandler] = handlers()
 
     def handle(
@@ -61,7 +52,7 @@ class KafkaApis:
         except Exception as exc:  # kio raises assorted errors on malformed input
             raise InvalidRequest(f"cannot decode api {api_key} v{version}: {exc!r}") from None
         ctx = RequestContext(
-            broker=self.broker,
+            services=self.services,
             api_key=api_key,
             api_version=version,
             correlation_id=correlation_id,
@@ -70,11 +61,7 @@ class KafkaApis:
             peer=peer,
             shapes=messages.shapes(api_key, version),
         )
-        metadata_log = self.broker.controller.log
-        written = metadata_log.written
         result = handler.handle(ctx, request)
-        if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
-            result = _after_sync(metadata_log, result)
         if inspect.isawaitable(result):
             return self._finish(ctx, result)
         return self._frame(ctx, result)

@@ -979,7 +979,7 @@ class AdminClient:
             return s.make("ListOffsetsRequest", replica_id=-1, isolation_level=level, timeout=self._timeout_ms(None),
                           topics=[s.make("ListOffsetsTopic", name=topic, partitions=[
                               s.make("ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
-                                     timestamp=wanted[tp], max_num_offsets=1) for tp in tps])
+                                     timestamp=wanted[tp]) for tp in tps])
                               for topic, tps in by_topic.items()])
 
         def result(p: Any) -> ListOffsetsResultInfo:
@@ -1222,11 +1222,11 @@ class AdminClient:
                 by_topic.setdefault(tp.topic, []).append((tp.partition, om))
             return shapes.make(
                 "OffsetCommitRequest", group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
-                group_instance_id=None, retention_time_ms=-1,
+                group_instance_id=None,
                 topics=[shapes.make("OffsetCommitRequestTopic", name=topic, partitions=[
                     shapes.make("OffsetCommitRequestPartition", partition_index=p, committed_offset=om.offset,
                                 committed_leader_epoch=-1 if om.leader_epoch is None else om.leader_epoch,
-                                committed_metadata=om.metadata, commit_timestamp=-1)
+                                committed_metadata=om.metadata)
                     for p, om in parts]) for topic, parts in by_topic.items()])
 
         def attempt() -> None:

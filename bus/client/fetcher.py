@@ -529,7 +529,7 @@ class Fetcher:
                         for tp, ts in wanted.items():
                             by_topic.setdefault(tp.topic, []).append(shapes.make(
                                 "ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
-                                timestamp=ts, max_num_offsets=1))
+                                timestamp=ts))
                         response = side.request(shapes.make(
                             "ListOffsetsRequest", replica_id=-1,
                             isolation_level=READ_COMMITTED if self.read_committed else 0,

@@ -466,13 +466,13 @@ class ConsumerCoordinator:
 
         def build(s: Any) -> Any:
             return s.make(
-                "OffsetCommitRequest", group_id=self.group_id, generation_id=generation,
+                "OffsetCommitRequest", group_id=self.group_id,
                 generation_id_or_member_epoch=generation, member_id=member_id,
-                group_instance_id=self.group_instance_id, retention_time_ms=-1,
+                group_instance_id=self.group_instance_id,
                 topics=[s.make("OffsetCommitRequestTopic", name=topic, partitions=[
                     s.make("OffsetCommitRequestPartition", partition_index=p, committed_offset=om.offset,
-                           committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata,
-                           commit_timestamp=-1) for p, om in parts]) for topic, parts in by_topic.items()])
+                           committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata)
+                    for p, om in parts]) for topic, parts in by_topic.items()])
         return build
 
     def _commit_generation(self) -> tuple[int, str]:

@@ -7,6 +7,7 @@ topic the log does not know.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,8 @@ from bus.config.topic import validate_topic_configs
 from bus.controller.image import MetadataImage, TopicImage
 from bus.controller.metadata_log import MetadataLog
 from bus.protocol.errors import KafkaApiError
+
+log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -181,6 +184,19 @@ class QuorumController:
         records += [self._partition_record(topic_id, p, replicas) for p, replicas in sorted(assignment.items())]
         self._commit(records)
         return self.image.topics[spec.name]
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> TopicImage:
+        """A coordinator's topic (`__consumer_offsets`, ...), created on first start with at most as many
+        replicas as there are live brokers; an existing topic is returned as it is."""
+        existing = self.image.topics.get(name)
+        if existing is not None:
+            return existing
+        factor = max(1, min(replication_factor, len(self.live_brokers)))
+        created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
+        assert created is not None
+        log.info("created %s with %d partitions (replication factor %d)", name, partitions, factor)
+        return created
 
     @staticmethod
     def _partition_record(topic_id: str, partition: int, replicas: list[int]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,3 +72,36 @@ class MetadataImage:
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
         self.offset += 1
+
+
+class ImageView:
+    """One node's read-only view of the current image: what handlers and coordinators read (a MetadataView).
+
+    The controller applies records to one `MetadataImage` in place, so the view always shows the
+    latest committed state without being told of changes.
+    """
+
+    __slots__ = ("_image", "_live_brokers", "node_id")
+
+    def __init__(self, image: MetadataImage, node_id: int, live_brokers: Callable[[], Sequence[int]]) -> None:
+        self._image = image
+        self._live_brokers = live_brokers
+        self.node_id = node_id
+
+    @property
+    def cluster_id(self) -> str:
+        if self._image.cluster_id is None:
+            raise RuntimeError("the cluster id is committed before the broker serves")
+        return self._image.cluster_id
+
+    @property
+    def topics(self) -> Mapping[str, TopicImage]:
+        return self._image.topics
+
+    @property
+    def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
+        return self._image.topics_by_id
+
+    @property
+    def live_brokers(self) -> Sequence[int]:
+        return self._live_brokers()

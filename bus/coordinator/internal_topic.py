@@ -11,14 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
-from bus.controller.controller import TopicSpec
+from bus.coordinator.interfaces import PartitionWriter, TopicCreator
 from bus.protocol.control_records import read_marker
 from bus.protocol.records import Record, build_batch, iter_records, scan_batches_prefix
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +22,23 @@ READ_CHUNK = 1 << 20
 
 
 class InternalTopic:
-    def __init__(self, broker: Broker, name: str, partitions: int, replication_factor: int,
-                 configs: dict[str, str]) -> None:
-        self.broker = broker
+    def __init__(self, writer: PartitionWriter, topics: TopicCreator, name: str, partitions: int,
+                 replication_factor: int, configs: dict[str, str]) -> None:
+        self.writer = writer
+        self.topics = topics
         self.name = name
         self.partitions = partitions
-        self.replication_factor = max(1, min(replication_factor, len(broker.controller.live_brokers)))
+        self.replication_factor = replication_factor
         self.configs = {"cleanup.policy": "compact", **configs}
 
     def ensure(self) -> None:
-        """Create the topic on first start (Kafka creates it on first use; we need it to load state)."""
-        image = self.broker.controller.image
-        topic = image.topics.get(self.name)
-        if topic is None:
-            self.broker.controller.create_topic(
-                TopicSpec(self.name, self.partitions, self.replication_factor, configs=self.configs)
-            )
-        else:
-            self.partitions = len(topic.partitions)
+        """Create the topic on first start (Kafka creates it on first use; we need it to load state).
+
+        An existing topic keeps its partition count, which then decides where keys live.
+        """
+        topic = self.topics.create_internal_topic(self.name, self.partitions, self.replication_factor,
+                                                  self.configs)
+        self.partitions = len(topic.partitions)
 
     def append(self, partition: int, entries: Sequence[tuple[bytes, bytes | None]], *,
                producer_id: int = -1, producer_epoch: int = -1) -> int:
@@ -57,8 +52,10 @@ class InternalTopic:
         transactional = producer_id >= 0
         payload = build_batch(records, base_offset=0, producer_id=producer_id, producer_epoch=producer_epoch,
                               is_transactional=transactional)
-        part = self.broker.replicas.get(self.name, partition)
-        return part.append(payload, from_coordinator=transactional).base_offset
+        return self.writer.append(self.name, partition, payload, transactional=transactional)
+
+    def is_local(self, partition: int) -> bool:
+        return self.writer.is_local(self.name, partition)
 
     def replay(self, partition: int, open_transactions: dict[int, list[Entry]] | None = None) -> Iterator[Entry]:
         """Every committed (offset, key, value) of one partition in the order it took effect.
@@ -69,11 +66,9 @@ class InternalTopic:
         pending until the transaction coordinator completes them.
         """
         pending: dict[int, list[Entry]] = {} if open_transactions is None else open_transactions
-        part = self.broker.replicas.get(self.name, partition)
-        offset = part.log_start_offset
-        end = part.high_watermark
+        offset, end = self.writer.bounds(self.name, partition)
         while offset < end:
-            data = bytes(part.read(offset, READ_CHUNK, max_offset=end, min_one_batch=True).data)
+            data = self.writer.read(self.name, partition, offset, READ_CHUNK, end)
             batches, _valid = scan_batches_prefix(data)
             if not batches:
                 break

@@ -4,6 +4,8 @@ Each API handler is written once for all the versions we serve. kio generates a 
 per version, so handlers describe a response by class name and field values, and `Shapes` fills in
 the class of the negotiated version: fields that version lacks are dropped, fields the handler did
 not mention get the type's zero value, and ints become the `ErrorCode`/`timedelta` kio expects.
+A name that no version of the class has is a typo and raises `UnknownField`: silently dropping it
+would lose the field in every version.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -29,6 +32,10 @@ from bus.protocol.guard import check_body
 
 class UnsupportedApi(LookupError):
     """kio has no schema for this API key/version."""
+
+
+class UnknownField(TypeError):
+    """A response (or request) builder named a field that no version of the class has."""
 
 
 @functools.cache
@@ -161,13 +168,26 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
+@functools.cache
+def _fields_in_any_version(api_key: int, entity_type: EntityType, class_name: str) -> frozenset[str]:
+    """Every field name `class_name` has in some version of the API: what a builder may mention."""
+    names: set[str] = set()
+    for version in schema_name_map[api_key_map[api_key]]:
+        cls = getattr(load_payload_module(api_key, version, entity_type), class_name, None)
+        if cls is not None:
+            names.update(f.name for f in dataclasses.fields(cls))
+    return frozenset(names)
+
+
 class Shapes:
     """Builds the response (or, for clients, request) dataclasses of one (api_key, version)."""
 
-    __slots__ = ("_module", "version")
+    __slots__ = ("_entity_type", "_module", "api_key", "version")
 
     def __init__(self, api_key: int, version: int, entity_type: EntityType = EntityType.response) -> None:
+        self.api_key = api_key
         self.version = version
+        self._entity_type = entity_type
         try:
             self._module = load_payload_module(api_key, version, entity_type)
         except Exception as exc:
@@ -179,13 +199,22 @@ class Shapes:
     def make(self, class_name: str, **values: Any) -> Any:
         cls = getattr(self._module, class_name)
         kwargs = {}
+        used = 0
         for plan in _plan(cls):
             if plan.name in values:
+                used += 1
                 value = values[plan.name]
                 kwargs[plan.name] = plan.coerce(value) if plan.coerce and value is not None else value
             else:
                 kwargs[plan.name] = plan.zero
+        if used < len(values):
+            self._check_names(class_name, values)
         return cls(**kwargs)
+
+    def _check_names(self, class_name: str, values: dict[str, Any]) -> None:
+        unknown = sorted(values.keys() - _fields_in_any_version(self.api_key, self._entity_type, class_name))
+        if unknown:
+            raise UnknownField(f"{class_name} (api {self.api_key}) has no field {', '.join(unknown)} in any version")
 
 
 @functools.cache

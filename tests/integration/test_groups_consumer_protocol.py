@@ -8,14 +8,18 @@ shows up to the admin APIs as a consumer group.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+from kio.schema.errors import ErrorCode
 
 from tests.integration._support_clients import create_topic
+from tests.integration._support_raw import RawKafka
 from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 6
@@ -116,3 +120,39 @@ def test_group_is_listed_and_described_as_a_consumer_group(kip848_broker: Broker
         assert str(entry.type).endswith("CONSUMER")
     finally:
         member.close()
+
+
+def test_a_consumer_protocol_member_cannot_join_an_active_classic_group(kip848_broker: BrokerProcess) -> None:
+    """Kafka has one group namespace: a KIP-848 heartbeat for a classic group with members is refused
+    (GROUP_ID_NOT_FOUND, "Group X is not a consumer group."), so the classic member keeps its partitions
+    and nothing is delivered twice; only an Empty classic group may become a consumer group."""
+    bootstrap, topic, group = kip848_broker.bootstrap, "kip848-classic", "kip848-classic-g"
+    create_topic(bootstrap, topic, PARTITIONS)
+    _produce(bootstrap, topic, 12)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False})
+    classic.subscribe([topic])
+    seen: dict = {}
+    intruder = None
+    try:
+        _poll_until([classic], lambda: len(seen) == 12, seen)
+        intruder = _member(bootstrap, group, topic)
+        _produce(bootstrap, topic, 12)
+        deadline = time.monotonic() + 6  # many KIP-848 heartbeats (every 300 ms)
+        while time.monotonic() < deadline:
+            message = intruder.poll(0.1)
+            assert message is None or message.error() is not None, "the intruder was given a partition"
+            assert _owned(intruder) == set()
+            classic.poll(0.1)
+        assert _owned(classic) == set(range(PARTITIONS))
+        with RawKafka(bootstrap) as raw:
+            answer = raw.request(ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(topic,),
+                server_assignor=None, topic_partitions=()))
+        assert answer.error_code == ErrorCode.group_id_not_found
+        assert answer.error_message == f"Group {group} is not a consumer group."
+    finally:
+        if intruder is not None:
+            intruder.close()
+        classic.close()

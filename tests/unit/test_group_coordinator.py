@@ -402,7 +402,7 @@ class FakeModernGroups:
 def test_kip848_groups_share_the_offsets_and_the_admin_apis() -> None:
     async def body(c: GroupCoordinator, store: FakeStore) -> None:
         modern = FakeModernGroups()
-        c.modern_groups = lambda: modern
+        c.modern = modern
         value = rec.OffsetValue(8, "", c.clock())
         assert c.commit_offsets("m", "x", None, 4, {("t", 0): value}, 9) == {("t", 0): ErrorCode.none}
         assert c.commit_offsets("m", "x", None, 3, {("t", 0): value}, 9) == {("t", 0): ErrorCode.stale_member_epoch}

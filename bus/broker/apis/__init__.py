@@ -5,6 +5,7 @@ Each module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` and `handle(ctx, re
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,7 +58,9 @@ class ApiHandler:
     handle: Callable[[Any, Any], Any]
 
 
+@functools.cache
 def handlers() -> dict[int, ApiHandler]:
+    """Every handler by API key, loaded once (KafkaApis dispatches on it, ApiVersions lists it)."""
     table: dict[int, ApiHandler] = {}
     for name in MODULES:
         module = importlib.import_module(f"{__name__}.{name}")

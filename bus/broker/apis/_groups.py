@@ -43,7 +43,7 @@ TopicPartition = tuple[str, int]
 def requested_partitions(ctx: RequestContext, topics: Any) -> tuple[list[tuple[TopicPartition, Any]], dict]:
     """The (topic, partition) pairs of an offsets request, in request order, with their request entries;
     the second value holds UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not have."""
-    image = ctx.broker.controller.image.topics
+    image = ctx.metadata.topics
     found: list[tuple[TopicPartition, Any]] = []
     unknown: dict[TopicPartition, ErrorCode] = {}
     for topic in topics:

@@ -16,10 +16,10 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    topic = ctx.broker.controller.image.topics.get(OFFSETS_TOPIC)
-    partitions = len(topic.partitions) if topic else int(ctx.broker.config["offsets.topic.num.partitions"])
+    topic = ctx.metadata.topics.get(OFFSETS_TOPIC)
+    partitions = len(topic.partitions) if topic else int(ctx.config["offsets.topic.num.partitions"])
     target = (OFFSETS_TOPIC, partition_for(request.group_id, partitions))
-    results = ctx.broker.transactions.add_partitions(
+    results = ctx.transactions.add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch, [target],
         fenced_code(ctx.api_version, 2),
     )

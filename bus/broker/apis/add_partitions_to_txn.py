@@ -14,7 +14,7 @@ MAX_VERSION = 3
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    results = ctx.broker.transactions.add_partitions(
+    results = ctx.transactions.add_partitions(
         request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch, wanted, fenced_code(ctx.api_version, 2),
     )

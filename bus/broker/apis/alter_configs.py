@@ -18,7 +18,7 @@ MAX_VERSION = 2
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
+    controller = ctx.controller
 
     def alter_topic(name: str, resource: Any) -> None:
         # A null value means "no override", the same as leaving the key out of the full set.

@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.apis import handlers
 from bus.broker.context import RequestContext
 from bus.protocol.messages import Shapes
 
@@ -35,4 +36,4 @@ def api_versions_response(handlers: dict[int, Any], shapes: Shapes, error: Error
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return api_versions_response(ctx.broker.apis.handlers, ctx.shapes, ErrorCode.none)
+    return api_versions_response(handlers(), ctx.shapes, ErrorCode.none)

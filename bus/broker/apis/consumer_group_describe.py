@@ -15,7 +15,7 @@ MAX_VERSION = 1
 
 
 def _assignment(ctx: RequestContext, assignment: Assignment) -> Any:
-    coordinator = ctx.broker.consumer_groups
+    coordinator = ctx.consumer_groups
     return ctx.make("Assignment", topic_partitions=[
         ctx.make("TopicPartitions", topic_id=tid, topic_name=coordinator.topic_name(tid), partitions=sorted(parts))
         for tid, parts in sorted(assignment.items(), key=lambda item: str(item[0]))
@@ -23,7 +23,7 @@ def _assignment(ctx: RequestContext, assignment: Assignment) -> Any:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.consumer_groups
+    coordinator = ctx.consumer_groups
     described = []
     for group_id in request.group_ids:
         group = coordinator.describe(group_id)

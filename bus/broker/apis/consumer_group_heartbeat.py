@@ -15,7 +15,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.consumer_groups
+    coordinator = ctx.consumer_groups
     req = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -31,8 +31,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         client_host="/" + ctx.peer.rsplit(":", 1)[0],
         generates_member_id=ctx.api_version == 0,
     )
-    error = ctx.broker.groups.coordinator_error(req.group_id) if hasattr(ctx.broker, "groups") else None
-    if error is not None and error != ErrorCode.none:
+    error = ctx.groups.coordinator_error(req.group_id)
+    if error is not None:
         return ctx.make("ConsumerGroupHeartbeatResponse", throttle_time=0, error_code=error, member_epoch=-1,
                         heartbeat_interval=0, assignment=None)
     try:

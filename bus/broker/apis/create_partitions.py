@@ -20,7 +20,7 @@ MAX_VERSION = 3
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
+    controller = ctx.controller
     results = []
     for topic, repeated in flag_duplicates(request.topics, lambda t: t.name):
         code, message = ErrorCode.none, None

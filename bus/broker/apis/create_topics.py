@@ -57,7 +57,7 @@ def _planned_shape(controller: QuorumController, spec: TopicSpec) -> tuple[int, 
 
 
 def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
-    controller = ctx.broker.controller
+    controller = ctx.controller
     created = controller.create_topic(spec, validate_only=validate_only)
     if created is None:
         topic_id = NULL_TOPIC_ID  # Kafka reports no id for a topic it did not create
@@ -79,7 +79,7 @@ def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
                 config_source=e.source,
                 is_sensitive=e.sensitive,
             )
-            for e in topic_config_entries(overrides, ctx.broker.config.static_topic_defaults())
+            for e in topic_config_entries(overrides, ctx.config.static_topic_defaults())
         ]
     return ctx.make(
         "CreatableTopicResult",

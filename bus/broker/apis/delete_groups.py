@@ -12,7 +12,7 @@ MAX_VERSION = 2
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    results = ctx.broker.groups.delete_groups(list(dict.fromkeys(request.groups_names)))
+    results = ctx.groups.delete_groups(list(dict.fromkeys(request.groups_names)))
     return ctx.make("DeleteGroupsResponse", throttle_time=0, results=[
         ctx.make("DeletableGroupResult", group_id=group_id, error_code=code) for group_id, code in results.items()
     ])

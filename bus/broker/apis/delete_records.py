@@ -43,7 +43,7 @@ def _delete_before(partition: Partition, requested: int) -> int:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     topics = []
     for topic in request.topics:
         partitions = []

@@ -31,7 +31,7 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
 
 def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> tuple[str | None, uuid.UUID]:
     """Delete one topic named by name or id, returning its (name, id); raises ControllerError."""
-    controller = ctx.broker.controller
+    controller = ctx.controller
     if name is not None and topic_id != NULL_TOPIC_ID:
         raise ControllerError(ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
     if topic_id != NULL_TOPIC_ID:
@@ -41,7 +41,7 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> tuple
         name = topic.name
     if name is None:
         raise ControllerError(ErrorCode.invalid_request, "Neither topic name nor id were specified.")
-    if not ctx.broker.config["delete.topic.enable"]:
+    if not ctx.config["delete.topic.enable"]:
         if ctx.api_version < 3:  # TOPIC_DELETION_DISABLED only exists from v3
             raise ControllerError(ErrorCode.invalid_request, "Topic deletion is disabled.")
         raise ControllerError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")

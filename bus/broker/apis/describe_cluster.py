@@ -35,7 +35,6 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
     if endpoint_type != ENDPOINT_BROKERS:
         return ctx.make(
@@ -44,7 +43,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=ErrorCode.unsupported_endpoint_type,
             error_message=f"The broker does not support the endpoint type {endpoint_type}",
             endpoint_type=endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=ctx.metadata.cluster_id,
             controller_id=-1,
             brokers=(),
         )
@@ -56,9 +55,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=ENDPOINT_BROKERS,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[ctx.make("DescribeClusterBroker", broker_id=broker.node_id, host=endpoint.host, port=endpoint.port,
+        cluster_id=ctx.metadata.cluster_id,
+        controller_id=ctx.node_id,
+        brokers=[ctx.make("DescribeClusterBroker", broker_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
                           rack=None)],
         cluster_authorized_operations=operations,
     )

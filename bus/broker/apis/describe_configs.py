@@ -94,20 +94,20 @@ def _broker_entries(ctx: RequestContext, resource_name: str, keys: Iterable[str]
         raise ControllerError(
             ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {resource_name}"
         ) from None
-    if node != ctx.broker.node_id:
+    if node != ctx.node_id:
         raise ControllerError(
             ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {resource_name}",
+            f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {resource_name}",
         )
-    return broker_config_entries(ctx.broker.config, keys)
+    return broker_config_entries(ctx.config, keys)
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     keys = resource.configuration_keys or None  # null or empty: every config
     if resource.resource_type == RESOURCE_TOPIC:
         validate_topic_name(resource.resource_name)
-        topic = ctx.broker.controller.topic(resource.resource_name)
-        return topic_config_entries(topic.configs, ctx.broker.config.static_topic_defaults(), keys)
+        topic = ctx.controller.topic(resource.resource_name)
+        return topic_config_entries(topic.configs, ctx.config.static_topic_defaults(), keys)
     if resource.resource_type == RESOURCE_BROKER:
         return _broker_entries(ctx, resource.resource_name, keys)
     raise unsupported_resource(resource.resource_type)

@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         else OPERATIONS_NOT_REQUESTED
     described = []
     for group_id in request.groups:
-        error, group = ctx.broker.groups.describe_group(group_id)
+        error, group = ctx.groups.describe_group(group_id)
         if group is None:
             state = "" if error.value else GroupState.DEAD.value
             described.append(ctx.make("DescribedGroup", error_code=error, group_id=group_id, group_state=state,

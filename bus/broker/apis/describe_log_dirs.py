@@ -34,7 +34,7 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
 
 def _by_dir(ctx: RequestContext, wanted: dict[str, set[int]] | None) -> dict[Path, dict[str, list[Partition]]]:
     found: dict[Path, dict[str, list[Partition]]] = defaultdict(lambda: defaultdict(list))
-    for partition in ctx.broker.replicas.partitions.values():
+    for partition in ctx.replicas.partitions.values():
         if wanted is not None and partition.index not in wanted.get(partition.topic, ()):
             continue
         found[partition.log.directory.parent.resolve()][partition.topic].append(partition)
@@ -70,7 +70,7 @@ def _dir_result(ctx: RequestContext, directory: Path, topics: dict[str, list[Par
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     found = _by_dir(ctx, _wanted(request))
-    directories = [Path(d).resolve() for d in ctx.broker.config.log_dirs]
+    directories = [Path(d).resolve() for d in ctx.config.log_dirs]
     directories += [d for d in found if d not in directories]  # cannot happen, but never hide data
     results = [_dir_result(ctx, d, found.get(d, {})) for d in directories]
     return ctx.make("DescribeLogDirsResponse", throttle_time=0, error_code=ErrorCode.none, results=results)

@@ -20,7 +20,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for index in topic.partition_indexes:
             try:
-                partition = ctx.broker.replicas.get(topic.name, index)
+                partition = ctx.replicas.get(topic.name, index)
             except PartitionError as exc:
                 partitions.append(ctx.make("PartitionResponse", partition_index=index, error_code=exc.code,
                                            active_producers=()))

@@ -18,7 +18,7 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     described = []
     for txn_id in request.transactional_ids:
-        md = ctx.broker.transactions.txns.get(txn_id)
+        md = ctx.transactions.txns.get(txn_id)
         if md is None:
             described.append(ctx.make("TransactionState", error_code=ErrorCode.transactional_id_not_found,
                                       transactional_id=txn_id, transaction_state="", producer_id=-1,

@@ -18,7 +18,7 @@ MAX_VERSION = 4
 def handle(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
     try:
-        ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+        ctx.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                         request.committed, fenced_code(ctx.api_version, 2))
     except TxnError as exc:
         code = exc.code

@@ -25,7 +25,7 @@ BATCHED_VERSION = 4
 
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
     if key_type == KEY_TYPE_GROUP:
-        error = ctx.broker.groups.coordinator_error(key)
+        error = ctx.groups.coordinator_error(key)
         if error is None:
             return ErrorCode.none, None
         return error, "The coordinator is not available."
@@ -37,7 +37,7 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, st
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     endpoint = advertised_endpoint(ctx)
-    node_id = ctx.broker.node_id
+    node_id = ctx.node_id
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version < BATCHED_VERSION:
         code, message = _lookup(ctx, key_type, request.key)

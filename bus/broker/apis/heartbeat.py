@@ -12,6 +12,6 @@ MAX_VERSION = 4
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    error = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+    error = ctx.groups.heartbeat(request.group_id, request.member_id,
                                         getattr(request, "group_instance_id", None), request.generation_id)
     return ctx.make("HeartbeatResponse", throttle_time=0, error_code=error)

@@ -81,8 +81,8 @@ def _changes(resource: Any, overrides: Mapping[str, str], broker_static: Mapping
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    controller = ctx.broker.controller
-    broker_static = ctx.broker.config.static_topic_defaults()
+    controller = ctx.controller
+    broker_static = ctx.config.static_topic_defaults()
 
     def alter_topic(name: str, resource: Any) -> None:
         topic = controller.topic(name)

@@ -15,12 +15,11 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
     if request.transactional_id is None:
-        producer_id, epoch = broker.producer_ids.next_id(), 0
+        producer_id, epoch = ctx.producer_ids.next_id(), 0
     else:
         try:
-            producer_id, epoch = broker.transactions.init_producer_id(
+            producer_id, epoch = ctx.transactions.init_producer_id(
                 request.transactional_id,
                 int(request.transaction_timeout.total_seconds() * 1000),
                 getattr(request, "producer_id", -1),

@@ -44,7 +44,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         reason=getattr(request, "reason", None),
     )
     future, respond = pending_answer()
-    ctx.broker.groups.join_group(join, respond)
+    ctx.groups.join_group(join, respond)
     return respond_with(future, lambda result: _response(ctx, result))
 
 

@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, results = ctx.broker.groups.leave_group(request.group_id, leaving)
+    error, results = ctx.groups.leave_group(request.group_id, leaving)
     if ctx.api_version < BATCHED_VERSION:
         if error == ErrorCode.none and results:
             error = results[0]

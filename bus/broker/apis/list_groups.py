@@ -14,7 +14,7 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: Any) -> Any:
     states = set(getattr(request, "states_filter", ()) or ())
     types = set(getattr(request, "types_filter", ()) or ())
-    error, groups = ctx.broker.groups.list_groups(states, types)
+    error, groups = ctx.groups.list_groups(states, types)
     listed = [ctx.make("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                        group_type=g.group_type) for g in groups]
     return ctx.make("ListGroupsResponse", throttle_time=0, error_code=error, groups=listed)

@@ -41,7 +41,7 @@ def _lookup(partition: Partition, timestamp: int, committed: bool) -> tuple[int,
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.topics:

@@ -26,7 +26,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     listed = [
         ctx.make("TransactionState", transactional_id=md.transactional_id, producer_id=md.producer_id,
                  transaction_state=md.state.label)
-        for md in sorted(ctx.broker.transactions.txns.values(), key=lambda m: m.transactional_id)
+        for md in sorted(ctx.transactions.txns.values(), key=lambda m: m.transactional_id)
         if (not states or md.state.label in states)
         and (not producers or md.producer_id in producers)
         and (min_age is None or min_age < 0 or (md.start_ms >= 0 and now - md.start_ms >= min_age))

@@ -47,7 +47,7 @@ def _error_topic(ctx: RequestContext, name: str | None, code: ErrorCode, topic_i
 
 def _auto_create(ctx: RequestContext, name: str) -> TopicImage | ErrorCode:
     try:
-        created = ctx.broker.controller.create_topic(TopicSpec(name))
+        created = ctx.controller.create_topic(TopicSpec(name))
     except ControllerError as exc:
         return exc.code
     assert created is not None
@@ -55,10 +55,9 @@ def _auto_create(ctx: RequestContext, name: str) -> TopicImage | ErrorCode:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    image = broker.controller.image
+    image = ctx.metadata
     endpoint = advertised_endpoint(ctx)
-    allow_auto = getattr(request, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+    allow_auto = getattr(request, "allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     wanted = request.topics
     if wanted is None or (ctx.api_version == 0 and not wanted):
         topics = [_topic(ctx, t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
@@ -81,13 +80,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
                 topics.append(_topic(ctx, topic))
-    brokers = [ctx.make("MetadataResponseBroker", node_id=broker.node_id, host=endpoint.host, port=endpoint.port,
+    brokers = [ctx.make("MetadataResponseBroker", node_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
                         rack=None)]
     return ctx.make(
         "MetadataResponse",
         throttle_time=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=image.cluster_id,
+        controller_id=ctx.node_id,
         topics=topics,
     )

@@ -21,7 +21,7 @@ DEFAULT_RETENTION_TIME = -1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    groups = ctx.broker.groups
+    groups = ctx.groups
     now = groups.clock()
     retention = getattr(request, "retention_time", None)  # v2-v4 only
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else millis(retention)

@@ -21,7 +21,7 @@ MAX_VERSION = 0
 def handle(ctx: RequestContext, request: Any) -> Any:
     found, errors = requested_partitions(ctx, request.topics)
     wanted = [tp for tp, _ in found if tp not in errors]
-    group_error, results = ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    group_error, results = ctx.groups.delete_offsets(request.group_id, wanted)
     if group_error != ErrorCode.none:
         return ctx.make("OffsetDeleteResponse", error_code=group_error, throttle_time=0, topics=())
     errors.update(results)

@@ -20,7 +20,7 @@ MAX_VERSION = 5
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     future, respond = pending_answer()
-    ctx.broker.groups.sync_group(
+    ctx.groups.sync_group(
         request.group_id,
         request.generation_id,
         request.member_id,

@@ -22,7 +22,7 @@ MAX_VERSION = 4
 
 def _transaction_error(ctx: RequestContext, request: Any) -> ErrorCode | None:
     """The producer must own the transactional id at this epoch, as the coordinator knows it."""
-    md = ctx.broker.transactions.txns.get(request.transactional_id)
+    md = ctx.transactions.txns.get(request.transactional_id)
     if md is None or md.producer_id != request.producer_id:
         return ErrorCode.invalid_producer_id_mapping
     if md.producer_epoch != request.producer_epoch:
@@ -35,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         (topic.name, p.partition_index): OffsetValue(
             offset=p.committed_offset,
             metadata=p.committed_metadata or "",
-            commit_timestamp=ctx.broker.groups.clock(),
+            commit_timestamp=ctx.groups.clock(),
             leader_epoch=getattr(p, "committed_leader_epoch", -1),
         )
         for topic in request.topics
@@ -45,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not None:
         results = dict.fromkeys(wanted, error)
     else:
-        results = ctx.broker.groups.txn_commit_offsets(
+        results = ctx.groups.txn_commit_offsets(
             request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), wanted,
         )

@@ -14,16 +14,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.consumer_group.assignors import ASSIGNORS, Assignment
 from bus.coordinator.consumer_group.group import ConsumerGroup, ConsumerMember, MemberState
+from bus.coordinator.interfaces import MetadataView
 from bus.protocol.errors import KafkaApiError
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +58,35 @@ class HeartbeatResult:
     assignment: Assignment | None
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupConfig:
+    heartbeat_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    assignors: tuple[str, ...] = ("uniform", "range")
+
+    @classmethod
+    def from_broker(cls, config: Any) -> ConsumerGroupConfig:
+        return cls(int(config["group.consumer.heartbeat.interval.ms"]),
+                   int(config["group.consumer.session.timeout.ms"]),
+                   tuple(a.strip() for a in config["group.consumer.assignors"]))
+
+
 class ConsumerGroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
-        self.heartbeat_interval_ms = int(config["group.consumer.heartbeat.interval.ms"])
-        self.session_timeout_ms = int(config["group.consumer.session.timeout.ms"])
-        self.assignors = [a.strip() for a in config["group.consumer.assignors"]]
+    def __init__(self, config: ConsumerGroupConfig, metadata: MetadataView,
+                 classic_group_active: Callable[[str], bool]) -> None:
+        """`classic_group_active(group_id)`: a classic group with members owns that id (one group namespace)."""
+        self.metadata = metadata
+        self.heartbeat_interval_ms = config.heartbeat_interval_ms
+        self.session_timeout_ms = config.session_timeout_ms
+        self.assignors = list(config.assignors)
         self.groups: dict[str, ConsumerGroup] = {}
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self.classic_group_active: Callable[[str], bool] = lambda group_id: False
+        self.classic_group_active = classic_group_active
 
     # -- topology --------------------------------------------------------------------------------
 
     def _topic_ids(self, member: ConsumerMember) -> set[uuid.UUID]:
-        topics = self.broker.controller.image.topics
+        topics = self.metadata.topics
         ids = {topics[name].topic_id for name in member.subscribed_topics if name in topics}
         if member.subscribed_regex:
             pattern = re.compile(member.subscribed_regex)
@@ -83,11 +95,8 @@ class ConsumerGroupCoordinator:
 
     def _refresh_target(self, group: ConsumerGroup) -> None:
         subscriptions = {m.member_id: self._topic_ids(m) for m in group.members.values()}
-        image = self.broker.controller.image
-        partitions = {
-            tid: len(image.topics_by_id[tid].partitions)
-            for ids in subscriptions.values() for tid in ids if tid in image.topics_by_id
-        }
+        by_id = self.metadata.topics_by_id
+        partitions = {tid: len(by_id[tid].partitions) for ids in subscriptions.values() for tid in ids if tid in by_id}
         if partitions != group.subscribed_partitions:
             group.subscribed_partitions = partitions
             group.group_epoch += 1
@@ -259,7 +268,7 @@ class ConsumerGroupCoordinator:
         return self.groups.get(group_id)
 
     def topic_name(self, topic_id: uuid.UUID) -> str:
-        topic = self.broker.controller.image.topics_by_id.get(topic_id)
+        topic = self.metadata.topics_by_id.get(topic_id)
         return topic.name if topic else ""
 
 

@@ -21,17 +21,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group import records as rec
 from bus.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, TopicPartition, now_ms
 from bus.coordinator.group.member import JoinCallback, JoinResult, Member, SyncCallback, SyncResult
-from bus.coordinator.group.offset_store import OffsetStore, StoredRecord, StoreError, group_error, offset_error
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
+from bus.coordinator.group.offset_store import StoredRecord, StoreError, group_error, offset_error
 
 log = logging.getLogger(__name__)
 
@@ -158,24 +155,16 @@ class GroupCoordinator:
         self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._expiry_task: asyncio.Task[None] | None = None
-        self.modern_groups: Callable[[], ModernGroups | None] = lambda: None
+        # The KIP-848 coordinator sharing the group namespace, wired in by the broker.
+        self.modern: ModernGroups | None = None
         # TxnOffsetCommit offsets written but not yet committed: producer id -> group -> partition -> offset.
         self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, rec.OffsetValue]]] = {}
 
-    @classmethod
-    def for_broker(cls, broker: Broker) -> GroupCoordinator:
-        config = broker.config
-        store = OffsetStore(
-            broker,
-            num_partitions=int(config["offsets.topic.num.partitions"]),
-            replication_factor=int(config["offsets.topic.replication.factor"]),
-            segment_bytes=int(config["offsets.topic.segment.bytes"]),
-        )
-        coordinator = cls(store, GroupConfig.from_broker(config))
-        coordinator.modern_groups = lambda: getattr(broker, "consumer_groups", None)
-        controller = broker.controller
-        controller.listeners.append(lambda records: coordinator.on_metadata(records, set(controller.image.topics)))
-        return coordinator
+    def is_active_classic_group(self, group_id: str) -> bool:
+        """A classic group with members owns its id: KIP-848 heartbeats for it are refused (as in Kafka,
+        which only converts an Empty classic group into a consumer group)."""
+        group = self.groups.get(group_id)
+        return group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -522,7 +511,7 @@ class GroupCoordinator:
         if error is not None:
             respond(JoinResult(req.member_id, error))
             return
-        modern = self.modern_groups()
+        modern = self.modern
         if modern is not None and modern.is_consumer_group(req.group_id):
             # Classic members cannot join a KIP-848 group (no online migration between the protocols).
             respond(JoinResult(req.member_id, ErrorCode.inconsistent_group_protocol))
@@ -810,7 +799,7 @@ class GroupCoordinator:
         error = self.group_status_error(group_id, allow_empty=True)
         if error is not None:
             return everywhere(error)
-        modern = self.modern_groups()
+        modern = self.modern
         if modern is not None and modern.is_consumer_group(group_id):
             # A KIP-848 member commits with its member epoch; its group validates it, we store.
             error = modern.validate_member(group_id, member_id, generation_id)
@@ -908,7 +897,7 @@ class GroupCoordinator:
         """
         error = self.group_status_error(group_id, allow_empty=True)
         if error is None and member_id:
-            modern = self.modern_groups()  # OffsetFetch v9+ from a KIP-848 member carries its epoch
+            modern = self.modern  # OffsetFetch v9+ from a KIP-848 member carries its epoch
             if modern is not None and modern.is_consumer_group(group_id):
                 error = modern.validate_member(group_id, member_id, member_epoch)
         if error is not None:
@@ -954,7 +943,7 @@ class GroupCoordinator:
         if not self.active:
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self.loading else ErrorCode.none
-        modern = self.modern_groups()
+        modern = self.modern
         modern_groups: Mapping[str, Any] = modern.groups if modern is not None else {}
         listings = [GroupListing(g.group_id, g.protocol_type or "", g.state.value, GROUP_TYPE_CLASSIC)
                     for g in self.groups.values() if not g.is_(GroupState.DEAD) and g.group_id not in modern_groups]
@@ -969,7 +958,7 @@ class GroupCoordinator:
         error = self.group_status_error(group_id, allow_empty=True)
         if error is not None:
             return error, None
-        modern = self.modern_groups()
+        modern = self.modern
         if modern is not None and group_id in modern.groups:
             return ErrorCode.none, None  # not a classic group: Kafka describes it as Dead here
         group = self.groups.get(group_id)
@@ -977,7 +966,7 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
-        modern = self.modern_groups()
+        modern = self.modern
         for group_id in group_ids:
             error = self.group_status_error(group_id, allow_empty=True)
             group = self.groups.get(group_id)
@@ -1061,7 +1050,7 @@ class GroupCoordinator:
         """Kafka's cleanupGroupMetadata: drop expired offsets; Empty groups left with none go Dead."""
         now = self.clock()
         removed = 0
-        modern = self.modern_groups()
+        modern = self.modern
         for group in list(self.groups.values()):
             if modern is not None and modern.is_consumer_group(group.group_id):
                 continue  # a live KIP-848 group still consumes what it committed

@@ -13,16 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.replica_manager import PartitionError
+from bus.coordinator.interfaces import PartitionWriter, TopicCreator
 from bus.coordinator.internal_topic import Entry, InternalTopic
 from bus.coordinator.partitioning import partition_for
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
+from bus.protocol.errors import KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +69,9 @@ def group_error(code: ErrorCode) -> ErrorCode:
 
 
 class OffsetStore:
-    def __init__(self, broker: Broker, *, num_partitions: int, replication_factor: int, segment_bytes: int) -> None:
-        self.broker = broker
-        self.topic = InternalTopic(broker, OFFSETS_TOPIC, num_partitions, replication_factor,
+    def __init__(self, writer: PartitionWriter, topics: TopicCreator, *, num_partitions: int,
+                 replication_factor: int, segment_bytes: int) -> None:
+        self.topic = InternalTopic(writer, topics, OFFSETS_TOPIC, num_partitions, replication_factor,
                                    {"compression.type": "producer", "segment.bytes": str(segment_bytes)})
 
     @property
@@ -87,18 +84,10 @@ class OffsetStore:
 
     def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if absent: compacted, replicas min(configured, live brokers)."""
-        created = OFFSETS_TOPIC not in self.broker.controller.image.topics
         self.topic.ensure()
-        if created:
-            log.info("created %s with %d partitions (replication factor %d)", OFFSETS_TOPIC, self.num_partitions,
-                     self.topic.replication_factor)
 
     def is_local(self, partition: int) -> bool:
-        try:
-            self.broker.replicas.get(OFFSETS_TOPIC, partition)
-        except PartitionError:
-            return False
-        return True
+        return self.topic.is_local(partition)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
                producer_id: int = -1, producer_epoch: int = -1) -> None:
@@ -110,7 +99,7 @@ class OffsetStore:
             return
         try:
             self.topic.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
-        except PartitionError as exc:
+        except KafkaApiError as exc:
             raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
         except Exception as exc:  # the log itself failed (closed, disk): Kafka's KAFKA_STORAGE_ERROR
             log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)

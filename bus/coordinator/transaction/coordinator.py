@@ -12,20 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.replica_manager import PartitionError, TopicPartition
+from bus.coordinator.interfaces import MetadataView, PartitionWriter, ProducerIdSource, TopicCreator
 from bus.coordinator.internal_topic import InternalTopic
 from bus.coordinator.partitioning import partition_for
 from bus.coordinator.transaction import records
 from bus.coordinator.transaction.state import TxnMetadata, TxnState
 from bus.protocol.errors import KafkaApiError
-
-if TYPE_CHECKING:
-    from bus.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +39,37 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
-        self.topic = InternalTopic(
-            broker, TOPIC, int(config["transaction.state.log.num.partitions"]),
-            int(config["transaction.state.log.replication.factor"]),
-            {"min.insync.replicas": "1", "segment.bytes": str(100 * 1024 * 1024)},
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    num_partitions: int = 50
+    replication_factor: int = 3
+    max_timeout_ms: int = 900000
+    abort_check_interval_ms: int = 10000
+
+    @classmethod
+    def from_broker(cls, config: Any) -> TxnConfig:
+        return cls(
+            num_partitions=int(config["transaction.state.log.num.partitions"]),
+            replication_factor=int(config["transaction.state.log.replication.factor"]),
+            max_timeout_ms=int(config["transaction.max.timeout.ms"]),
+            abort_check_interval_ms=int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
         )
-        self.max_timeout_ms = int(config["transaction.max.timeout.ms"])
-        self.check_interval = int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]) / 1000
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, writer: PartitionWriter, topics: TopicCreator, metadata: MetadataView,
+                 producer_ids: ProducerIdSource) -> None:
+        self.writer = writer
+        self.metadata = metadata
+        self.producer_ids = producer_ids
+        self.topic = InternalTopic(writer, topics, TOPIC, config.num_partitions, config.replication_factor,
+                                   {"min.insync.replicas": "1", "segment.bytes": str(100 * 1024 * 1024)})
+        self.max_timeout_ms = config.max_timeout_ms
+        self.check_interval = config.abort_check_interval_ms / 1000
         self.txns: dict[str, TxnMetadata] = {}
+        # Called with (producer id, commit) once a transaction's markers are written: the group
+        # coordinator makes that producer's transactional offsets visible or drops them.
+        self.completion_listeners: list[Callable[[int, bool], None]] = []
         self._task: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -110,15 +127,12 @@ class TransactionCoordinator:
     def _write_markers(self, md: TxnMetadata, commit: bool) -> None:
         for topic, index in sorted(md.partitions):
             try:
-                partition = self.broker.replicas.get(topic, index)
-            except PartitionError:
+                self.writer.write_marker(topic, index, md.producer_id, md.producer_epoch, commit)
+            except KafkaApiError:
                 log.warning("transaction %s: partition %s-%d is gone; no marker written",
                             md.transactional_id, topic, index)
-                continue
-            partition.append_marker(md.producer_id, md.producer_epoch, commit)
-        groups = getattr(self.broker, "groups", None)
-        if groups is not None and hasattr(groups, "complete_transaction"):
-            groups.complete_transaction(md.producer_id, commit)
+        for listener in self.completion_listeners:
+            listener(md.producer_id, commit)
 
     def _complete(self, md: TxnMetadata, commit: bool) -> None:
         self._write_markers(md, commit)
@@ -167,7 +181,7 @@ class TransactionCoordinator:
                            f"transaction timeout {timeout_ms} is outside (0, {self.max_timeout_ms}]")
         md = self.txns.get(transactional_id)
         if md is None:
-            md = TxnMetadata(transactional_id, self.broker.producer_ids.next_id(), 0, timeout_ms)
+            md = TxnMetadata(transactional_id, self.producer_ids.next_id(), 0, timeout_ms)
             self._persist(md)
             return md.producer_id, md.producer_epoch
         if producer_id >= 0 and not (
@@ -184,7 +198,7 @@ class TransactionCoordinator:
             return md.producer_id, md.producer_epoch
         md.last_producer_epoch = md.producer_epoch
         if md.producer_epoch >= MAX_EPOCH:
-            md.producer_id = self.broker.producer_ids.next_id()
+            md.producer_id = self.producer_ids.next_id()
             md.producer_epoch = 0
         else:
             md.producer_epoch += 1
@@ -202,7 +216,7 @@ class TransactionCoordinator:
             md = self._validate(transactional_id, producer_id, epoch, fenced)
         except TxnError as exc:
             return dict.fromkeys(wanted, exc.code)
-        unknown = {tp for tp in wanted if TopicPartition(*tp) not in self.broker.replicas.partitions}
+        unknown = {tp for tp in wanted if not self._exists(*tp)}
         if unknown:
             return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                     for tp in wanted}
@@ -213,6 +227,10 @@ class TransactionCoordinator:
             md.partitions |= set(wanted)
             self._persist(md)
         return dict.fromkeys(wanted, ErrorCode.none)
+
+    def _exists(self, topic: str, partition: int) -> bool:
+        image = self.metadata.topics.get(topic)
+        return image is not None and partition in image.partitions
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, fenced: ErrorCode) -> None:
         md = self.txns.get(transactional_id)
