@@ -29,13 +29,13 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
     partition_cls = "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition"
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    error, found = ctx.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if error != ErrorCode.none:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION or wanted is None:
             return error, []
         found = dict.fromkeys(wanted)  # v1: the error goes on every partition
     by_topic: dict[str, list[Any]] = {}
-    groups = ctx.broker.groups
+    groups = ctx.groups
     for (name, index), value in found.items():
         code = error
         if require_stable and code == ErrorCode.none and groups.has_pending_offset(group_id, (name, index)):
