@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 import happybase  # noqa: E402
 
-from ingest import schema, tables  # noqa: E402
+from contracts import records  # noqa: E402
+from contracts.tables import captures  # noqa: E402
 from spark_jobs.ingest_status import percentile  # noqa: E402
 from tests.hbase.conftest import start_gateway  # noqa: E402
 from tests.integration._ingest_support import ingest_job, poll, simulate  # noqa: E402
@@ -41,10 +42,10 @@ def latencies(conn: happybase.Connection, since_ms: int) -> tuple[list[int], int
     for table in ("vehicle", "face"):
         scan = conn.table(table).scan(batch_size=5000, columns=[b"r:capture_time", b"r:ingest_time"])
         for _, data in scan:
-            captured = schema.epoch_ms(data[b"r:capture_time"].decode())
+            captured = records.epoch_ms(data[b"r:capture_time"].decode())
             if captured < since_ms:
                 continue
-            ingested = schema.epoch_ms(data[b"r:ingest_time"].decode())
+            ingested = records.epoch_ms(data[b"r:ingest_time"].decode())
             out.append(ingested - captured)
             first = captured if first is None else min(first, captured)
             last = max(last, ingested)
@@ -153,7 +154,7 @@ def main() -> int:
             load = os.getloadavg()
             print(f"load average now {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores; other work on the machine "
                   "shows up directly in these latencies)")
-            print(json.dumps({"results": results, "tables": list(tables.TABLES), "loadavg": load}))
+            print(json.dumps({"results": results, "tables": list(captures.TABLES), "loadavg": load}))
         finally:
             if job is not None:
                 job.stop(30)

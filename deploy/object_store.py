@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from deploy.config import Config, add_config_flag, preparse_config
+from contracts.config import Config, add_config_flag, preparse_config
 
 GRPC_OFFSET = 10000
 # Services of `weed mini` that listen (HTTP port, gRPC at +GRPC_OFFSET); s3's own port is the API.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from deploy.config import Config
+from contracts.config import Config
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, then the
 capture slice (city simulator + Spark ingest job, `deploy/pipeline.py`) with a status line every
 few seconds. Each service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which
-signals the pid in ``DATA/up.pid``) stops them all. Endpoints default to `deploy/solution.toml`.
+signals the pid in ``DATA/up.pid``) stops them all. Endpoints default to `contracts/solution.toml`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from deploy.config import Config, add_config_flag, preparse_config
-from deploy.config import load as load_config
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.config import load as load_config
 from deploy.pipeline import Endpoints, Pipeline
 
 STATUS_EVERY_S = 5.0

@@ -7,10 +7,11 @@ reproduced and its map saved as JSON beside it.
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
 
 # Administrative codes and names of the districts (a Hangzhou-like city: plates 浙A).
 DISTRICTS = (
@@ -25,37 +26,6 @@ DIRECTIONS = ("N", "E", "S", "W")
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """A capture point at a crossroad, facing one direction; id ``district#crossroad#direction#index``."""
-
-    checkpoint_id: str
-    district: str
-    crossroad: int
-    direction: str
-    lat: float
-    lon: float
-    lanes: int
-    vehicle_device: str
-    face_device: str | None
-
-
-@dataclass(frozen=True)
-class Device:
-    """A camera: the checkpoint it watches, what it captures, and the recogniser that serves it."""
-
-    device_ip: str
-    checkpoint_id: str
-    kind: str
-    recognizer_ip: str
-
-
-@dataclass(frozen=True)
-class Recognizer:
-    recognizer_ip: str
-    devices: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class City:
     seed: int
     checkpoints: tuple[Checkpoint, ...]
@@ -64,20 +34,13 @@ class City:
     crossroads: dict[str, list[int]] = field(default_factory=dict)
     """Per district, the crossroad numbers in use (routes walk between neighbours)."""
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "seed": self.seed,
-            "districts": [{"code": code, "name": name} for code, name in DISTRICTS],
-            "checkpoints": [asdict(c) for c in self.checkpoints],
-            "devices": [asdict(d) for d in self.devices.values()],
-            "recognizers": [{"recognizer_ip": r.recognizer_ip, "devices": list(r.devices)} for r in self.recognizers],
-        }
+    def deployment_map(self) -> DeploymentMap:
+        return DeploymentMap(tuple(District(code, name) for code, name in DISTRICTS), self.checkpoints,
+                             tuple(self.devices.values()), self.recognizers)
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False))
-        tmp.replace(path)
+        """The deployment map, plus the seed that rebuilds this city."""
+        self.deployment_map().save(path, extra={"seed": self.seed})
 
     def checkpoints_at(self, district: str, crossroad: int) -> list[Checkpoint]:
         return [c for c in self.checkpoints if c.district == district and c.crossroad == crossroad]

@@ -19,26 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from deploy.config import Config, add_config_flag, preparse_config
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.deployment_map import map_path
+from contracts.records import Kind, encode, format_time
+from contracts.topics import Topics
+from contracts.topics import partitions as topic_partitions
 
 from .city import City, build_city
 from .producer import RecordProducer, open_producer
-from .schema import encode, format_time
 from .traffic import Emitted, Traffic, TrafficConfig
 
 TICK_S = 0.01
 MAX_PER_TICK = 5000
-
-
-@dataclass
-class Topics:
-    vehicle: str = "capture.vehicle"
-    face: str = "capture.face"
-    heartbeat: str = "device.heartbeat"
-
-    def rename(self, topic: str) -> str:
-        """Traffic speaks the default topic names; the config may rename them."""
-        return {"capture.vehicle": self.vehicle, "capture.face": self.face}.get(topic, topic)
 
 
 @dataclass
@@ -112,7 +104,7 @@ class Simulator:
 
     def _send(self, batch: list[Emitted]) -> None:
         for emitted in batch:
-            topic = self.topics.rename(emitted.topic)
+            topic = self.topics.of_kind(emitted.kind)
             self.producer.produce(topic, emitted.key, emitted.value, self.tally.delivery(topic, emitted))
             counters = self.per_device[emitted.device_ip]
             counters["produced"] += 1
@@ -131,7 +123,7 @@ class Simulator:
                 "device_ip": ip,
                 "checkpoint_id": device.checkpoint_id,
                 "recognizer_ip": device.recognizer_ip,
-                "topic": self.topics.rename(f"capture.{device.kind}"),
+                "topic": self.topics.of_kind(Kind(device.kind)),
                 "time": now,
                 "status": state,
                 "produced": counters["produced"],
@@ -140,7 +132,7 @@ class Simulator:
             self.producer.produce(self.topics.heartbeat, ip.encode(), encode(beat), self.tally.delivery("", None))
 
     def summary(self, elapsed: float, seed: int) -> dict[str, Any]:
-        topics = (self.topics.vehicle, self.topics.face)
+        topics = self.topics.captures
         return {
             "produced": {t: self.tally.produced[t] for t in topics},
             "unrecognized": {t: self.tally.unrecognized[t] for t in topics},
@@ -195,7 +187,7 @@ class StatusLine:
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     config = preparse_config(argv)
-    sim, topics = config.section("simulator"), config.section("topics")
+    sim = config.section("simulator")
     parser = argparse.ArgumentParser(prog="python -m ingest.simulate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
@@ -214,22 +206,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--face-share", type=float, default=float(sim.get("face_share", 0.3)))
     parser.add_argument("--first-sequence", type=int, default=0,
                         help="device sequence numbers (hence record ids) continue after this")
-    parser.add_argument("--partitions", type=int, default=int(topics.get("partitions", 2)),
+    parser.add_argument("--partitions", type=int, default=topic_partitions(config),
                         help="partitions of the data topics when this creates them")
     parser.add_argument("--heartbeat-interval", type=float, default=float(sim.get("heartbeat_interval", 5.0)))
     parser.add_argument("--status-interval", type=float, default=None, help="seconds between status lines; 0: none")
-    parser.add_argument("--map", type=Path, default=Path(sim.get("map", "data/deployment_map.json")),
-                        help="where to save the deployment map (JSON)")
+    parser.add_argument("--map", type=Path, default=map_path(config),
+                        help="where to save the deployment map (JSON); default [map] path of the config")
     args = parser.parse_args(argv)
     if args.rate <= 0:
         parser.error("--rate must be > 0")
     return args, config
-
-
-def topics_from(config: Config) -> Topics:
-    section = config.section("topics")
-    return Topics(section.get("vehicle", "capture.vehicle"), section.get("face", "capture.face"),
-                  section.get("heartbeat", "device.heartbeat"))
 
 
 def make_traffic(args: argparse.Namespace) -> tuple[City, Traffic]:
@@ -244,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
     city, traffic = make_traffic(args)
     city.save(args.map)
-    topics = topics_from(config)
+    topics = Topics.from_config(config)
     producer = open_producer(args.bootstrap_server)
     try:
         producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,

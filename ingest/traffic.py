@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from contracts.records import CITY_TZ, RECOGNIZED_FIELDS, UNRECOGNIZED, Kind, encode, format_time
+
 from . import values
 from .city import City, Device
-from .schema import CITY_TZ, RECOGNIZED_FIELDS, UNRECOGNIZED, Kind, encode, format_time
 
 DAY_S = 24 * 3600.0
 
@@ -114,7 +115,7 @@ class Target:
 class Emitted:
     """One record ready for the bus, plus what the simulator counts about it."""
 
-    topic: str
+    kind: Kind
     key: bytes
     value: bytes
     device_ip: str
@@ -217,9 +218,9 @@ class Traffic:
         for name in unreadable:
             record[name] = UNRECOGNIZED
         if self.config.malformed_rate and rng.random() < self.config.malformed_rate:
-            return Emitted(kind.topic, device.checkpoint_id.encode(), self._break(record), device.device_ip,
+            return Emitted(kind, device.checkpoint_id.encode(), self._break(record), device.device_ip,
                            malformed=True)
-        return Emitted(kind.topic, device.checkpoint_id.encode(), encode(record), device.device_ip,
+        return Emitted(kind, device.checkpoint_id.encode(), encode(record), device.device_ip,
                        unrecognized=bool(unreadable))
 
     def _record(self, kind: Kind, device: Device, target: Target | None) -> dict[str, Any]:

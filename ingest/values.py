@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 
-from .schema import FEATURE_DIM, encode_feature
+from contracts.records import FEATURE_DIM, encode_feature
 
 # (province abbreviation, weight): the city's own province dominates, neighbours follow.
 PROVINCES = (

@@ -2,7 +2,7 @@
 
 :func:`process_partition` is the ``mapInArrow`` function: it takes the source's Arrow batches
 (key, value, topic, partition, offset, ...) and sorts each record with the shared schema code
-(:mod:`ingest.schema`) into valid rows (main + index tables), unrecognized rows (their own table,
+(:mod:`contracts.records`) into valid rows (main + index tables), unrecognized rows (their own table,
 counted) and dead letters (``capture.deadletter`` with the reason). ``ingest_time`` is stamped
 per chunk right before that chunk's write, so it is the time the row reached HBase's door.
 
@@ -30,9 +30,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest import tables
+from contracts.records import Kind, Status, encode, epoch_ms, now_time, parse
+from contracts.tables import captures as tables
+from contracts.topics import Topics
 from ingest.producer import RecordProducer, open_producer
-from ingest.schema import Kind, Status, encode, epoch_ms, now_time, parse
 
 log = logging.getLogger("spark_jobs.capture_writer")
 
@@ -49,7 +50,7 @@ class WriterSettings:
     hbase_port: int
     bootstrap: str
     topic_kinds: Mapping[str, str]
-    deadletter_topic: str = "capture.deadletter"
+    deadletter_topic: str = Topics.deadletter
     chunk_rows: int = CHUNK_ROWS
     retries: int = 5
     hbase_transport: str = "buffered"

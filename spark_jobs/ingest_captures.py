@@ -26,14 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deploy.config import Config, add_config_flag, preparse_config
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.topics import Topics
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
 from spark_jobs.ingest_status import IngestStatus
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     config = preparse_config(argv)
-    ingest, topics = config.section("ingest"), config.section("topics")
+    ingest, topics = config.section("ingest"), Topics.from_config(config)
     parser = argparse.ArgumentParser(prog="spark-submit spark_jobs/ingest_captures.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
@@ -53,9 +54,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                         default=str(ingest.get("fail_on_data_loss", "true")).lower())
     parser.add_argument("--source-format", default=str(ingest.get("source_format", "bus")),
                         help='"bus" (Python Data Source) or "kafka" (Spark\'s connector, where on the classpath)')
-    parser.add_argument("--vehicle-topic", default=topics.get("vehicle", "capture.vehicle"))
-    parser.add_argument("--face-topic", default=topics.get("face", "capture.face"))
-    parser.add_argument("--deadletter-topic", default=topics.get("deadletter", "capture.deadletter"))
+    parser.add_argument("--vehicle-topic", default=topics.vehicle)
+    parser.add_argument("--face-topic", default=topics.face)
+    parser.add_argument("--deadletter-topic", default=topics.deadletter)
     parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
                         help="tasks per micro-batch (default: the cores Spark has, e.g. 2 for local[2])")
     parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
@@ -76,12 +77,12 @@ def prepare_sinks(args: argparse.Namespace) -> None:
     """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
     import happybase
 
+    from contracts.tables.captures import ensure_capture_tables
     from ingest.producer import open_producer
-    from ingest.tables import ensure_tables
 
     conn = happybase.Connection(args.hbase_host, args.hbase_port, timeout=60_000)
     try:
-        ensure_tables(conn)
+        ensure_capture_tables(conn)
     finally:
         conn.close()
     open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1})

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.topics import Topics
+
 EXIT_BAD_VIDEO = 3
 
 
@@ -73,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--camera-id", default="")
     parser.add_argument("--start-time", default=None, help="wall-clock time of the first frame (ISO-8601)")
     parser.add_argument("--bootstrap-server", required=True)
-    parser.add_argument("--topic", default="video.results")
+    parser.add_argument("--topic", default=Topics.video_results)
     parser.add_argument("--hbase-host", default="127.0.0.1")
     parser.add_argument("--hbase-port", type=int, default=9090)
     parser.add_argument("--s3-endpoint", required=True)
@@ -137,10 +139,10 @@ def write_rows(host: str, port: int, task_id: str, video_url: str, status: str, 
                **fields: object) -> None:
     import happybase
 
-    from video.results import (
+    from contracts.tables.video import (
         OBJECT_TABLE,
         TASK_TABLE,
-        ensure_tables,
+        ensure_video_tables,
         object_row,
         object_row_key,
         task_row,
@@ -149,7 +151,7 @@ def write_rows(host: str, port: int, task_id: str, video_url: str, status: str, 
 
     conn = happybase.Connection(host, port)
     try:
-        ensure_tables(conn)
+        ensure_video_tables(conn)
         with conn.table(OBJECT_TABLE).batch() as batch:
             for record in records:
                 batch.put(object_row_key(task_id, record["object_id"]), object_row(record))

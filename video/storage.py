@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from minio import Minio
@@ -36,10 +37,15 @@ class StoredVideo:
         return f"s3://{self.bucket}/{self.key}"
 
 
-def connect(endpoint: str, access_key: str, secret_key: str) -> Minio:
-    """A client for ``http://host:port``, ``https://host:port`` or bare ``host:port``."""
+def connect(endpoint: str, access_key: str, secret_key: str, http_client: Any = None) -> Minio:
+    """A client for ``http://host:port``, ``https://host:port`` or bare ``host:port``.
+
+    ``http_client`` (a urllib3 PoolManager) sets timeouts and retries; the SDK's default retries a
+    dead endpoint for minutes, which an interactive caller (the console) cannot wait for.
+    """
     parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")
-    return Minio(parsed.netloc, access_key=access_key, secret_key=secret_key, secure=parsed.scheme == "https")
+    return Minio(parsed.netloc, access_key=access_key, secret_key=secret_key, secure=parsed.scheme == "https",
+                 http_client=http_client)
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:

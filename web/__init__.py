@@ -1,1 +1,7 @@
-"""web: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""
+"""web: the operator console (ARCHITECTURE.md "The operator console").
+
+One FastAPI app serves the pages and the JSON API under ``/api/v1``. The layout is FastAPI's
+"bigger applications" one: ``settings`` (loaded once), ``backends`` (the shared clients of HBase,
+the bus and object storage), ``dependencies`` (what routes ask for: the current user and its role,
+a backend), one router per resource in ``routers/``, Pydantic models per resource in ``models/``.
+"""

@@ -12,7 +12,7 @@ from typing import Any
 
 import happybase
 
-from ingest import tables
+from contracts.tables import captures
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def count_rows(conn: happybase.Connection, table: str) -> int:
 
 
 def row_counts(conn: happybase.Connection) -> dict[str, int]:
-    return {name: count_rows(conn, name) for name in tables.TABLES}
+    return {name: count_rows(conn, name) for name in captures.TABLES}
 
 
 def poll(condition: Callable[[], bool], timeout: float, interval: float = 0.5, what: str = "condition") -> None:

@@ -14,7 +14,9 @@ import happybase
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from ingest import schema, tables
+from contracts import records
+from contracts.tables import captures
+from contracts.topics import Topics
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import count_rows, ingest_job, poll, row_counts, simulate
 from tests.support.broker_process import BrokerProcess
@@ -36,6 +38,8 @@ def conn(gateway: Gateway) -> Iterator[happybase.Connection]:
     yield c
     c.close()
 
+TOPICS = Topics()
+
 
 def expected_counts(summary: dict) -> dict[str, int]:
     produced, unrecognized, malformed = summary["produced"], summary["unrecognized"], summary["malformed"]
@@ -51,7 +55,7 @@ def bus_record_ids(broker: BrokerProcess) -> set[str]:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False})
     ids: set[str] = set()
     try:
-        for topic in ("capture.vehicle", "capture.face"):
+        for topic in TOPICS.captures:
             for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
                 consumer.assign([TopicPartition(topic, partition, low)])
@@ -59,7 +63,7 @@ def bus_record_ids(broker: BrokerProcess) -> set[str]:
                 while seen < high - low:
                     for message in consumer.consume(2000, 5):
                         seen += 1
-                        checked = schema.parse(schema.Kind.of_topic(topic), message.value())
+                        checked = records.parse(TOPICS.kind_of(topic), message.value())
                         if checked.record is not None:
                             ids.add(checked.record["record_id"])
     finally:
@@ -71,7 +75,7 @@ def table_record_ids(conn: happybase.Connection) -> list[str]:
     ids = []
     for table in ("vehicle", "face", "capture_unrecognized"):
         scan = conn.table(table).scan(batch_size=2000, columns=[b"r:capture_time"])
-        ids += [tables.record_id_of(key) for key, _ in scan]
+        ids += [captures.record_id_of(key) for key, _ in scan]
     return ids
 
 
@@ -92,8 +96,8 @@ def test_simulated_captures_land_in_hbase(tmp_path: Path, broker: BrokerProcess,
 
     for table in ("vehicle", "face"):
         for _, data in conn.table(table).scan(batch_size=2000):
-            ingested = schema.parse_time(data[b"r:ingest_time"].decode())
-            assert ingested >= schema.parse_time(data[b"r:capture_time"].decode())
+            ingested = records.parse_time(data[b"r:ingest_time"].decode())
+            assert ingested >= records.parse_time(data[b"r:capture_time"].decode())
     letters = _count(broker, "capture.deadletter")
     assert letters == sum(summary["malformed"].values())
     lines = (tmp_path / "job.log").read_text().splitlines()

@@ -12,14 +12,18 @@ import happybase
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from ingest import schema, tables
+from contracts import records
+from contracts.records import Kind
+from contracts.tables import captures
+from contracts.topics import Topics
 from ingest.city import build_city
-from ingest.schema import Kind
 from ingest.traffic import Traffic, TrafficConfig
 from spark_jobs.capture_writer import WriterSettings, close_cached_clients, process_records, summarize, write_puts
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import row_counts
 from tests.support.broker_process import BrokerProcess
+
+TOPICS = Topics()
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +42,7 @@ def gateway(tmp_path: Path) -> Iterator[Gateway]:
 @pytest.fixture
 def conn(gateway: Gateway) -> Iterator[happybase.Connection]:
     c = gateway.connect()
-    tables.ensure_tables(c)
+    captures.ensure_capture_tables(c)
     yield c
     c.close()
 
@@ -50,7 +54,7 @@ def settings(gateway: Gateway, broker: BrokerProcess, **kw: object) -> WriterSet
 
 def bus_rows(n: int, seed: int = 3, malformed: float = 0.05) -> list[tuple]:
     traffic = Traffic(build_city(seed, 12), TrafficConfig(seed=seed, malformed_rate=malformed, failure_rate=0.1))
-    return [(e.key, e.value, e.topic, 0, offset) for offset, e in enumerate(traffic.records(n, 0.0))]
+    return [(e.key, e.value, TOPICS.of_kind(e.kind), 0, offset) for offset, e in enumerate(traffic.records(n, 0.0))]
 
 
 def test_records_are_sorted_into_tables_and_dead_letters(
@@ -58,12 +62,12 @@ def test_records_are_sorted_into_tables_and_dead_letters(
     rows = bus_rows(600)
     rows.append((b"k", b"\xff not json", "capture.face", 1, 77))
     tally = process_records(rows, settings(gateway, broker, chunk_rows=100))
-    outcome = {kind: [schema.parse(Kind.of_topic(t), v) for _, v, t, _, _ in rows if t == kind.topic] for kind in Kind}
+    outcome = {kind: [records.parse(kind, v) for _, v, t, _, _ in rows if t == TOPICS.of_kind(kind)] for kind in Kind}
     for kind in Kind:
         checked = outcome[kind]
-        assert tally[kind.topic].valid == sum(c.status is schema.Status.VALID for c in checked)
-        assert tally[kind.topic].unrecognized == sum(c.status is schema.Status.UNRECOGNIZED for c in checked)
-        assert tally[kind.topic].invalid == sum(c.status is schema.Status.INVALID for c in checked)
+        assert tally[TOPICS.of_kind(kind)].valid == sum(c.status is records.Status.VALID for c in checked)
+        assert tally[TOPICS.of_kind(kind)].unrecognized == sum(c.status is records.Status.UNRECOGNIZED for c in checked)
+        assert tally[TOPICS.of_kind(kind)].invalid == sum(c.status is records.Status.INVALID for c in checked)
     counts = row_counts(conn)
     valid_vehicles = tally["capture.vehicle"].valid
     assert counts["vehicle"] == valid_vehicles and counts["vehicle_by_plate"] == valid_vehicles
@@ -71,13 +75,13 @@ def test_records_are_sorted_into_tables_and_dead_letters(
     assert counts["capture_by_checkpoint"] == valid_vehicles + tally["capture.face"].valid
     assert counts["capture_unrecognized"] == sum(t.unrecognized for t in tally.values())
 
-    valid = next(c.record for c in outcome[Kind.VEHICLE] if c.status is schema.Status.VALID)
-    row = conn.table("vehicle").row(tables.record_key(valid["record_id"]))
+    valid = next(c.record for c in outcome[Kind.VEHICLE] if c.status is records.Status.VALID)
+    row = conn.table("vehicle").row(captures.record_key(valid["record_id"]))
     assert row[b"r:plate_number"].decode() == valid["plate_number"]
-    assert tables.read_record(row) == {**valid, "ingest_time": row[b"r:ingest_time"].decode()}
-    assert schema.parse_time(row[b"r:ingest_time"].decode()) >= schema.parse_time(valid["capture_time"])
-    trajectory = list(conn.table("vehicle_by_plate").scan(row_prefix=tables.plate_prefix(valid["plate_number"])))
-    assert any(data[b"i:row"] == tables.record_key(valid["record_id"]) for _, data in trajectory)
+    assert captures.read_record(row) == {**valid, "ingest_time": row[b"r:ingest_time"].decode()}
+    assert records.parse_time(row[b"r:ingest_time"].decode()) >= records.parse_time(valid["capture_time"])
+    trajectory = list(conn.table("vehicle_by_plate").scan(row_prefix=captures.plate_prefix(valid["plate_number"])))
+    assert any(data[b"i:row"] == captures.record_key(valid["record_id"]) for _, data in trajectory)
     summary = summarize([{"topic": t, "valid": x.valid, "unrecognized": x.unrecognized, "invalid": x.invalid,
                           "latencies_ms": x.latencies_ms} for t, x in tally.items()])
     assert all(ms >= 0 for ms in summary["latencies_ms"])
@@ -105,9 +109,9 @@ def test_checkpoint_index_scans_newest_first_within_a_time_range(
     rows = bus_rows(400, seed=9, malformed=0.0)
     process_records(rows, settings(gateway, broker))
     checkpoint = json.loads(rows[0][1])["checkpoint_id"]
-    hits = list(conn.table("capture_by_checkpoint").scan(row_prefix=tables.checkpoint_prefix(checkpoint)))
+    hits = list(conn.table("capture_by_checkpoint").scan(row_prefix=captures.checkpoint_prefix(checkpoint)))
     assert hits
-    times = [schema.epoch_ms(d[b"i:capture_time"].decode()) for _, d in hits]
+    times = [records.epoch_ms(d[b"i:capture_time"].decode()) for _, d in hits]
     assert times == sorted(times, reverse=True)
     assert all(key.split(b"|")[1].decode() == checkpoint for key, _ in hits)
 
@@ -117,7 +121,7 @@ def test_writes_survive_a_gateway_restart(tmp_path: Path, broker: BrokerProcess)
     gw = start_gateway(tmp_path / "hb")
     try:
         c = gw.connect()
-        tables.ensure_tables(c)
+        captures.ensure_capture_tables(c)
         c.close()
         s = settings(gw, broker)
         put = ("face", b"k1", {b"r:capture_time": b"1"})

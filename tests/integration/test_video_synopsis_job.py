@@ -12,12 +12,12 @@ import happybase
 import pytest
 from confluent_kafka import Consumer
 
+from contracts.tables.video import OBJECT_TABLE, TASK_TABLE, task_row_key
 from deploy.object_store import ObjectStore
 from spark_jobs import launch
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.support.broker_process import BrokerProcess
 from video import storage
-from video.results import OBJECT_TABLE, TASK_TABLE, task_row_key
 from video.scene import street_scene
 
 ROOT = Path(__file__).resolve().parents[2]

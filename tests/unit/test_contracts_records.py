@@ -8,8 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from ingest import schema, values
-from ingest.schema import UNRECOGNIZED, Kind, Status
+from contracts import records
+from contracts.records import UNRECOGNIZED, Kind, Status
+from ingest import values
 
 
 def vehicle() -> dict:
@@ -35,25 +36,25 @@ def face() -> dict:
 @pytest.mark.parametrize(("kind", "make"), [(Kind.VEHICLE, vehicle), (Kind.FACE, face)])
 def test_valid_records_round_trip(kind: Kind, make) -> None:
     record = make()
-    checked = schema.parse(kind, schema.encode(record))
+    checked = records.parse(kind, records.encode(record))
     assert checked.status is Status.VALID
     assert checked.record == record
 
 
 def test_wire_form_keeps_plates_readable() -> None:
-    assert "浙AWL999".encode() in schema.encode(vehicle())
+    assert "浙AWL999".encode() in records.encode(vehicle())
 
 
 def test_unrecognized_fields_are_named() -> None:
     record = {**vehicle(), "plate_number": UNRECOGNIZED, "tissue_box": UNRECOGNIZED}
-    checked = schema.validate(Kind.VEHICLE, record)
+    checked = records.validate(Kind.VEHICLE, record)
     assert checked.status is Status.UNRECOGNIZED
     assert checked.unrecognized == ("plate_number", "tissue_box")
     assert checked.record == record
 
 
 def test_only_recognised_fields_may_be_unrecognized() -> None:
-    checked = schema.validate(Kind.VEHICLE, {**vehicle(), "checkpoint_id": UNRECOGNIZED})
+    checked = records.validate(Kind.VEHICLE, {**vehicle(), "checkpoint_id": UNRECOGNIZED})
     assert checked.status is Status.INVALID
     assert "checkpoint_id" in checked.reason
 
@@ -65,7 +66,7 @@ def test_only_recognised_fields_may_be_unrecognized() -> None:
     (None, "null value"),
 ])
 def test_unparseable_values(raw: bytes | None, reason: str) -> None:
-    checked = schema.parse(Kind.VEHICLE, raw)
+    checked = records.parse(Kind.VEHICLE, raw)
     assert checked.status is Status.INVALID
     assert reason in checked.reason
     assert checked.record is None
@@ -83,7 +84,7 @@ def test_unparseable_values(raw: bytes | None, reason: str) -> None:
     ("record_id", ""),
 ])
 def test_mistyped_fields_are_invalid(field: str, value: object) -> None:
-    checked = schema.validate(Kind.VEHICLE, {**vehicle(), field: value})
+    checked = records.validate(Kind.VEHICLE, {**vehicle(), field: value})
     assert checked.status is Status.INVALID
     assert field in checked.reason
 
@@ -91,29 +92,27 @@ def test_mistyped_fields_are_invalid(field: str, value: object) -> None:
 def test_missing_field_is_invalid_and_extra_fields_are_tolerated() -> None:
     record = vehicle()
     del record["lane"]
-    assert schema.validate(Kind.VEHICLE, record).reason == "missing field lane"
-    assert schema.validate(Kind.VEHICLE, {**vehicle(), "new_field": 1}).status is Status.VALID
+    assert records.validate(Kind.VEHICLE, record).reason == "missing field lane"
+    assert records.validate(Kind.VEHICLE, {**vehicle(), "new_field": 1}).status is Status.VALID
 
 
 def test_face_feature_must_be_a_unit_vector_of_128_floats() -> None:
-    assert len(schema.decode_feature(face()["feature"])) == schema.FEATURE_DIM
-    not_unit = schema.encode_feature([0.5] * schema.FEATURE_DIM)
-    assert schema.validate(Kind.FACE, {**face(), "feature": not_unit}).status is Status.INVALID
-    assert schema.validate(Kind.FACE, {**face(), "feature": "bm90IGJhc2U2NA"}).status is Status.INVALID
+    assert len(records.decode_feature(face()["feature"])) == records.FEATURE_DIM
+    not_unit = records.encode_feature([0.5] * records.FEATURE_DIM)
+    assert records.validate(Kind.FACE, {**face(), "feature": not_unit}).status is Status.INVALID
+    assert records.validate(Kind.FACE, {**face(), "feature": "bm90IGJhc2U2NA"}).status is Status.INVALID
 
 
 def test_times_keep_milliseconds_and_offset() -> None:
-    text = schema.format_time(datetime(2026, 11, 22, 8, 1, 2, 345678, tzinfo=schema.CITY_TZ))
+    text = records.format_time(datetime(2026, 11, 22, 8, 1, 2, 345678, tzinfo=records.CITY_TZ))
     assert text == "2026-11-22T08:01:02.345+08:00"
-    assert schema.epoch_ms(text) == schema.epoch_ms("2026-11-22T00:01:02.345+00:00")
+    assert records.epoch_ms(text) == records.epoch_ms("2026-11-22T00:01:02.345+00:00")
     with pytest.raises(ValueError):
-        schema.format_time(datetime(2026, 11, 22))
-    assert schema.parse_time(schema.now_time()).utcoffset() is not None
+        records.format_time(datetime(2026, 11, 22))
+    assert records.parse_time(records.now_time()).utcoffset() is not None
 
 
-def test_kinds_and_topics() -> None:
-    assert Kind.of_topic("capture.face") is Kind.FACE
-    assert Kind.VEHICLE.topic == schema.VEHICLE_TOPIC
-    assert "plate_number" in schema.RECOGNIZED_FIELDS[Kind.VEHICLE]
-    assert "record_id" not in schema.RECOGNIZED_FIELDS[Kind.VEHICLE]
-    assert json.loads(schema.encode({"a": "识别"})) == {"a": "识别"}
+def test_recognized_fields_and_encoding() -> None:
+    assert "plate_number" in records.RECOGNIZED_FIELDS[Kind.VEHICLE]
+    assert "record_id" not in records.RECOGNIZED_FIELDS[Kind.VEHICLE]
+    assert json.loads(records.encode({"a": "识别"})) == {"a": "识别"}

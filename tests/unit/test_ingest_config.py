@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy import config as solution
+from contracts import config as solution
+from contracts.topics import Topics
 from ingest import simulate
 from spark_jobs import ingest_captures, launch
 
@@ -27,7 +28,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
                     '[simulator]\nrate = 50\n[topics]\nvehicle = "v"\n')
     args, cfg = simulate.parse_args(["--config", str(path)])
     assert args.bootstrap_server == "kafka:9092" and args.rate == 50.0
-    assert simulate.topics_from(cfg).vehicle == "v"
+    assert Topics.from_config(cfg).vehicle == "v"
     args, _ = simulate.parse_args(["--config", str(path), "--bootstrap-server", "b:1", "--rate", "7"])
     assert args.bootstrap_server == "b:1" and args.rate == 7.0
     args, _ = ingest_captures.parse_args(["--config", str(path), "--hbase-port", "1234"])

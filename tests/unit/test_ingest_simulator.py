@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ingest import schema
+from contracts import records
+from contracts.records import Kind, Status
+from contracts.topics import Topics
 from ingest.city import build_city
-from ingest.schema import Kind, Status
-from ingest.simulate import Simulator, StatusLine, Topics
+from ingest.simulate import Simulator, StatusLine
 from ingest.traffic import Traffic, TrafficConfig, daily_factor
 
-FIXED = datetime(2026, 11, 22, 8, 0, 0, 123000, tzinfo=schema.CITY_TZ)
+FIXED = datetime(2026, 11, 22, 8, 0, 0, 123000, tzinfo=records.CITY_TZ)
 
 
 def traffic(seed: int = 7, checkpoints: int = 24, **config: object) -> Traffic:
@@ -29,14 +30,14 @@ def stream(t: Traffic, ticks: int = 20, per_tick: int = 100, step_s: float = 30.
 def test_same_seed_same_records() -> None:
     a = stream(traffic(seed=7, speedup=60.0, malformed_rate=0.01))
     b = stream(traffic(seed=7, speedup=60.0, malformed_rate=0.01))
-    assert [(e.topic, e.key, e.value) for e in a] == [(e.topic, e.key, e.value) for e in b]
+    assert [(e.kind, e.key, e.value) for e in a] == [(e.kind, e.key, e.value) for e in b]
     c = stream(traffic(seed=8, speedup=60.0, malformed_rate=0.01))
     assert [e.value for e in a] != [e.value for e in c]
 
 
 def test_city_is_deterministic_and_saved_as_json(tmp_path: Path) -> None:
     city = build_city(3, 30)
-    assert city.to_json() == build_city(3, 30).to_json()
+    assert city.deployment_map() == build_city(3, 30).deployment_map()
     city.save(tmp_path / "map.json")
     saved = json.loads((tmp_path / "map.json").read_text())
     assert len(saved["checkpoints"]) == 30
@@ -44,14 +45,14 @@ def test_city_is_deterministic_and_saved_as_json(tmp_path: Path) -> None:
     served = [ip for r in saved["recognizers"] for ip in r["devices"]]
     assert sorted(served) == sorted(d["device_ip"] for d in saved["devices"])  # every device served once
     for checkpoint in saved["checkpoints"]:
-        assert schema._CHECKPOINT_ID.fullmatch(checkpoint["checkpoint_id"])
+        assert records._CHECKPOINT_ID.fullmatch(checkpoint["checkpoint_id"])
 
 
 def test_every_record_is_what_it_claims_to_be() -> None:
     emitted = stream(traffic(malformed_rate=0.02, failure_rate=0.05))
     outcomes = Counter()
     for e in emitted:
-        checked = schema.parse(Kind.of_topic(e.topic), e.value)
+        checked = records.parse(e.kind, e.value)
         expected = Status.INVALID if e.malformed else Status.UNRECOGNIZED if e.unrecognized else Status.VALID
         assert checked.status is expected, (e, checked.reason)
         if checked.record is not None:
@@ -113,7 +114,7 @@ def test_targets_recur_along_their_routes() -> None:
 
 
 def _cosine(feature: str, identity: list[float]) -> float:
-    return sum(a * b for a, b in zip(schema.decode_feature(feature), identity, strict=True))
+    return sum(a * b for a, b in zip(records.decode_feature(feature), identity, strict=True))
 
 
 class FakeProducer:
@@ -147,7 +148,8 @@ def test_simulator_counts_what_was_acknowledged(tmp_path: Path) -> None:
     captures = [s for s in producer.sent if s[0] != "device.heartbeat"]
     assert len(captures) == 2000
     assert summary["unrecognized"]["capture.vehicle"] == sum(
-        schema.parse(Kind.VEHICLE, v).status is Status.UNRECOGNIZED for tp, _, v in captures if tp == "capture.vehicle")
+        records.parse(Kind.VEHICLE, v).status is Status.UNRECOGNIZED
+        for tp, _, v in captures if tp == "capture.vehicle")
     beats = [json.loads(v) for tp, _, v in producer.sent if tp == "device.heartbeat"]
     assert summary["heartbeats"] == len(beats) > 0
     offline = {ip for ip, f in t.failures.items() if f.mode == "offline" and f.active(0.0)}

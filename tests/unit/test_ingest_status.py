@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deploy.config import Config
+from contracts.config import Config
 from deploy.pipeline import Endpoints, Pipeline
 from spark_jobs.capture_writer import summarize
 from spark_jobs.ingest_status import IngestStatus, percentile

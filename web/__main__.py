@@ -1,0 +1,40 @@
+"""``python -m web [--config F] [--host H] [--port P]``: serve the operator console (uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from contracts.config import Config, add_config_flag, preparse_config
+from web.app import create_app
+from web.settings import ConsoleSettings
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
+    config = preparse_config(argv)
+    parser = argparse.ArgumentParser(prog="python -m web", description=__doc__)
+    add_config_flag(parser)
+    parser.add_argument("--host", default=None, help="listen address (default [console] host)")
+    parser.add_argument("--port", type=int, default=None, help="listen port (default [console] port)")
+    parser.add_argument("--data-dir", default=None, help="console state: signing key, admin password file")
+    return parser.parse_args(argv), config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, config = parse_args(argv)
+    try:
+        settings = ConsoleSettings.from_config(config, host=args.host, port=args.port, data_dir=args.data_dir)
+    except ValueError as exc:
+        print(f"bad config: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
+                proxy_headers=False, server_header=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

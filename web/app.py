@@ -1,0 +1,54 @@
+"""The console app: ``create_app(settings)`` wires settings, backends, routers and error handling once.
+
+Errors a user can cause are answered with a 4xx naming what was wrong; an unreachable backend is a
+503 naming which one; anything else is a 500 with no stack trace in the body (it goes to the log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from web.backends import Backends, BackendUnavailable
+from web.metrics import ConsoleMetrics, MetricsMiddleware
+from web.routers import health
+from web.settings import ConsoleSettings
+
+log = logging.getLogger(__name__)
+
+ROUTERS = (health.router,)
+
+
+def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
+    backends = backends or Backends(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        backends.close()
+
+    app = FastAPI(title="Security-video data bus console", version="1", lifespan=lifespan,
+                  openapi_url="/openapi.json", docs_url="/docs", redoc_url=None)
+    app.state.settings = settings
+    app.state.backends = backends
+    metrics = ConsoleMetrics()
+    app.state.metrics = metrics
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_route("/metrics", metrics.endpoint, include_in_schema=False)
+    for router in ROUTERS:
+        app.include_router(router)
+
+    @app.exception_handler(BackendUnavailable)
+    async def backend_unavailable(_request: Request, exc: BackendUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "backend": exc.backend}, status_code=503)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error (logged)"}, status_code=500)
+
+    return app

@@ -1,0 +1,1 @@
+"""One router per API resource (and ``pages`` for the HTML pages)."""

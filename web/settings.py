@@ -1,0 +1,57 @@
+"""The console's settings: read once from the solution config at start, then passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contracts.config import Config
+from contracts.deployment_map import map_path
+from contracts.topics import Topics
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    url: str = "http://127.0.0.1:8000"
+    data_dir: Path = Path("data/console")
+    """Where the console keeps its signing key and the first admin's password file."""
+    token_ttl_s: int = 3600
+    """Lifetime of an API bearer token."""
+    session_ttl_s: int = 8 * 3600
+    """Lifetime of a page session (one operator's shift)."""
+    bootstrap_servers: str = "127.0.0.1:9092"
+    hbase_host: str = "127.0.0.1"
+    hbase_port: int = 9090
+    hbase_pool_size: int = 8
+    s3_endpoint: str = "127.0.0.1:9000"
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    backend_timeout_s: float = 3.0
+    """How long a request waits for a backend before answering 503 with its name."""
+    map_path: Path = Path("data/deployment_map.json")
+    topics: Topics = field(default_factory=Topics)
+
+    @classmethod
+    def from_config(cls, config: Config, **overrides: object) -> ConsoleSettings:
+        """``[console]`` for the console's own keys, the shared sections for the endpoints; flags override."""
+        default = cls()
+        values: dict[str, object] = {
+            "host": config.get("console", "host", default.host),
+            "port": config.get("console", "port", default.port),
+            "url": config.get("console", "url", default.url),
+            "data_dir": Path(config.get("console", "data_dir", str(default.data_dir))),
+            "token_ttl_s": config.get("console", "token_ttl_s", default.token_ttl_s),
+            "session_ttl_s": config.get("console", "session_ttl_s", default.session_ttl_s),
+            "bootstrap_servers": config.get("bus", "bootstrap_servers", default.bootstrap_servers),
+            "hbase_host": config.get("hbase", "host", default.hbase_host),
+            "hbase_port": config.get("hbase", "port", default.hbase_port),
+            "s3_endpoint": config.get("object_storage", "endpoint", default.s3_endpoint),
+            "s3_access_key": config.get("object_storage", "access_key", default.s3_access_key),
+            "s3_secret_key": config.get("object_storage", "secret_key", default.s3_secret_key),
+            "map_path": map_path(config),
+            "topics": Topics.from_config(config),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
