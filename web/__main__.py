@@ -1,4 +1,8 @@
-"""``python -m web [--config F] [--host H] [--port P]``: serve the operator console (uvicorn)."""
+"""``python -m web [--config F] [--host H] [--port P]``: serve the operator console (uvicorn).
+
+``python -m web [--config F] users add NAME --role ROLE`` (password on stdin), ``users list`` and
+``users remove NAME`` manage the console's users (see ``web.auth.cli``).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,32 @@ import argparse
 import logging
 import sys
 
-import uvicorn
-
 from contracts.config import Config, add_config_flag, preparse_config
-from web.app import create_app
+from web.auth.cli import add_users_parser, run_users
 from web.settings import ConsoleSettings
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     config = preparse_config(argv)
-    parser = argparse.ArgumentParser(prog="python -m web", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m web", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
     parser.add_argument("--host", default=None, help="listen address (default [console] host)")
     parser.add_argument("--port", type=int, default=None, help="listen port (default [console] port)")
     parser.add_argument("--data-dir", default=None, help="console state: signing key, admin password file")
+    add_users_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv), config
+
+
+def serve(settings: ConsoleSettings) -> int:
+    import uvicorn  # the users commands do not need the server's imports
+
+    from web.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
+                proxy_headers=False, server_header=False)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,10 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"bad config: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
-                proxy_headers=False, server_header=False)
-    return 0
+    if args.command == "users":
+        return run_users(args, settings)
+    return serve(settings)
 
 
 if __name__ == "__main__":

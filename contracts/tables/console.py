@@ -1,0 +1,73 @@
+"""The HBase layout of the operator console: users, page sessions and the audit trail.
+
+| table | row key | holds |
+|---|---|---|
+| ``console_user`` | ``username`` | family ``u``: role, argon2 hash, uid, created |
+| ``console_session`` | ``sha256(session id)`` hex | family ``s``: username, uid, expires (epoch s) |
+| ``console_audit`` | ``reversed_ms(time):random`` | family ``a``: time, user, action, target, detail JSON, outcome |
+
+These tables depart from the salted-prefix rule on purpose: users are a handful of rows read by name
+and listed in name order; a session key is already a hash (uniform, and a dump of the table holds no
+usable cookie); the audit trail is written at the pace of people typing commands and is read newest
+first across all users, which one unsalted, reversed-time key gives as a plain scan.
+
+A user's ``uid`` is drawn anew each time the name is (re)created; tokens and sessions carry it, so
+removing a user (and even re-adding the same name) ends every token and session issued before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from typing import Any
+
+from . import Families, ensure_tables, reversed_ms
+
+USER_TABLE = "console_user"
+SESSION_TABLE = "console_session"
+AUDIT_TABLE = "console_audit"
+TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}}}
+
+
+def user_row_key(username: str) -> bytes:
+    return username.encode()
+
+
+def user_row(username: str, role: str, password_hash: str, uid: str, created: str) -> dict[bytes, bytes]:
+    return {b"u:username": username.encode(), b"u:role": role.encode(), b"u:hash": password_hash.encode(),
+            b"u:uid": uid.encode(), b"u:created": created.encode()}
+
+
+def read_user(cells: dict[bytes, bytes]) -> dict[str, str]:
+    return {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
+
+
+def session_row_key(session_id: str) -> bytes:
+    return hashlib.sha256(session_id.encode()).hexdigest().encode()
+
+
+def session_row(username: str, uid: str, expires: int) -> dict[bytes, bytes]:
+    return {b"s:username": username.encode(), b"s:uid": uid.encode(), b"s:expires": str(expires).encode()}
+
+
+def audit_row_key(ms: int) -> bytes:
+    """Newest first; the random tail keeps two commands in the same millisecond apart."""
+    return f"{reversed_ms(ms)}:{secrets.token_hex(4)}".encode()
+
+
+def audit_row(time: str, user: str, action: str, target: str, detail: dict[str, Any],
+              outcome: str) -> dict[bytes, bytes]:
+    return {b"a:time": time.encode(), b"a:user": user.encode(), b"a:action": action.encode(),
+            b"a:target": target.encode(), b"a:detail": json.dumps(detail, ensure_ascii=False).encode(),
+            b"a:outcome": outcome.encode()}
+
+
+def read_audit(cells: dict[bytes, bytes]) -> dict[str, Any]:
+    entry: dict[str, Any] = {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
+    entry["detail"] = json.loads(entry.get("detail") or "{}")
+    return entry
+
+
+def ensure_console_tables(connection: Any) -> None:
+    ensure_tables(connection, TABLES)

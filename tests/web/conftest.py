@@ -1,0 +1,198 @@
+"""Console fixtures: a real broker, HBase gateway and ``python -m web`` subprocess, users of each role.
+
+``console`` is one console per test session (with its broker and gateway), users ``viewer``,
+``operator`` and ``admin`` already created through the real ``users add`` CLI; tests that change
+shared state use their own names. ``make_console(**console_keys)`` starts more consoles on the same
+backends (and so the same users) with other ``[console]`` settings, e.g. a short ``token_ttl_s``.
+
+    def test_x(console):
+        r = console.client("viewer").get("/api/v1/auth/me")   # bearer token of that role
+        r = console.client(None).get(...)                      # no credentials
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.hbase.conftest import Gateway, start_gateway
+from tests.support.broker_process import BrokerProcess
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ("viewer", "operator", "admin")
+_names = itertools.count()
+
+
+def password_of(username: str) -> str:
+    """The password the fixtures give every user they create."""
+    return f"{username}-secret-pw"
+
+
+@dataclass
+class Backing:
+    """The processes a console talks to."""
+
+    broker: BrokerProcess
+    gateway: Gateway
+    root: Path
+
+
+def write_config(path: Path, backing: Backing, port: int, data_dir: Path, **console: Any) -> Path:
+    """A solution config naming the test's broker and gateway; ``console`` adds/overrides ``[console]`` keys."""
+    keys = {"host": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}", "data_dir": str(data_dir),
+            **console}
+    lines = [
+        "[bus]", f'bootstrap_servers = "{backing.broker.bootstrap}"',
+        "[hbase]", 'host = "127.0.0.1"', f"port = {backing.gateway.port}",
+        "[object_storage]", f'endpoint = "127.0.0.1:{free_port()}"', 'access_key = "k"', 'secret_key = "s"',
+        "[map]", f'path = "{backing.root / "deployment_map.json"}"',
+        "[console]", *(f"{key} = {_toml(value)}" for key, value in keys.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def run_cli(config: Path, *args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m web --config CONFIG ARGS...`` as a real subprocess."""
+    return subprocess.run([sys.executable, "-m", "web", "--config", str(config), *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class ConsoleProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    config: Path
+    data_dir: Path
+    log_path: Path
+    backing: Backing
+    _tokens: dict[str, str] = field(default_factory=dict)
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def map_path(self) -> Path:
+        return self.backing.root / "deployment_map.json"
+
+    def cli(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return run_cli(self.config, *args, stdin=stdin)
+
+    def login(self, username: str, password: str | None = None) -> httpx.Response:
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            return client.post("/api/v1/auth/token",
+                               data={"username": username, "password": password or password_of(username)})
+
+    def token(self, username: str) -> str:
+        if username not in self._tokens:
+            response = self.login(username)
+            assert response.status_code == 200, response.text
+            self._tokens[username] = response.json()["access_token"]
+        return self._tokens[username]
+
+    def client(self, username: str | None, **kwargs: Any) -> httpx.Client:
+        """An httpx client on the console, with ``username``'s bearer token (None: no credentials)."""
+        headers = {"Authorization": f"Bearer {self.token(username)}"} if username else {}
+        client = httpx.Client(base_url=self.url, headers=headers, timeout=kwargs.pop("timeout", 30), **kwargs)
+        self._clients.append(client)
+        return client
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        for client in self._clients:
+            client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def start_console(backing: Backing, timeout: float = 60, **console: Any) -> ConsoleProcess:
+    """Write a config, start ``python -m web`` and wait until ``/api/v1/health`` answers."""
+    n = next(_names)
+    port = free_port()
+    data_dir = backing.root / f"console-{n}"
+    config = write_config(backing.root / f"console-{n}.toml", backing, port, data_dir, **console)
+    log_path = backing.root / f"console-{n}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(config)], cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    console_process = ConsoleProcess(proc, port, config, data_dir, log_path, backing)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            console_process.stop()
+            raise RuntimeError(f"console did not start:\n{log_path.read_text(errors='replace')[-4000:]}")
+        try:
+            if httpx.get(f"{console_process.url}/api/v1/health", timeout=10).status_code == 200:
+                return console_process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def console_backing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backing]:
+    root = tmp_path_factory.mktemp("console")
+    broker = BrokerProcess(root / "broker").start()
+    try:
+        gateway = start_gateway(root / "hbase", log_dir=root)
+    except BaseException:
+        broker.stop()
+        raise
+    try:
+        yield Backing(broker, gateway, root)
+    finally:
+        gateway.kill()
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def console(console_backing: Backing) -> Iterator[ConsoleProcess]:
+    """One console for the session, with users ``viewer``, ``operator``, ``admin`` made by the real CLI."""
+    proc = start_console(console_backing)
+    try:
+        for role in ROLES:
+            result = proc.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
+            assert result.returncode == 0, result.stderr
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def make_console(console: ConsoleProcess) -> Iterator[Callable[..., ConsoleProcess]]:
+    """More consoles on the session's backends (same users) with other ``[console]`` keys; stopped at teardown."""
+    started: list[ConsoleProcess] = []
+
+    def factory(**console_keys: Any) -> ConsoleProcess:
+        proc = start_console(console.backing, **console_keys)
+        started.append(proc)
+        return proc
+
+    yield factory
+    for proc in started:
+        proc.stop()

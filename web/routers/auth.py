@@ -1,0 +1,61 @@
+"""``/api/v1/auth``: OAuth2 password flow for the API, a session cookie for the pages, logout, me.
+
+Logins are sync routes (argon2 verification is CPU work, so it runs in the thread pool, not on the
+event loop). A name locked by the throttle gets 429 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi.security import OAuth2PasswordRequestForm
+
+from web.auth import COOKIE_NAME, LoginFailed, LoginThrottled, StoredUser
+from web.dependencies import CSRF_HEADER, CSRF_VALUE, AuthDep, SettingsDep, ViewerDep, unauthorized
+from web.models.auth import Token, UserOut
+
+router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
+
+LoginForm = Annotated[OAuth2PasswordRequestForm, Depends()]
+
+
+def _login(auth: AuthDep, form: OAuth2PasswordRequestForm) -> StoredUser:
+    try:
+        return auth.login(form.username, form.password)
+    except LoginThrottled as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc),
+                            headers={"Retry-After": str(exc.retry_after)}) from None
+    except LoginFailed:
+        raise unauthorized("wrong username or password") from None
+
+
+@router.post("/token", response_model=Token)
+def token(auth: AuthDep, form: LoginForm) -> Token:
+    user = _login(auth, form)
+    return Token(access_token=auth.signer.issue(user.username, user.uid), expires_in=auth.signer.ttl_s)
+
+
+@router.post("/session", response_model=UserOut)
+def session(auth: AuthDep, settings: SettingsDep, form: LoginForm, response: Response) -> UserOut:
+    user = _login(auth, form)
+    session_id = auth.sessions.open(user.username, user.uid)
+    response.set_cookie(COOKIE_NAME, session_id, max_age=settings.session_ttl_s, httponly=True, samesite="strict",
+                        secure=settings.url.startswith("https:"), path="/")
+    return UserOut(username=user.username, role=user.role)
+
+
+@router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)
+def logout(auth: AuthDep, request: Request, response: Response) -> None:
+    """Ends the cookie's session (a bearer token simply expires); the CSRF header is required with a cookie."""
+    session_id = request.cookies.get(COOKIE_NAME)
+    if session_id:
+        if request.headers.get(CSRF_HEADER) != CSRF_VALUE:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"missing header {CSRF_HEADER}: {CSRF_VALUE}")
+        auth.sessions.close(session_id)
+    response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
+
+
+@router.get("/me", response_model=UserOut)
+def me(user: ViewerDep) -> UserOut:
+    return user
