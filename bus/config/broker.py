@@ -124,7 +124,11 @@ BROKER_CONFIGS = ConfigDef(
                   "How often expired producer state is removed.", at_least=1),
         ConfigKey("max.incremental.fetch.session.cache.slots", _T.INT, "1000",
                   "Incremental fetch sessions (KIP-227) the broker keeps.", at_least=0),
-        ConfigKey("transactional.id.expiration.ms", _T.INT, "604800000", "Idle transactional id expiry."),
+        ConfigKey("transactional.id.expiration.ms", _T.INT, "604800000",
+                  "Forget a transactional id with no transaction in progress after this long without "
+                  "an update (a tombstone in __transaction_state).", at_least=1),
+        ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, "3600000",
+                  "How often expired transactional ids are removed.", at_least=1),
         ConfigKey("group.consumer.heartbeat.interval.ms", _T.INT, "5000", "KIP-848 member heartbeat interval.",
                   at_least=1),
         ConfigKey("group.consumer.session.timeout.ms", _T.INT, "45000", "KIP-848 member session timeout.",

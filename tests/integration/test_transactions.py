@@ -523,6 +523,44 @@ def test_broker_kill_9_mid_transaction_aborts_it_after_the_timeout(make_broker, 
         del producer
 
 
+def test_idle_transactional_ids_expire(make_broker, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+    """transactional.id.expiration.ms (small here): ids with no transaction in progress are forgotten
+    once idle that long, through a tombstone in __transaction_state, so a restart does not bring them
+    back; an open transaction's id stays; an expired id's next InitProducerId gets a new producer id."""
+    broker = make_broker({"transactional.id.expiration.ms": "1500",
+                          "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name)
+    idle = txn_producer(bootstrap, f"{topic_name}-idle")
+    done = txn_producer(bootstrap, f"{topic_name}-done")
+    done.begin_transaction()
+    produce_all(done, topic_name, [b"committed"])
+    done.commit_transaction(10)
+    old_pid = describe_txn(bootstrap, f"{topic_name}-done").producer_id
+    open_ = txn_producer(bootstrap, f"{topic_name}-open", timeout_ms=60000)
+    open_.begin_transaction()
+    produce_all(open_, topic_name, [b"open"])
+
+    def remaining() -> set[str]:
+        admin = kafka_python_admin(bootstrap)
+        try:
+            return {t.transactional_id for t in _listed(admin) if t.transactional_id.startswith(topic_name)}
+        finally:
+            admin.close()
+
+    wait_for(lambda: remaining() == {f"{topic_name}-open"}, 15, "the idle ids to expire")
+    open_.abort_transaction(10)
+    del idle, done, open_
+    broker.stop()
+    broker.start()
+    assert f"{topic_name}-done" not in remaining()
+    again = txn_producer(broker.bootstrap, f"{topic_name}-done")
+    described = describe_txn(broker.bootstrap, f"{topic_name}-done")
+    assert (state_name(described), described.producer_epoch) == ("Empty", 0)
+    assert described.producer_id != old_pid
+    del again
+
+
 def test_transaction_open_across_broker_kill_9_can_still_commit(make_broker, topic_name: str) -> None:  # type: ignore[no-untyped-def]
     """A broker that comes back within the transaction's timeout resumes it: the producer (same
     instance, same epoch) adds more records and commits, and everything becomes visible at once."""

@@ -284,6 +284,34 @@ def test_state_is_reloaded_from_the_transaction_log(tmp_path: Path) -> None:
         _close(broker)
 
 
+def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path: Path) -> None:
+    """transactional.id.expiration.ms: ids in Empty/CompleteCommit/CompleteAbort idle that long are
+    tombstoned in __transaction_state and forgotten (also by a reload); an Ongoing one never expires."""
+    broker = _open(tmp_path / "data")
+    broker.controller.create_topic(TopicSpec("t", 2, 1))
+    tc = broker.transactions
+    expiry = tc.config.id_expiration_ms
+    pid_empty, _ = tc.init_producer_id("empty", 5000)
+    pid_done, _ = tc.init_producer_id("done", 5000)
+    tc.add_partitions("done", pid_done, 0, [("t", 0)], FENCED)
+    tc.end_txn("done", pid_done, 0, False, FENCED)
+    pid_open, _ = tc.init_producer_id("open", 5000)
+    tc.add_partitions("open", pid_open, 0, [("t", 1)], FENCED)
+    last = max(md.last_update_ms for md in tc.txns.values())
+    assert tc.expire_transactional_ids(min(md.last_update_ms for md in tc.txns.values()) + expiry - 1) == []
+    assert sorted(tc.expire_transactional_ids(last + expiry)) == ["done", "empty"]
+    assert set(tc.txns) == {"open"}
+    _close(broker)
+    broker = _open(tmp_path / "data")
+    try:
+        tc = broker.transactions
+        assert set(tc.txns) == {"open"}  # the tombstones are in the log, not just out of memory
+        pid, epoch = tc.init_producer_id("done", 5000)  # an expired id starts afresh
+        assert epoch == 0 and pid not in {pid_empty, pid_done, pid_open}
+    finally:
+        _close(broker)
+
+
 @pytest.mark.parametrize("commit", [True, False])
 def test_crash_between_prepare_and_markers_is_completed_on_load(tmp_path: Path, commit: bool) -> None:
     """PrepareCommit/PrepareAbort is the decision: a coordinator that died before writing the markers
@@ -315,31 +343,3 @@ def test_crash_between_prepare_and_markers_is_completed_on_load(tmp_path: Path, 
         assert len(_markers(broker)) == 1
     finally:
         _close(broker)
-
-
-def test_aborted_between_matches_a_full_scan() -> None:
-    """The bisected lookup read_committed fetches use must find exactly the overlapping aborts,
-    including long transactions that started well before the fetch offset (also after a snapshot)."""
-    import random
-
-    from bus.broker.producer_state import ProducerEntry, ProducerStateManager
-
-    rng = random.Random(7)
-    state = ProducerStateManager()
-    offset = 0
-    for _ in range(400):
-        pid = rng.randrange(6)
-        entry = state.producers.setdefault(pid, ProducerEntry(pid))
-        if entry.txn_first_offset is None:
-            entry.txn_first_offset = offset  # its first transactional batch
-        elif rng.random() < 0.5:
-            state.complete_txn(pid, 0, offset, aborted=rng.random() < 0.7)  # its marker
-        offset += rng.randrange(1, 5)
-    everything = list(state.aborted)
-    assert len(everything) > 50 and state.max_aborted_span > 20
-    restored = ProducerStateManager.from_json(state.to_json())
-    for start in range(0, offset + 5, 3):
-        for end in (start + 1, start + 17, offset + 1):
-            expected = [t for t in everything if t.last_offset >= start and t.first_offset < end]
-            assert state.aborted_between(start, end) == expected
-            assert restored.aborted_between(start, end) == expected

@@ -45,6 +45,8 @@ class TxnConfig:
     replication_factor: int = 3
     max_timeout_ms: int = 900000
     abort_check_interval_ms: int = 10000
+    id_expiration_ms: int = 604800000
+    id_expiration_check_interval_ms: int = 3600000
 
     @classmethod
     def from_broker(cls, config: Any) -> TxnConfig:
@@ -53,6 +55,8 @@ class TxnConfig:
             replication_factor=int(config["transaction.state.log.replication.factor"]),
             max_timeout_ms=int(config["transaction.max.timeout.ms"]),
             abort_check_interval_ms=int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+            id_expiration_check_interval_ms=int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
         )
 
 
@@ -64,13 +68,13 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.topic = InternalTopic(writer, topics, TOPIC, config.num_partitions, config.replication_factor,
                                    {"min.insync.replicas": "1", "segment.bytes": str(100 * 1024 * 1024)})
+        self.config = config
         self.max_timeout_ms = config.max_timeout_ms
-        self.check_interval = config.abort_check_interval_ms / 1000
         self.txns: dict[str, TxnMetadata] = {}
         # Called with (producer id, commit) once a transaction's markers are written: the group
         # coordinator makes that producer's transactional offsets visible or drops them.
         self.completion_listeners: list[Callable[[int, bool], None]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -91,19 +95,24 @@ class TransactionCoordinator:
         log.info("loaded %d transactional ids from %s", len(self.txns), TOPIC)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._abort_expired_forever())
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.abort_check_interval_ms, self.abort_expired)),
+            asyncio.create_task(self._every(self.config.id_expiration_check_interval_ms,
+                                            self.expire_transactional_ids)),
+        ]
 
     def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
 
-    async def _abort_expired_forever(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, work: Callable[[int], list[str]]) -> None:
         while True:
-            await asyncio.sleep(self.check_interval)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                self.abort_expired(_now())
+                work(_now())
             except Exception:
-                log.exception("aborting timed-out transactions failed")
+                log.exception("transaction coordinator task %s failed", work.__name__)
 
     def abort_expired(self, now_ms: int) -> list[str]:
         """Abort Ongoing transactions past their timeout, fencing the producer with a bumped epoch."""
@@ -115,6 +124,25 @@ class TransactionCoordinator:
                 self._fence_and_abort(md)
                 aborted.append(md.transactional_id)
         return aborted
+
+    def expire_transactional_ids(self, now_ms: int) -> list[str]:
+        """Forget ids idle for `transactional.id.expiration.ms` with no transaction in progress (Kafka's
+        removeExpiredTransactionalIds): a tombstone in `__transaction_state`, then out of memory, so
+        neither this broker nor a reload remembers them; their next InitProducerId starts afresh."""
+        expired = []
+        for md in list(self.txns.values()):
+            if md.completed and md.last_update_ms <= now_ms - self.config.id_expiration_ms:
+                partition = partition_for(md.transactional_id, self.topic.partitions)
+                try:
+                    self.topic.append(partition, [(records.encode_key(md.transactional_id), None)])
+                except KafkaApiError as exc:
+                    log.warning("could not expire transactional id %s: %s", md.transactional_id, exc.code.name)
+                    continue
+                del self.txns[md.transactional_id]
+                expired.append(md.transactional_id)
+        if expired:
+            log.info("removed %d expired transactional ids", len(expired))
+        return expired
 
     # -- persistence -------------------------------------------------------------------------------
 
