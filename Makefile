@@ -3,7 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The console's front-end packages (npm ci once; its postinstall copies their dist files to web/static/vendor).
+NPM_STAMP := web/static/vendor/.installed
 DATA ?= data
+# apt-get install as root, else through sudo.
+APT_INSTALL = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); \
+  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); fi
 
 .PHONY: up down test install system-deps java-runtime lint bench clean
 
@@ -13,19 +18,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(NPM_STAMP): web/frontend/package.json web/frontend/package-lock.json
+	npm ci --prefix web/frontend --no-audit --no-fund
+	touch $(NPM_STAMP)
 
-# Debian packages the tests use (kcat is one of the broker's judges).
+install: $(STAMP) $(NPM_STAMP)
+
+# Debian packages the tests use: kcat is one of the broker's judges; chromium runs the console's browser
+# tests (Playwright drives /usr/bin/chromium) and fonts-noto-cjk lets it draw the Chinese pages.
 system-deps: java-runtime
-	@command -v kcat >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; fi; }
+	@command -v kcat >/dev/null 2>&1 || { $(call APT_INSTALL,kcat); }
+	@test -x /usr/bin/chromium && fc-list | grep -q "Noto Sans CJK" || { $(call APT_INSTALL,chromium fonts-noto-cjk); }
 
 # Spark (pyspark, spark-submit) needs a Java 17+ runtime.
 java-runtime:
-	@command -v java >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; fi; }
+	@command -v java >/dev/null 2>&1 || { $(call APT_INSTALL,openjdk-17-jre-headless); }
 
 up: install java-runtime
 	@mkdir -p $(DATA)
@@ -49,4 +56,4 @@ bench: install
 	$(BIN)/python benchmarks/client_throughput.py
 
 clean:
-	rm -rf $(VENV) $(DATA) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DATA) .pytest_cache .ruff_cache web/frontend/node_modules web/static/vendor

@@ -1,0 +1,36 @@
+"""The console's message catalogs: Chinese (the default) and English, one JSON file per language.
+
+Every string a page shows comes from here, both in templates (``t("key")``) and in page scripts
+(the catalog is embedded in each page as JSON), so a translation is a change of one file. The
+choice is a ``lang`` cookie, so it survives reloads and new tabs without a user setting.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+LANGUAGES = ("zh", "en")
+DEFAULT_LANGUAGE = "zh"
+COOKIE = "lang"
+_HERE = Path(__file__).parent
+
+
+@cache
+def catalog(lang: str) -> dict[str, str]:
+    """The messages of one language (read once per process)."""
+    if lang not in LANGUAGES:
+        raise KeyError(f"no catalog for language {lang!r}")
+    return json.loads((_HERE / f"{lang}.json").read_text(encoding="utf-8"))
+
+
+def language(cookie_value: str | None) -> str:
+    """The language a request asked for by cookie; anything unknown falls back to Chinese."""
+    return cookie_value if cookie_value in LANGUAGES else DEFAULT_LANGUAGE
+
+
+def translate(lang: str, key: str, **params: object) -> str:
+    """One message with ``{name}`` placeholders filled; a missing key shows itself (visible in review)."""
+    text = catalog(lang).get(key, key)
+    return text.format(**params) if params else text

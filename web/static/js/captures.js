@@ -1,0 +1,149 @@
+// Capture search: by plate (the trajectory, drawn on the map) or by checkpoint and time range; pages by cursor.
+"use strict";
+
+(async () => {
+  const { api, t, el, showError, time, cityIso, cityLocalInput } = Console;
+  const error = document.getElementById("search-error");
+  const tbody = document.querySelector("#results tbody");
+  const empty = document.getElementById("results-empty");
+  const prev = document.getElementById("prev-page");
+  const next = document.getElementById("next-page");
+  const pageNo = document.getElementById("page-no");
+  const heading = document.getElementById("results-heading");
+  const detail = document.getElementById("detail");
+  let city = null;
+  // The current search: its query, the cursor of each page seen so far, and the page shown.
+  let search = null;
+
+  function byTime(a, b) {
+    return Date.parse(a.capture_time) - Date.parse(b.capture_time);
+  }
+
+  function render(items, isPlate) {
+    // A plate's page is listed as a trajectory: oldest first, numbered as drawn on the map.
+    const rows = isPlate ? [...items].sort(byTime) : items;
+    tbody.replaceChildren(...rows.map((item, i) => el("tr", {
+      tabindex: "0", dataset: { recordId: item.record_id },
+      onclick: () => openDetail(item), onkeydown: (e) => { if (e.key === "Enter") openDetail(item); },
+    },
+    el("td", {}, String(i + 1)),
+    el("td", { class: "mono" }, time(item.capture_time)),
+    el("td", {}, t(`kind.${item.kind}`)),
+    el("td", { class: "plate" }, item.plate_number || "—"),
+    el("td", { class: "mono" }, item.checkpoint_id),
+    el("td", {}, item.location && item.location.district ? item.location.district : "—"),
+    el("td", { class: "mono" }, item.device_ip || "—"))));
+    empty.hidden = rows.length > 0;
+    if (city) {
+      if (isPlate) city.showTrajectory(rows);
+      else city.clearTrajectory();
+      if (!isPlate && search.params.checkpoint) city.select(search.params.checkpoint);
+    }
+  }
+
+  async function load() {
+    const cursor = search.cursors[search.page];
+    showError(error, null);
+    try {
+      const { data } = await api("/api/v1/captures", { params: { ...search.params, cursor } });
+      search.cursors[search.page + 1] = data.next;
+      render(data.items, Boolean(search.params.plate));
+      const label = search.params.plate ? t("captures.results_plate", { plate: search.params.plate })
+        : t("captures.results_checkpoint", { checkpoint: search.params.checkpoint });
+      heading.textContent = `${label} · ${t("captures.n_items", { n: data.items.length })}`;
+      pageNo.textContent = t("pager.page", { n: search.page + 1 });
+      prev.disabled = search.page === 0;
+      next.disabled = !data.next;
+    } catch (e) {
+      tbody.replaceChildren();
+      empty.hidden = true;
+      prev.disabled = true;
+      next.disabled = true;
+      showError(error, e);
+    }
+  }
+
+  function start(params) {
+    search = { params, cursors: [null], page: 0 };
+    detail.hidden = true;
+    const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v));
+    history.replaceState(null, "", `/captures?${query}`);
+    return load();
+  }
+
+  async function openDetail(item) {
+    for (const row of tbody.children) row.classList.toggle("selected", row.dataset.recordId === item.record_id);
+    detail.hidden = false;
+    document.getElementById("detail-id").textContent = item.record_id;
+    const dl = document.getElementById("detail-fields");
+    dl.replaceChildren(el("dt", {}, t("common.loading")));
+    try {
+      const { data } = await api(`/api/v1/captures/${encodeURIComponent(item.kind)}/${encodeURIComponent(item.record_id)}`);
+      const record = data.record && typeof data.record === "object" ? { ...data.record, ...data, record: undefined } : data;
+      const first = ["record_id", "kind", "capture_time", "ingest_time", "latency_ms"];
+      const keys = [...first.filter((k) => k in record), ...Object.keys(record).filter((k) => !first.includes(k)).sort()];
+      dl.replaceChildren(...keys.filter((k) => record[k] !== undefined).flatMap((k) => {
+        let value = record[k];
+        if (k === "latency_ms" && value !== null) value = `${value} ${t("unit.ms")}`;
+        else if (value !== null && typeof value === "object") value = JSON.stringify(value);
+        else if (k.endsWith("_time")) value = `${time(value)} (${value})`;
+        const text = value === null ? "—" : String(value);
+        return [el("dt", {}, t(`field.${k}`) === `field.${k}` ? k : t(`field.${k}`)),
+          el("dd", { class: "mono", title: text.length > 200 ? text : undefined }, text.length > 200 ? `${text.slice(0, 200)}…` : text)];
+      }));
+      if (city && record.checkpoint_id) city.select(record.checkpoint_id);
+    } catch (e) {
+      dl.replaceChildren();
+      showError(error, e);
+    }
+  }
+
+  document.getElementById("plate-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = new FormData(e.target);
+    start({ plate: form.get("plate").trim().toUpperCase(), limit: form.get("limit") });
+  });
+  document.getElementById("checkpoint-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = new FormData(e.target);
+    start({
+      checkpoint: form.get("checkpoint").trim(), start: cityIso(form.get("start")), end: cityIso(form.get("end")),
+      limit: form.get("limit"),
+    });
+  });
+  prev.addEventListener("click", () => {
+    search.page -= 1;
+    load();
+  });
+  next.addEventListener("click", () => {
+    search.page += 1;
+    load();
+  });
+
+  const now = new Date();
+  document.getElementById("end").value = cityLocalInput(now);
+  document.getElementById("start").value = cityLocalInput(new Date(now.getTime() - 3600000));
+
+  try {
+    const { data } = await api("/api/v1/map");
+    city = CityMap.create(document.getElementById("map"), data);
+    document.getElementById("checkpoint-options").replaceChildren(
+      ...data.checkpoints.map((c) => el("option", { value: c.checkpoint_id })));
+  } catch (e) {
+    showError(error, e);
+  }
+
+  const query = new URLSearchParams(window.location.search);
+  if (query.get("plate")) {
+    document.getElementById("plate").value = query.get("plate");
+    start({ plate: query.get("plate"), limit: query.get("limit") || "50" });
+  } else if (query.get("checkpoint")) {
+    document.getElementById("checkpoint").value = query.get("checkpoint");
+    if (query.get("start")) document.getElementById("start").value = query.get("start").slice(0, 19);
+    if (query.get("end")) document.getElementById("end").value = query.get("end").slice(0, 19);
+    start({
+      checkpoint: query.get("checkpoint"), start: query.get("start") || cityIso(document.getElementById("start").value),
+      end: query.get("end") || cityIso(document.getElementById("end").value), limit: query.get("limit") || "50",
+    });
+  }
+})();

@@ -1,0 +1,171 @@
+// Shared by every page: messages, the API wrapper, safe element building, formatting.
+// Data from the API is only ever put into the page as text (textContent), never as HTML.
+"use strict";
+
+const Console = (() => {
+  const page = JSON.parse(document.getElementById("page-data").textContent);
+  const messages = page.messages || {};
+
+  /** A message of the page's language with {name} placeholders filled. */
+  function t(key, params) {
+    let text = Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : key;
+    if (params) {
+      for (const [name, value] of Object.entries(params)) text = text.split(`{${name}}`).join(String(value));
+    }
+    return text;
+  }
+
+  class ApiError extends Error {
+    constructor(status, detail, body, response) {
+      super(detail);
+      this.status = status;
+      this.body = body;
+      this.response = response;
+    }
+  }
+
+  /** The API's error body as one readable line: FastAPI's 422 lists name the field. */
+  function describe(status, body) {
+    const detail = body && body.detail;
+    if (Array.isArray(detail)) {
+      return detail.map((d) => `${(d.loc || []).filter((p) => p !== "query" && p !== "body").join(".")}: ${d.msg}`)
+        .join("; ");
+    }
+    if (typeof detail === "string") return body.backend ? `${t("error.backend", { name: body.backend })}: ${detail}` : detail;
+    return t("error.http", { status });
+  }
+
+  /**
+   * fetch() for /api/v1: the session cookie rides along, every request carries the CSRF header the API
+   * requires of cookie-authenticated writes, JSON in and out; a lapsed session goes back to the login page.
+   */
+  async function api(path, { method = "GET", json, form, params } = {}) {
+    const headers = { "X-Requested-With": "console", Accept: "application/json" };
+    let body;
+    if (json !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(json);
+    } else if (form !== undefined) {
+      body = new URLSearchParams(form);
+    }
+    let url = path;
+    if (params) {
+      const query = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") query.set(k, v);
+      if ([...query].length) url += `?${query}`;
+    }
+    const response = await fetch(url, { method, headers, body, credentials: "same-origin" });
+    const text = await response.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = { detail: text };
+    }
+    if (response.status === 401 && !path.startsWith("/api/v1/auth/")) {
+      window.location.assign(`/login?next=${encodeURIComponent(window.location.pathname + window.location.search)}`);
+    }
+    if (!response.ok) throw new ApiError(response.status, describe(response.status, data), data, response);
+    return { data, response };
+  }
+
+  /** An element with properties and children; strings become text nodes (never parsed as HTML). */
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k === "dataset") Object.assign(node.dataset, v);
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (k in node && typeof v !== "string") node[k] = v;
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  /** Replace a table body's rows (each row an array of cells: text, node, or null for an empty cell). */
+  function fillRows(tbody, rows, rowProps) {
+    tbody.replaceChildren(...rows.map((cells, i) => el("tr", rowProps ? rowProps(i) : {},
+      ...cells.map((c) => el("td", {}, c === null || c === undefined ? "—" : c)))));
+  }
+
+  function showError(node, error) {
+    if (!error) {
+      node.hidden = true;
+      node.textContent = "";
+      return;
+    }
+    node.hidden = false;
+    node.textContent = error instanceof ApiError ? `${error.status}: ${error.message}` : String(error.message || error);
+  }
+
+  const locale = page.lang === "en" ? "en-US" : "zh-CN";
+  const numberFormat = new Intl.NumberFormat(locale, { maximumFractionDigits: 1 });
+
+  function number(value) {
+    return value === null || value === undefined ? "—" : numberFormat.format(value);
+  }
+
+  function bytes(value) {
+    if (value === null || value === undefined) return "—";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let v = value;
+    let u = 0;
+    while (v >= 1024 && u < units.length - 1) {
+      v /= 1024;
+      u += 1;
+    }
+    return `${numberFormat.format(v)} ${units[u]}`;
+  }
+
+  /** A duration in milliseconds in the largest sensible unit (retention, latency). */
+  function duration(ms) {
+    if (ms === null || ms === undefined) return "—";
+    if (ms < 0) return t("bus.forever");
+    const steps = [[86400000, "unit.day"], [3600000, "unit.hour"], [60000, "unit.minute"], [1000, "unit.second"]];
+    for (const [size, key] of steps) if (ms >= size) return `${numberFormat.format(ms / size)} ${t(key)}`;
+    return `${numberFormat.format(ms)} ${t("unit.ms")}`;
+  }
+
+  /** Epoch milliseconds or an ISO string as the city's local time (UTC+8), the way operators read it. */
+  function time(value) {
+    if (value === null || value === undefined || value === "") return "—";
+    const date = typeof value === "number" ? new Date(value) : new Date(value);
+    if (Number.isNaN(date.getTime())) return String(value);
+    const shifted = new Date(date.getTime() + 8 * 3600000);
+    return shifted.toISOString().replace("T", " ").replace(/\.\d+Z$/, "").replace("Z", "");
+  }
+
+  /** A datetime-local input's value (city time) as ISO-8601 with the city's offset, as the API wants. */
+  function cityIso(localValue) {
+    if (!localValue) return "";
+    const withSeconds = localValue.length === 16 ? `${localValue}:00` : localValue;
+    return `${withSeconds}+08:00`;
+  }
+
+  function cityLocalInput(date) {
+    return new Date(date.getTime() + 8 * 3600000).toISOString().slice(0, 19);
+  }
+
+  function hasRole(role) {
+    const order = ["viewer", "operator", "admin"];
+    return Boolean(page.user) && order.indexOf(page.user.role) >= order.indexOf(role);
+  }
+
+  const logout = document.getElementById("logout");
+  if (logout) {
+    logout.addEventListener("click", async () => {
+      try {
+        await api("/api/v1/auth/logout", { method: "POST" });
+      } finally {
+        window.location.assign("/login");
+      }
+    });
+  }
+
+  return { page, t, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole };
+})();
