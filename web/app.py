@@ -6,6 +6,7 @@ Errors a user can cause are answered with a 4xx naming what was wrong; an unreac
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,14 +14,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from web.audit import AuditLog
+from web.auth import Auth
 from web.backends import Backends, BackendUnavailable
+from web.events import EventHub, hub_topics
 from web.metrics import ConsoleMetrics, MetricsMiddleware
-from web.routers import health
+from web.overview import Overview
+from web.routers import audit, auth, events, health, overview, pages, users
 from web.settings import ConsoleSettings
 
 log = logging.getLogger(__name__)
 
-ROUTERS = (health.router,)
+ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
@@ -28,17 +33,27 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.hub.start(asyncio.get_running_loop())
+        app.state.overview.start(backends)
         yield
+        await app.state.overview.stop()
+        app.state.hub.stop()
         backends.close()
 
     app = FastAPI(title="Security-video data bus console", version="1", lifespan=lifespan,
                   openapi_url="/openapi.json", docs_url="/docs", redoc_url=None)
     app.state.settings = settings
     app.state.backends = backends
+    app.state.auth = Auth(settings, backends)
+    app.state.audit = AuditLog(backends.hbase)
     metrics = ConsoleMetrics()
     app.state.metrics = metrics
+    app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))
+    app.state.hub.register_metrics(metrics.registry)
+    app.state.overview = Overview(settings.topics, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_route("/metrics", metrics.endpoint, include_in_schema=False)
+    app.mount("/static", pages.static_files(), name="static")
     for router in ROUTERS:
         app.include_router(router)
 

@@ -63,8 +63,10 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
     lang = i18n.language(request.cookies.get(i18n.COOKIE))
     messages = i18n.catalog(lang)
     nav = [p for p in PAGES if user is not None and user.role.allows(p.role)]
+    topics = request.app.state.settings.topics
     page_data = {"lang": lang, "messages": messages, "page": page,
-                 "user": user.model_dump(mode="json") if user else None, **context.pop("page_data", {})}
+                 "user": user.model_dump(mode="json") if user else None,
+                 "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts}}
     response = templates.TemplateResponse(request, template, {
         "t": lambda key, **params: i18n.translate(lang, key, **params),
         "lang": lang, "languages": i18n.LANGUAGES, "page": page, "user": user, "nav": nav,
