@@ -1,0 +1,76 @@
+"""``GET /api/v1/overview`` through a real console, fed ``ingest.stats`` and ``alerts`` records on the bus."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.web.conftest import ConsoleProcess
+from tests.web.test_events import produce
+
+STATS = "ingest.stats"
+ALERTS = "alerts"
+
+
+def stats(job: str, batch_id: int, read: int, rows: int, p50: float, p99: float, count: int,
+          invalid: int = 0, unrecognized: int = 0, window_s: float = 2.0) -> dict[str, Any]:
+    """The shape the ingest job publishes (see web/ingest_figures.py)."""
+    return {"job": job, "batch_id": batch_id, "time": datetime.now(UTC).isoformat(), "window_s": window_s,
+            "read": read, "valid": read - invalid - unrecognized, "unrecognized": unrecognized, "invalid": invalid,
+            "rows_written": rows,
+            "latency_ms": {"capture_to_bus": {"p50": 1, "p95": 2, "p99": 3, "max": 4, "count": count},
+                           "capture_to_ingest": {"p50": p50, "p95": p99, "p99": p99, "max": p99, "count": count}},
+            "devices": []}
+
+
+def overview_until(console: ConsoleProcess, done: Callable[[dict[str, Any]], bool], timeout: float = 30
+                   ) -> dict[str, Any]:
+    client = console.client("viewer")
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get("/api/v1/overview").json()
+        if done(body):
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
+
+
+def test_overview_figures_from_stats_and_alerts(console: ConsoleProcess,
+                                                make_console: Callable[..., ConsoleProcess]) -> None:
+    fresh = make_console()
+    before = overview_until(fresh, lambda b: b["open_alerts"] is not None and b["health"] is not None)
+    # Nothing reported yet: null, never invented zeros.
+    assert before["ingest"] == {"window_s": 60.0, "batches": 0, "records_per_s": None, "rows_per_s": None,
+                                "latency_ms": {"p50": None, "p99": None}, "invalid": None, "unrecognized": None,
+                                "last_batch_age_s": None}
+    assert before["open_alerts"] == 0
+    assert before["health"]["bus"]["up"] and before["health"]["hbase"]["up"]
+    assert not before["health"]["object_store"]["up"] and before["health"]["object_store"]["error"]
+
+    # job a: 600 records (580 rows) over 6 s of batches: 100/s; job b: 100 over 2 s: 50/s. Unusable records are skipped.
+    produce(fresh, STATS, stats("a", 1, 200, 190, 10, 50, 100, invalid=5))
+    produce(fresh, STATS, stats("a", 2, 400, 390, 30, 90, 300, unrecognized=7, window_s=4.0))
+    produce(fresh, STATS, b"not json at all")
+    produce(fresh, STATS, {"batch_id": 3, "read": 10**9})  # no job
+    produce(fresh, STATS, {"job": "c", "window_s": 0, "read": 10**9})  # no window
+    produce(fresh, STATS, stats("b", 9, 100, 100, 70, 130, 100))
+    produce(fresh, ALERTS, {"status": "firing", "name": "x"}, key=b"fp-1")
+    produce(fresh, ALERTS, {"status": "firing", "name": "y"}, key=b"fp-2")
+    produce(fresh, ALERTS, {"status": "resolved", "name": "x"}, key=b"fp-1")
+
+    def complete(body: dict[str, Any]) -> bool:
+        return body["ingest"]["batches"] == 3 and body["open_alerts"] == 1
+
+    expected_ingest = {"records_per_s": 150.0, "rows_per_s": 146.667, "invalid": 5, "unrecognized": 7,
+                       # latest batch of a (count 300: p50 30, p99 90) and of b (count 100: 70, 130)
+                       "latency_ms": {"p50": 40.0, "p99": 100.0}}
+    body = overview_until(fresh, complete)
+    assert {k: body["ingest"][k] for k in expected_ingest} == expected_ingest
+    assert 0 <= body["ingest"]["last_batch_age_s"] < 30
+
+    # A console started now re-reads the last minute of stats and all alerts: same figures at once.
+    restarted = overview_until(make_console(), complete)
+    assert {k: restarted["ingest"][k] for k in expected_ingest} == expected_ingest
+    assert restarted["open_alerts"] == 1
