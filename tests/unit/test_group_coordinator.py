@@ -20,6 +20,7 @@ from bus.coordinator.group.group import GroupState
 from bus.coordinator.group.member import JoinResult, SyncResult
 from bus.coordinator.group.offset_store import StoredRecord, StoreError
 from bus.coordinator.partitioning import partition_for
+from bus.protocol.topic_partition import TopicPartition
 
 PARTITIONS = 5
 CONFIG = GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0)
@@ -313,16 +314,16 @@ def test_offsets_of_deleted_topics_are_removed() -> None:
         value = rec.OffsetValue(1, "", c.clock())
         c.commit_offsets("s", "", None, -1, {("kept", 0): value, ("deleted", 0): value}, 8)
         c.on_metadata([{"type": "topic", "name": "x"}], {"kept"})  # not a deletion: nothing happens
-        assert len(c.groups["s"].offsets) == 2
+        assert len(c.offsets.of("s")) == 2
         c.on_metadata([{"type": "remove_topic", "topic_id": "..."}], {"kept"})
-        assert list(c.groups["s"].offsets) == [("kept", 0)]
+        assert list(c.offsets.of("s")) == [("kept", 0)]
 
     store = run(body)
     run(lambda c, _s: _assert_offsets(c, "s", [("kept", 0)]), store)
 
 
 async def _assert_offsets(c: GroupCoordinator, group_id: str, expected: list[tuple[str, int]]) -> None:
-    assert list(c.groups[group_id].offsets) == expected
+    assert list(c.offsets.of(group_id)) == expected
 
 
 def test_group_max_size() -> None:
@@ -415,12 +416,12 @@ def test_kip848_groups_share_the_offsets_and_the_admin_apis() -> None:
         assert (await join(c, join_request())).error == ErrorCode.none  # group "g" is unrelated
         joined = join(c, JoinRequest("m", "", None, "c", "/h", 200, 300, "consumer", (("range", b""),)))
         assert (await joined).error == ErrorCode.inconsistent_group_protocol
-        c.groups["m"].offsets[("t", 0)] = rec.OffsetValue(8, "", 0)  # ancient, but the group is alive
+        c.offsets.load("m", {TopicPartition("t", 0): rec.OffsetValue(8, "", 0)})  # ancient, but the group is alive
         c.expire_offsets()
-        assert ("t", 0) in c.groups["m"].offsets
+        assert ("t", 0) in c.offsets.of("m")
         assert c.delete_groups(["m"]) == {"m": ErrorCode.non_empty_group}
         modern.groups["m"].members.clear()
         assert c.delete_groups(["m"]) == {"m": ErrorCode.none}
-        assert "m" not in c.groups and "m" not in modern.groups
+        assert "m" not in c.groups and "m" not in modern.groups and not c.offsets.of("m")
 
     run(body)

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from bus.coordinator.group.group import ClassicGroup, GroupState, IllegalTransition, subscribed_topics
 from bus.coordinator.group.member import JoinResult, Member
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.topic_partition import TopicPartition
 
 
 def subscription(*topics: str) -> bytes:
@@ -121,21 +122,22 @@ def test_offset_commit_validation() -> None:
 def test_offset_expiry_semantics() -> None:
     clock = [1_000]
     group = ClassicGroup("g", clock=lambda: clock[0])
-    group.offsets[("t", 0)] = OffsetValue(1, "", commit_timestamp=0)
+    offsets: dict[TopicPartition, OffsetValue] = {}
+    offsets[TopicPartition("t", 0)] = OffsetValue(1, "", commit_timestamp=0)
     # standalone group (no protocol type): by commit time
-    assert group.expired_offsets(now=99, retention_ms=100) == []
-    assert group.expired_offsets(now=100, retention_ms=100) == [("t", 0)]
+    assert group.expired_offsets(offsets, now=99, retention_ms=100) == []
+    assert group.expired_offsets(offsets, now=100, retention_ms=100) == [("t", 0)]
     # a consumer group that went Empty at t=1000: from then on, whatever the commit time
     group.add(member("a", "range"))
     group.transition_to(GroupState.PREPARING_REBALANCE)
     group.remove("a")
     group.init_next_generation()
     assert group.is_(GroupState.EMPTY) and group.state_timestamp == 1_000
-    assert group.expired_offsets(now=1_099, retention_ms=100) == []
-    assert group.expired_offsets(now=1_100, retention_ms=100) == [("t", 0)]
+    assert group.expired_offsets(offsets, now=1_099, retention_ms=100) == []
+    assert group.expired_offsets(offsets, now=1_100, retention_ms=100) == [("t", 0)]
     # an explicit (v1) expire timestamp wins
-    group.offsets[("t", 1)] = OffsetValue(1, "", commit_timestamp=0, expire_timestamp=5_000)
-    assert ("t", 1) not in group.expired_offsets(now=4_999, retention_ms=1)
+    offsets[TopicPartition("t", 1)] = OffsetValue(1, "", commit_timestamp=0, expire_timestamp=5_000)
+    assert ("t", 1) not in group.expired_offsets(offsets, now=4_999, retention_ms=1)
 
 
 def test_stable_consumer_group_keeps_offsets_of_subscribed_topics() -> None:
@@ -144,6 +146,6 @@ def test_stable_consumer_group_keeps_offsets_of_subscribed_topics() -> None:
     group.transition_to(GroupState.PREPARING_REBALANCE)
     group.init_next_generation()
     group.transition_to(GroupState.STABLE)
-    group.offsets[("t", 0)] = OffsetValue(1, "", commit_timestamp=0)
-    group.offsets[("old", 0)] = OffsetValue(1, "", commit_timestamp=0)
-    assert group.expired_offsets(now=10**9, retention_ms=1) == [("old", 0)]
+    offsets = {TopicPartition("t", 0): OffsetValue(1, "", commit_timestamp=0)}
+    offsets[TopicPartition("old", 0)] = OffsetValue(1, "", commit_timestamp=0)
+    assert group.expired_offsets(offsets, now=10**9, retention_ms=1) == [("old", 0)]

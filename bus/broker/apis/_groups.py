@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
+from bus.protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 _MS = datetime.timedelta(milliseconds=1)
@@ -37,9 +38,6 @@ def respond_with(future: asyncio.Future[T], build: Callable[[T], Any]) -> Any:
     return later()
 
 
-TopicPartition = tuple[str, int]
-
-
 def requested_partitions(ctx: RequestContext, topics: Any) -> tuple[list[tuple[TopicPartition, Any]], dict]:
     """The (topic, partition) pairs of an offsets request, in request order, with their request entries;
     the second value holds UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not have."""
@@ -49,7 +47,7 @@ def requested_partitions(ctx: RequestContext, topics: Any) -> tuple[list[tuple[T
     for topic in topics:
         known = image.get(topic.name)
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = TopicPartition(topic.name, p.partition_index)
             found.append((tp, p))
             if known is None or p.partition_index not in known.partitions:
                 unknown[tp] = ErrorCode.unknown_topic_or_partition

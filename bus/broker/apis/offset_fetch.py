@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.topic_partition import TopicPartition
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -28,7 +29,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     batched = ctx.api_version >= BATCHED_VERSION
     topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
     partition_cls = "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition"
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     error, found = ctx.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if error != ErrorCode.none:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION or wanted is None:
@@ -36,9 +37,10 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
         found = dict.fromkeys(wanted)  # v1: the error goes on every partition
     by_topic: dict[str, list[Any]] = {}
     groups = ctx.groups
-    for (name, index), value in found.items():
+    for tp, value in found.items():
+        name, index = tp
         code = error
-        if require_stable and code == ErrorCode.none and groups.has_pending_offset(group_id, (name, index)):
+        if require_stable and code == ErrorCode.none and groups.has_pending_offset(group_id, tp):
             code = ErrorCode.unstable_offset_commit
         by_topic.setdefault(name, []).append(_partition(ctx, partition_cls, index, value, code))
     return error, [ctx.make(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis._txn import fenced_code
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.topic_partition import TopicPartition
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -32,7 +33,7 @@ def _transaction_error(ctx: RequestContext, request: Any) -> ErrorCode | None:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = {
-        (topic.name, p.partition_index): OffsetValue(
+        TopicPartition(topic.name, p.partition_index): OffsetValue(
             offset=p.committed_offset,
             metadata=p.committed_metadata or "",
             commit_timestamp=ctx.groups.clock(),

@@ -1,4 +1,5 @@
-"""The classic group coordinator (Kafka's GroupCoordinator): join, sync, heartbeat, leave, offsets.
+"""The classic group coordinator (Kafka's GroupCoordinator): join, sync, heartbeat, leave, and the
+checks in front of offsets (kept apart, by `OffsetMetadataManager`, as Kafka keeps them).
 
 Everything runs on the broker's event loop, so there are no locks: a request handler calls in, the
 coordinator updates the group and either answers at once or parks the answer callback on the member
@@ -26,9 +27,17 @@ from typing import Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group import records as rec
-from bus.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, TopicPartition, now_ms
+from bus.coordinator.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    GroupState,
+    expired_by_commit_time,
+    now_ms,
+)
 from bus.coordinator.group.member import JoinCallback, JoinResult, Member, SyncCallback, SyncResult
 from bus.coordinator.group.offset_store import StoredRecord, StoreError, group_error, offset_error
+from bus.coordinator.group.offsets import OffsetMetadataManager, Offsets
+from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -157,14 +166,16 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task[None] | None = None
         # The KIP-848 coordinator sharing the group namespace, wired in by the broker.
         self.modern: ModernGroups | None = None
-        # TxnOffsetCommit offsets written but not yet committed: producer id -> group -> partition -> offset.
-        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, rec.OffsetValue]]] = {}
+        self.offsets = OffsetMetadataManager(store, config.offset_metadata_max_bytes)
 
     def is_active_classic_group(self, group_id: str) -> bool:
         """A classic group with members owns its id: KIP-848 heartbeats for it are refused (as in Kafka,
         which only converts an Empty classic group into a consumer group)."""
         group = self.groups.get(group_id)
         return group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
+
+    def _is_consumer_group(self, group_id: str) -> bool:
+        return self.modern is not None and self.modern.is_consumer_group(group_id)
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -198,7 +209,7 @@ class GroupCoordinator:
             if not self.store.is_local(partition):
                 continue
             metadata: dict[str, rec.GroupValue | None] = {}
-            offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
+            offsets: dict[str, Offsets] = {}
             open_transactions: dict[int, list[Any]] = {}
             for stored in self.store.read_partition(partition, open_transactions):
                 count += 1
@@ -211,7 +222,8 @@ class GroupCoordinator:
                 group_offsets = offsets.get(group_id, {})
                 if value is None and not group_offsets:
                     continue
-                self._install(group_id, value, group_offsets)
+                self._install(group_id, value)
+                self.offsets.load(group_id, group_offsets)
         log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
 
     def _restore_pending(self, partition: int, open_transactions: dict[int, list[Any]]) -> None:
@@ -223,32 +235,34 @@ class GroupCoordinator:
                 try:
                     decoded = rec.decode_key(key)
                     if isinstance(decoded, rec.OffsetKey):
-                        groups = self.pending_txn_offsets.setdefault(producer_id, {})
-                        groups.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = (
-                            rec.decode_offset_value(value))
+                        self.offsets.load_pending(producer_id, decoded.group,
+                                                  TopicPartition(decoded.topic, decoded.partition),
+                                                  rec.decode_offset_value(value))
                 except rec.RecordFormatError as exc:
                     log.warning("skipping unreadable pending __consumer_offsets-%d record at offset %d: %s",
                                 partition, offset, exc)
 
     @staticmethod
     def _replay(stored: StoredRecord, metadata: dict[str, rec.GroupValue | None],
-                offsets: dict[str, dict[TopicPartition, rec.OffsetValue]]) -> None:
+                offsets: dict[str, Offsets]) -> None:
         try:
             key = rec.decode_key(stored.key)
             if isinstance(key, rec.OffsetKey):
                 group_offsets = offsets.setdefault(key.group, {})
+                tp = TopicPartition(key.topic, key.partition)
                 if stored.value is None:
-                    group_offsets.pop((key.topic, key.partition), None)
+                    group_offsets.pop(tp, None)
                 else:
-                    group_offsets[(key.topic, key.partition)] = rec.decode_offset_value(stored.value)
+                    group_offsets[tp] = rec.decode_offset_value(stored.value)
             elif isinstance(key, rec.GroupKey):
                 metadata[key.group] = None if stored.value is None else rec.decode_group_value(stored.value)
         except rec.RecordFormatError as exc:
             log.warning("skipping unreadable __consumer_offsets-%d record at offset %d: %s",
                         stored.partition, stored.offset, exc)
 
-    def _install(self, group_id: str, value: rec.GroupValue | None,
-                 offsets: dict[TopicPartition, rec.OffsetValue]) -> None:
+    def _install(self, group_id: str, value: rec.GroupValue | None) -> None:
+        """A group as its last metadata record left it; one with offsets only is an Empty (simple) group,
+        as Kafka creates on replay."""
         state = GroupState.STABLE if value is not None and value.members else GroupState.EMPTY
         group = ClassicGroup(group_id, state, clock=self.clock)
         if value is not None:
@@ -264,7 +278,6 @@ class GroupCoordinator:
                 group.add(member)
             group.leader_id = value.leader if value.leader in group.members else group.leader_id
             group.subscribed = group.compute_subscribed_topics()
-        group.offsets.update(offsets)
         self.groups[group_id] = group
         for member in group.members.values():
             self._reschedule_heartbeat(group, member, member.session_timeout_ms)
@@ -498,8 +511,8 @@ class GroupCoordinator:
                                group.state_timestamp if group.state_timestamp is not None else -1, members)
         self._append(group.group_id, [(rec.encode_group_key(group.group_id), rec.encode_group_value(value))])
 
-    def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        self.store.append(self.store.partition_for(group_id), records)
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.offsets.append(group_id, records)
 
     # -- JoinGroup -------------------------------------------------------------------------------
 
@@ -805,9 +818,7 @@ class GroupCoordinator:
             error = modern.validate_member(group_id, member_id, generation_id)
             if error is not None:
                 return everywhere(error)
-            holder = self.groups.get(group_id) or self.groups.setdefault(group_id, ClassicGroup(group_id,
-                                                                                              clock=self.clock))
-            return self._store_offsets(holder, offsets)
+            return self.offsets.commit(group_id, offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -821,34 +832,7 @@ class GroupCoordinator:
         if generation_id >= 0 and member_id in group.members:
             member = group.members[member_id]
             self._reschedule_heartbeat(group, member, member.session_timeout_ms)
-        return self._store_offsets(group, offsets)
-
-    def _store_offsets(self, group: ClassicGroup, offsets: Mapping[TopicPartition, rec.OffsetValue]
-                       ) -> dict[TopicPartition, ErrorCode]:
-        """Append the commit (oversized metadata refused per partition), then make it visible."""
-        group_id = group.group_id
-        results, valid = self._split_oversized(offsets)
-        if valid:
-            records = self._offset_records(group_id, valid)
-            try:
-                self._append(group_id, records)
-            except StoreError as exc:
-                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
-            group.offsets.update(valid)
-        return {tp: results[tp] for tp in offsets}
-
-    def _split_oversized(self, offsets: Mapping[TopicPartition, rec.OffsetValue]
-                         ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, rec.OffsetValue]]:
-        """Per-partition results (metadata over offset.metadata.max.bytes refused) and the offsets to store."""
-        limit = self.config.offset_metadata_max_bytes
-        results = {tp: ErrorCode.offset_metadata_too_large if len(v.metadata) > limit else ErrorCode.none
-                   for tp, v in offsets.items()}
-        return results, {tp: v for tp, v in offsets.items() if results[tp] == ErrorCode.none}
-
-    @staticmethod
-    def _offset_records(group_id: str, offsets: Mapping[TopicPartition, rec.OffsetValue]
-                        ) -> list[tuple[bytes, bytes | None]]:
-        return [(rec.encode_offset_key(group_id, t, p), rec.encode_offset_value(v)) for (t, p), v in offsets.items()]
+        return self.offsets.commit(group_id, offsets)
 
     # -- transactional offsets (TxnOffsetCommit) ----------------------------------------------------
 
@@ -863,29 +847,19 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        results, valid = self._split_oversized(offsets)
-        if valid:
-            records = self._offset_records(group_id, valid)
-            try:
-                self.store.append(self.store.partition_for(group_id), records, producer_id=producer_id,
-                                  producer_epoch=producer_epoch)
-            except StoreError as exc:
-                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
-            self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(valid)
-        return results
+        return self.offsets.commit_transactional(group_id, producer_id, producer_epoch, offsets)
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
-        """The transaction coordinator wrote this producer's marker: its offsets become committed or vanish."""
-        for group_id, offsets in self.pending_txn_offsets.pop(producer_id, {}).items():
-            if not commit:
-                continue
-            group = self.groups.get(group_id) or self.groups.setdefault(group_id, ClassicGroup(group_id,
-                                                                                              clock=self.clock))
-            group.offsets.update(offsets)
+        """The transaction coordinator wrote this producer's marker: its offsets become committed or vanish.
+
+        A group id that only has offsets becomes an Empty (simple) group, as on replay.
+        """
+        for group_id in self.offsets.complete_transaction(producer_id, commit):
+            if group_id not in self.groups and not self._is_consumer_group(group_id):
+                self.groups[group_id] = ClassicGroup(group_id, clock=self.clock)
 
     def has_pending_offset(self, group_id: str, tp: TopicPartition) -> bool:
-        """A transactional commit for this partition awaits its marker (OffsetFetch require_stable)."""
-        return any(tp in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
+        return self.offsets.has_pending(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None, member_id: str | None = None,
                       member_epoch: int = -1) -> tuple[ErrorCode, dict[TopicPartition, rec.OffsetValue | None]]:
@@ -902,11 +876,7 @@ class GroupCoordinator:
                 error = modern.validate_member(group_id, member_id, member_epoch)
         if error is not None:
             return error, {}
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
-        if partitions is None:
-            return ErrorCode.none, dict(sorted(stored.items()))
-        return ErrorCode.none, {tp: stored.get(tp) for tp in partitions}
+        return ErrorCode.none, self.offsets.fetch(group_id, partitions)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
@@ -918,22 +888,12 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found, {}
         if not group.is_(GroupState.EMPTY) and not group.is_consumer_group:
             return ErrorCode.non_empty_group, {}
-        results: dict[TopicPartition, ErrorCode] = {}
-        deletable = []
-        for tp in partitions:
-            if group.is_subscribed_to(tp[0]):
-                results[tp] = ErrorCode.group_subscribed_to_topic
-            else:
-                results[tp] = ErrorCode.none
-                if tp in group.offsets:
-                    deletable.append(tp)
-        if deletable:
-            try:
-                self._append(group_id, [(rec.encode_offset_key(group_id, t, p), None) for t, p in deletable])
-            except StoreError as exc:
-                return offset_error(exc.code), {}
-            for tp in deletable:
-                group.offsets.pop(tp, None)
+        results = {tp: ErrorCode.group_subscribed_to_topic if group.is_subscribed_to(tp[0]) else ErrorCode.none
+                   for tp in partitions}
+        try:
+            self.offsets.delete(group_id, [tp for tp, code in results.items() if code == ErrorCode.none])
+        except StoreError as exc:
+            return offset_error(exc.code), {}
         return ErrorCode.none, results
 
     # -- admin -----------------------------------------------------------------------------------
@@ -972,8 +932,8 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if error is None and modern is not None and group_id in modern.groups:
                 error = modern.delete(group_id)  # NON_EMPTY_GROUP while it has members
-                if error == ErrorCode.none and group is not None:
-                    error = self._delete_group(group)  # its committed offsets go too
+                if error == ErrorCode.none:
+                    error = self._delete_offsets_of(group_id)  # its committed offsets go too
                 results[group_id] = error
                 continue
             if error is None and (group is None or group.is_(GroupState.DEAD)):
@@ -988,20 +948,20 @@ class GroupCoordinator:
 
     def _delete_group(self, group: ClassicGroup) -> ErrorCode:
         """Tombstone the group and all its offsets, then forget it (Dead)."""
-        records: list[tuple[bytes, bytes | None]] = [
-            (rec.encode_offset_key(group.group_id, t, p), None) for t, p in group.offsets
-        ]
-        records.append((rec.encode_group_key(group.group_id), None))
+        error = self._delete_offsets_of(group.group_id, [(rec.encode_group_key(group.group_id), None)])
+        if error == ErrorCode.none:
+            self._forget(group)
+            log.info("deleted group %s", group.group_id)
+        return error
+
+    def _delete_offsets_of(self, group_id: str, extra: list[tuple[bytes, bytes | None]] | None = None) -> ErrorCode:
         try:
-            self._append(group.group_id, records)
+            self.offsets.delete_group(group_id, extra or [])
         except StoreError as exc:
             return offset_error(exc.code)
-        self._forget(group)
-        log.info("deleted group %s", group.group_id)
         return ErrorCode.none
 
     def _forget(self, group: ClassicGroup) -> None:
-        group.offsets.clear()
         group.transition_to(GroupState.DEAD)
         self._cancel_join_timer(group)
         self._cancel_sync_timer(group)
@@ -1019,19 +979,7 @@ class GroupCoordinator:
         """
         if not self.active or not any(r.get("type") == "remove_topic" for r in records):
             return
-        removed = 0
-        for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] not in live_topics]
-            if not gone:
-                continue
-            try:
-                self._append(group.group_id, [(rec.encode_offset_key(group.group_id, t, p), None) for t, p in gone])
-            except StoreError as exc:
-                log.warning("could not remove offsets of deleted topics from group %s: %s", group.group_id, exc)
-                continue
-            for tp in gone:
-                del group.offsets[tp]
-            removed += len(gone)
+        removed = self.offsets.remove_topics(live_topics)
         if removed:
             log.info("removed %d offsets of deleted topics", removed)
 
@@ -1049,28 +997,24 @@ class GroupCoordinator:
     def expire_offsets(self) -> int:
         """Kafka's cleanupGroupMetadata: drop expired offsets; Empty groups left with none go Dead."""
         now = self.clock()
+        retention = self.config.offsets_retention_ms
         removed = 0
-        modern = self.modern
-        for group in list(self.groups.values()):
-            if modern is not None and modern.is_consumer_group(group.group_id):
+        for group_id in sorted({*self.offsets.group_ids(), *self.groups}):
+            if self._is_consumer_group(group_id):
                 continue  # a live KIP-848 group still consumes what it committed
-            expired = group.expired_offsets(now, self.config.offsets_retention_ms)
-            remaining = len(group.offsets) - len(expired)
-            dies = group.is_(GroupState.EMPTY) and remaining == 0
-            records: list[tuple[bytes, bytes | None]] = [
-                (rec.encode_offset_key(group.group_id, t, p), None) for t, p in expired
-            ]
-            if dies and group.generation_id > 0:
-                records.append((rec.encode_group_key(group.group_id), None))
+            group = self.groups.get(group_id)
+            stored = self.offsets.of(group_id)
+            expired = group.expired_offsets(stored, now, retention) if group else expired_by_commit_time(
+                stored, now, retention)
+            dies = group is not None and group.is_(GroupState.EMPTY) and len(stored) == len(expired)
+            extra = [(rec.encode_group_key(group_id), None)] if dies and group and group.generation_id > 0 else []
             try:
-                self._append(group.group_id, records)
+                self.offsets.delete(group_id, expired, extra)
             except StoreError as exc:
-                log.warning("could not expire offsets of group %s: %s", group.group_id, exc)
+                log.warning("could not expire offsets of group %s: %s", group_id, exc)
                 continue
-            for tp in expired:
-                del group.offsets[tp]
             removed += len(expired)
-            if dies:
+            if dies and group is not None:
                 self._forget(group)
         if removed:
             log.info("removed %d expired offsets", removed)

@@ -9,7 +9,7 @@ States and the transitions Kafka allows:
     any state -> Dead (deleted, or expired with no offsets left)
 
 This module holds no timers and does no I/O: the coordinator drives it and decides when to
-persist. Committed offsets live here too, because their expiry depends on the group's state.
+persist. Committed offsets live apart (`offsets.py`); their expiry depends on the group's state, decided here.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import struct
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group.member import JoinResult, Member, SyncResult
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.topic_partition import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
-TopicPartition = tuple[str, int]
 
 
 class GroupState(enum.Enum):
@@ -94,7 +94,6 @@ class ClassicGroup:
         self.pending_members: set[str] = set()  # got MEMBER_ID_REQUIRED, not yet rejoined
         self.pending_sync: set[str] = set()  # joined this generation, not yet sent SyncGroup
         self.supported_protocols: Counter[str] = Counter()
-        self.offsets: dict[TopicPartition, OffsetValue] = {}
         self.subscribed: set[str] | None = None
         # Set when a member joins during the initial (delayed) rebalance, to extend the delay.
         self.new_member_added = False
@@ -319,41 +318,40 @@ class ClassicGroup:
             return ErrorCode.rebalance_in_progress
         return None
 
-    def expired_offsets(self, now: int, retention_ms: int) -> list[TopicPartition]:
-        """Offsets past retention, with Kafka 2.1+ (KIP-211) semantics.
+    def expired_offsets(self, offsets: Mapping[TopicPartition, OffsetValue], now: int,
+                        retention_ms: int) -> list[TopicPartition]:
+        """The group's offsets past retention, with Kafka 2.1+ (KIP-211) semantics.
 
         An Empty group's offsets expire `retention` after the group became Empty; a Stable consumer
         group's offsets of topics it no longer subscribes to expire `retention` after their commit;
         a standalone (no protocol) group's by commit time; an explicit v1 expire timestamp wins.
         """
-        if self.protocol_type is not None:
-            if self.is_(GroupState.EMPTY):
-                state_ts = self.state_timestamp
+        if self.protocol_type is None:
+            return expired_by_commit_time(offsets, now, retention_ms)
+        if self.is_(GroupState.EMPTY):
+            state_ts = self.state_timestamp
+            return _expired(offsets, now, retention_ms,
+                            lambda value: state_ts if state_ts is not None else value.commit_timestamp)
+        if self.is_consumer_group and self.subscribed is not None and self.is_(GroupState.STABLE):
+            subscribed = self.subscribed
+            return _expired({tp: v for tp, v in offsets.items() if tp[0] not in subscribed}, now, retention_ms,
+                            lambda value: value.commit_timestamp)
+        return []
 
-                def base(value: OffsetValue) -> int:
-                    return state_ts if state_ts is not None else value.commit_timestamp
 
-                skip: set[str] = set()
-            elif self.is_consumer_group and self.subscribed is not None and self.is_(GroupState.STABLE):
-                skip = self.subscribed
+def expired_by_commit_time(offsets: Mapping[TopicPartition, OffsetValue], now: int,
+                           retention_ms: int) -> list[TopicPartition]:
+    """Offsets of a group with no protocol (or no classic group at all) expire `retention` after their commit."""
+    return _expired(offsets, now, retention_ms, lambda value: value.commit_timestamp)
 
-                def base(value: OffsetValue) -> int:
-                    return value.commit_timestamp
-            else:
-                return []
-        else:
-            skip = set()
 
-            def base(value: OffsetValue) -> int:
-                return value.commit_timestamp
-
-        expired = []
-        for tp, value in self.offsets.items():
-            if tp[0] in skip:
-                continue
-            if value.expire_timestamp is not None:
-                if now >= value.expire_timestamp:
-                    expired.append(tp)
-            elif now - base(value) >= retention_ms:
+def _expired(offsets: Mapping[TopicPartition, OffsetValue], now: int, retention_ms: int,
+             base: Callable[[OffsetValue], int]) -> list[TopicPartition]:
+    expired = []
+    for tp, value in offsets.items():
+        if value.expire_timestamp is not None:
+            if now >= value.expire_timestamp:
                 expired.append(tp)
-        return expired
+        elif now - base(value) >= retention_ms:
+            expired.append(tp)
+    return expired
