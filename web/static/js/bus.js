@@ -195,6 +195,7 @@
       const palette = ["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f"];
       lagChart = new uPlot({
         width: container.clientWidth || 800, height: 240, scales: { x: { time: true } },
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Asia/Shanghai"),
         series: [
           { label: t("overview.time") },
           { label: t("bus.total_lag"), stroke: "#c81e1e", width: 2 },

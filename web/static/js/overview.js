@@ -22,7 +22,9 @@
     if (!chart) {
       chart = new uPlot({
         width: container.clientWidth || 800, height: 220,
-        scales: { x: { time: true } },
+        // At least the last five minutes, so a single sample does not stretch the axis over years.
+        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 300), max + 5] } },
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Asia/Shanghai"),
         series: [
           { label: t("overview.time") },
           { label: `${t("overview.records_in")} (${t("overview.records_in.unit")})`, stroke: "#1d5fa8", width: 2 },
@@ -47,7 +49,7 @@
     setFigure("open_alerts", o.open_alerts);
     document.querySelector('[data-figure="open_alerts"]').classList.toggle("alerting", Boolean(o.open_alerts));
     document.getElementById("no-stats").hidden = ingest.batches > 0;
-    updated.textContent = t("overview.updated", { time: time(Date.now()) });
+    updated.textContent = `${t("overview.updated", { time: time(Date.now()) })} · ${t("overview.window", { seconds: number(ingest.window_s) })}`;
     if (ingest.last_batch_age_s !== null && ingest.last_batch_age_s !== undefined) {
       updated.textContent += ` · ${t("overview.last_batch", { seconds: number(ingest.last_batch_age_s) })}`;
     }
