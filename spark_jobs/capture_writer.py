@@ -6,9 +6,10 @@
 counted) and dead letters (``capture.deadletter`` with the reason). ``ingest_time`` is stamped
 per chunk right before that chunk's write, so it is the time the row reached HBase's door.
 
-It yields one small row per topic with counts and capture->ingest latencies, which is all the
-driver collects: the job's only action per micro-batch, and the batch's offsets are committed
-by Spark only after every task (hence every HBase write and dead letter) has finished.
+It yields one small row per task with what ``ingest.stats`` reports (per-device counts, per-stage
+latency counters: :mod:`contracts.ingest_stats`), which is all the driver collects: the job's only
+action per micro-batch, and the batch's offsets are committed by Spark only after every task (hence
+every HBase write and dead letter) has finished.
 
 HBase rows are idempotent (deterministic keys), so a replayed batch changes nothing there; dead
 letters are at-least-once: a batch replayed after a crash may send its dead letters again (their
@@ -21,15 +22,17 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from contracts.ingest_stats import STAGES, BatchTally
 from contracts.records import Kind, Status, encode, epoch_ms, now_time, parse
 from contracts.tables import captures as tables
 from contracts.topics import Topics
@@ -37,9 +40,14 @@ from ingest.producer import RecordProducer, open_producer
 
 log = logging.getLogger("spark_jobs.capture_writer")
 
-RESULT_SCHEMA = "topic string, valid long, unrecognized long, invalid long, latencies_ms array<long>"
+UNKNOWN = "unknown"
+
+RESULT_SCHEMA = "tally string"
+"""One row per task: its :class:`BatchTally` as JSON (per-device counts, per-stage latency counters)."""
 CHUNK_ROWS = 1000
-MAX_LATENCY_SAMPLES = 2000
+
+Row = tuple[bytes | None, bytes | None, str, int, int, int | None]
+"""key, value, topic, partition, offset, bus timestamp (ms since the epoch; None when the record has none)."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +67,6 @@ class WriterSettings:
     def kind_of(self, topic: str) -> Kind | None:
         value = self.topic_kinds.get(topic)
         return Kind(value) if value else None
-
-
-@dataclass
-class TopicTally:
-    valid: int = 0
-    unrecognized: int = 0
-    invalid: int = 0
-    latencies_ms: list[int] = field(default_factory=list)
 
 
 # One connection per Python worker and endpoint: Spark reuses workers between tasks and batches.
@@ -166,73 +166,81 @@ def deadletter(topic: str, partition: int, offset: int, key: bytes | None, value
     })
 
 
-def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[bytes | None, bytes | None, str, int, int]]:
+def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[Row]:
     for batch in batches:
         columns = batch.to_pydict()
+        # Spark's timestamp column is microseconds; cast in Arrow, not per record in Python.
+        stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
         yield from zip(columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"],
-                       strict=True)
+                       (None if us is None else us // 1000 for us in stamps), strict=True)
 
 
-def process_records(rows: Iterable[tuple[bytes | None, bytes | None, str, int, int]],
-                    settings: WriterSettings) -> dict[str, TopicTally]:
-    """Validate and write every record; returns the counts and latencies per topic."""
-    tally: dict[str, TopicTally] = defaultdict(TopicTally)
-    pending: list[tuple[str, Kind, Any]] = []
+def _device_of(value: bytes | None) -> tuple[str, str, str]:
+    """Best effort for a record that failed validation: which device sent it, if its JSON says so."""
+    try:
+        record = json.loads(value) if value is not None else None
+    except (UnicodeDecodeError, ValueError):
+        record = None
+    if not isinstance(record, dict):
+        return UNKNOWN, UNKNOWN, UNKNOWN
+    return tuple(str(record.get(k) or UNKNOWN) for k in ("device_ip", "recognizer_ip", "checkpoint_id"))  # type: ignore[return-value]
+
+
+def process_records(rows: Iterable[Row], settings: WriterSettings) -> BatchTally:
+    """Validate and write every record; returns what ``ingest.stats`` reports (counts and latencies)."""
+    tally = BatchTally()
+    capture_to_bus, bus_to_read, read_to_write, capture_to_ingest = (tally.latency[s] for s in STAGES)
+    pending: list[tuple[str, Kind, Any, int, int]] = []
     letters: list[tuple[str, bytes]] = []
 
     def flush() -> None:
         stamp = now_time()
         stamp_ms = epoch_ms(stamp)
         puts: list[tables.Put] = []
-        for topic, kind, checked in pending:
+        for topic, kind, checked, capture_ms, read_ms in pending:
             if checked.status is Status.VALID:
                 puts.extend(tables.rows_for_valid(kind, checked.record, stamp))
-                samples = tally[topic].latencies_ms
-                if len(samples) < MAX_LATENCY_SAMPLES:
-                    samples.append(stamp_ms - epoch_ms(checked.record["capture_time"]))
             else:
                 puts.append(tables.row_for_unrecognized(topic, checked.record, checked.unrecognized, stamp))
+            read_to_write[stamp_ms - read_ms] += 1
+            capture_to_ingest[stamp_ms - capture_ms] += 1
         write_puts(puts, settings)
+        tally.rows_written += len(pending)
         pending.clear()
 
-    for key, value, topic, partition, offset in rows:
+    for key, value, topic, partition, offset, bus_ms in rows:
+        read_ms = int(time.time() * 1000)
         kind = settings.kind_of(topic)
-        if kind is None:
-            tally[topic].invalid += 1
-            letters.append((topic, deadletter(topic, partition, offset, key, value, "not a capture topic")))
+        checked = parse(kind, value) if kind is not None else None
+        if checked is None or checked.status is Status.INVALID:
+            reason = checked.reason if checked is not None else "not a capture topic"
+            tally.device(topic, *_device_of(value)).invalid += 1
+            letters.append((topic, deadletter(topic, partition, offset, key, value, reason)))
             continue
-        checked = parse(kind, value)
-        if checked.status is Status.INVALID:
-            tally[topic].invalid += 1
-            letters.append((topic, deadletter(topic, partition, offset, key, value, checked.reason)))
-            continue
+        record = checked.record
+        counts = tally.device(topic, record["device_ip"], record["recognizer_ip"], record["checkpoint_id"])
         if checked.status is Status.VALID:
-            tally[topic].valid += 1
+            counts.valid += 1
         else:
-            tally[topic].unrecognized += 1
-        pending.append((topic, kind, checked))
+            counts.unrecognized += 1
+        capture_ms = epoch_ms(record["capture_time"])
+        if bus_ms is not None:
+            capture_to_bus[bus_ms - capture_ms] += 1
+            bus_to_read[read_ms - bus_ms] += 1
+        pending.append((topic, kind, checked, capture_ms, read_ms))
         if len(pending) >= settings.chunk_rows:
             flush()
     if pending:
         flush()
     send_deadletters(letters, settings)
-    return dict(tally)
+    return tally
 
 
 def process_partition(batches: Iterator[pa.RecordBatch], settings: WriterSettings) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` body: one result row per topic seen in this partition."""
+    """The ``mapInArrow`` body: one result row per task (nothing for an empty partition)."""
     tally = process_records(_rows(batches), settings)
-    if not tally:
-        return
-    topics = sorted(tally)
-    yield pa.RecordBatch.from_pydict({
-        "topic": topics,
-        "valid": [tally[t].valid for t in topics],
-        "unrecognized": [tally[t].unrecognized for t in topics],
-        "invalid": [tally[t].invalid for t in topics],
-        "latencies_ms": [tally[t].latencies_ms for t in topics],
-    }, schema=pa.schema([("topic", pa.string()), ("valid", pa.int64()), ("unrecognized", pa.int64()),
-                         ("invalid", pa.int64()), ("latencies_ms", pa.list_(pa.int64()))]))
+    if tally.devices:
+        yield pa.RecordBatch.from_pydict({"tally": [tally.to_json()]}, schema=pa.schema([("tally", pa.string())]))
 
 
 def warm_up(batches: Iterator[pa.RecordBatch], settings: WriterSettings) -> Iterator[pa.RecordBatch]:
@@ -247,12 +255,9 @@ def warm_up(batches: Iterator[pa.RecordBatch], settings: WriterSettings) -> Iter
     yield pa.RecordBatch.from_pydict({"id": [0]}, schema=pa.schema([("id", pa.int64())]))
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Fold the per-partition result rows (as dicts) into one batch summary."""
-    out: dict[str, Any] = {"valid": {}, "unrecognized": {}, "invalid": {}, "latencies_ms": []}
-    for row in rows:
-        for name in ("valid", "unrecognized", "invalid"):
-            out[name][row["topic"]] = out[name].get(row["topic"], 0) + row[name]
-        out["latencies_ms"].extend(row["latencies_ms"] or [])
-    return out
-
+def summarize(tallies: Iterable[str]) -> BatchTally:
+    """Fold the tasks' tallies (JSON, one per task) into the batch's."""
+    merged = BatchTally()
+    for text in tallies:
+        merged.merge(BatchTally.from_json(text))
+    return merged

@@ -28,8 +28,9 @@ from typing import Any
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.topics import Topics
+from ingest.producer import open_producer
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
-from spark_jobs.ingest_status import IngestStatus
+from spark_jobs.ingest_status import IngestStatus, StatsPublisher
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
@@ -57,6 +58,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--vehicle-topic", default=topics.vehicle)
     parser.add_argument("--face-topic", default=topics.face)
     parser.add_argument("--deadletter-topic", default=topics.deadletter)
+    parser.add_argument("--stats-topic", default=topics.ingest_stats,
+                        help="one record per micro-batch: counts per device, latency per stage")
+    parser.add_argument("--job-id", default=str(ingest.get("job_id", "ingest_captures")),
+                        help="key of this job's ingest.stats records (several jobs can share the topic)")
     parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
                         help="tasks per micro-batch (default: the cores Spark has, e.g. 2 for local[2])")
     parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
@@ -78,14 +83,13 @@ def prepare_sinks(args: argparse.Namespace) -> None:
     import happybase
 
     from contracts.tables.captures import ensure_capture_tables
-    from ingest.producer import open_producer
 
     conn = happybase.Connection(args.hbase_host, args.hbase_port, timeout=60_000)
     try:
         ensure_capture_tables(conn)
     finally:
         conn.close()
-    open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1})
+    open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1, args.stats_topic: 1})
 
 
 def source(spark: Any, args: argparse.Namespace) -> Any:
@@ -102,8 +106,8 @@ def source(spark: Any, args: argparse.Namespace) -> Any:
             .load())
 
 
-def batch_handler(settings: WriterSettings, status: IngestStatus, tasks: int) -> Any:
-    """The foreachBatch body: one action (collect of the per-task counts) per micro-batch.
+def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPublisher, tasks: int) -> Any:
+    """The foreachBatch body: one action (collect of the per-task tallies) per micro-batch.
 
     ``tasks`` caps the tasks per batch (coalesce, no shuffle: a task reads several topic-partition
     ranges in turn): with more tasks than cores each batch only pays more per-task overhead.
@@ -114,8 +118,10 @@ def batch_handler(settings: WriterSettings, status: IngestStatus, tasks: int) ->
         if tasks > 0:
             batch = batch.coalesce(tasks)
         rows = batch.mapInArrow(functools.partial(process_partition, settings=settings), RESULT_SCHEMA).collect()
-        summary = summarize(row.asDict() for row in rows)
-        line = status.record(batch_id, summary, time.time() - started)
+        tally = summarize(row.tally for row in rows)
+        seconds = time.time() - started
+        stats.publish(batch_id, tally, seconds)
+        line = status.record(batch_id, tally, seconds)
         if line is not None:
             print(json.dumps(line), flush=True)
 
@@ -131,11 +137,11 @@ def warm_workers(spark: Any, settings: WriterSettings) -> int:
 
 
 def start_query(spark: Any, args: argparse.Namespace, settings: WriterSettings, status: IngestStatus,
-                tasks: int) -> Any:
+                stats: StatsPublisher, tasks: int) -> Any:
     writer = (source(spark, args).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
-              .foreachBatch(batch_handler(settings, status, tasks)))
+              .foreachBatch(batch_handler(settings, status, stats, tasks)))
     if args.once:
         writer = writer.trigger(availableNow=True)
     elif args.trigger_ms > 0:
@@ -166,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = writer_settings(args)
     cores = warm_workers(spark, settings)
     status = IngestStatus(args.status_file)
-    failure = run_until_stopped(start_query(spark, args, settings, status, args.tasks or cores))
-    print(json.dumps({"final": status.totals()}), flush=True)
+    stats = StatsPublisher(open_producer(args.bootstrap_server, {"client.id": "ingest-stats", "acks": "1"}),
+                           args.stats_topic, args.job_id)
+    failure = run_until_stopped(start_query(spark, args, settings, status, stats, args.tasks or cores))
+    stats.close()
+    print(json.dumps({"final": status.totals(), "stats_not_delivered": stats.failures}), flush=True)
     with contextlib.suppress(Exception):
         spark.stop()
     if failure is not None:

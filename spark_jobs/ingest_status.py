@@ -1,8 +1,9 @@
-"""The ingest job's running tally: per batch a JSON line, and a status file `make up` reads.
+"""The ingest job's running tally: a JSON line per batch, the status file `make up` reads, and the
+``ingest.stats`` record each batch publishes for the console and the monitor.
 
 Counts are of this process's batches (a replayed batch after a crash counts again here, though
-its rows only overwrite themselves in HBase). Rates and latency percentiles cover a sliding window
-of recent batches, which is what an operator watching the status line wants.
+its rows only overwrite themselves in HBase). Rates and latency percentiles of the status file cover
+a sliding window of recent batches, which is what an operator watching the status line wants.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
+from contracts.ingest_stats import BatchTally, LatencyHistogram, stats_record
+from contracts.records import now_time
+from ingest.producer import RecordProducer
+
 WINDOW_S = 30.0
+IDLE_STATS_EVERY_S = 10.0
+"""An empty batch publishes a record at most this often: readers tell "idle" from "dead" by it."""
+END_TO_END = "capture_to_ingest"
 
 
 def percentile(values: list[int], q: float) -> int | None:
@@ -26,6 +34,13 @@ def percentile(values: list[int], q: float) -> int | None:
     return ordered[rank - 1]
 
 
+def _by_topic(tally: BatchTally, name: str) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for device in tally.devices.values():
+        counts[device.topic] += getattr(device, name)
+    return counts
+
+
 class IngestStatus:
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -34,33 +49,30 @@ class IngestStatus:
         self.valid: Counter[str] = Counter()
         self.unrecognized: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
-        self.window: deque[tuple[float, int, int, list[int]]] = deque()
+        self.window: deque[tuple[float, int, int, Counter[int]]] = deque()
 
-    def record(self, batch_id: int, summary: dict[str, Any], seconds: float) -> dict[str, Any] | None:
+    def record(self, batch_id: int, tally: BatchTally, seconds: float) -> dict[str, Any] | None:
         """Add one batch; returns its JSON line (None for an empty batch)."""
         now = time.time()
-        records = sum(summary["valid"].values()) + sum(summary["unrecognized"].values()) + sum(
-            summary["invalid"].values())
+        totals = tally.totals()
         self.batches += 1
-        self.valid.update(summary["valid"])
-        self.unrecognized.update(summary["unrecognized"])
-        self.invalid.update(summary["invalid"])
-        self.window.append((now, records, sum(summary["valid"].values()), summary["latencies_ms"]))
+        for name, counter in (("valid", self.valid), ("unrecognized", self.unrecognized), ("invalid", self.invalid)):
+            counter.update(_by_topic(tally, name))
+        self.window.append((now, totals["read"], tally.rows_written, tally.latency[END_TO_END]))
         while self.window and self.window[0][0] < now - WINDOW_S:
             self.window.popleft()
         self._write()
-        if records == 0:
+        if totals["read"] == 0:
             return None
-        latencies = summary["latencies_ms"]
+        latency = _histogram(tally.latency[END_TO_END]).summary()
         return {
             "batch": batch_id,
-            "records": records,
-            "valid": summary["valid"],
-            "unrecognized": summary["unrecognized"],
-            "invalid": summary["invalid"],
+            "records": totals["read"],
+            "valid": dict(_by_topic(tally, "valid")),
+            "unrecognized": dict(_by_topic(tally, "unrecognized")),
+            "invalid": dict(_by_topic(tally, "invalid")),
             "seconds": round(seconds, 3),
-            "latency_ms": {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
-                           "max": max(latencies) if latencies else None},
+            "latency_ms": {"p50": latency["p50"], "p99": latency["p99"], "max": latency["max"]},
         }
 
     def totals(self) -> dict[str, Any]:
@@ -69,13 +81,16 @@ class IngestStatus:
 
     def snapshot(self) -> dict[str, Any]:
         span = max(min(WINDOW_S, time.time() - self.started), 1e-3)
-        latencies = [x for *_, batch in self.window for x in batch]
+        merged: Counter[int] = Counter()
+        for *_, latencies in self.window:
+            merged.update(latencies)
+        latency = _histogram(merged)
         return {
             **self.totals(),
             "updated": time.time(),
             "records_per_s": round(sum(w[1] for w in self.window) / span, 1),
             "rows_per_s": round(sum(w[2] for w in self.window) / span, 1),
-            "latency_ms": {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)},
+            "latency_ms": {"p50": latency.percentile(50), "p99": latency.percentile(99)},
         }
 
     def _write(self) -> None:
@@ -85,3 +100,43 @@ class IngestStatus:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.snapshot()))
         tmp.replace(self.path)
+
+
+def _histogram(counts: Counter[int]) -> LatencyHistogram:
+    histogram = LatencyHistogram()
+    histogram.record_counts(counts)
+    return histogram
+
+
+class StatsPublisher:
+    """Publishes each batch's ``ingest.stats`` record (key: the job id) without waiting for the ack.
+
+    Stats are observations, not data: a lost one costs a point on a chart, so the batch never waits
+    for them; delivery failures are counted and logged by the caller through ``failures``.
+    """
+
+    def __init__(self, producer: RecordProducer, topic: str, job: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.job = job
+        self.failures = 0
+        self._last = time.time()
+
+    def publish(self, batch_id: int, tally: BatchTally, duration_s: float) -> bool:
+        now = time.time()
+        if not tally.devices and now - self._last < IDLE_STATS_EVERY_S:
+            return False
+        record = stats_record(self.job, batch_id, now_time(), now - self._last, duration_s, tally)
+        self._last = now
+        self.producer.produce(self.topic, self.job.encode(), json.dumps(record, separators=(",", ":")).encode(),
+                              self._delivered)
+        self.producer.poll(0)
+        return True
+
+    def _delivered(self, error: str | None) -> None:
+        if error is not None:
+            self.failures += 1
+
+    def close(self) -> None:
+        self.producer.flush(10)
+

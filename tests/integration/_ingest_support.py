@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import happybase
+from confluent_kafka import Consumer, TopicPartition
 
 from contracts.tables import captures
 from spark_jobs import launch
@@ -57,3 +58,17 @@ def poll(condition: Callable[[], bool], timeout: float, interval: float = 0.5, w
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not reached within {timeout}s")
         time.sleep(interval)
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of partition 0 of ``topic``, from its start."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        out: list[tuple[bytes, bytes]] = []
+        while len(out) < high - low:
+            out += [(m.key(), m.value()) for m in consumer.consume(1000, 5) if not m.error()]
+        return out
+    finally:
+        consumer.close()

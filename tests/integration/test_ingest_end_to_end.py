@@ -15,10 +15,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from contracts import records
+from contracts.ingest_stats import merge_latency, parse_stats
 from contracts.tables import captures
 from contracts.topics import Topics
 from tests.hbase.conftest import Gateway, start_gateway
-from tests.integration._ingest_support import count_rows, ingest_job, poll, row_counts, simulate
+from tests.integration._ingest_support import count_rows, ingest_job, poll, read_all, row_counts, simulate
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
@@ -103,6 +104,18 @@ def test_simulated_captures_land_in_hbase(tmp_path: Path, broker: BrokerProcess,
     lines = (tmp_path / "job.log").read_text().splitlines()
     final = [json.loads(line) for line in lines if line.startswith('{"final"')]
     assert sum(final[-1]["final"]["valid"].values()) == counts["vehicle"] + counts["face"]
+
+    # ingest.stats: what the batches report adds up to what landed, device by device.
+    stats = [parse_stats(value) for _, value in read_all(broker.bootstrap, "ingest.stats")]
+    assert sum(s.read for s in stats) == 3000 and final[-1]["stats_not_delivered"] == 0
+    assert sum(s.rows_written for s in stats) == counts["vehicle"] + counts["face"] + counts["capture_unrecognized"]
+    per_device: dict[str, int] = {}
+    for s in stats:
+        for device in s.devices:
+            per_device[device.device_ip] = per_device.get(device.device_ip, 0) + device.valid + device.unrecognized
+    assert sum(per_device.values()) == sum(summary["produced"].values()) - sum(summary["malformed"].values())
+    end_to_end = merge_latency(stats, "capture_to_ingest")
+    assert end_to_end.count == sum(s.rows_written for s in stats) and end_to_end.percentile(50) > 0
     assert json.loads((tmp_path / "map.json").read_text())["checkpoints"]
 
 

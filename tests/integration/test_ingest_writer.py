@@ -10,9 +10,9 @@ from pathlib import Path
 
 import happybase
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from contracts import records
+from contracts.ingest_stats import BatchTally
 from contracts.records import Kind
 from contracts.tables import captures
 from contracts.topics import Topics
@@ -20,7 +20,7 @@ from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 from spark_jobs.capture_writer import WriterSettings, close_cached_clients, process_records, summarize, write_puts
 from tests.hbase.conftest import Gateway, start_gateway
-from tests.integration._ingest_support import row_counts
+from tests.integration._ingest_support import read_all, row_counts
 from tests.support.broker_process import BrokerProcess
 
 TOPICS = Topics()
@@ -52,28 +52,46 @@ def settings(gateway: Gateway, broker: BrokerProcess, **kw: object) -> WriterSet
                           {"capture.vehicle": "vehicle", "capture.face": "face"}, **kw)
 
 
+BUS_DELAY_MS = 40
+"""The bus timestamp the rows below carry: capture time + this (the device -> bus stage)."""
+
+
 def bus_rows(n: int, seed: int = 3, malformed: float = 0.05) -> list[tuple]:
     traffic = Traffic(build_city(seed, 12), TrafficConfig(seed=seed, malformed_rate=malformed, failure_rate=0.1))
-    return [(e.key, e.value, TOPICS.of_kind(e.kind), 0, offset) for offset, e in enumerate(traffic.records(n, 0.0))]
+    rows = []
+    for offset, e in enumerate(traffic.records(n, 0.0)):
+        try:
+            stamp = records.epoch_ms(json.loads(e.value)["capture_time"]) + BUS_DELAY_MS
+        except (ValueError, KeyError, TypeError):
+            stamp = None  # a malformed record: the bus stamp does not matter, it is dead-lettered
+        rows.append((e.key, e.value, TOPICS.of_kind(e.kind), 0, offset, stamp))
+    return rows
+
+
+def by_topic(tally: BatchTally, name: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for device in tally.devices.values():
+        out[device.topic] = out.get(device.topic, 0) + getattr(device, name)
+    return out
 
 
 def test_records_are_sorted_into_tables_and_dead_letters(
         gateway: Gateway, conn: happybase.Connection, broker: BrokerProcess) -> None:
     rows = bus_rows(600)
-    rows.append((b"k", b"\xff not json", "capture.face", 1, 77))
+    rows.append((b"k", b"\xff not json", "capture.face", 1, 77, None))
     tally = process_records(rows, settings(gateway, broker, chunk_rows=100))
-    outcome = {kind: [records.parse(kind, v) for _, v, t, _, _ in rows if t == TOPICS.of_kind(kind)] for kind in Kind}
+    outcome = {kind: [records.parse(kind, r[1]) for r in rows if r[2] == TOPICS.of_kind(kind)] for kind in Kind}
     for kind in Kind:
-        checked = outcome[kind]
-        assert tally[TOPICS.of_kind(kind)].valid == sum(c.status is records.Status.VALID for c in checked)
-        assert tally[TOPICS.of_kind(kind)].unrecognized == sum(c.status is records.Status.UNRECOGNIZED for c in checked)
-        assert tally[TOPICS.of_kind(kind)].invalid == sum(c.status is records.Status.INVALID for c in checked)
+        checked, topic = outcome[kind], TOPICS.of_kind(kind)
+        for status in records.Status:
+            assert by_topic(tally, status.value)[topic] == sum(c.status is status for c in checked)
+    valid, unrecognized = by_topic(tally, "valid"), by_topic(tally, "unrecognized")
     counts = row_counts(conn)
-    valid_vehicles = tally["capture.vehicle"].valid
-    assert counts["vehicle"] == valid_vehicles and counts["vehicle_by_plate"] == valid_vehicles
-    assert counts["face"] == tally["capture.face"].valid
-    assert counts["capture_by_checkpoint"] == valid_vehicles + tally["capture.face"].valid
-    assert counts["capture_unrecognized"] == sum(t.unrecognized for t in tally.values())
+    assert counts["vehicle"] == valid["capture.vehicle"] and counts["vehicle_by_plate"] == valid["capture.vehicle"]
+    assert counts["face"] == valid["capture.face"]
+    assert counts["capture_by_checkpoint"] == valid["capture.vehicle"] + valid["capture.face"]
+    assert counts["capture_unrecognized"] == sum(unrecognized.values())
+    assert tally.rows_written == sum(valid.values()) + sum(unrecognized.values())
 
     valid = next(c.record for c in outcome[Kind.VEHICLE] if c.status is records.Status.VALID)
     row = conn.table("vehicle").row(captures.record_key(valid["record_id"]))
@@ -82,12 +100,20 @@ def test_records_are_sorted_into_tables_and_dead_letters(
     assert records.parse_time(row[b"r:ingest_time"].decode()) >= records.parse_time(valid["capture_time"])
     trajectory = list(conn.table("vehicle_by_plate").scan(row_prefix=captures.plate_prefix(valid["plate_number"])))
     assert any(data[b"i:row"] == captures.record_key(valid["record_id"]) for _, data in trajectory)
-    summary = summarize([{"topic": t, "valid": x.valid, "unrecognized": x.unrecognized, "invalid": x.invalid,
-                          "latencies_ms": x.latencies_ms} for t, x in tally.items()])
-    assert all(ms >= 0 for ms in summary["latencies_ms"])
 
-    letters = read_all(broker, "capture.deadletter")
-    assert len(letters) == sum(t.invalid for t in tally.values())
+    # Per stage, one latency per record written; the rows were stamped on the bus 40 ms after capture.
+    merged = summarize([tally.to_json()])
+    assert merged.totals() == tally.totals()
+    assert merged.latency["capture_to_bus"] == {BUS_DELAY_MS: tally.rows_written}
+    for stage in ("bus_to_read", "read_to_write", "capture_to_ingest"):
+        assert sum(merged.latency[stage].values()) == tally.rows_written
+        assert min(merged.latency[stage]) >= 0
+    # Devices are counted as the records name them; a record that is not JSON is the unknown device's.
+    assert tally.devices[("capture.face", "unknown")].invalid >= 1
+    assert all(d.recognizer_ip.startswith("10.200.") for (_, ip), d in tally.devices.items() if ip != "unknown")
+
+    letters = read_all(broker.bootstrap, "capture.deadletter")
+    assert len(letters) == sum(by_topic(tally, "invalid").values())
     odd = next(json.loads(v) for k, v in letters if json.loads(v)["offset"] == 77)
     assert odd["topic"] == "capture.face" and odd["partition"] == 1 and "not JSON" in odd["reason"]
     assert base64.b64decode(odd["value_base64"]) == b"\xff not json"
@@ -138,14 +164,3 @@ def test_writes_survive_a_gateway_restart(tmp_path: Path, broker: BrokerProcess)
         gw.kill()
 
 
-def read_all(broker: BrokerProcess, topic: str) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "enable.auto.commit": False})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        consumer.assign([TopicPartition(topic, 0, low)])
-        out: list[tuple[bytes, bytes]] = []
-        while len(out) < high - low:
-            out += [(m.key(), m.value()) for m in consumer.consume(1000, 5) if not m.error()]
-        return out
-    finally:
-        consumer.close()

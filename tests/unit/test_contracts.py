@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
 
 from contracts import config as solution
 from contracts.deployment_map import DeploymentMap, MapError, map_path
+from contracts.ingest_stats import BatchTally, StatsError, merge_latency, parse_stats, stats_record
 from contracts.records import Kind, is_checkpoint_id, is_plate
 from contracts.topics import Topics, partitions
 from ingest.city import build_city
@@ -84,3 +86,23 @@ def test_contracts_import_no_other_package() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             assert not {n.split(".")[0] for n in names} & ours, f"{path} imports {names}"
+
+
+def test_latency_histograms_merge_across_batches_without_losing_percentiles() -> None:
+    """What the monitor does per minute and hour: decode each batch's histogram and add them up."""
+    fast, slow = BatchTally(), BatchTally()
+    fast.latency["capture_to_ingest"].update({100: 990})
+    slow.latency["capture_to_ingest"].update({5000: 10})
+    parsed = [parse_stats(json.dumps(stats_record("job", n, "2026-11-23T08:00:00.000+08:00", 1.0, 0.2, t)))
+              for n, t in enumerate((fast, slow))]
+    merged = merge_latency(parsed, "capture_to_ingest")
+    assert merged.count == 1000
+    assert merged.percentile(50) == 100 and 4950 <= merged.percentile(99.5) <= 5050
+
+
+def test_malformed_stats_records_are_refused_with_a_reason() -> None:
+    for raw in (None, b"[]", b"{not json", b'{"job": "x"}', json.dumps({
+            "job": "x", "batch_id": 1, "time": "t", "window_s": 1, "read": 1, "valid": 1, "unrecognized": 0,
+            "invalid": 0, "rows_written": 1, "latency_ms": {"capture_to_ingest": {"hdr": "!!"}}, "devices": []})):
+        with pytest.raises(StatsError):
+            parse_stats(raw)
