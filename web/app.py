@@ -20,12 +20,14 @@ from web.backends import Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
 from web.metrics import ConsoleMetrics, MetricsMiddleware
 from web.overview import Overview
-from web.routers import audit, auth, events, health, overview, pages, users
+from web.routers import audit, auth, bus, captures, devices, events, health, overview, pages, users
+from web.services.runtime import DataServices
 from web.settings import ConsoleSettings
 
 log = logging.getLogger(__name__)
 
-ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router, pages.router)
+ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
+           captures.router, devices.router, bus.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
@@ -35,7 +37,9 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.hub.start(asyncio.get_running_loop())
         app.state.overview.start(backends)
+        app.state.data.start()  # the lag-history sampler
         yield
+        app.state.data.stop()
         await app.state.overview.stop()
         app.state.hub.stop()
         backends.close()
@@ -46,6 +50,7 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
     app.state.audit = AuditLog(backends.hbase)
+    app.state.data = DataServices(settings, backends)
     metrics = ConsoleMetrics()
     app.state.metrics = metrics
     app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))

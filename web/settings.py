@@ -31,6 +31,8 @@ class ConsoleSettings:
     backend_timeout_s: float = 3.0
     """How long a request waits for a backend before answering 503 with its name."""
     map_path: Path = Path("data/deployment_map.json")
+    lag_sample_interval_s: float = 30.0
+    """How often the console records every consumer group's lag (kept in HBase for the lag charts)."""
     topics: Topics = field(default_factory=Topics)
 
     @classmethod
@@ -51,6 +53,7 @@ class ConsoleSettings:
             "s3_access_key": config.get("object_storage", "access_key", default.s3_access_key),
             "s3_secret_key": config.get("object_storage", "secret_key", default.s3_secret_key),
             "map_path": map_path(config),
+            "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -5,11 +5,16 @@
 | ``console_user`` | ``username`` | family ``u``: role, argon2 hash, uid, created |
 | ``console_session`` | ``sha256(session id)`` hex | family ``s``: username, uid, expires (epoch s) |
 | ``console_audit`` | ``reversed_ms(time):random`` | family ``a``: time, user, action, target, detail JSON, outcome |
+| ``console_lag_history`` | ``h4(group)|group|reversed_ms(t)`` | family ``l`` (TTL 1 day): time, total, lags JSON |
 
 These tables depart from the salted-prefix rule on purpose: users are a handful of rows read by name
 and listed in name order; a session key is already a hash (uniform, and a dump of the table holds no
 usable cookie); the audit trail is written at the pace of people typing commands and is read newest
 first across all users, which one unsalted, reversed-time key gives as a plain scan.
+
+Lag history follows the salted rule (one row per consumer group every 30 s, read as one group's last
+hour, newest first); sample times are rounded to the sampling interval, so several consoles sampling
+the same cluster rewrite the same rows instead of adding their own.
 
 A user's ``uid`` is drawn anew each time the name is (re)created; tokens and sessions carry it, so
 removing a user (and even re-adding the same name) ends every token and session issued before.
@@ -22,12 +27,15 @@ import json
 import secrets
 from typing import Any
 
-from . import Families, ensure_tables, reversed_ms
+from . import Families, ensure_tables, reversed_ms, salt
 
 USER_TABLE = "console_user"
 SESSION_TABLE = "console_session"
 AUDIT_TABLE = "console_audit"
-TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}}}
+LAG_TABLE = "console_lag_history"
+LAG_TTL_S = 24 * 3600
+TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}},
+                               LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}}}
 
 
 def user_row_key(username: str) -> bytes:
@@ -67,6 +75,26 @@ def read_audit(cells: dict[bytes, bytes]) -> dict[str, Any]:
     entry: dict[str, Any] = {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
     entry["detail"] = json.loads(entry.get("detail") or "{}")
     return entry
+
+
+def lag_prefix(group_id: str) -> bytes:
+    return f"{salt(group_id)}|{group_id}|".encode()
+
+
+def lag_row_key(group_id: str, ms: int) -> bytes:
+    return lag_prefix(group_id) + reversed_ms(ms).encode()
+
+
+def lag_row(ms: int, partitions: list[tuple[str, int, int | None]]) -> dict[bytes, bytes]:
+    """One sample: (topic, partition, lag or None when nothing is committed) for each partition of the group."""
+    total = sum(lag for _, _, lag in partitions if lag is not None)
+    return {b"l:time": str(ms).encode(), b"l:total": str(total).encode(),
+            b"l:partitions": json.dumps([list(p) for p in partitions]).encode()}
+
+
+def read_lag(cells: dict[bytes, bytes]) -> dict[str, Any]:
+    return {"time_ms": int(cells[b"l:time"]), "total": int(cells[b"l:total"]),
+            "partitions": [tuple(p) for p in json.loads(cells[b"l:partitions"])]}
 
 
 def ensure_console_tables(connection: Any) -> None:

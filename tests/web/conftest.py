@@ -26,12 +26,15 @@ from typing import Any
 import httpx
 import pytest
 
+from ingest.city import build_city
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.support.broker_process import BrokerProcess
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("viewer", "operator", "admin")
+MAP_SEED, MAP_CHECKPOINTS = 7, 12
+"""The city of the consoles' deployment map (``ingest.city.build_city``)."""
 _names = itertools.count()
 
 
@@ -157,6 +160,7 @@ def start_console(backing: Backing, timeout: float = 60, **console: Any) -> Cons
 @pytest.fixture(scope="session")
 def console_backing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backing]:
     root = tmp_path_factory.mktemp("console")
+    build_city(MAP_SEED, MAP_CHECKPOINTS).save(root / "deployment_map.json")  # what the simulator writes at start
     broker = BrokerProcess(root / "broker").start()
     try:
         gateway = start_gateway(root / "hbase", log_dir=root)

@@ -65,7 +65,8 @@ def test_plate_trajectory_pages_return_every_capture_once_newest_first(
         conn: happybase.Connection, data: list[tuple[Kind, dict[str, Any]]]) -> None:
     expected = [r for k, r in data if k is Kind.VEHICLE and r["plate_number"] == PLATE]
     assert len(expected) > 20
-    pages = every_page(lambda limit, cursor: captures.plate_trajectory(conn, PLATE, limit, cursor, nowhere), 7)
+    pages = every_page(lambda limit, cursor: captures.plate_trajectory(
+        conn, PLATE, None, None, limit, cursor, nowhere), 7)
     assert all(len(p) == 7 for p in pages[:-1]) and 1 <= len(pages[-1]) <= 7
     got = [item for page in pages for item in page]
     assert [i["record_id"] for i in got] == newest_first(expected)
@@ -79,9 +80,9 @@ def test_plate_trajectory_pages_return_every_capture_once_newest_first(
 
 def test_a_full_last_page_has_no_next_cursor(conn: happybase.Connection, data: list) -> None:
     total = sum(1 for k, r in data if k is Kind.VEHICLE and r["plate_number"] == PLATE)
-    page = captures.plate_trajectory(conn, PLATE, total, None, nowhere)
+    page = captures.plate_trajectory(conn, PLATE, None, None, total, None, nowhere)
     assert len(page.items) == total and page.next is None
-    assert captures.plate_trajectory(conn, "浙A00000", 10, None, nowhere).items == []
+    assert captures.plate_trajectory(conn, "浙A00000", None, None, 10, None, nowhere).items == []
 
 
 def test_checkpoint_range_is_start_inclusive_end_exclusive(
@@ -116,7 +117,7 @@ def test_detail_has_the_whole_record_ingest_time_and_latency(conn: happybase.Con
 
 
 def test_bad_cursor_limit_and_range_name_the_field(conn: happybase.Connection, data: list) -> None:
-    other = captures.plate_trajectory(conn, PLATE, 2, None, nowhere).next
+    other = captures.plate_trajectory(conn, PLATE, None, None, 2, None, nowhere).next
     assert other is not None
     with pytest.raises(Invalid) as exc:
         captures.checkpoint_captures(conn, data[0][1]["checkpoint_id"], None, None, 5,
@@ -125,7 +126,7 @@ def test_bad_cursor_limit_and_range_name_the_field(conn: happybase.Connection, d
     with pytest.raises(ValueError):
         captures.decode_cursor("not base64!")
     with pytest.raises(Invalid) as exc:
-        captures.plate_trajectory(conn, PLATE, 501, None, nowhere)
+        captures.plate_trajectory(conn, PLATE, None, None, 501, None, nowhere)
     assert exc.value.field == "limit"
     with pytest.raises(Invalid) as exc:
         captures.checkpoint_captures(conn, "330102#1#0#0", 2000, 1000, 5, None, nowhere)
@@ -136,7 +137,7 @@ def test_tables_not_created_yet_mean_no_captures(tmp_path: Path) -> None:
     gw = start_gateway(tmp_path / "empty")
     try:
         c = gw.connect()
-        assert captures.plate_trajectory(c, PLATE, 10, None, nowhere).items == []
+        assert captures.plate_trajectory(c, PLATE, None, None, 10, None, nowhere).items == []
         with pytest.raises(NotFound):
             captures.capture_detail(c, Kind.VEHICLE, "x-1", nowhere)
     finally:
@@ -155,7 +156,7 @@ def test_a_plate_with_10000_captures_pages_in_constant_time(gateway: Gateway, co
     cursor = None
     while True:
         started = time.perf_counter()
-        page = captures.plate_trajectory(conn, plate, 500, cursor, nowhere)
+        page = captures.plate_trajectory(conn, plate, None, None, 500, cursor, nowhere)
         timings.append(time.perf_counter() - started)
         seen += [i["record_id"] for i in page.items]
         if page.next is None:

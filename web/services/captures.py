@@ -1,10 +1,10 @@
 """Capture search: a plate's trajectory, a checkpoint's captures in a time range, one record's detail.
 
-Both searches read an index table (``vehicle_by_plate``, ``capture_by_checkpoint``; layouts in
-:mod:`contracts.tables.captures`) whose keys sort newest first, then fetch the page's main rows in
-one ``rows()`` call per kind table. A page scans at most ``limit + 1`` index rows (the extra one
-says whether there is a next page), starting just after the cursor, so a plate with 10,000
-captures costs the same per page as a plate with ten.
+Both searches (each optionally bounded in time) read an index table (``vehicle_by_plate``,
+``capture_by_checkpoint``; layouts in :mod:`contracts.tables.captures`) whose keys sort newest
+first, then fetch the page's main rows in one ``rows()`` call per kind table. A page scans at
+most ``limit + 1`` index rows (the extra one says whether there is a next page), starting just
+after the cursor, so a plate with 10,000 captures costs the same per page as a plate with ten.
 
 The cursor is the last index row key of the page, URL-safe base64 without padding: opaque to the
 client, and a search checks that a cursor falls inside its own key range (a cursor from another
@@ -120,19 +120,12 @@ def _item(kind: Kind, record_id: str, index: dict[bytes, bytes], record: dict[st
     }
 
 
-def plate_trajectory(conn: happybase.Connection, plate: str, limit: int, cursor: bytes | None,
-                     locate: Locate) -> Page:
-    """A plate's captures, newest first, from ``vehicle_by_plate``."""
-    prefix = layout.plate_prefix(plate)
-    rows, last = _scan(conn, PLATE_INDEX, prefix, _prefix_end(prefix), limit, cursor)
-    records = _main_rows(conn, {Kind.VEHICLE: [cells[b"i:row"] for _, cells in rows]})
-    items = [_item(Kind.VEHICLE, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), None, locate)
-             for key, cells in rows]
-    return Page(items, encode_cursor(last) if last is not None else None)
-
-
 def time_bounds(prefix: bytes, start_ms: int | None, end_ms: int | None) -> tuple[bytes, bytes]:
-    """Row-key range of captures with ``start_ms <= capture time < end_ms`` (newest sorts first)."""
+    """Row-key range under an index prefix of captures with ``start_ms <= capture time < end_ms``.
+
+    Index keys continue the prefix with the reversed capture time, so the newest sorts first and
+    the range's first key comes from ``end``.
+    """
     for name, value, lowest in (("start", start_ms, 0), ("end", end_ms, 1)):
         if value is not None and not lowest <= value <= MAX_MS:
             raise Invalid(name, f"{name} is outside the times a row key can hold (1970 to 2286)")
@@ -141,6 +134,17 @@ def time_bounds(prefix: bytes, start_ms: int | None, end_ms: int | None) -> tupl
     first = prefix if end_ms is None else prefix + reversed_ms(end_ms - 1).encode()
     stop = _prefix_end(prefix) if not start_ms else prefix + reversed_ms(start_ms - 1).encode()
     return first, stop
+
+
+def plate_trajectory(conn: happybase.Connection, plate: str, start_ms: int | None, end_ms: int | None,
+                     limit: int, cursor: bytes | None, locate: Locate) -> Page:
+    """A plate's captures in [start, end) (either end open), newest first, from ``vehicle_by_plate``."""
+    first, stop = time_bounds(layout.plate_prefix(plate), start_ms, end_ms)
+    rows, last = _scan(conn, PLATE_INDEX, first, stop, limit, cursor)
+    records = _main_rows(conn, {Kind.VEHICLE: [cells[b"i:row"] for _, cells in rows]})
+    items = [_item(Kind.VEHICLE, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), None, locate)
+             for key, cells in rows]
+    return Page(items, encode_cursor(last) if last is not None else None)
 
 
 def checkpoint_captures(conn: happybase.Connection, checkpoint_id: str, start_ms: int | None, end_ms: int | None,

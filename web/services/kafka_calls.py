@@ -1,0 +1,54 @@
+"""Waiting for a confluent-kafka admin future, with Kafka's error codes turned into what a user can act on.
+
+``Backends.bus_call`` makes every failure a 503 (the bus is unreachable); but some Kafka errors
+are the user's: an unknown topic is a 404, a topic that already exists or a group with members a
+409, a bad partition count or config a 422. Those codes are recognised here first; everything
+else still goes through ``bus_call``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ..backends import Backends
+from .errors import Conflict, Invalid, NotFound
+
+_NOT_FOUND = {KafkaError.UNKNOWN_TOPIC_OR_PART: "topic", KafkaError.UNKNOWN_TOPIC_ID: "topic",
+              KafkaError.GROUP_ID_NOT_FOUND: "group", KafkaError._UNKNOWN_TOPIC: "topic"}
+_CONFLICT = {KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.NON_EMPTY_GROUP, KafkaError.UNKNOWN_MEMBER_ID,
+             KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.GROUP_SUBSCRIBED_TO_TOPIC,
+             KafkaError.TOPIC_DELETION_DISABLED}
+_INVALID = {KafkaError.TOPIC_EXCEPTION: "name", KafkaError.INVALID_PARTITIONS: "partitions",
+            KafkaError.INVALID_REPLICATION_FACTOR: "replication_factor",
+            KafkaError.INVALID_REPLICA_ASSIGNMENT: "replication_factor", KafkaError.INVALID_CONFIG: "config",
+            KafkaError.POLICY_VIOLATION: "config"}
+
+
+def kafka_error(exc: BaseException | None) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def wait(backends: Backends, future: concurrent.futures.Future[Any], name: str = "") -> Any:
+    """The future's result; Kafka errors a user caused become NotFound / Conflict / Invalid naming ``name``."""
+    done, _ = concurrent.futures.wait([future], timeout=backends.settings.backend_timeout_s)
+    if done:
+        error = kafka_error(future.exception())
+        if error is not None:
+            code = error.code()
+            if code in _NOT_FOUND:
+                raise NotFound(_NOT_FOUND[code], name)
+            if code in _CONFLICT:
+                raise Conflict(f"{name}: {error.str()}")
+            if code in _INVALID:
+                raise Invalid(_INVALID[code], f"{name}: {error.str()}")
+    return backends.bus_call(future)
+
+
+def wait_all(backends: Backends, futures: dict[Any, concurrent.futures.Future[Any]]) -> dict[Any, Any]:
+    """Results of a dict of futures (the admin client's per-resource answers), keyed the same way."""
+    return {key: wait(backends, future, str(key)) for key, future in futures.items()}

@@ -1,0 +1,84 @@
+"""Consumer-group lag over time: sampled server-side every ``lag_sample_interval_s`` and kept in HBase.
+
+Kafka keeps no lag history, and a chart drawn only while a page is open starts empty and forgets on
+reload, which is why Kafka UI users keep asking for it. One background thread per console samples
+every group (the same lag figures as the groups page) and writes one row per group and sample
+(layout: ``contracts.tables.console``, one day of TTL); a restarted console reads the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from contracts.tables import console as tables
+from web.auth.table import ConsoleTable
+
+from ..backends import Backends, BackendUnavailable
+from . import groups
+
+log = logging.getLogger(__name__)
+
+WINDOW_MS = 3600 * 1000
+
+
+class LagHistory:
+    def __init__(self, backends: Backends, interval_s: float) -> None:
+        self.backends = backends
+        self.interval_ms = max(int(interval_s * 1000), 1)
+        self._table = ConsoleTable(backends.hbase, tables.LAG_TABLE)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self, now_ms: int | None = None) -> int:
+        """Record every group's lag now (time rounded down to the interval); returns how many groups."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        at = now_ms - now_ms % self.interval_ms
+        lags = groups.lag_by_group(self.backends)
+        with self._table.open() as table, table.batch() as batch:
+            for group_id, rows in lags.items():
+                batch.put(tables.lag_row_key(group_id, at),
+                          tables.lag_row(at, [(r["topic"], r["partition"], r["lag"]) for r in rows]))
+        return len(lags)
+
+    def history(self, group_id: str, window_ms: int = WINDOW_MS, now_ms: int | None = None) -> list[dict[str, Any]]:
+        """The group's samples of the last ``window_ms``, oldest first (a chart's order)."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        since = max(now_ms - window_ms, 1)
+        with self._table.open() as table:
+            rows = list(table.scan(row_start=tables.lag_row_key(group_id, now_ms),
+                                   row_stop=tables.lag_row_key(group_id, since - 1),
+                                   limit=window_ms // self.interval_ms + 2))
+        points = []
+        for _key, cells in reversed(rows):
+            sample = tables.read_lag(cells)
+            points.append({"time_ms": sample["time_ms"], "total": sample["total"],
+                           "partitions": [{"topic": t, "partition": p, "lag": lag}
+                                          for t, p, lag in sample["partitions"]]})
+        return points
+
+    # -- the sampler thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.sample()
+            except BackendUnavailable as exc:
+                log.warning("lag sample skipped: %s", exc)
+            except Exception:
+                log.exception("lag sample failed")
+            self._stop.wait(max(self.interval_ms / 1000 - (time.monotonic() - started), 0.1))
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
