@@ -16,7 +16,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -41,6 +40,7 @@ from bus.log.txn_index import AbortedTxn
 from bus.protocol import records as rb
 from bus.protocol.control_records import marker_batch, read_marker
 from bus.protocol.errors import KafkaApiError
+from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,6 @@ _RECORD_ERRORS: dict[type[Exception], ErrorCode] = {
     rb.UnsupportedMagicError: ErrorCode.unsupported_for_message_format,
     rb.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    topic: str
-    partition: int
 
 
 REPLAY_CHUNK = 1 << 20

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
 from bus.client.errors import KafkaError, KafkaTimeoutError
+from bus.protocol.consumer_protocol import assigned_partitions
+from bus.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "AdminClient",
@@ -221,14 +222,6 @@ def _first_error(results: Mapping[Any, AdminError | None]) -> AdminError | None:
 
 
 # -- data -------------------------------------------------------------------------------------------
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class OffsetSpec:
@@ -431,54 +424,6 @@ class ListOffsetsResultInfo:
     timestamp: int
     leader_epoch: int | None
 
-
-# -- consumer protocol (classic groups) -------------------------------------------------------------
-
-
-def _read_str(buf: bytes, pos: int) -> tuple[str | None, int]:
-    (size,) = struct.unpack_from(">h", buf, pos)
-    pos += 2
-    if size < 0:
-        return None, pos
-    return buf[pos:pos + size].decode(), pos + size
-
-
-def decode_consumer_assignment(data: bytes) -> list[TopicPartition]:
-    """The partitions in a classic consumer's assignment (ConsumerProtocolAssignment, any version).
-
-    Classic groups keep assignments as opaque bytes on the broker; only clients of the "consumer"
-    protocol type agree on this layout, so anything unreadable is reported as no partitions.
-    """
-    if len(data) < 6:
-        return []
-    try:
-        pos = 2  # version
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out: list[TopicPartition] = []
-        for _ in range(max(count, 0)):
-            topic, pos = _read_str(data, pos)
-            (n,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            parts = struct.unpack_from(f">{max(n, 0)}i", data, pos)
-            pos += 4 * max(n, 0)
-            out += [TopicPartition(topic or "", p) for p in parts]
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
-
-
-def encode_consumer_assignment(partitions: Iterable[TopicPartition], version: int = 0) -> bytes:
-    """ConsumerProtocolAssignment bytes (for tests and tools that stand in for a group leader)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = bytearray(struct.pack(">hi", version, len(by_topic)))
-    for topic, parts in by_topic.items():
-        raw = topic.encode()
-        out += struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts)
-    out += struct.pack(">i", -1)  # user data: null
-    return bytes(out)
 
 
 # -- the client ---------------------------------------------------------------------------------------
@@ -1141,7 +1086,7 @@ class AdminClient:
         consumer = g.protocol_type == "consumer"
         members = [MemberDescription(
             member_id=m.member_id, group_instance_id=getattr(m, "group_instance_id", None), client_id=m.client_id,
-            host=m.client_host, assignment=decode_consumer_assignment(m.member_assignment) if consumer else [])
+            host=m.client_host, assignment=assigned_partitions(m.member_assignment) if consumer else [])
             for m in g.members]
         return ConsumerGroupDescription(
             group_id=group_id, is_simple=g.protocol_type == "", members=members, partition_assignor=g.protocol_data,

@@ -21,19 +21,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.client.assignors import (
-    COOPERATIVE,
-    AbstractAssignor,
-    Assignment,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    rebalance_protocol,
-)
+from bus.client.assignors import COOPERATIVE, AbstractAssignor, rebalance_protocol
 from bus.client.cluster import Metadata
 from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
 from bus.client.errors import BrokerResponseError, CommitFailedError, KafkaError, KafkaTimeoutError
 from bus.client.subscription import OffsetAndMetadata, SubscriptionState, TopicPartition
+from bus.protocol.consumer_protocol import Assignment, decode_assignment, decode_subscription, encode_assignment
 
 log = logging.getLogger(__name__)
 

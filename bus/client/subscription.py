@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from bus.client.errors import IllegalStateError
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+from bus.protocol.topic_partition import TopicPartition
 
 
 class OffsetAndTimestamp(NamedTuple):

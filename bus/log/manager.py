@@ -18,6 +18,7 @@ from pathlib import Path
 from bus.log.cleaner import CleanStats, clean
 from bus.log.config import LogConfig
 from bus.log.log import Log, wall_clock_ms
+from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,6 @@ _DELETE_SUFFIX = "-delete"
 # KRaft keeps its metadata log beside the partitions (metadata.log.dir defaults to the first log dir).
 _METADATA_TOPIC = "__cluster_metadata"
 
-TopicPartition = tuple[str, int]
 
 
 class LogManager:

@@ -12,3 +12,6 @@ from typing import NamedTuple
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"  # as Kafka's TopicPartition.toString

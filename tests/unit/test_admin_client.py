@@ -23,11 +23,10 @@ from bus.client.admin import (
     UnknownTopicOrPartitionError,
     _first_error,
     _parse_bootstrap,
-    decode_consumer_assignment,
-    encode_consumer_assignment,
     error_name,
 )
 from bus.client.errors import KafkaError, KafkaTimeoutError
+from bus.protocol.consumer_protocol import Assignment, assigned_partitions, encode_assignment
 from tests.support.ports import free_port
 
 
@@ -68,12 +67,12 @@ def test_first_error_carries_all_failures() -> None:
 @pytest.mark.parametrize("version", [0, 1, 3])
 def test_consumer_assignment_round_trip(version: int) -> None:
     parts = [TopicPartition("a", 0), TopicPartition("a", 2), TopicPartition("bb", 1)]
-    assert decode_consumer_assignment(encode_consumer_assignment(parts, version)) == parts
+    assert assigned_partitions(encode_assignment(Assignment(tuple(parts)), version)) == parts
 
 
 def test_unreadable_assignment_is_no_partitions() -> None:
-    assert decode_consumer_assignment(b"") == []
-    assert decode_consumer_assignment(b"\x00\x00\x00\x00\x00\x05\x00") == []
+    assert assigned_partitions(b"") == []
+    assert assigned_partitions(b"\x00\x00\x00\x00\x00\x05\x00") == []
 
 
 def test_bootstrap_parsing() -> None:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from bus.client.assignors import (
-    Assignment,
     CooperativeStickyAssignor,
     RangeAssignor,
     RoundRobinAssignor,
+    make_assignors,
+    rebalance_protocol,
+)
+from bus.client.subscription import TopicPartition as TP
+from bus.protocol.consumer_protocol import (
+    Assignment,
     Subscription,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
-    make_assignors,
-    rebalance_protocol,
 )
-from bus.client.subscription import TopicPartition as TP
 
 
 def parts(result: dict[str, Assignment]) -> dict[str, list[tuple[str, int]]]:

@@ -17,7 +17,7 @@ def subscription(*topics: str) -> bytes:
     body = struct.pack(">hi", 1, len(topics))
     for topic in topics:
         body += struct.pack(">h", len(topic)) + topic.encode()
-    return body + struct.pack(">i", -1)  # null user data (v1 adds owned partitions after; not read)
+    return body + struct.pack(">ii", -1, 0)  # null user data, no owned partitions (v1)
 
 
 def member(member_id: str, *protocols: str, instance: str | None = None, topics: tuple[str, ...] = ("t",)) -> Member:

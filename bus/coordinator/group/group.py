@@ -15,7 +15,6 @@ persist. Committed offsets live apart (`offsets.py`); their expiry depends on th
 from __future__ import annotations
 
 import enum
-import struct
 import time
 import uuid
 from collections import Counter
@@ -25,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group.member import JoinResult, Member, SyncResult
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.consumer_protocol import subscribed_topics
 from bus.protocol.topic_partition import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -55,27 +55,6 @@ class IllegalTransition(RuntimeError):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def subscribed_topics(metadata: bytes) -> set[str]:
-    """Topics in a ConsumerProtocolSubscription; raises ValueError if it is not one.
-
-    Only the version-0 prefix (int16 version, then an array of int16-length strings) is read: every
-    later version extends it, which is how Kafka stays independent of the client's protocol version.
-    """
-    try:
-        (count,) = struct.unpack_from(">i", metadata, 2)
-        pos, topics = 6, set()
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", metadata, pos)
-            pos += 2
-            if length < 0 or pos + length > len(metadata):
-                raise ValueError("bad topic name length")
-            topics.add(metadata[pos : pos + length].decode())
-            pos += length
-        return topics
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a consumer protocol subscription: {exc}") from None
 
 
 class ClassicGroup:
