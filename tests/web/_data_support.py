@@ -64,13 +64,18 @@ def writer(port: int) -> WriterSettings:
     return WriterSettings("127.0.0.1", port, "127.0.0.1:9", {})
 
 
-def load(port: int, pairs: list[tuple[Kind, dict[str, Any]]], chunk: int = 2000) -> None:
-    """Write the records' main and index rows with the ingest writer (tables created if missing)."""
+def create_tables(port: int) -> None:
+    """What the ingest job does when it starts: create the capture tables that are missing."""
     conn = happybase.Connection("127.0.0.1", port)
     try:
         captures.ensure_capture_tables(conn)
     finally:
         conn.close()
+
+
+def load(port: int, pairs: list[tuple[Kind, dict[str, Any]]], chunk: int = 2000) -> None:
+    """Write the records' main and index rows with the ingest writer (tables created if missing)."""
+    create_tables(port)
     settings = writer(port)
     try:
         for start in range(0, len(pairs), chunk):
