@@ -1,0 +1,24 @@
+"""The monitor's own Prometheus metrics (served on ``[monitoring] metrics_port``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+RECORDS = Counter("monitor_records_total", "Input records consumed, by topic", ["topic"])
+MALFORMED = Counter("monitor_records_malformed_total", "Input records counted and skipped as malformed", ["topic"])
+DUPLICATES = Counter("monitor_records_duplicate_total", "Replayed heartbeats/batches skipped (already counted)",
+                     ["topic"])
+UNKNOWN_DEVICES = Gauge("monitor_unknown_devices", "Devices reporting that the deployment map does not know")
+EVALUATIONS = Counter("monitor_evaluations_total", "Rule evaluations run")
+EVALUATION_SECONDS = Histogram("monitor_evaluation_seconds", "Time one evaluation of all rules takes")
+EVALUATION_ERRORS = Counter("monitor_evaluation_errors_total", "Evaluations that raised (logged, retried next tick)")
+ALERTS = Gauge("monitor_alerts", "Alerts in the book, by state", ["state"])
+TRANSITIONS = Counter("monitor_alert_transitions_total", "Alerts that fired or resolved", ["status"])
+DEVICES = Gauge("monitor_devices", "Devices by health state", ["state"])
+NOTIFICATIONS = Counter("monitor_notifications_total", "Notifications delivered", ["receiver"])
+NOTIFICATION_FAILURES = Counter("monitor_notification_failures_total", "Delivery attempts that failed", ["receiver"])
+NOTIFICATIONS_DROPPED = Counter("monitor_notifications_dropped_total",
+                                "Notifications given up after every retry (tried again at the next flush)",
+                                ["receiver"])
+NOTIFICATION_SECONDS = Histogram("monitor_notification_seconds", "Time one delivery attempt takes", ["receiver"])
+FLUSHES = Counter("monitor_series_flushes_total", "Series and state flushes to HBase (each followed by a commit)")

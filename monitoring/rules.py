@@ -1,0 +1,105 @@
+"""What each rule kind finds active in the fleet's measurements: the candidates of one evaluation.
+
+Labels follow the Interface section of issue 11: ``alertname`` (the rule's name), ``severity``,
+``kind`` (the rule kind: a stable hook for inhibition and silences whatever the rules are called),
+and for device alerts ``device_ip``, ``recognizer_ip``, ``district``, ``checkpoint_id``,
+``crossroad``; a recogniser alert has ``recognizer_ip`` and no ``device_ip``. Values that change
+every evaluation (shares, seconds) go to annotations, never labels, so the fingerprint stays stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .alerts import Candidate
+from .config import Rule
+from .health import SILENT, DeviceTrack, Fleet
+
+LagOf = Callable[[str], int | None]
+"""Records a consumer group is behind on its topics (None when unknown)."""
+
+
+def _base(rule: Rule) -> dict[str, str]:
+    return {"alertname": rule.name, "severity": rule.severity, "kind": rule.kind}
+
+
+def _device(rule: Rule, fleet: Fleet, track: DeviceTrack, summary: str, value: str) -> Candidate:
+    where = fleet.location(track)
+    labels = {**_base(rule), "device_ip": track.device_ip, "recognizer_ip": where.recognizer_ip,
+              "district": where.district, "checkpoint_id": where.checkpoint_id, "crossroad": where.crossroad}
+    annotations = {"summary": rule.summary or summary, "description": f"{summary} at {where.describe()}",
+                   "value": value, "location": where.describe(), "direction": where.direction,
+                   "lat": "" if where.lat is None else str(where.lat),
+                   "lon": "" if where.lon is None else str(where.lon),
+                   "state": track.state}
+    return Candidate(labels, annotations)
+
+
+def device_quality(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    out = []
+    for track in fleet.devices.values():
+        if track.bad is not None and track.bad >= rule.threshold and track.state != SILENT:
+            out.append(_device(rule, fleet, track, f"device {track.device_ip}: {track.bad:.0%} of its records "
+                                                   "unreadable or missing", f"{track.bad:.3f}"))
+    return out
+
+
+def device_silent(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    out = []
+    for track in fleet.devices.values():
+        last = track.last_seen if track.last_seen is not None else fleet.started_at
+        if now - last >= rule.threshold:
+            out.append(_device(rule, fleet, track, f"device {track.device_ip}: no heartbeat for {now - last:.0f} s",
+                               f"{now - last:.0f}"))
+    return out
+
+
+def recognizer_degraded(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    out = []
+    for recognizer, (total, bad, ips) in fleet.unhealthy_share().items():
+        if bad >= 2 and bad / total >= rule.threshold:
+            summary = f"recognition server {recognizer}: {bad} of its {total} devices degraded or silent"
+            out.append(Candidate({**_base(rule), "recognizer_ip": recognizer},
+                                 {"summary": rule.summary or summary, "description": summary,
+                                  "value": f"{bad / total:.3f}", "devices": ",".join(sorted(ips))}))
+    return out
+
+
+def latency_p99(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    p99 = fleet.latency_window(rule.stage, now).percentile(99)
+    if p99 is None or p99 <= rule.threshold:
+        return []
+    summary = f"{rule.stage} latency p99 {p99} ms above {rule.threshold:.0f} ms"
+    return [Candidate({**_base(rule), "stage": rule.stage},
+                      {"summary": rule.summary or summary, "description": summary, "value": str(p99)})]
+
+
+def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    last = fleet.latest_stats_t if fleet.latest_stats_t is not None else fleet.started_at
+    waiting = fleet.produced_since(last)
+    if now - last < rule.threshold or waiting <= 0:
+        return []
+    summary = f"no ingest.stats for {now - last:.0f} s while devices produced {waiting} records"
+    return [Candidate(_base(rule), {"summary": rule.summary or summary, "description": summary,
+                                    "value": f"{now - last:.0f}"})]
+
+
+def consumer_lag(rule: Rule, lag_of: LagOf) -> list[Candidate]:
+    group = rule.group or "monitoring"
+    lag = lag_of(group)
+    if lag is None or lag <= rule.threshold:
+        return []
+    summary = f"consumer group {group} is {lag} records behind"
+    return [Candidate({**_base(rule), "group": group}, {"summary": rule.summary or summary, "description": summary,
+                                                        "value": str(lag)})]
+
+
+FLEET_RULES = {"device_quality": device_quality, "device_silent": device_silent,
+               "recognizer_degraded": recognizer_degraded, "latency_p99": latency_p99,
+               "ingest_stalled": ingest_stalled}
+
+
+def candidates(rule: Rule, fleet: Fleet, lag_of: LagOf, now: float) -> list[Candidate]:
+    if rule.kind == "consumer_lag":
+        return consumer_lag(rule, lag_of)
+    return FLEET_RULES[rule.kind](rule, fleet, now)

@@ -1,0 +1,246 @@
+"""The monitor process: a consumer-group member over heartbeats, ingest statistics and dead letters.
+
+The main thread consumes and folds records into the fleet and the series; every
+``flush_interval_s`` it writes the changed series buckets, device rows and job marks to HBase and
+only then commits the consumed offsets (so a kill -9 re-reads at most one flush interval, and the
+replay marks make that re-read count nothing twice). apscheduler runs the evaluation on its own
+thread every ``evaluation_interval_s``, one at a time (``max_instances=1``), and a run missed while
+the previous one was slow is coalesced into one instead of queueing up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from contracts.ingest_stats import StatsError, parse_stats
+from contracts.records import encode, parse_time
+from contracts.topics import Topics
+from ingest.producer import open_producer
+
+from . import metrics
+from .alerts import Alert
+from .config import MonitoringConfig
+from .engine import Engine
+from .health import DeviceTrack, Fleet
+from .locator import Locator
+from .notify import Notifier
+from .series import Series, quality_scopes
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+class MalformedRecord(ValueError):
+    pass
+
+
+def parse_heartbeat(raw: bytes | None) -> dict[str, Any]:
+    try:
+        beat = json.loads(raw) if raw is not None else None
+        if not isinstance(beat, dict):
+            raise MalformedRecord("not a JSON object")
+        for name in ("device_ip", "recognizer_ip", "checkpoint_id", "topic", "time"):
+            if not isinstance(beat.get(name), str) or not beat[name]:
+                raise MalformedRecord(f"field {name!r} missing or not a string")
+        for name in ("produced", "unrecognized"):
+            if isinstance(beat.get(name), bool) or not isinstance(beat.get(name), int) or beat[name] < 0:
+                raise MalformedRecord(f"field {name!r} should be a count")
+        beat["t"] = parse_time(beat["time"]).timestamp()
+        return beat
+    except (ValueError, TypeError) as exc:
+        raise MalformedRecord(str(exc)) from None
+
+
+class Monitor:
+    def __init__(self, cfg: MonitoringConfig, topics: Topics, bootstrap: str, store: Store, locator: Locator) -> None:
+        self.cfg = cfg
+        self.topics = topics
+        self.bootstrap = bootstrap
+        self.store = store
+        self.fleet = Fleet(cfg.health, locator, time.time())
+        self.lock = threading.Lock()
+        self.series = Series(store)
+        self.stopping = threading.Event()
+        self.producer = open_producer(bootstrap, {"client.id": "monitor", "enable.idempotence": True,
+                                                  "linger.ms": 0})
+        self.notifiers: dict[str, Notifier] = {}
+        self.engine = Engine(cfg, self.fleet, self.lock, store, self._publish, self._submit, self._lag_of)
+        self.consumer: Consumer | None = None
+        self.scheduler = BackgroundScheduler()
+        self._lag_consumers: dict[str, Consumer] = {}
+        self.partitions = 1
+
+    # start-up and shutdown
+    def start(self) -> None:
+        self.store.ensure_tables()
+        self.producer.ensure_topics({self.topics.alerts: 1, **{t: self.partitions for t in self._inputs()}})
+        self.fleet.locator.refresh()
+        for ip, row in self.store.states("device"):
+            self.fleet.devices[ip] = DeviceTrack.from_json(row)
+        for job, row in self.store.states("job"):
+            self.fleet.jobs[job] = (row["batch_id"], row["t"])
+        self.engine.load()
+        for receiver in self.engine.dispatcher.receivers:
+            self.notifiers[receiver.name] = Notifier(receiver, self.cfg.retry, self.engine.dispatcher.delivered,
+                                                     self.cfg.external_url)
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.cfg.group_id,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "client.id": "monitor", "log_level": 3,
+                                  "topic.metadata.refresh.interval.ms": 5000})
+        self.consumer.subscribe(list(self._inputs()))
+        self.scheduler.add_job(self.evaluate, "interval", seconds=self.cfg.evaluation_interval_s, max_instances=1,
+                               coalesce=True, misfire_grace_time=None, id="evaluate")
+        self.scheduler.start()
+
+    def evaluate(self) -> None:
+        try:
+            self.engine.evaluate(time.time())
+        except Exception:  # one bad evaluation (HBase or bus hiccup) must not stop the schedule
+            metrics.EVALUATION_ERRORS.inc()
+            log.exception("evaluation failed; next tick retries")
+
+    def run(self) -> None:
+        """Consume until :attr:`stopping` is set; flushes and commits on the way out."""
+        assert self.consumer is not None
+        next_flush = time.monotonic() + self.cfg.flush_interval_s
+        try:
+            while not self.stopping.is_set():
+                messages = self.consumer.consume(500, 0.2)
+                if messages:
+                    with self.lock:
+                        for message in messages:
+                            self._take(message)
+                if time.monotonic() >= next_flush:
+                    self.flush()
+                    next_flush = time.monotonic() + self.cfg.flush_interval_s
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.scheduler.shutdown(wait=True)
+        try:
+            self.flush()
+        finally:
+            for notifier in self.notifiers.values():
+                notifier.close()
+            if self.consumer is not None:
+                self.consumer.close()
+            for consumer in self._lag_consumers.values():
+                consumer.close()
+            self.producer.flush(10.0)
+            self.store.close()
+
+    # consuming
+    def _take(self, message: Any) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer: %s", error)
+            return
+        topic = message.topic()
+        metrics.RECORDS.labels(topic).inc()
+        try:
+            if topic == self.topics.heartbeat:
+                self._heartbeat(message.value())
+            elif topic == self.topics.ingest_stats:
+                self._stats(message.value())
+            else:
+                self.series.add_counts(("city",), (message.timestamp()[1] or time.time() * 1000) / 1000,
+                                       {"deadletter": 1})
+        except (MalformedRecord, StatsError) as exc:
+            metrics.MALFORMED.labels(topic).inc()
+            log.debug("skipping malformed %s record at offset %s: %s", topic, message.offset(), exc)
+
+    def _heartbeat(self, raw: bytes | None) -> None:
+        beat = parse_heartbeat(raw)
+        delta = self.fleet.heartbeat(beat["device_ip"], beat["recognizer_ip"], beat["checkpoint_id"], beat["topic"],
+                                     beat["t"], beat["produced"], beat["unrecognized"])
+        if delta is None:
+            metrics.DUPLICATES.labels(self.topics.heartbeat).inc()
+            return
+        where = self.fleet.locator.locate(beat["device_ip"], beat["recognizer_ip"], beat["checkpoint_id"])
+        self.series.add_counts(quality_scopes(where.district, where.recognizer_ip, beat["device_ip"]), beat["t"],
+                               {"produced": delta.produced, "reported_unrecognized": delta.unrecognized})
+
+    def _stats(self, raw: bytes | None) -> None:
+        stats = parse_stats(raw)
+        try:
+            t = parse_time(stats.time).timestamp()
+        except (ValueError, TypeError) as exc:
+            raise StatsError(f"bad time {stats.time!r}: {exc}") from None
+        if self.fleet.is_replay(stats, t):
+            metrics.DUPLICATES.labels(self.topics.ingest_stats).inc()
+            return
+        self.fleet.ingest_stats(stats, t)
+        for stage, histogram in stats.latency.items():
+            self.series.add_latency(stage, t, histogram)
+        for d in stats.devices:
+            where = self.fleet.locator.locate(d.device_ip, d.recognizer_ip, d.checkpoint_id)
+            self.series.add_counts(quality_scopes(where.district, where.recognizer_ip, d.device_ip), t,
+                                   {"read": d.read, "valid": d.valid, "unrecognized": d.unrecognized,
+                                    "invalid": d.invalid})
+
+    def flush(self) -> None:
+        """Series, device rows and job marks to HBase, then the offsets (never the other way round)."""
+        with self.lock:
+            self.series.flush()
+            devices = [(ip, self.fleet.devices[ip].to_json()) for ip in self.fleet.dirty if ip in self.fleet.devices]
+            self.fleet.dirty.clear()
+            jobs = [(job, {"batch_id": b, "t": t}) for job, (b, t) in self.fleet.jobs.items()]
+            self.store.put_states("device", devices)
+            self.store.put_states("job", jobs)
+        metrics.FLUSHES.inc()
+        if self.consumer is not None:
+            try:
+                self.consumer.commit(asynchronous=False)
+            except Exception as exc:  # nothing consumed yet (NO_OFFSET) or a rebalance: next flush commits
+                log.debug("commit: %s", exc)
+
+    # outputs
+    def _publish(self, alerts: list[Alert]) -> set[str]:
+        acked: set[str] = set()
+
+        def done(fp: str) -> Any:
+            def report(error: str | None) -> None:
+                if error is None:
+                    acked.add(fp)
+                else:
+                    log.warning("alerts topic: %s", error)
+            return report
+
+        for alert in alerts:
+            self.producer.produce(self.topics.alerts, alert.fp.encode(), encode(alert.event()), done(alert.fp))
+        self.producer.flush(10.0)
+        return acked
+
+    def _submit(self, notification: Any) -> None:
+        self.notifiers[notification.receiver.name].submit(notification)
+
+    def _lag_of(self, group: str) -> int | None:
+        """Records ``group`` is behind on its committed partitions (high watermark - committed)."""
+        try:
+            consumer = self._lag_consumers.get(group)
+            if consumer is None:
+                consumer = self._lag_consumers[group] = Consumer({"bootstrap.servers": self.bootstrap,
+                                                                  "group.id": group, "enable.auto.commit": False,
+                                                                  "log_level": 3})
+            metadata = consumer.list_topics(timeout=5)
+            partitions = [TopicPartition(t, p) for t in self._inputs() if t in metadata.topics
+                          for p in metadata.topics[t].partitions]
+            committed = consumer.committed(partitions, timeout=5) if partitions else []
+            return sum(max(0, consumer.get_watermark_offsets(tp, timeout=5)[1] - tp.offset)
+                       for tp in committed if tp.offset >= 0)
+        except Exception as exc:  # lag unknown this time; the rule does not fire on unknowns
+            log.warning("consumer lag of %s: %s", group, exc)
+            return None
+
+    def _inputs(self) -> tuple[str, ...]:
+        """The topics the monitor reads (and whose lag a ``consumer_lag`` rule measures)."""
+        return (self.topics.heartbeat, self.topics.ingest_stats, self.topics.deadletter)
