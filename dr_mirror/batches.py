@@ -1,0 +1,96 @@
+"""Which fetched batches to mirror, and the bytes to produce for each: sans-IO, bytes in and bytes out.
+
+Passthrough is the point: a batch that arrived compressed goes out with the same codec and the same
+compressed records section. Only header fields the target must see differently are rewritten: the
+producer id, epoch and base sequence of the mirror's idempotent producer, the transactional flag
+(only committed data is mirrored, by a non-transactional producer) and the CRC-32C, recomputed over
+the same payload. The target broker assigns base offset and leader epoch itself.
+
+A batch whose offsets are not dense (the log cleaner removed records from it) cannot be produced
+as-is: a broker requires recordsCount == lastOffsetDelta + 1. Such a batch is rebuilt with
+consecutive offset deltas (`rebuild`), the one case that decodes and re-encodes, with its own codec.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from bus.protocol import control_records
+from bus.protocol import records as rb
+
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_PRODUCER_OFFSET = 43  # after baseOffset .. maxTimestamp
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class Aborted:
+    """One entry of a Fetch response's aborted_transactions."""
+
+    producer_id: int
+    first_offset: int
+
+
+def committed(data: bytes | memoryview, batches: Sequence[rb.BatchInfo], aborted: Iterable[Aborted],
+              start: int) -> list[rb.BatchInfo]:
+    """The batches a read_committed consumer would see, from offset `start` on: no control batch, no batch
+    of an aborted transaction (from its first offset in `aborted` up to its ABORT marker)."""
+    pending = [(a.first_offset, a.producer_id) for a in aborted]
+    heapq.heapify(pending)
+    open_aborts: set[int] = set()
+    out = []
+    for batch in batches:
+        while pending and pending[0][0] <= batch.last_offset:
+            open_aborts.add(heapq.heappop(pending)[1])
+        if batch.is_control:
+            if batch.producer_id in open_aborts:
+                marker = control_records.read_marker(data, batch)
+                if marker is not None and not marker.commit:
+                    open_aborts.discard(batch.producer_id)
+            continue
+        if batch.next_offset <= start:
+            continue
+        if batch.is_transactional and batch.producer_id in open_aborts:
+            continue
+        out.append(batch)
+    return out
+
+
+def is_dense(batch: rb.BatchInfo) -> bool:
+    """Every offset of the batch's span holds a record, so it can be produced unchanged."""
+    return batch.records_count == batch.last_offset_delta + 1
+
+
+def passthrough(data: bytes | memoryview, batch: rb.BatchInfo, producer_id: int, producer_epoch: int,
+                base_sequence: int) -> bytearray:
+    """The batch's bytes with the mirror's producer state, the transactional flag cleared and a fresh CRC."""
+    out = bytearray(memoryview(data)[batch.position : batch.position + batch.size])
+    _PRODUCER.pack_into(out, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
+    if batch.attributes & rb.TRANSACTIONAL_FLAG:
+        _I16.pack_into(out, rb.ATTRIBUTES_OFFSET, batch.attributes & ~rb.TRANSACTIONAL_FLAG)
+    _U32.pack_into(out, rb.CRC_OFFSET, crc32c.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def rebuild(data: bytes | memoryview, batch: rb.BatchInfo, start: int, producer_id: int, producer_epoch: int,
+            base_sequence: int) -> tuple[bytes, int, int]:
+    """Re-encode the records at offsets >= `start` densely, same codec and timestamps.
+
+    Returns (batch bytes, first source offset, record count). Used only for batches with holes
+    (compacted) or a fetch that starts inside a batch.
+    """
+    records = [r for r in rb.iter_records(data, batch) if r.offset >= start]
+    if not records:
+        return b"", -1, 0
+    first = records[0].offset
+    dense = [rb.Record(first + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)]
+    built = rb.build_batch(dense, base_offset=0, compression=batch.compression, producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=base_sequence,
+                           timestamp_type=batch.timestamp_type)
+    return built, first, len(records)
