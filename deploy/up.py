@@ -1,9 +1,12 @@
 """`make up`: start the solution on one machine with embedded defaults and say where to look.
 
-The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, then the
-capture slice (city simulator + Spark ingest job, `deploy/pipeline.py`) with a status line every
-few seconds. Each service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which
-signals the pid in ``DATA/up.pid``) stops them all. Endpoints default to `contracts/solution.toml`.
+The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, object
+storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
+random password in ``DATA/console/admin_password``), then the capture slice (city simulator + Spark
+ingest job, `deploy/pipeline.py`) with a status line every few seconds. Each service is a child
+process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
+them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
+endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -53,7 +57,41 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
          "--data-dir", str(data_dir / "s3"), *(["--config", str(args.config)] if args.config else [])],
         f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets videos, synopsis)",
     ))
+    console = [py, "-m", "web", *(["--config", str(args.config)] if args.config else []), "--host", args.host,
+               "--port", str(args.console_port), "--data-dir", str(data_dir / "console")]
+    services.append(("console", console, f"operator console: {_console_url(args)}"))
     return services
+
+
+def _console_url(args: argparse.Namespace) -> str:
+    return f"http://{args.host}:{args.console_port}"
+
+
+def ensure_admin(data_dir: Path, config: Path | None) -> str:
+    """Create the console's ``admin`` with a random password the first time; say where the password is.
+
+    The password file (mode 0600) is written before the user is added and kept only if that worked, so
+    an ``admin`` never exists with a password nobody has, unless someone removed the file by hand.
+    """
+    password_file = data_dir / "console" / "admin_password"
+    if password_file.exists():
+        return f"log in as admin, password in {password_file}"
+    password_file.parent.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(18)
+    pending = password_file.with_suffix(".new")
+    pending.unlink(missing_ok=True)
+    fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(password + "\n")
+    result = subprocess.run([sys.executable, "-m", "web", *(["--config", str(config)] if config else []),
+                             "users", "add", "admin", "--role", "admin"], input=password + "\n",
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        pending.unlink(missing_ok=True)
+        return (f"admin not created ({result.stderr.strip()}); manage users with "
+                "`python -m web users add NAME --role ROLE`")
+    pending.rename(password_file)
+    return f"log in as admin, password in {password_file}"
 
 
 def _wait_for(host: str, port: int, timeout: float) -> bool:
@@ -100,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--kafka-port", type=int, default=_bus_port(config))
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
+    parser.add_argument("--console-port", type=int, default=config.get("console", "port", 8000))
     parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")
     parser.add_argument("--no-pipeline", action="store_true", help="servers only: no simulator, no Spark job")
     parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
@@ -122,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         for child in children:
             child.terminate()
         return 1
+    lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
+    if not _wait_for(args.host, args.console_port, 30):
+        print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
     pipeline = None
     if not args.no_pipeline:
         pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),

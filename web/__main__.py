@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from contracts.config import Config, add_config_flag, preparse_config
 from web.auth.cli import add_users_parser, run_users
@@ -22,7 +23,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     add_config_flag(parser)
     parser.add_argument("--host", default=None, help="listen address (default [console] host)")
     parser.add_argument("--port", type=int, default=None, help="listen port (default [console] port)")
-    parser.add_argument("--data-dir", default=None, help="console state: signing key, admin password file")
+    parser.add_argument("--data-dir", type=Path, default=None, help="console state: signing key, admin password file")
     add_users_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv), config
 

@@ -1,0 +1,82 @@
+"""`make up` (``python -m deploy.up --no-pipeline``) starts the console and creates ``admin`` once."""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subprocess.Popen[str], str]:
+    """Start deploy.up and return it with everything it printed up to its "Press Ctrl-C" line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir), "--no-pipeline",
+         "--kafka-port", str(ports["bus"]), "--hbase-port", str(ports["hbase"]),
+         "--console-port", str(ports["console"])],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    output = ""
+    deadline = time.monotonic() + 120
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while "Press Ctrl-C" not in output:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"make up did not come up:\n{output}")
+            if selector.select(1):
+                output += proc.stdout.readline()
+    return proc, output
+
+
+def down(data_dir: Path, proc: subprocess.Popen[str]) -> None:
+    """`make down`; we reap `make up` meanwhile (an unreaped child stays a zombie that `--down` sees alive)."""
+    stopper = subprocess.Popen([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.wait(90) == 0
+    said, _ = stopper.communicate(timeout=30)
+    assert stopper.returncode == 0, said
+
+
+@pytest.mark.slow
+def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
+    ports = {"bus": free_port(), "hbase": free_port(), "s3": free_port(), "console": free_port()}
+    config = tmp_path / "solution.toml"
+    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
+                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
+                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
+                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
+                      f'[console]\nport = {ports["console"]}\n')
+    data_dir = tmp_path / "data"
+    proc, output = start_up(config, data_dir, ports)
+    try:
+        url = f"http://127.0.0.1:{ports['console']}"
+        password_file = data_dir / "console" / "admin_password"
+        assert url in output and str(password_file) in output, output
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        password = password_file.read_text().strip()
+        login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
+        assert login.status_code == 200, login.text
+    finally:
+        down(data_dir, proc)
+    assert not re.search(r"console\s+.*(did not start|not created)", output)
+
+    # A second start keeps the admin and its password file.
+    proc, output = start_up(config, data_dir, ports)
+    try:
+        assert password_file.read_text().strip() == password
+        login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
+        assert login.status_code == 200
+    finally:
+        down(data_dir, proc)
