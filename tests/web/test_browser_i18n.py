@@ -10,8 +10,10 @@ import re
 import string
 from pathlib import Path
 
+from confluent_kafka import ConsumerGroupState
+
 from contracts.deployment_map import DeploymentMap
-from contracts.records import Kind
+from contracts.records import FIELDS, Kind
 from web import i18n
 from web.auth import Role
 from web.models.health import Health
@@ -41,6 +43,8 @@ def dynamic_keys() -> set[str]:
     keys |= {f"role.{r.value}" for r in Role} | {f"lang.{code}" for code in i18n.LANGUAGES}
     keys |= {f"kind.{k.value}" for k in Kind} | {f"direction.{d}" for d in "NESW"}
     keys |= {f"component.{name}" for name in Health.model_fields}
+    keys |= {f"field.{f.name}" for fields in FIELDS.values() for f in fields}  # a capture's detail
+    keys |= {f"group_state.{s.name.lower()}" for s in ConsumerGroupState}  # as web.services.groups names them
     keys |= {f"overview.{f}" for f in OVERVIEW_FIGURES} | {f"overview.{f}.unit" for f in OVERVIEW_FIGURES}
     return keys
 

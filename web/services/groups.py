@@ -3,7 +3,7 @@
 Lag is ``log end offset - committed offset`` per partition, as ``kafka-consumer-groups.sh`` shows it
 (a partition with no committed offset has no lag figure, not an invented one). The end offsets of
 every group's partitions come from one ListOffsets call, so the groups page costs one DescribeGroups,
-one OffsetFetch per group and one ListOffsets, whatever the number of partitions.
+one OffsetFetch per group (concurrently) and one ListOffsets, whatever the number of partitions.
 
 Offset reset follows ``kafka-consumer-groups.sh --reset-offsets``: refused while the group has
 members (the broker would refuse the commit too: a running consumer would overwrite it at once);
@@ -36,8 +36,11 @@ def _committed(backends: Backends, group_ids: list[str]) -> dict[str, dict[tuple
     """group -> (topic, partition) -> committed offset, for partitions with a commit."""
     if not group_ids:
         return {}
-    answers = wait_all(backends, backends.bus_admin().list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(g) for g in group_ids], request_timeout=backends.settings.backend_timeout_s))
+    # One OffsetFetch per group (all in flight at once): the client takes a single group per call.
+    admin, timeout = backends.bus_admin(), backends.settings.backend_timeout_s
+    futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout)[g]
+               for g in group_ids}
+    answers = wait_all(backends, futures)
     return {group: {(tp.topic, tp.partition): tp.offset for tp in (answer.topic_partitions or []) if tp.offset >= 0}
             for group, answer in answers.items()}
 

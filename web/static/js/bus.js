@@ -4,7 +4,7 @@
 "use strict";
 
 (() => {
-  const { api, t, el, fillRows, showError, number, bytes, duration, time, cityIso, hasRole } = Console;
+  const { api, t, tOr, el, fillRows, showError, number, bytes, duration, time, cityIso, hasRole } = Console;
   const error = document.getElementById("bus-error");
   const isAdmin = hasRole("admin");
   let lagChart = null;
@@ -138,7 +138,7 @@
         dataset: { group: g.group_id }, onclick: () => openGroup(g.group_id),
       },
       el("td", { class: "mono" }, g.group_id),
-      el("td", {}, g.state),
+      el("td", {}, tOr(`group_state.${g.state}`, g.state)),
       el("td", { class: "num" }, number(g.members)),
       el("td", { class: "num" }, number(g.total_lag)))));
     } catch (e) {
@@ -154,7 +154,9 @@
     document.getElementById("group-name").textContent = id;
     try {
       const { data } = await api(`/api/v1/bus/groups/${encodeURIComponent(id)}`);
-      fillRows(document.querySelector("#group-members tbody"), (data.members || []).map((m) => [
+      const members = data.members || [];
+      document.getElementById("no-members").hidden = members.length > 0;
+      fillRows(document.querySelector("#group-members tbody"), members.map((m) => [
         el("span", { class: "mono" }, m.member_id), m.client_id, m.host,
         m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ") || null]));
       fillRows(document.querySelector("#group-lag tbody"), (data.partitions || []).map((p) => [
@@ -181,20 +183,22 @@
     }
     try {
       const { data } = await api(`/api/v1/bus/groups/${encodeURIComponent(id)}/lag-history`);
-      const samples = list(data, "samples");
+      const samples = list(data, "points");
       empty.hidden = samples.length > 0;
       container.hidden = samples.length === 0;
       if (!samples.length) return;
       const keys = [...new Set(samples.flatMap((s) => (s.partitions || []).map((p) => `${p.topic}-${p.partition}`)))].sort();
       const x = samples.map((s) => s.time_ms / 1000);
-      const totals = samples.map((s) => s.total_lag);
+      const totals = samples.map((s) => s.total);
       const lines = keys.map((key) => samples.map((s) => {
         const found = (s.partitions || []).find((p) => `${p.topic}-${p.partition}` === key);
         return found && found.lag !== null ? found.lag : null;
       }));
       const palette = ["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f"];
       lagChart = new uPlot({
-        width: container.clientWidth || 800, height: 240, scales: { x: { time: true } },
+        width: container.clientWidth || 800, height: 240,
+        // Always the whole last hour, so a few samples sit at the right instead of stretching the axis.
+        scales: { x: { time: true, range: () => [Date.now() / 1000 - 3600, Date.now() / 1000] } },
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Asia/Shanghai"),
         series: [
           { label: t("overview.time") },

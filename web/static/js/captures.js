@@ -15,6 +15,12 @@
   // The current search: its query, the cursor of each page seen so far, and the page shown.
   let search = null;
 
+  /** Where a capture was: the district's name (its code when the map has no name) and the crossroad. */
+  function place(location) {
+    if (!location) return "—";
+    return `${location.district_name || location.district} · ${t("map.crossroad")} ${location.crossroad} · ${t(`direction.${location.direction}`)}`;
+  }
+
   function byTime(a, b) {
     return Date.parse(a.capture_time) - Date.parse(b.capture_time);
   }
@@ -27,12 +33,12 @@
       onclick: () => openDetail(item), onkeydown: (e) => { if (e.key === "Enter") openDetail(item); },
     },
     el("td", {}, String(i + 1)),
-    el("td", { class: "mono" }, time(item.capture_time)),
-    el("td", {}, t(`kind.${item.kind}`)),
-    el("td", { class: "plate" }, item.plate_number || "—"),
-    el("td", { class: "mono" }, item.checkpoint_id),
-    el("td", {}, item.location && item.location.district ? item.location.district : "—"),
-    el("td", { class: "mono" }, item.device_ip || "—"))));
+    el("td", { class: "mono nowrap" }, time(item.capture_time)),
+    el("td", { class: "nowrap" }, t(`kind.${item.kind}`)),
+    el("td", { class: "plate nowrap" }, item.plate_number || "—"),
+    el("td", { class: "mono nowrap" }, item.checkpoint_id),
+    el("td", { class: "wrap" }, place(item.location)),
+    el("td", { class: "mono nowrap" }, item.device_ip || "—"))));
     empty.hidden = rows.length > 0;
     if (city) {
       if (isPlate) city.showTrajectory(rows);
@@ -79,12 +85,15 @@
     dl.replaceChildren(el("dt", {}, t("common.loading")));
     try {
       const { data } = await api(`/api/v1/captures/${encodeURIComponent(item.kind)}/${encodeURIComponent(item.record_id)}`);
-      const record = data.record && typeof data.record === "object" ? { ...data.record, ...data, record: undefined } : data;
+      const record = data;
       const first = ["record_id", "kind", "capture_time", "ingest_time", "latency_ms"];
       const keys = [...first.filter((k) => k in record), ...Object.keys(record).filter((k) => !first.includes(k)).sort()];
       dl.replaceChildren(...keys.filter((k) => record[k] !== undefined).flatMap((k) => {
         let value = record[k];
         if (k === "latency_ms" && value !== null) value = `${value} ${t("unit.ms")}`;
+        else if (k === "location" && value) value = `${place(value)} (${value.lat}, ${value.lon})`;
+        else if (k === "kind") value = t(`kind.${value}`);
+        else if (typeof value === "boolean") value = value ? t("common.yes") : t("common.no");
         else if (value !== null && typeof value === "object") value = JSON.stringify(value);
         else if (k.endsWith("_time")) value = `${time(value)} (${value})`;
         const text = value === null ? "—" : String(value);

@@ -84,6 +84,7 @@ const CityMap = (() => {
     const districts = new Map(data.districts.map((d, i) => [d.code, { ...d, color: PALETTE[i % PALETTE.length] }]));
     const points = data.checkpoints.map((c) => [c.lat, c.lon]);
     const bounds = points.length ? L.latLngBounds(points).pad(0.12) : L.latLngBounds([[30.2, 120.1], [30.4, 120.4]]);
+    map.fitBounds(bounds);  // first: vector layers get their SVG elements only once the map has a view
     drawGrid(map, bounds);
 
     const byDistrict = new Map();
@@ -114,6 +115,7 @@ const CityMap = (() => {
       marker.cpLabel = L.marker([cp.lat, cp.lon], {
         icon: label(`${cp.crossroad}·${t(`direction.${cp.direction}`)}`, "cp-label"), interactive: false,
       });
+      marker.getElement().dataset.checkpoint = cp.checkpoint_id;
       if (onCheckpoint) marker.on("click", () => onCheckpoint(cp));
       marker.checkpoint = cp;
       markers.set(cp.checkpoint_id, marker);
@@ -127,7 +129,6 @@ const CityMap = (() => {
       }
     };
     map.on("zoomend", toggleLabels);
-    map.fitBounds(bounds);
     toggleLabels();
     addLegend(map);
 
@@ -135,12 +136,14 @@ const CityMap = (() => {
     let highlighted = [];
     let trajectory = null;
 
-    function select(id) {
+    /** Mark a checkpoint (null: none); ``focus`` zooms in far enough to tell it from its neighbours. */
+    function select(id, focus) {
       if (selected) selected.setStyle({ weight: selected.checkpoint.face_device ? 2 : 1, color: selected.checkpoint.face_device ? "#1f2933" : selected.options.fillColor });
       selected = markers.get(id) || null;
       if (selected) {
         selected.setStyle({ weight: 4, color: "#f5a623" });
         selected.bringToFront();
+        if (focus) map.setView(selected.getLatLng(), Math.max(map.getZoom(), LABEL_ZOOM + 1));
       }
     }
 
@@ -177,7 +180,11 @@ const CityMap = (() => {
       trajectory = null;
     }
 
-    return { map, markers, districts, select, highlight, showTrajectory, clearTrajectory };
+    function overview() {
+      map.fitBounds(bounds);
+    }
+
+    return { map, markers, districts, select, highlight, showTrajectory, clearTrajectory, overview };
   }
 
   function addLegend(map) {

@@ -15,6 +15,11 @@ const Console = (() => {
     return text;
   }
 
+  /** A message for a value the server names (a group state, say), or the value itself when none exists. */
+  function tOr(key, fallback) {
+    return Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : fallback;
+  }
+
   class ApiError extends Error {
     constructor(status, detail, body, response) {
       super(detail);
@@ -167,5 +172,5 @@ const Console = (() => {
     });
   }
 
-  return { page, t, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole };
+  return { page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole };
 })();

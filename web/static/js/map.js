@@ -14,7 +14,7 @@
   }
 
   async function openCheckpoint(cp) {
-    city.select(cp.checkpoint_id);
+    city.select(cp.checkpoint_id, true);
     summary.hidden = true;
     panel.hidden = false;
     document.getElementById("cp-id").textContent = cp.checkpoint_id;
@@ -36,7 +36,7 @@
       const { data: detail } = await api(`/api/v1/checkpoints/${encodeURIComponent(cp.checkpoint_id)}`);
       showError(error, null);
       fillRows(devices, (detail.devices || []).map((d) => [d.device_ip, t(`kind.${d.kind}`), d.recognizer_ip]));
-      const latest = detail.latest_captures || detail.captures || [];
+      const latest = detail.latest || [];
       if (!latest.length) fillRows(captures, [[t("map.no_captures"), null, null, null]]);
       else fillRows(captures, latest.map((c) => [time(c.capture_time), t(`kind.${c.kind}`), c.plate_number, c.device_ip]));
     } catch (e) {
@@ -47,6 +47,7 @@
 
   function closeCheckpoint() {
     city.select(null);
+    city.overview();
     panel.hidden = true;
     summary.hidden = false;
   }
