@@ -87,6 +87,7 @@ class ConsoleProcess:
     backing: Backing
     _tokens: dict[str, str] = field(default_factory=dict)
     _clients: list[httpx.Client] = field(default_factory=list)
+    _shared: dict[str | None, httpx.Client] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -112,10 +113,18 @@ class ConsoleProcess:
         return self._tokens[username]
 
     def client(self, username: str | None, **kwargs: Any) -> httpx.Client:
-        """An httpx client on the console, with ``username``'s bearer token (None: no credentials)."""
+        """An httpx client on the console, with ``username``'s bearer token (None: no credentials).
+
+        Without ``kwargs`` the client is shared with every other such call for that user.
+        """
+        shared = not kwargs
+        if shared and username in self._shared:
+            return self._shared[username]
         headers = {"Authorization": f"Bearer {self.token(username)}"} if username else {}
         client = httpx.Client(base_url=self.url, headers=headers, timeout=kwargs.pop("timeout", 30), **kwargs)
         self._clients.append(client)
+        if shared:
+            self._shared[username] = client
         return client
 
     def log(self) -> str:
