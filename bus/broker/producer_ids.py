@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from bus.controller.controller import QuorumController
 
 
@@ -9,7 +11,7 @@ class ProducerIdManager:
     def __init__(self, controller: QuorumController, block_size: int = 1000) -> None:
         self.controller = controller
         self.block_size = block_size
-        self._block = iter(())
+        self._block: Iterator[int] = iter(())
 
     def next_id(self) -> int:
         for producer_id in self._block:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -149,14 +150,11 @@ class AdminError(KafkaError):
             default = None
         self.message = message or default or self.name.replace("_", " ").capitalize() + "."
         self.errors = {}
-        super().__init__(f"{self.message} ({self.name})")
-
-    @property
-    def retriable(self) -> bool:
         try:
-            return bool(ErrorCode(self.code).retriable)
+            self.retriable = bool(ErrorCode(self.code).retriable)
         except ValueError:
-            return False
+            self.retriable = False
+        super().__init__(f"{self.message} ({self.name})")
 
     @staticmethod
     def of(code: int | ErrorCode, message: str | None = None) -> AdminError:
@@ -351,17 +349,18 @@ class ConfigEntry:
         return self.source == ConfigSource.DEFAULT_CONFIG
 
 
-class AlterConfigOp(NamedTuple):
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterConfigOp:
     """One IncrementalAlterConfigs operation: SET / DELETE / APPEND / SUBTRACT a config."""
 
     name: str
     value: str | None = None
     op: int = 0
 
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+    SET: ClassVar[int] = 0
+    DELETE: ClassVar[int] = 1
+    APPEND: ClassVar[int] = 2
+    SUBTRACT: ClassVar[int] = 3
 
     @classmethod
     def set(cls, name: str, value: str) -> AlterConfigOp:
@@ -828,11 +827,14 @@ class AdminClient:
             by_node = self._by_config_node(r for r in wanted if r not in out)
             errors: dict[ConfigResource, AdminError | None] = {}
             for node, batch in by_node.items():
-                response = self._send(node, DESCRIBE_CONFIGS, lambda s, batch=batch: s.make(
-                    "DescribeConfigsRequest",
-                    resources=[s.make("DescribeConfigsResource", resource_type=int(r.type), resource_name=r.name,
-                                      configuration_keys=None) for r in batch],
-                    include_synonyms=include_synonyms, include_documentation=include_documentation))
+                def describe(s: Any, batch: list[ConfigResource] = batch) -> Any:
+                    return s.make(
+                        "DescribeConfigsRequest",
+                        resources=[s.make("DescribeConfigsResource", resource_type=int(r.type),
+                                          resource_name=r.name, configuration_keys=None) for r in batch],
+                        include_synonyms=include_synonyms, include_documentation=include_documentation)
+
+                response = self._send(node, DESCRIBE_CONFIGS, describe)
                 for result in response.results:
                     key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
                     code = int(result.error_code)
@@ -857,12 +859,15 @@ class AdminClient:
         def attempt() -> None:
             by_node = self._by_config_node(r for r in plan if r not in results)
             for node, batch in by_node.items():
-                response = self._send(node, INCREMENTAL_ALTER_CONFIGS, lambda s, batch=batch: s.make(
-                    "IncrementalAlterConfigsRequest", validate_only=validate_only,
-                    resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
-                                      configs=[s.make("AlterableConfig", name=op.name, config_operation=op.op,
-                                                      value=op.value) for op in plan[r]])
-                               for r in batch]))
+                def alter(s: Any, batch: list[ConfigResource] = batch) -> Any:
+                    return s.make(
+                        "IncrementalAlterConfigsRequest", validate_only=validate_only,
+                        resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
+                                          configs=[s.make("AlterableConfig", name=op.name, config_operation=op.op,
+                                                          value=op.value) for op in plan[r]])
+                                   for r in batch])
+
+                response = self._send(node, INCREMENTAL_ALTER_CONFIGS, alter)
                 for result in response.responses:
                     key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
                     code = int(result.error_code)
@@ -880,11 +885,15 @@ class AdminClient:
         def attempt() -> None:
             by_node = self._by_config_node(plan)
             for node, batch in by_node.items():
-                response = self._send(node, ALTER_CONFIGS, lambda s, batch=batch: s.make(
-                    "AlterConfigsRequest", validate_only=validate_only,
-                    resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
-                                      configs=[s.make("AlterableConfig", name=k, value=v) for k, v in plan[r].items()])
-                               for r in batch]))
+                def replace(s: Any, batch: list[ConfigResource] = batch) -> Any:
+                    return s.make(
+                        "AlterConfigsRequest", validate_only=validate_only,
+                        resources=[s.make("AlterConfigsResource", resource_type=int(r.type), resource_name=r.name,
+                                          configs=[s.make("AlterableConfig", name=k, value=v)
+                                                   for k, v in plan[r].items()])
+                                   for r in batch])
+
+                response = self._send(node, ALTER_CONFIGS, replace)
                 for result in response.responses:
                     key = ConfigResource(ConfigResourceType(int(result.resource_type)), result.resource_name)
                     code = int(result.error_code)
@@ -920,7 +929,7 @@ class AdminClient:
         level = 1 if isolation_level.replace("-", "_") == "read_committed" else 0
         wanted = {TopicPartition(tp.topic, int(tp.partition)): int(spec) for tp, spec in specs.items()}
 
-        def build(s: Any, by_topic: dict[str, list[TopicPartition]]) -> Any:
+        def build(by_topic: dict[str, list[TopicPartition]], s: Any) -> Any:
             return s.make("ListOffsetsRequest", replica_id=-1, isolation_level=level, timeout=self._timeout_ms(None),
                           topics=[s.make("ListOffsetsTopic", name=topic, partitions=[
                               s.make("ListOffsetsPartition", partition_index=tp.partition, current_leader_epoch=-1,
@@ -938,7 +947,7 @@ class AdminClient:
         """Delete records below the given offsets (-1: the high watermark); returns the new low watermarks."""
         wanted = {TopicPartition(tp.topic, int(tp.partition)): int(offset) for tp, offset in before.items()}
 
-        def build(s: Any, by_topic: dict[str, list[TopicPartition]]) -> Any:
+        def build(by_topic: dict[str, list[TopicPartition]], s: Any) -> Any:
             return s.make("DeleteRecordsRequest", timeout=self._timeout_ms(None),
                           topics=[s.make("DeleteRecordsTopic", name=topic, partitions=[
                               s.make("DeleteRecordsPartition", partition_index=tp.partition, offset=wanted[tp])
@@ -947,7 +956,7 @@ class AdminClient:
         return self._per_leader_call(wanted, DELETE_RECORDS, build, lambda p: int(p.low_watermark), "delete records")
 
     def _per_leader_call(self, partitions: Iterable[TopicPartition], api_key: int,
-                         build: Callable[[Any, dict[str, list[TopicPartition]]], Any], result: Callable[[Any], T],
+                         build: Callable[[dict[str, list[TopicPartition]], Any], Any], result: Callable[[Any], T],
                          what: str) -> dict[TopicPartition, T]:
         """One request per partition leader (its partitions grouped by topic): partition -> `result(answer)`.
 
@@ -970,7 +979,7 @@ class AdminClient:
                 by_topic: dict[str, list[TopicPartition]] = {}
                 for tp in batch:
                     by_topic.setdefault(tp.topic, []).append(tp)
-                response = self._send(node, api_key, lambda s, by_topic=by_topic: build(s, by_topic))
+                response = self._send(node, api_key, functools.partial(build, by_topic))
                 for topic in response.topics:
                     for p in topic.partitions:
                         tp = TopicPartition(topic.name, int(p.partition_index))
@@ -1056,7 +1065,7 @@ class AdminClient:
         """
         out: dict[str, ConsumerGroupDescription] = {}
         for group_id in dict.fromkeys(group_ids):
-            out[group_id] = self._call(lambda g=group_id: self._describe_group(g), f"describe group {group_id}")
+            out[group_id] = self._call(functools.partial(self._describe_group, group_id), f"describe group {group_id}")
         return out
 
     def _describe_group(self, group_id: str) -> ConsumerGroupDescription:

@@ -41,7 +41,7 @@ class UnsupportedVersionError(RuntimeError):
 @functools.cache
 def client_versions(api_key: int) -> range:
     """The versions of `api_key` this client can encode (what kio has schemas for)."""
-    versions = []
+    versions: list[int] = []
     for version in range(0, 30):
         try:
             load_request_schema(api_key, version)
@@ -75,9 +75,8 @@ class BrokerConnection:
     # -- versions --------------------------------------------------------------------------------
 
     def _negotiate(self) -> None:
-        request_cls = load_request_schema(API_VERSIONS, 3)
-        response = self.request(request_cls(client_software_name="bus-client", client_software_version="0.1"),
-                                version=3)
+        response = self.request(request_shapes(API_VERSIONS, 3).make(
+            "ApiVersionsRequest", client_software_name="bus-client", client_software_version="0.1"), version=3)
         if response.error_code != ErrorCode.none:
             # An older broker answers v0 with its list; retry at v0 as Kafka clients do.
             response = self.request(load_request_schema(API_VERSIONS, 0)(), version=0)

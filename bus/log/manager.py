@@ -58,7 +58,7 @@ class LogManager:
                 match = _PARTITION_DIR.fullmatch(entry.name)
                 if match is None or match["topic"] == _METADATA_TOPIC:
                     continue
-                tp = (match["topic"], int(match["partition"]))
+                tp = TopicPartition(match["topic"], int(match["partition"]))
                 config = configs_for(tp[0])
                 if config is None:
                     continue
@@ -70,7 +70,7 @@ class LogManager:
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         with self._lock:
-            tp = (topic, partition)
+            tp = TopicPartition(topic, partition)
             found = self._logs.get(tp)
             if found is not None:
                 return found
@@ -90,8 +90,8 @@ class LogManager:
         """Forget the partition and rename its directory for deletion; returns the removal of its files, for
         the caller to run off the event loop (see Log.detach), or None if there was no such log."""
         with self._lock:
-            doomed = self._logs.pop((topic, partition), None)
-            self._dir_of.pop((topic, partition), None)
+            doomed = self._logs.pop(TopicPartition(topic, partition), None)
+            self._dir_of.pop(TopicPartition(topic, partition), None)
         return None if doomed is None else doomed.detach()
 
     def all_logs(self) -> list[Log]:

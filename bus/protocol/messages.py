@@ -23,7 +23,7 @@ from typing import Any
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.index import PayloadEntityType, api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -54,14 +54,22 @@ def response_class(api_key: int, version: int) -> type:
         raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
 
-@functools.cache
+_READERS: dict[type, Callable[[bytes, int], tuple[Any, int]]] = {}
+_WRITERS: dict[type, Callable[[io.BytesIO, Any], None]] = {}
+
+
 def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = entity_reader(cls)
+    return reader
 
 
-@functools.cache
 def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
-    return entity_writer(cls)
+    writer = _WRITERS.get(cls)
+    if writer is None:
+        writer = _WRITERS[cls] = entity_writer(cls)
+    return writer
 
 
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
@@ -169,7 +177,7 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
 
 
 @functools.cache
-def _fields_in_any_version(api_key: int, entity_type: EntityType, class_name: str) -> frozenset[str]:
+def _fields_in_any_version(api_key: int, entity_type: PayloadEntityType, class_name: str) -> frozenset[str]:
     """Every field name `class_name` has in some version of the API: what a builder may mention."""
     names: set[str] = set()
     for version in schema_name_map[api_key_map[api_key]]:
@@ -184,7 +192,7 @@ class Shapes:
 
     __slots__ = ("_entity_type", "_module", "api_key", "version")
 
-    def __init__(self, api_key: int, version: int, entity_type: EntityType = EntityType.response) -> None:
+    def __init__(self, api_key: int, version: int, entity_type: PayloadEntityType = EntityType.response) -> None:
         self.api_key = api_key
         self.version = version
         self._entity_type = entity_type

@@ -60,5 +60,5 @@ def partitions_by_topic(ctx: RequestContext, order: Any, errors: dict[TopicParti
     by_topic: dict[str, list[Any]] = {}
     for name, index in dict.fromkeys(order):
         by_topic.setdefault(name, []).append(
-            ctx.make(partition_cls, partition_index=index, error_code=errors[(name, index)]))
+            ctx.make(partition_cls, partition_index=index, error_code=errors[TopicPartition(name, index)]))
     return by_topic

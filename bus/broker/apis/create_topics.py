@@ -93,7 +93,7 @@ def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
     )
 
 
-def _failure(ctx: RequestContext, name: str, code: ErrorCode, message: str) -> Any:
+def _failure(ctx: RequestContext, name: str, code: ErrorCode, message: str | None) -> Any:
     return ctx.make(
         "CreatableTopicResult",
         name=name,

@@ -8,6 +8,7 @@ v4+ dynamic members first get MEMBER_ID_REQUIRED with an id to rejoin with (KIP-
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from bus.broker.apis._groups import client_host, millis, respond_with
@@ -43,6 +44,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         supports_skip_assignment=version >= SKIP_ASSIGNMENT_VERSION,
         reason=getattr(request, "reason", None),
     )
+    future: asyncio.Future[JoinResult]
     future, respond = pending_answer()
     ctx.groups.join_group(join, respond)
     return respond_with(future, lambda result: _response(ctx, result))

@@ -6,6 +6,7 @@ rejoined without a rebalance gets its old partitions back this way).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from bus.broker.apis._groups import respond_with
@@ -19,6 +20,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    future: asyncio.Future[SyncResult]
     future, respond = pending_answer()
     ctx.groups.sync_group(
         request.group_id,

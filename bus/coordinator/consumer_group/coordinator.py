@@ -125,10 +125,11 @@ class ConsumerGroupCoordinator:
                                                                               assignor=self.assignors[0]))
             member = self._join(group, req)
         else:
-            member = group.members.get(req.member_id) if group else None
-            if member is None or group is None:
+            known = group.members.get(req.member_id) if group else None
+            if known is None or group is None:
                 raise HeartbeatError(ErrorCode.unknown_member_id,
                                      f"Member {req.member_id} is not a member of group {req.group_id}.")
+            member = known
             if req.member_epoch not in (member.member_epoch, member.previous_epoch):
                 raise HeartbeatError(ErrorCode.fenced_member_epoch,
                                      f"The consumer group member has a smaller member epoch ({req.member_epoch}) "

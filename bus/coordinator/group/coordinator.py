@@ -72,7 +72,9 @@ class ModernGroups(Protocol):
     and are kept here.
     """
 
-    groups: Mapping[str, Any]  # group id -> group with `.state` and `.members`
+    @property
+    def groups(self) -> Mapping[str, Any]:  # group id -> group with `.state` and `.members`
+        ...
 
     def is_consumer_group(self, group_id: str) -> bool: ...
 

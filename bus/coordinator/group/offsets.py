@@ -129,14 +129,15 @@ class OffsetMetadataManager:
                 self._offsets.setdefault(group_id, {}).update(offsets)
         return list(groups) if commit else []
 
-    def delete(self, group_id: str, partitions: Iterable[TopicPartition], extra: Records = ()) -> None:
+    def delete(self, group_id: str, partitions: Iterable[TopicPartition],
+               extra: Sequence[tuple[bytes, bytes | None]] = ()) -> None:
         """Tombstone these offsets (plus `extra` records of the group, appended in the same batch), then
         drop them; raises StoreError, leaving everything as it was, if the append fails."""
         gone = [tp for tp in partitions if tp in self.of(group_id)]
         self.append(group_id, tombstones(group_id, gone) + list(extra))
         self._drop(group_id, gone)
 
-    def delete_group(self, group_id: str, extra: Records = ()) -> None:
+    def delete_group(self, group_id: str, extra: Sequence[tuple[bytes, bytes | None]] = ()) -> None:
         """Every offset of the group (for DeleteGroups and expiry of a whole group)."""
         self.delete(group_id, list(self.of(group_id)), extra)
 
