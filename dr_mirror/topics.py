@@ -30,7 +30,9 @@ from bus.client.admin import (
     NewTopic,
     TopicAlreadyExistsError,
 )
+from bus.client.cluster import Metadata
 from bus.client.connection import UnsupportedVersionError
+from bus.client.errors import KafkaError
 from dr_mirror.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -118,10 +120,22 @@ class TopicSync:
             except UnsupportedVersionError:
                 log.warning("the target does not serve CreateTopics: relying on its auto-creation")
                 self._can_create = False
+        return self._auto_create(name)
+
+    def _auto_create(self, name: str) -> int:
+        """Ask for the topic's metadata with allow_auto_topic_creation, as a producer would."""
+        s = self.settings
+        metadata = Metadata([s.target_bootstrap], client_id="dr-mirror-topics", request_timeout_ms=10_000,
+                            retry_backoff_ms=200, metadata_max_age_ms=30_000, allow_auto_create=True)
         try:
-            return len(self.target.describe_topics([name])[name].partitions)
-        except AdminError:
+            count = len(metadata.wait_for_topic(name, time.monotonic() + 10).partitions)
+        except (KafkaError, OSError) as exc:
+            log.warning("%s is not on the target and cannot be created there: %s", name, exc)
             return 0
+        finally:
+            metadata.close()
+        log.info("%s was auto-created on the target with %s partitions", name, count)
+        return count
 
     def _grow(self, name: str, count: int) -> None:
         try:
