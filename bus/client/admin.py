@@ -492,17 +492,8 @@ class AdminClient:
     # -- connections and routing ----------------------------------------------------------------------
 
     def _open(self, host: str, port: int) -> BrokerConnection:
-        """Connect with the short setup timeout, then allow `request.timeout.ms` per response.
-
-        Opening with the setup timeout is what makes an unreachable (blackholed) server fail in
-        seconds; the ApiVersions exchange inside the constructor rides on the same short timeout.
-        """
-        conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.connect_timeout)
-        conn.timeout = self.request_timeout
-        sock = getattr(conn, "_sock", None)
-        if sock is not None:
-            sock.settimeout(self.request_timeout)
-        return conn
+        return BrokerConnection(host, port, client_id=self.client_id, timeout=self.request_timeout,
+                                connect_timeout=self.connect_timeout)
 
     def _conn(self, node_id: int) -> BrokerConnection:
         conn = self._conns.get(node_id)

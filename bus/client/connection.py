@@ -56,13 +56,17 @@ def client_versions(api_key: int) -> range:
 class BrokerConnection:
     """One TCP connection to `host:port`. Thread-safe for one sender and one receiver."""
 
-    def __init__(self, host: str, port: int, *, client_id: str = "bus-client", timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str = "bus-client", timeout: float = 30.0,
+                 connect_timeout: float | None = None) -> None:
+        """`timeout` bounds each response; `connect_timeout` (Java's socket.connection.setup.timeout.ms),
+        when given, bounds the connect and the ApiVersions exchange instead, so that an unreachable
+        (blackholed) server fails in seconds rather than after a whole request timeout."""
         self.host = host
         self.port = port
         self.client_id = client_id
-        self.timeout = timeout
+        self.timeout = timeout if connect_timeout is None else connect_timeout
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            self._sock = socket.create_connection((host, port), timeout=self.timeout)
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -71,6 +75,8 @@ class BrokerConnection:
         self._pending: collections.deque[tuple[int, int, int]] = collections.deque()  # (corr, key, version)
         self.api_versions: dict[int, range] = {}
         self._negotiate()
+        self.timeout = timeout
+        self._sock.settimeout(timeout)
 
     # -- versions --------------------------------------------------------------------------------
 
