@@ -172,10 +172,11 @@ class IngestStats:
     devices: tuple[DeviceCounts, ...]
 
 
-def parse_stats(raw: bytes | str | None) -> IngestStats:
+def parse_stats(raw: bytes | str | Mapping[str, Any] | None) -> IngestStats:
+    """A record from its bytes (or its already-decoded JSON); StatsError says what is wrong with it."""
     try:
-        data = json.loads(raw) if raw is not None else None
-        if not isinstance(data, dict):
+        data = raw if isinstance(raw, Mapping) or raw is None else json.loads(raw)
+        if not isinstance(data, Mapping):
             raise StatsError("not a JSON object")
         latency = {stage: LatencyHistogram.decode(value["hdr"]) for stage, value in data["latency_ms"].items()
                    if stage in STAGES and value.get("hdr")}

@@ -7,7 +7,8 @@ round trip per request):
   by the time those batches covered (their ``window_s``), summed over jobs; rejected counts are the
   window's ``invalid`` and ``unrecognized``. Batches are placed in time by their bus timestamp (the
   hub re-reads the last window at start, so a restarted console shows figures at once);
-* latency: each job's latest batch in the window, p50 and p99 weighted by its count across jobs;
+* latency: capture -> HBase p50 and p99 of every record written in the window, from the batches'
+  HdrHistograms merged (exact to 1 %, whatever the number of jobs and batches);
 * open alerts: the ``alerts`` topic folded by key (the fingerprint) to its latest ``status``;
 * health: :meth:`Backends.health` every ``health_interval_s`` in the background.
 """
@@ -23,12 +24,15 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from contracts.ingest_stats import IngestStats, StatsError, merge_latency, parse_stats
 from contracts.topics import Topics
 from web.backends import Backends
 from web.events import EventHub, HistorySpec
-from web.ingest_figures import BatchFigures, parse_batch
 from web.models.health import BackendHealth, Health
 from web.models.overview import IngestFigures, LatencyFigures, OverviewOut
+
+LATENCY_STAGE = "capture_to_ingest"
+"""The stage the overview shows: capture time -> row written to HBase."""
 
 
 class Overview:
@@ -37,7 +41,8 @@ class Overview:
         self.hub = hub
         self.window_s = window_s
         self.health_interval_s = health_interval_s
-        self._batches: collections.deque[tuple[int, BatchFigures]] = collections.deque()
+        self._batches: collections.deque[tuple[int, IngestStats]] = collections.deque()
+        self.malformed_stats = 0
         self._alerts: dict[bytes | None, bool] = {}
         self._health: Health | None = None
         self._health_at = 0.0
@@ -50,8 +55,12 @@ class Overview:
     # -- folds (called in the hub's consumer thread) ----------------------------------------------
     def observe(self, topic: str, key: bytes | None, value: Any, timestamp_ms: int) -> None:
         if topic == self.topics.ingest_stats:
-            batch = parse_batch(value)
-            if batch is not None:
+            try:
+                batch = parse_stats(value)
+            except StatsError:
+                self.malformed_stats += 1
+                return
+            if batch.window_s > 0:
                 with self._lock:
                     self._batches.append((timestamp_ms, batch))
                     self._prune(time.time() * 1000)
@@ -99,21 +108,18 @@ class Overview:
                            health_age_s=round(time.monotonic() - health_at, 3) if health else None,
                            open_alerts=alerts if self.hub.history_loaded(self.topics.alerts) else None)
 
-    def _ingest(self, batches: list[tuple[int, BatchFigures]], now_ms: float) -> IngestFigures:
+    def _ingest(self, batches: list[tuple[int, IngestStats]], now_ms: float) -> IngestFigures:
         if not batches:
             return IngestFigures(window_s=self.window_s, batches=0, records_per_s=None, rows_per_s=None,
                                  latency_ms=LatencyFigures(p50=None, p99=None), invalid=None, unrecognized=None,
                                  last_batch_age_s=None)
-        jobs: dict[str, list[BatchFigures]] = collections.defaultdict(list)
+        jobs: dict[str, list[IngestStats]] = collections.defaultdict(list)
         for _ts, batch in batches:
             jobs[batch.job].append(batch)
         records = sum(sum(b.read for b in job) / sum(b.window_s for b in job) for job in jobs.values())
         rows = sum(sum(b.rows_written for b in job) / sum(b.window_s for b in job) for job in jobs.values())
-        latest = [next((b.latency for b in reversed(job) if b.latency), None) for job in jobs.values()]
-        measured = [lat for lat in latest if lat is not None]
-        total = sum(lat.count for lat in measured)
-        latency = LatencyFigures(p50=round(sum(lat.p50 * lat.count for lat in measured) / total, 3) if total else None,
-                                 p99=round(sum(lat.p99 * lat.count for lat in measured) / total, 3) if total else None)
+        merged = merge_latency((b for _ts, b in batches), LATENCY_STAGE)
+        latency = LatencyFigures(p50=merged.percentile(50), p99=merged.percentile(99))
         return IngestFigures(window_s=self.window_s, batches=len(batches), records_per_s=round(records, 3),
                              rows_per_s=round(rows, 3), latency_ms=latency,
                              invalid=sum(b.invalid for _ts, b in batches),

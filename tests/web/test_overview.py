@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
+from contracts.ingest_stats import BatchTally, stats_record
+from contracts.records import now_time
 from tests.web.conftest import ConsoleProcess
 from tests.web.test_events import produce
 
@@ -14,15 +15,14 @@ STATS = "ingest.stats"
 ALERTS = "alerts"
 
 
-def stats(job: str, batch_id: int, read: int, rows: int, p50: float, p99: float, count: int,
+def stats(job: str, batch_id: int, read: int, rows: int, latency_ms: dict[int, int],
           invalid: int = 0, unrecognized: int = 0, window_s: float = 2.0) -> dict[str, Any]:
-    """The shape the ingest job publishes (see web/ingest_figures.py)."""
-    return {"job": job, "batch_id": batch_id, "time": datetime.now(UTC).isoformat(), "window_s": window_s,
-            "read": read, "valid": read - invalid - unrecognized, "unrecognized": unrecognized, "invalid": invalid,
-            "rows_written": rows,
-            "latency_ms": {"capture_to_bus": {"p50": 1, "p95": 2, "p99": 3, "max": 4, "count": count},
-                           "capture_to_ingest": {"p50": p50, "p95": p99, "p99": p99, "max": p99, "count": count}},
-            "devices": []}
+    """A record as the ingest job publishes it (contracts.ingest_stats.stats_record), for one device."""
+    tally = BatchTally(rows_written=rows)
+    counts = tally.device("capture.vehicle", "10.1.1.1", "10.200.0.1", "330102#1#0#0")
+    counts.valid, counts.unrecognized, counts.invalid = read - invalid - unrecognized, unrecognized, invalid
+    tally.latency["capture_to_ingest"].update(latency_ms)
+    return stats_record(job, batch_id, now_time(), window_s, 0.1, tally)
 
 
 def overview_until(console: ConsoleProcess, done: Callable[[dict[str, Any]], bool], timeout: float = 30
@@ -50,12 +50,12 @@ def test_overview_figures_from_stats_and_alerts(console: ConsoleProcess,
     assert not before["health"]["object_store"]["up"] and before["health"]["object_store"]["error"]
 
     # job a: 600 records (580 rows) over 6 s of batches: 100/s; job b: 100 over 2 s: 50/s. Unusable records are skipped.
-    produce(fresh, STATS, stats("a", 1, 200, 190, 10, 50, 100, invalid=5))
-    produce(fresh, STATS, stats("a", 2, 400, 390, 30, 90, 300, unrecognized=7, window_s=4.0))
+    produce(fresh, STATS, stats("a", 1, 200, 190, {10: 100}, invalid=5))
+    produce(fresh, STATS, stats("a", 2, 400, 390, {30: 300}, unrecognized=7, window_s=4.0))
     produce(fresh, STATS, b"not json at all")
     produce(fresh, STATS, {"batch_id": 3, "read": 10**9})  # no job
-    produce(fresh, STATS, {"job": "c", "window_s": 0, "read": 10**9})  # no window
-    produce(fresh, STATS, stats("b", 9, 100, 100, 70, 130, 100))
+    produce(fresh, STATS, {**stats("c", 1, 10**9, 0, {}), "window_s": 0})  # no window
+    produce(fresh, STATS, stats("b", 9, 100, 100, {70: 100}))
     produce(fresh, ALERTS, {"status": "firing", "name": "x"}, key=b"fp-1")
     produce(fresh, ALERTS, {"status": "firing", "name": "y"}, key=b"fp-2")
     produce(fresh, ALERTS, {"status": "resolved", "name": "x"}, key=b"fp-1")
@@ -64,8 +64,8 @@ def test_overview_figures_from_stats_and_alerts(console: ConsoleProcess,
         return body["ingest"]["batches"] == 3 and body["open_alerts"] == 1
 
     expected_ingest = {"records_per_s": 150.0, "rows_per_s": 146.667, "invalid": 5, "unrecognized": 7,
-                       # latest batch of a (count 300: p50 30, p99 90) and of b (count 100: 70, 130)
-                       "latency_ms": {"p50": 40.0, "p99": 100.0}}
+                       # every record of the window, histograms merged: 100 x 10 ms, 300 x 30 ms, 100 x 70 ms
+                       "latency_ms": {"p50": 30.0, "p99": 70.0}}
     body = overview_until(fresh, complete)
     assert {k: body["ingest"][k] for k in expected_ingest} == expected_ingest
     assert 0 <= body["ingest"]["last_batch_age_s"] < 30
