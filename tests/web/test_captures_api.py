@@ -7,6 +7,7 @@ do: valid ones reach the main and index tables, unreadable and broken ones do no
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -184,3 +185,16 @@ def test_a_plate_with_10000_captures_pages_fast_over_http(viewer: httpx.Client, 
     # Deep into the trajectory a page costs what the first ones do: nothing before the cursor is read.
     early, late = sorted(timings[:10])[5], sorted(timings[-10:])[5]
     assert late < 3 * early + 0.05, (early, late)
+
+
+def test_concurrent_searches_all_answer(console: ConsoleProcess, written: list) -> None:
+    """Regression: an HBase connection lent in one worker thread and returned from another broke the request."""
+    plates = sorted({r["plate_number"] for k, r in written if k is Kind.VEHICLE})[:40]
+    client = console.client("viewer")
+
+    def one(n: int) -> int:
+        return client.get("/api/v1/captures", params={"plate": plates[n % len(plates)], "limit": 5}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(one, range(300)))
+    assert statuses == [200] * 300

@@ -9,12 +9,16 @@ from fastapi import APIRouter, Path, Query
 from pydantic import AfterValidator, AwareDatetime
 
 from contracts.records import Kind, is_checkpoint_id, is_plate
-from web.dependencies import HBaseDep, ViewerDep
+from web.dependencies import BackendsDep, ViewerDep
 from web.models.captures import CaptureDetail, CapturePage
 from web.routers.data_common import DataDep, answering, invalid
 from web.services import captures
 
 router = APIRouter(prefix="/api/v1/captures", tags=["captures"])
+
+# The HBase connection is taken inside the (sync) route, not through HBaseDep: FastAPI enters and
+# leaves a sync generator dependency in different worker threads, and happybase's pool keeps the
+# connection it lent in a thread-local, so the release failed (AttributeError) and the request died.
 
 
 def _plate(value: str | None) -> str | None:
@@ -49,7 +53,7 @@ Cursor = Annotated[str | None, Query(max_length=1024, description="the previous 
 
 
 @router.get("", response_model=CapturePage)
-def search(_user: ViewerDep, conn: HBaseDep, data: DataDep, plate: Plate = None, checkpoint: CheckpointId = None,
+def search(_user: ViewerDep, backends: BackendsDep, data: DataDep, plate: Plate = None, checkpoint: CheckpointId = None,
            start: Time = None, end: Time = None, limit: Limit = 50, cursor: Cursor = None) -> CapturePage:
     """A plate's trajectory (``vehicle_by_plate``) or a checkpoint's captures (``capture_by_checkpoint``).
 
@@ -58,7 +62,7 @@ def search(_user: ViewerDep, conn: HBaseDep, data: DataDep, plate: Plate = None,
     if (plate is None) == (checkpoint is None):
         raise invalid("query", "plate" if plate is None else "checkpoint", "give either plate or checkpoint")
     key = captures.decode_cursor(cursor) if cursor is not None else None
-    with answering("query"):
+    with answering("query"), backends.hbase() as conn:
         if plate is not None:
             page = captures.plate_trajectory(conn, plate, epoch_ms(start), epoch_ms(end), limit, key, data.map.locate)
         else:
@@ -69,7 +73,7 @@ def search(_user: ViewerDep, conn: HBaseDep, data: DataDep, plate: Plate = None,
 
 @router.get("/{kind}/{record_id}", response_model=CaptureDetail)
 def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=200)], _user: ViewerDep,
-           conn: HBaseDep, data: DataDep) -> CaptureDetail:
+           backends: BackendsDep, data: DataDep) -> CaptureDetail:
     """The whole record as stored, with ingest_time, latency_ms (ingest - capture) and its location."""
-    with answering("path"):
+    with answering("path"), backends.hbase() as conn:
         return CaptureDetail(**captures.capture_detail(conn, kind, record_id, data.map.locate))

@@ -14,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, status
 from contracts.deployment_map import MapError
 from contracts.records import is_checkpoint_id
 from web.backends import BackendUnavailable
-from web.dependencies import HBaseDep, ViewerDep
+from web.dependencies import BackendsDep, ViewerDep
 from web.models.devices import CheckpointDetail, DeploymentMapOut, DeviceOut
 from web.routers.data_common import DataDep, invalid
 from web.services import captures, deployment
@@ -49,7 +49,7 @@ def devices(_user: ViewerDep, data: DataDep,
 
 @router.get("/checkpoints/{checkpoint_id}", response_model=CheckpointDetail)
 def checkpoint(checkpoint_id: Annotated[str, Path(max_length=40, description="URL-encode '#' as %23")],
-               _user: ViewerDep, data: DataDep, conn: HBaseDep,
+               _user: ViewerDep, data: DataDep, backends: BackendsDep,
                latest: Annotated[int, Query(ge=0, le=captures.MAX_LIMIT)] = 20) -> CheckpointDetail:
     """A checkpoint's panel: where it is, its devices, its newest captures."""
     if not is_checkpoint_id(checkpoint_id):
@@ -60,7 +60,8 @@ def checkpoint(checkpoint_id: Annotated[str, Path(max_length=40, description="UR
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"checkpoint not in the deployment map: {checkpoint_id}")
     items = []
     if latest:
-        items = captures.checkpoint_captures(conn, checkpoint_id, None, None, latest, None, data.map.locate).items
+        with backends.hbase() as conn:  # in the route's thread (see web/routers/captures.py)
+            items = captures.checkpoint_captures(conn, checkpoint_id, None, None, latest, None, data.map.locate).items
     return CheckpointDetail.model_validate({
         "checkpoint": asdict(found), "location": deployment.location(loaded, checkpoint_id),
         "devices": deployment.devices(loaded, checkpoint_id), "latest": items})
