@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import uuid
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from bus.broker.context import BrokerServices
 from bus.broker.kafka_apis import KafkaApis
+from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_manager import ReplicaManager
@@ -74,7 +76,11 @@ class Broker:
         static = config.static_topic_defaults()
         self.logs = LogManager(config.log_dirs, LogConfig.from_properties(effective_topic_configs({}, static)))
         self.logs.load_all(self._log_config_for)
-        self.replicas = ReplicaManager(self.node_id, self.logs, static)
+        self.replicas = ReplicaManager(
+            self.node_id, self.logs, static,
+            producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
+            fetch_session_slots=int(config["max.incremental.fetch.session.cache.slots"]),
+        )
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.producer_ids = ProducerIdManager(self.controller)
@@ -91,6 +97,7 @@ class Broker:
             bound_address=lambda listener: self.network.bound.get(listener),
         ))
         self.network = SocketServer(config, self.apis)
+        self.metrics = BrokerMetrics(config, self.apis, self.network)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _wire_coordinators(self, config: BrokerConfig) -> None:
@@ -122,10 +129,17 @@ class Broker:
     async def start(self) -> None:
         await self.groups.start()  # loads __consumer_offsets before the first request can ask
         await self.network.start()
+        self.metrics.start()
+        # Disk work runs in worker threads (retention's unlinks, the flusher's fsyncs) or hops to them
+        # (producer snapshots), so the event loop never waits for the disk.
+        expiry_check_s = int(self.config["producer.id.expiration.check.interval.ms"]) / 1000.0
         self._tasks = [
-            asyncio.create_task(self._every(self.config.retention_check_interval_s, self.logs.enforce_retention)),
-            asyncio.create_task(self._every(1.0, lambda: self.logs.flush_dirty(int(time.time() * 1000)))),
+            asyncio.create_task(self._every(self.config.retention_check_interval_s,
+                                            lambda: asyncio.to_thread(self.logs.enforce_retention))),
+            asyncio.create_task(self._every(1.0, lambda: asyncio.to_thread(self.logs.flush_dirty,
+                                                                           int(time.time() * 1000)))),
             asyncio.create_task(self._every(30.0, self.replicas.snapshot_producers)),
+            asyncio.create_task(self._every(expiry_check_s, self.replicas.remove_expired_producers)),
         ]
         self.transactions.start()
         if self.config["log.cleaner.enable"]:
@@ -136,7 +150,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                work()  # type: ignore[operator]
+                result = work()  # type: ignore[operator]
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("scheduled task %s failed", work)
 
@@ -155,8 +171,10 @@ class Broker:
         self.transactions.stop()
         self.consumer_groups.stop()
         await self.network.stop()
+        self.metrics.stop()
         await self.groups.stop()
-        self.replicas.snapshot_producers(force=True)
+        await self.replicas.snapshot_producers(force=True)
+        await self.replicas.drain_background()
         self.logs.close()
         self.metadata_log.close()
         log.info("broker %d shut down cleanly", self.node_id)

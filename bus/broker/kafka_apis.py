@@ -3,6 +3,11 @@
 Handlers live one per API in `bus.broker.apis`; each declares its key and version range and
 returns a response dataclass, `None` (acks=0 produce) or an awaitable of either, so that only
 requests that must wait (long-poll fetch) pay for a task.
+
+A handler that raises (a bug, or a failure it did not foresee) answers UNKNOWN_SERVER_ERROR for that
+request, in every error field of the response (`bus.protocol.error_response`), as Kafka's
+`requestHelper.handleError` does, and the connection stays open. Requests that cannot be decoded still
+close it (InvalidRequest), as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -17,21 +23,29 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.context import BrokerServices, RequestContext
-from bus.broker.errors import InvalidRequest
+from bus.broker.errors import CloseConnection, InvalidRequest
+from bus.broker.metrics import RequestMetrics
+from bus.controller.metadata_log import MetadataLog
 from bus.protocol import header as hdr
 from bus.protocol import messages
+from bus.protocol.error_response import error_response
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 
+async def _after_sync(metadata_log: MetadataLog, result: Any) -> Any:
+    await metadata_log.sync()
+    return await result if inspect.isawaitable(result) else result
 
 
 class KafkaApis:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
         self.handlers: dict[int, ApiHandler] = handlers()
+        self.metrics = RequestMetrics()
 
     def handle(
         self, frame: bytes, listener: str, peer: str
@@ -61,13 +75,46 @@ class KafkaApis:
             peer=peer,
             shapes=messages.shapes(api_key, version),
         )
-        result = handler.handle(ctx, request)
+        started = time.perf_counter()
+        metadata_log = self.services.controller.log
+        written = metadata_log.written
+        try:
+            result = handler.handle(ctx, request)
+        except InvalidRequest:
+            raise
+        except Exception:
+            return self._failed(ctx, request)
+        if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
+            result = _after_sync(metadata_log, result)
         if inspect.isawaitable(result):
-            return self._finish(ctx, result)
-        return self._frame(ctx, result)
+            return self._finish(ctx, request, result, started)
+        response = self._frame(ctx, result)
+        self.metrics.observe(api_key, time.perf_counter() - started)
+        return response
 
-    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any]) -> memoryview | None:
-        return self._frame(ctx, await pending)
+    async def _finish(self, ctx: RequestContext, request: Any, pending: Awaitable[Any],
+                      started: float) -> memoryview | None:
+        try:
+            result = await pending
+        except InvalidRequest:
+            raise
+        except Exception:
+            return self._failed(ctx, request)
+        response = self._frame(ctx, result)
+        self.metrics.observe(ctx.api_key, time.perf_counter() - started)
+        return response
+
+    def _failed(self, ctx: RequestContext, request: Any) -> memoryview:
+        """Log the handler's exception and answer UNKNOWN_SERVER_ERROR; acks=0 produce has no answer, so Kafka
+        closes the connection instead."""
+        log.exception("handler of api %d v%d failed on request %d from %s", ctx.api_key, ctx.api_version,
+                      ctx.correlation_id, ctx.peer)
+        self.metrics.failed(ctx.api_key)
+        if ctx.api_key == PRODUCE_KEY and request.acks == 0:
+            raise CloseConnection("acks=0 produce failed: UNKNOWN_SERVER_ERROR")
+        response_cls = messages.response_class(ctx.api_key, ctx.api_version)
+        response = error_response(ctx.shapes, response_cls, request, ErrorCode.unknown_server_error)
+        return self._frame(ctx, response)  # type: ignore[return-value]
 
     @staticmethod
     def _frame(ctx: RequestContext, response: Any) -> memoryview | None:
