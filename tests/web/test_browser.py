@@ -19,8 +19,10 @@ from urllib.parse import urlencode
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
+from contracts.topics import Topics
 from ingest.city import build_city
 from tests.hbase.conftest import start_gateway
 from tests.support.broker_process import BrokerProcess
@@ -63,6 +65,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     console = None
     try:
         gateway = start_gateway(root / "hbase", log_dir=root)
+        # The overview's topics exist before the console starts, as in a deployment (the ingest job makes them).
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topics = Topics()
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in (topics.ingest_stats, topics.alerts)]).values():
+            future.result(30)
         city = build_city(7, 24)
         city_map = {"seed": 7, **city.deployment_map().to_json()}
         city_map["districts"][0]["name"] = HOSTILE_NAME

@@ -22,6 +22,7 @@ from web.routers.pages import PAGES
 WEB = Path(__file__).resolve().parents[2] / "web"
 # t('key') / t("key") in templates and scripts (dynamic keys are checked below from their sources).
 LITERAL_KEY = re.compile(r"""\bt\(\s*['"]([a-z_]+(?:\.[A-Za-z0-9_]+)+)['"]""")
+AUDITED_ACTION = re.compile(r'(?:audited\(audit, user|audit\.record\(user), "([a-z_.]+)"')
 OVERVIEW_FIGURES = ("records_in", "rows_written", "latency_p50", "latency_p99", "rejected_invalid",
                     "rejected_unrecognized", "open_alerts")
 
@@ -45,6 +46,8 @@ def dynamic_keys() -> set[str]:
     keys |= {f"component.{name}" for name in Health.model_fields}
     keys |= {f"field.{f.name}" for fields in FIELDS.values() for f in fields}  # a capture's detail
     keys |= {f"group_state.{s.name.lower()}" for s in ConsumerGroupState}  # as web.services.groups names them
+    for router in WEB.glob("routers/*.py"):  # the audit page names each audited action
+        keys |= {f"action.{a}" for a in AUDITED_ACTION.findall(router.read_text(encoding="utf-8"))}
     keys |= {f"overview.{f}" for f in OVERVIEW_FIGURES} | {f"overview.{f}.unit" for f in OVERVIEW_FIGURES}
     return keys
 

@@ -16,8 +16,9 @@
       const { data } = await api("/api/v1/audit", { params: { limit: 50, cursor: cursors[page] } });
       cursors[page + 1] = data.next;
       fillRows(tbody, data.items.map((entry) => [
-        el("span", { class: "mono" }, time(entry.time)), entry.user, el("span", { class: "mono" }, entry.action),
-        entry.target, el("span", { class: entry.outcome === "ok" ? "ok" : "error" }, entry.outcome),
+        el("span", { class: "mono nowrap" }, time(entry.time)), entry.user,
+        el("span", { title: entry.action }, Console.tOr(`action.${entry.action}`, entry.action)),
+        entry.target, el("span", { class: entry.outcome === "ok" ? "ok" : "error" }, Console.tOr(`outcome.${entry.outcome}`, entry.outcome)),
         Object.keys(entry.detail || {}).length ? el("code", {}, JSON.stringify(entry.detail)) : null]));
       document.getElementById("audit-empty").hidden = data.items.length > 0;
       pageNo.textContent = Console.t("pager.page", { n: page + 1 });

@@ -195,18 +195,11 @@
         return found && found.lag !== null ? found.lag : null;
       }));
       const palette = ["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f"];
-      lagChart = new uPlot({
-        width: container.clientWidth || 800, height: 240,
-        // Always the whole last hour, so a few samples sit at the right instead of stretching the axis.
-        scales: { x: { time: true, range: () => [Date.now() / 1000 - 3600, Date.now() / 1000] } },
-        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Asia/Shanghai"),
-        series: [
-          { label: t("overview.time") },
-          { label: t("bus.total_lag"), stroke: "#c81e1e", width: 2 },
-          ...keys.map((key, i) => ({ label: key, stroke: palette[i % palette.length], width: 1 })),
-        ],
-        axes: [{}, { label: t("bus.lag_axis"), size: 60 }],
-      }, [x, totals, ...lines], container);
+      // The whole last hour, so the server's samples sit where they belong in time.
+      lagChart = Console.timeChart(container, [
+        { label: t("bus.total_lag"), stroke: "#c81e1e" },
+        ...keys.map((key, i) => ({ label: key, stroke: palette[i % palette.length], width: 1 })),
+      ], [x, totals, ...lines], (now) => [now - 3600, now + 30], t("bus.lag_axis"));
     } catch (e) {
       empty.hidden = false;
       fail(e);

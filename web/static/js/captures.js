@@ -43,7 +43,7 @@
     if (city) {
       if (isPlate) city.showTrajectory(rows);
       else city.clearTrajectory();
-      if (!isPlate && search.params.checkpoint) city.select(search.params.checkpoint);
+      if (!isPlate && search.params.checkpoint) city.select(search.params.checkpoint, true);
     }
   }
 

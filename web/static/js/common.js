@@ -156,6 +156,22 @@ const Console = (() => {
     return new Date(date.getTime() + 8 * 3600000).toISOString().slice(0, 19);
   }
 
+  /**
+   * A uPlot time-series chart in city time. ``span(now)`` gives the x range in epoch seconds (the data's own
+   * range would stretch one sample over years); every series draws its points, so a lone sample shows.
+   */
+  function timeChart(container, series, data, span, yLabel) {
+    // Ticks a minute or more apart read HH:MM; closer ones need the seconds to tell them apart.
+    const clock = (splits) => splits.map((ts) => time(ts * 1000).slice(11, splits[1] - splits[0] >= 60 ? 16 : 19));
+    return new uPlot({
+      width: container.clientWidth || 800, height: 240,
+      scales: { x: { time: true, range: () => span(Date.now() / 1000) } },
+      series: [{ label: t("overview.time"), value: (u, ts) => (ts === null ? "—" : time(ts * 1000)) },
+        ...series.map((s) => ({ width: 2, points: { show: true, size: 5 }, ...s }))],
+      axes: [{ values: (u, splits) => clock(splits) }, { size: 60, label: yLabel }],
+    }, data, container);
+  }
+
   function hasRole(role) {
     const order = ["viewer", "operator", "admin"];
     return Boolean(page.user) && order.indexOf(page.user.role) >= order.indexOf(role);
@@ -172,5 +188,8 @@ const Console = (() => {
     });
   }
 
-  return { page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole };
+  return {
+    page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole,
+    timeChart,
+  };
 })();

@@ -20,19 +20,11 @@
     const container = document.getElementById("throughput-chart");
     const data = [history.at, history.records, history.rows];
     if (!chart) {
-      chart = new uPlot({
-        width: container.clientWidth || 800, height: 220,
-        // At least the last five minutes, so a single sample does not stretch the axis over years.
-        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 300), max + 5] } },
-        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Asia/Shanghai"),
-        series: [
-          { label: t("overview.time") },
-          { label: `${t("overview.records_in")} (${t("overview.records_in.unit")})`, stroke: "#1d5fa8", width: 2 },
-          { label: `${t("overview.rows_written")} (${t("overview.rows_written.unit")})`, stroke: "#2ca02c", width: 2 },
-        ],
-        axes: [{}, { label: t("overview.per_second"), size: 60 }],
-      }, data, container);
-      window.addEventListener("resize", () => chart.setSize({ width: container.clientWidth, height: 220 }));
+      chart = Console.timeChart(container, [
+        { label: `${t("overview.records_in")} (${t("overview.records_in.unit")})`, stroke: "#1d5fa8" },
+        { label: `${t("overview.rows_written")} (${t("overview.rows_written.unit")})`, stroke: "#2ca02c" },
+      ], data, (now) => [Math.min(history.at[0], now - 300), now + 5]);
+      window.addEventListener("resize", () => chart.setSize({ width: container.clientWidth, height: 240 }));
     } else {
       chart.setData(data);
     }
@@ -54,8 +46,8 @@
       updated.textContent += ` · ${t("overview.last_batch", { seconds: number(ingest.last_batch_age_s) })}`;
     }
     const rows = Object.entries(o.health || {}).map(([name, h]) => [
-      t(`component.${name}`),
-      el("span", { class: h.up ? "state-up" : "state-down" }, h.up ? t("overview.up") : t("overview.down")),
+      el("span", { class: "nowrap" }, t(`component.${name}`)),
+      el("span", { class: `nowrap ${h.up ? "state-up" : "state-down"}` }, h.up ? t("overview.up") : t("overview.down")),
       h.error || null,
     ]);
     fillRows(document.querySelector("#health-table tbody"), rows);
