@@ -2,8 +2,8 @@
 
 Each tick takes the firing and recently resolved alerts, drops the muted ones (silenced, or inhibited
 by a firing source alert with the same ``equal`` labels), sorts the rest into groups by the route's
-``group_by`` labels and flushes each group when due: ``group_wait`` after its oldest alert fired (so at once when that is
-long past, e.g. after a restart), then every ``group_interval``.
+``group_by`` labels and flushes each group when due: ``group_wait`` after its oldest alert fired (so
+at once when that is long past, e.g. after a restart), then every ``group_interval``.
 Whether a flush notifies a receiver is Alertmanager's ``DedupStage.needsUpdate`` against the
 notification log (a new firing alert, a resolution, or ``repeat_interval`` elapsed); the log entry is
 written only after a delivery succeeded, and it is persisted, so a restarted monitor re-sends nothing

@@ -70,8 +70,12 @@ class Engine:
         with metrics.EVALUATION_SECONDS.time():
             with self.fleet_lock:
                 self.fleet.locator.refresh()
-                self.fleet.judge(now)
+                live = self.fleet.live_since is not None
+                if live:
+                    self.fleet.judge(now)
                 for rule in self.cfg.rules:
+                    if not live and rule.kind != "consumer_lag":
+                        continue  # not reading up to date (start-up, rebalance): no judgement, no resolution
                     found = candidates(rule, self.fleet, self.lag_of, now)
                     for alert in self.book.update(rule.name, rule.for_s, rule.keep_firing_for_s, found, now):
                         metrics.TRANSITIONS.labels(alert.status).inc()

@@ -90,6 +90,10 @@ class Fleet:
         self.health = health
         self.locator = locator
         self.started_at = started_at
+        self.live_since: float | None = started_at
+        """Since when the monitor reads its input up to date (None: not now, e.g. rejoining its group).
+        Silence is only judged while live, and never counted from before: a monitor that was down or
+        rebalancing must not take its own deafness for devices falling silent."""
         self.devices: dict[str, DeviceTrack] = {}
         self.jobs: dict[str, tuple[int, float]] = {}
         """Per ingest job: (last batch id, its time), to skip replays."""
@@ -150,6 +154,12 @@ class Fleet:
                 total += max(0, track.beats[-1].produced - before[-1].produced)
         return total
 
+    def silent_for(self, track: DeviceTrack, now: float) -> float:
+        """Seconds the monitor has been live without hearing from the device (0 while not live)."""
+        if self.live_since is None:
+            return 0.0
+        return now - max(track.last_seen or self.live_since, self.live_since)
+
     def location(self, track: DeviceTrack) -> Location:
         return self.locator.locate(track.device_ip, track.recognizer_ip, track.checkpoint_id)
 
@@ -202,8 +212,9 @@ class Fleet:
 
     def _judge_one(self, track: DeviceTrack, window: dict[str, float] | None, topic_rate: float, now: float) -> None:
         h = self.health
-        bad: float | None = None
+        bad = track.bad  # no window (just started, ingest lagging): the last judgement stands
         if window is not None:
+            bad = None
             track.window = window
             produced = window["produced"]
             if produced >= h.min_records:
@@ -213,13 +224,15 @@ class Fleet:
                 if expected >= h.min_records:
                     bad = max(bad or 0.0, min(1.0, max(0.0, 1.0 - produced / expected)))
         track.bad = bad
-        last_seen = track.last_seen if track.last_seen is not None else self.started_at
-        if now - last_seen >= h.silent_after_s:
+        if self.silent_for(track, now) >= h.silent_after_s:
             state = SILENT
         elif bad is not None and bad >= h.degraded_share:
             state = DEGRADED
-        elif track.state in (DEGRADED, SILENT):
-            state = RECOVERING if bad is not None or track.state == SILENT else track.state
+        elif track.state == SILENT:
+            heard = track.last_seen is not None and track.last_seen > track.since
+            state = RECOVERING if heard else SILENT  # quiet only because the monitor just (re)started
+        elif track.state == DEGRADED:
+            state = RECOVERING if bad is not None else DEGRADED
         elif track.state == RECOVERING and now - track.since < h.recovery_s:
             state = RECOVERING
         else:

@@ -47,10 +47,10 @@ def device_quality(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
 def device_silent(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
     out = []
     for track in fleet.devices.values():
-        last = track.last_seen if track.last_seen is not None else fleet.started_at
-        if now - last >= rule.threshold:
-            out.append(_device(rule, fleet, track, f"device {track.device_ip}: no heartbeat for {now - last:.0f} s",
-                               f"{now - last:.0f}"))
+        silent = fleet.silent_for(track, now)
+        if silent >= rule.threshold:
+            out.append(_device(rule, fleet, track, f"device {track.device_ip}: no heartbeat for {silent:.0f} s",
+                               f"{silent:.0f}"))
     return out
 
 
@@ -75,7 +75,9 @@ def latency_p99(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
 
 
 def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
-    last = fleet.latest_stats_t if fleet.latest_stats_t is not None else fleet.started_at
+    if fleet.live_since is None:
+        return []
+    last = max(fleet.latest_stats_t or fleet.live_since, fleet.live_since)
     waiting = fleet.produced_since(last)
     if now - last < rule.threshold or waiting <= 0:
         return []

@@ -65,6 +65,9 @@ class Monitor:
         self.bootstrap = bootstrap
         self.store = store
         self.fleet = Fleet(cfg.health, locator, time.time())
+        self.fleet.live_since = None
+        self._assigned: set[tuple[str, int]] = set()
+        self._at_end: set[tuple[str, int]] = set()
         self.lock = threading.Lock()
         self.series = Series(store)
         self.stopping = threading.Event()
@@ -92,9 +95,9 @@ class Monitor:
                                                      self.cfg.external_url)
         self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.cfg.group_id,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "client.id": "monitor", "log_level": 3,
-                                  "topic.metadata.refresh.interval.ms": 5000})
-        self.consumer.subscribe(list(self._inputs()))
+                                  "client.id": "monitor", "log_level": 3, "enable.partition.eof": True,
+                                  "session.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 5000})
+        self.consumer.subscribe(list(self._inputs()), on_assign=self._assigned_now, on_revoke=self._revoked)
         self.scheduler.add_job(self.evaluate, "interval", seconds=self.cfg.evaluation_interval_s, max_instances=1,
                                coalesce=True, misfire_grace_time=None, id="evaluate")
         self.scheduler.start()
@@ -138,10 +141,26 @@ class Monitor:
             self.store.close()
 
     # consuming
+    def _assigned_now(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self._assigned = {(p.topic, p.partition) for p in partitions}
+            self._at_end = set()
+            self.fleet.live_since = None
+
+    def _revoked(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self._assigned = set()
+            self.fleet.live_since = None
+
     def _take(self, message: Any) -> None:
         error = message.error()
         if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
+            if error.code() == KafkaError._PARTITION_EOF:
+                self._at_end.add((message.topic(), message.partition()))
+                if self._assigned and self._at_end >= self._assigned and self.fleet.live_since is None:
+                    self.fleet.live_since = time.time()
+                    log.info("caught up with %d partitions: judging silence from now", len(self._assigned))
+            else:
                 log.warning("consumer: %s", error)
             return
         topic = message.topic()

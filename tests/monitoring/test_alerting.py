@@ -38,7 +38,7 @@ def test_pending_for_then_firing_keep_firing_then_one_resolution() -> None:
     assert book.update("A", 10, 20, [], now=35) == []
     # the same labels again: a new incident, pending first
     assert book.update("A", 10, 20, [cand(device_ip="1")], now=40) == []
-    assert list(book.alerts.values())[0].state == "pending"
+    assert next(iter(book.alerts.values())).state == "pending"
 
 
 def test_pending_that_goes_away_is_dropped_silently() -> None:
