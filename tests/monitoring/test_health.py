@@ -1,0 +1,98 @@
+"""Device health from counts on a fake clock: blurred, blocked (reports but produces nothing), silent,
+recovering, replays counted once."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from contracts.ingest_stats import BatchTally, IngestStats, parse_stats, stats_record
+from contracts.records import CITY_TZ, format_time
+from monitoring.config import Health
+from monitoring.health import DEGRADED, HEALTHY, RECOVERING, SILENT, Fleet
+from monitoring.locator import Locator
+
+DEVICES = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+
+
+def stats_at(t: float, batch: int, valid: dict[str, int], unreadable: dict[str, int]) -> IngestStats:
+    tally = BatchTally()
+    for ip in set(valid) | set(unreadable):
+        counts = tally.device("capture.vehicle", ip, "r1", f"cp-{ip}")
+        counts.valid, counts.unrecognized = valid.get(ip, 0), unreadable.get(ip, 0)
+    return parse_stats(json.dumps(stats_record("job", batch, format_time(datetime.fromtimestamp(t, CITY_TZ)), 1, 0,
+                                               tally)))
+
+
+class City:
+    """Per second each device produces 10 records; ``mode`` per device: ok, blurred, blocked, silent."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.produced = dict.fromkeys(DEVICES, 0)
+        self.batch = 0
+
+    def second(self, t: float, modes: dict[str, str]) -> None:
+        valid, bad = {}, {}
+        for ip in DEVICES:
+            mode = modes.get(ip, "ok")
+            if mode == "silent":
+                continue
+            made = 0 if mode == "blocked" else 10
+            self.produced[ip] += made
+            self.fleet.heartbeat(ip, "r1", f"cp-{ip}", "capture.vehicle", t, self.produced[ip], 0)
+            bad[ip] = 8 if mode == "blurred" else 0
+            valid[ip] = made - bad[ip]
+        self.batch += 1
+        stats = stats_at(t, self.batch, valid, bad)
+        assert not self.fleet.is_replay(stats, t)
+        self.fleet.ingest_stats(stats, t)
+
+
+def run(modes_at, seconds: int, tmp_path: Path) -> tuple[Fleet, list[dict[str, str]]]:
+    fleet = Fleet(Health(window_s=10, silent_after_s=3, recovery_s=5, min_records=5, ingest_delay_s=0.5),
+                  Locator(tmp_path / "no-map.json"), started_at=1_000_000.0)
+    city = City(fleet)
+    history = []
+    for s in range(seconds):
+        t = 1_000_000.0 + s
+        city.second(t, modes_at(s))
+        fleet.judge(t + 0.6)
+        history.append({ip: fleet.devices[ip].state for ip in DEVICES})
+    return fleet, history
+
+
+def test_blurred_and_blocked_are_degraded_silent_is_silent(tmp_path: Path) -> None:
+    faults = {"10.0.0.1": "blurred", "10.0.0.2": "blocked", "10.0.0.3": "silent"}
+    fleet, history = run(lambda s: faults if s >= 20 else {}, 40, tmp_path)
+    assert all(state == HEALTHY for state in history[19].values())
+    final = history[-1]
+    assert final == {"10.0.0.1": DEGRADED, "10.0.0.2": DEGRADED, "10.0.0.3": SILENT, "10.0.0.4": HEALTHY}
+    first = {ip: next(s for s, h in enumerate(history) if h[ip] != HEALTHY) for ip in faults}
+    assert all(20 <= s <= 26 for s in first.values()), first  # found within seconds of the fault
+    assert fleet.devices["10.0.0.2"].bad > 0.9
+
+
+def test_recovery_then_healthy(tmp_path: Path) -> None:
+    _, history = run(lambda s: {"10.0.0.1": "blurred"} if 15 <= s < 30 else {}, 60, tmp_path)
+    states = [h["10.0.0.1"] for h in history]
+    assert DEGRADED in states
+    after = states[states.index(DEGRADED):]
+    assert RECOVERING in after and after[-1] == HEALTHY
+    recovering = [s for s, state in enumerate(after) if state == RECOVERING]
+    assert recovering == list(range(recovering[0], recovering[-1] + 1)) and len(recovering) >= 4  # recovery_s
+
+
+def test_replayed_heartbeats_and_batches_count_once(tmp_path: Path) -> None:
+    fleet = Fleet(Health(), Locator(tmp_path / "no-map.json"), started_at=0)
+    assert fleet.heartbeat("d", "r", "c", "t", 10, 100, 1).produced == 100
+    assert fleet.heartbeat("d", "r", "c", "t", 10, 100, 1) is None
+    assert fleet.heartbeat("d", "r", "c", "t", 15, 130, 1).produced == 30
+    assert fleet.heartbeat("d", "r", "c", "t", 20, 5, 0).produced == 5  # counter reset: the device restarted
+    stats = stats_at(100, 7, {"d": 1}, {})
+    fleet.ingest_stats(stats, 100)
+    assert fleet.is_replay(stats, 100) and fleet.is_replay(stats, 120)
+    assert fleet.is_replay(stats_at(90, 6, {}, {}), 90)
+    assert not fleet.is_replay(stats_at(130, 1, {}, {}), 130)  # a restarted job counts from 0 again
+    assert not fleet.is_replay(stats_at(110, 8, {}, {}), 110)
