@@ -284,6 +284,9 @@ def test_map_draws_the_deployment_and_a_checkpoint_panel_escapes_names(browsing:
     devices = [d for d in city_map["devices"] if d["checkpoint_id"] == target["checkpoint_id"]]
     expect(page.locator("#cp-devices tbody tr")).to_have_count(len(devices))
     expect(page.locator("#cp-captures tbody tr").first).not_to_have_text("加载中…")
+    # The click zooms the map in: wait for Leaflet's zoom animation to end, or the picture is mid-scale.
+    page.wait_for_function("!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
+    page.wait_for_timeout(300)
     browsing.snap("map-checkpoint-zh")
 
 
