@@ -61,7 +61,11 @@ class Backends:
 
     @contextlib.contextmanager
     def hbase(self) -> Iterator[happybase.Connection]:
-        """A pooled connection; transport failures become BackendUnavailable (the pool replaces the connection)."""
+        """A pooled connection; transport failures become BackendUnavailable (the pool replaces the connection).
+
+        Enter and leave it in the same thread (happybase's pool lends per thread): inside a sync route
+        body, never from a generator dependency, which FastAPI may close in another worker thread.
+        """
         pool = self._hbase_pool()
         try:
             with pool.connection(timeout=self.settings.backend_timeout_s) as connection:

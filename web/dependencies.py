@@ -6,10 +6,9 @@ inside a route reads a file or a global.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated
 
-import happybase
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import OAuth2PasswordBearer
 
@@ -19,7 +18,7 @@ from web.backends import Backends
 from web.models.auth import UserOut
 from web.settings import ConsoleSettings
 
-__all__ = ["AdminDep", "AuditDep", "BackendsDep", "HBaseDep", "OperatorDep", "SettingsDep", "UserOut",
+__all__ = ["AdminDep", "AuditDep", "BackendsDep", "OperatorDep", "SettingsDep", "UserOut",
            "ViewerDep", "require_role"]
 
 CSRF_HEADER = "X-Requested-With"
@@ -35,16 +34,9 @@ def get_backends(request: Request) -> Backends:
     return request.app.state.backends
 
 
-def get_hbase(request: Request) -> Iterator[happybase.Connection]:
-    """A pooled HBase connection for the duration of one request (503 naming hbase if unreachable)."""
-    with get_backends(request).hbase() as connection:
-        yield connection
-
-
 # Annotated aliases keep route signatures short and free of call-in-default (ruff B008).
 SettingsDep = Annotated[ConsoleSettings, Depends(get_settings)]
 BackendsDep = Annotated[Backends, Depends(get_backends)]
-HBaseDep = Annotated[happybase.Connection, Depends(get_hbase)]
 
 
 def get_auth(request: Request) -> Auth:

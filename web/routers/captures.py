@@ -16,9 +16,9 @@ from web.services import captures
 
 router = APIRouter(prefix="/api/v1/captures", tags=["captures"])
 
-# The HBase connection is taken inside the (sync) route, not through HBaseDep: FastAPI enters and
-# leaves a sync generator dependency in different worker threads, and happybase's pool keeps the
-# connection it lent in a thread-local, so the release failed (AttributeError) and the request died.
+# The HBase connection is taken inside the (sync) route, never through a generator dependency: FastAPI
+# enters and leaves a sync generator dependency in different worker threads, and happybase's pool keeps
+# the connection it lent in a thread-local, so the release failed (AttributeError) and the request died.
 
 
 def _plate(value: str | None) -> str | None:
