@@ -56,14 +56,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config) -> int:  # type: ignore[no-untyped-def]
-    from bus.broker.broker import Broker
-
-    broker = Broker(config)
-    await broker.start()
+    """Run until SIGTERM/SIGINT. The handlers go in before the broker is built: a signal that arrives while
+    it starts (its port may already be open) then shuts it down cleanly after start instead of killing it."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from bus.broker.broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
     bound = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.network.bound.items())
     print(f"bus broker {config.node_id} started (cluster {broker.cluster_id}) listening on {bound}", flush=True)
     await stop.wait()
