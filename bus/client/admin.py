@@ -27,6 +27,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
 from bus.client.errors import KafkaError, KafkaTimeoutError
 from bus.protocol.consumer_protocol import assigned_partitions
@@ -459,29 +460,33 @@ class AdminClient:
         conf.update({key.replace("_", "."): value for key, value in kwargs.items()})
         if "bootstrap.servers" not in conf:
             raise ValueError("bootstrap.servers is required")
-        self._bootstrap = _parse_bootstrap(conf["bootstrap.servers"])
+        bootstrap = _parse_bootstrap(conf["bootstrap.servers"])
         self.client_id = str(conf.get("client.id", "bus-admin"))
         self.request_timeout = int(conf.get("request.timeout.ms", 30_000)) / 1000
         self.api_timeout = int(conf.get("default.api.timeout.ms", 60_000)) / 1000
         self.connect_timeout = int(conf.get("socket.connection.setup.timeout.ms", 10_000)) / 1000
         self.retry_backoff = int(conf.get("retry.backoff.ms", 100)) / 1000
         self._lock = threading.RLock()
-        self._conns: dict[int, BrokerConnection] = {}
-        self._brokers: dict[int, BrokerInfo] = {}
-        self._controller_id = -1
-        self._cluster_id: str | None = None
+        # The producer's and consumer's connection layer: cluster metadata, and connections by node id.
+        self._metadata = Metadata([f"{host}:{port}" for host, port in bootstrap], client_id=self.client_id,
+                                  request_timeout_ms=int(self.request_timeout * 1000),
+                                  retry_backoff_ms=int(self.retry_backoff * 1000),
+                                  metadata_max_age_ms=int(conf.get("metadata.max.age.ms", 300_000)),
+                                  allow_auto_create=False,
+                                  connect_timeout_ms=int(self.connect_timeout * 1000))
+        self._nodes = NodeConnections(self._metadata, self.client_id, timeout=self.request_timeout,
+                                      backoff=self.retry_backoff, connect_timeout=self.connect_timeout)
         self._coordinators: dict[str, int] = {}
         self._closed = False
-        self._refresh_brokers(bootstrapping=True)
+        self._refresh_brokers()
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for conn in self._conns.values():
-                conn.close()
-            self._conns.clear()
+            self._nodes.close()
+            self._metadata.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -491,36 +496,32 @@ class AdminClient:
 
     # -- connections and routing ----------------------------------------------------------------------
 
-    def _open(self, host: str, port: int) -> BrokerConnection:
-        return BrokerConnection(host, port, client_id=self.client_id, timeout=self.request_timeout,
-                                connect_timeout=self.connect_timeout)
+    @property
+    def _brokers(self) -> dict[int, BrokerInfo]:
+        view = self._metadata.view
+        return {node: BrokerInfo(node, host, port, view.racks.get(node)) for node, (host, port) in view.brokers.items()}
 
     def _conn(self, node_id: int) -> BrokerConnection:
-        conn = self._conns.get(node_id)
-        if conn is None:
-            broker = self._brokers.get(node_id)
-            if broker is None:
-                raise _Retry(AdminError(ErrorCode.leader_not_available, f"broker {node_id} is not in the metadata"))
-            conn = self._open(broker.host, broker.port)
-            self._conns[node_id] = conn
-        return conn
+        if node_id not in self._metadata.view.brokers:
+            raise _Retry(AdminError(ErrorCode.leader_not_available, f"broker {node_id} is not in the metadata"))
+        return self._nodes.connect(node_id)
 
     def _drop(self, node_id: int) -> None:
-        conn = self._conns.pop(node_id, None)
-        if conn is not None:
-            conn.close()
+        self._nodes.drop(node_id, time.monotonic())
 
     def _any_node(self) -> int:
         """A broker to send cluster-wide requests to: one already connected if possible."""
-        for node_id in self._conns:
-            if node_id in self._brokers:
+        brokers = self._metadata.view.brokers
+        for node_id in self._nodes.conns:
+            if node_id in brokers:
                 return node_id
-        if not self._brokers:
+        if not brokers:
             self._refresh_brokers()
-        return min(self._brokers)
+        return min(self._metadata.view.brokers)
 
     def _controller(self) -> int:
-        return self._controller_id if self._controller_id in self._brokers else self._any_node()
+        controller = self._metadata.view.controller_id
+        return controller if controller in self._metadata.view.brokers else self._any_node()
 
     def _send(self, node_id: int, api_key: int, build: Callable[[Any], Any]) -> Any:
         """One request to one broker; a broken connection is closed and reported as retriable."""
@@ -539,40 +540,11 @@ class AdminClient:
                            include_topic_authorized_operations=False)
 
     def _absorb_metadata(self, response: Any) -> None:
-        self._brokers = {int(b.node_id): BrokerInfo(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
-                         for b in response.brokers}
-        self._controller_id = int(getattr(response, "controller_id", -1))
-        self._cluster_id = getattr(response, "cluster_id", None)
+        self._metadata.absorb(response)
 
-    def _refresh_brokers(self, bootstrapping: bool = False) -> None:
+    def _refresh_brokers(self) -> None:
         """Learn the brokers and the controller from any reachable broker (bootstrap servers last)."""
-        failures: list[str] = []
-        candidates: list[tuple[int | None, str, int]] = [(n, b.host, b.port) for n, b in self._brokers.items()]
-        candidates += [(None, host, port) for host, port in self._bootstrap]
-        for node_id, host, port in candidates:
-            try:
-                conn = self._conn(node_id) if node_id is not None else self._open(host, port)
-                try:
-                    response = request_for(conn, METADATA, lambda s: self._metadata_request(s, []))
-                except KafkaConnectionError:
-                    conn.close()
-                    if node_id is not None:
-                        self._conns.pop(node_id, None)
-                    raise
-            except (KafkaConnectionError, OSError) as exc:
-                failures.append(f"{host}:{port} ({exc})")
-                continue
-            self._absorb_metadata(response)
-            if node_id is None:
-                # Keep the bootstrap connection as the connection to the broker it turned out to be.
-                match = [b.node_id for b in self._brokers.values() if (b.host, b.port) == (host, port)]
-                if match and match[0] not in self._conns:
-                    self._conns[match[0]] = conn
-                else:
-                    conn.close()
-            return
-        detail = "; ".join(dict.fromkeys(failures))
-        raise KafkaConnectionError(f"could not reach any bootstrap server: {detail}")
+        self._metadata.refresh()
 
     def _call(self, attempt: Callable[[], T], what: str) -> T:
         """Run `attempt` until it succeeds, retrying retriable conditions until the API deadline.
@@ -616,7 +588,8 @@ class AdminClient:
                     "DescribeClusterRequest", include_cluster_authorized_operations=False, endpoint_type=1))
             except UnsupportedVersionError:
                 self._refresh_brokers()
-                return ClusterDescription(self._cluster_id, self._controller_id, sorted(
+                view = self._metadata.view
+                return ClusterDescription(view.cluster_id, view.controller_id, sorted(
                     self._brokers.values(), key=lambda b: b.node_id))
             _check(response.error_code, getattr(response, "error_message", None))
             brokers = [BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack) for b in response.brokers]
@@ -1002,8 +975,8 @@ class AdminClient:
             raise _Retry(AdminError(code, getattr(found, "error_message", None)))
         _check(code, getattr(found, "error_message", None))
         node = int(found.node_id)
-        if node not in self._brokers:
-            self._brokers[node] = BrokerInfo(node, found.host, int(found.port))
+        if node not in self._metadata.view.brokers:
+            raise _Retry(AdminError(ErrorCode.coordinator_not_available, f"coordinator {node} is not in the metadata"))
         self._coordinators[group_id] = node
         return node
 

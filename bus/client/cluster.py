@@ -66,6 +66,7 @@ class ClusterView:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     controller_id: int = -1
     cluster_id: str | None = None
+    racks: dict[int, str | None] = field(default_factory=dict)
 
     def leader(self, topic: str, partition: int) -> int:
         info = self.topics.get(topic)
@@ -81,10 +82,12 @@ class Metadata:
     """Thread-safe holder of the latest ClusterView and the connection used to refresh it."""
 
     def __init__(self, bootstrap_servers: Iterable[str], *, client_id: str, request_timeout_ms: int,
-                 retry_backoff_ms: int, metadata_max_age_ms: int, allow_auto_create: bool = True) -> None:
+                 retry_backoff_ms: int, metadata_max_age_ms: int, allow_auto_create: bool = True,
+                 connect_timeout_ms: int | None = None) -> None:
         self.bootstrap = bootstrap_addresses(bootstrap_servers)
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000.0
+        self.connect_timeout = None if connect_timeout_ms is None else connect_timeout_ms / 1000.0
         self.backoff = retry_backoff_ms / 1000.0
         self.max_age = metadata_max_age_ms / 1000.0
         self.allow_auto_create = allow_auto_create
@@ -129,11 +132,12 @@ class Metadata:
         errors = []
         for host, port in dict.fromkeys(candidates):
             try:
-                self._conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+                self._conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
+                                              connect_timeout=self.connect_timeout)
                 return self._conn
             except KafkaConnectionError as exc:
                 errors.append(str(exc))
-        raise KafkaConnectionError("no broker reachable: " + "; ".join(errors))
+        raise KafkaConnectionError("could not reach any bootstrap server: " + "; ".join(dict.fromkeys(errors)))
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -156,8 +160,7 @@ class Metadata:
             except (KafkaConnectionError, OSError):
                 self._drop_connection()
                 raise
-            self.view = self._parse(response)
-            self._updated = time.monotonic()
+            self.absorb(response)
             self._need_update = any(
                 t.error in _TRANSIENT_TOPIC_ERRORS or any(p.leader < 0 for p in t.partitions.values())
                 for name, t in self.view.topics.items() if name in self.topics
@@ -172,6 +175,12 @@ class Metadata:
             except (KafkaConnectionError, OSError) as exc:
                 log.debug("metadata refresh failed: %s", exc)
                 self._updated = time.monotonic() - self.max_age + self.backoff  # retry after the backoff
+        return self.view
+
+    def absorb(self, response: Any) -> ClusterView:
+        """Take a Metadata response (ours, or one another part of the client asked for) as the latest view."""
+        self.view = self._parse(response)
+        self._updated = time.monotonic()
         return self.view
 
     @staticmethod
@@ -192,7 +201,8 @@ class Metadata:
             topics[topic.name] = TopicInfo(topic.name, topic_id, bool(getattr(topic, "is_internal", False)),
                                            partitions, topic.error_code)
         return ClusterView(brokers, topics, int(getattr(response, "controller_id", -1)),
-                           getattr(response, "cluster_id", None))
+                           getattr(response, "cluster_id", None),
+                           {int(b.node_id): getattr(b, "rack", None) for b in response.brokers})
 
     def wait_for_topic(self, topic: str, deadline: float) -> TopicInfo:
         """Metadata for `topic` with its partitions, refreshing until `deadline` (max.block.ms)."""
@@ -231,10 +241,12 @@ class NodeConnections:
     """
 
     def __init__(self, metadata: Metadata, client_id: str, *, timeout: float, backoff: float,
-                 backoff_max: float | None = None, check: Callable[[BrokerConnection], Any] | None = None) -> None:
+                 backoff_max: float | None = None, check: Callable[[BrokerConnection], Any] | None = None,
+                 connect_timeout: float | None = None) -> None:
         self.metadata = metadata
         self.client_id = client_id
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.backoff = backoff
         self.backoff_max = max(backoff, backoff_max or backoff)
         self.check = check  # run on each new connection; UnsupportedVersionError or a connection error fails it
@@ -247,25 +259,37 @@ class NodeConnections:
         conn = self.conns.get(node)
         if conn is not None:
             return conn
-        until, backoff = self._blackout.get(node, (0.0, 0.0))
-        if until > now:
+        if self._blackout.get(node, (0.0, 0.0))[0] > now:
             return None
+        try:
+            return self.connect(node)
+        except KafkaConnectionError:
+            return None
+
+    def connect(self, node: int) -> BrokerConnection:
+        """The node's connection, opened now if needed whatever its backoff; raises KafkaConnectionError
+        (the node then backs off) for callers that report failures, such as the admin client."""
+        conn = self.conns.get(node)
+        if conn is not None:
+            return conn
         address = self.metadata.view.brokers.get(node)
         if address is None:
             self.metadata.request_update()
-            return None
+            raise KafkaConnectionError(f"broker {node} is not in the metadata")
+        backoff = self._blackout.get(node, (0.0, 0.0))[1]
         try:
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout)
+            conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout,
+                                    connect_timeout=self.connect_timeout)
         except (KafkaConnectionError, OSError) as exc:
             self._failed(node, backoff, exc)
-            return None
+            raise KafkaConnectionError(str(exc)) from exc
         try:
             if self.check is not None:
                 self.check(conn)
         except (KafkaConnectionError, OSError, UnsupportedVersionError) as exc:
             conn.close()
             self._failed(node, backoff, exc)
-            return None
+            raise KafkaConnectionError(f"{address[0]}:{address[1]}: {exc}") from exc
         self._blackout.pop(node, None)
         self.conns[node] = conn
         self.selector.register(conn, selectors.EVENT_READ, node)
