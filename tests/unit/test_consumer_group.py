@@ -77,3 +77,45 @@ def test_group_state_labels():
     assert group.state == "Reconciling"
     group.members["m1"].member_epoch = 1
     assert group.state == "Stable"
+
+
+def _heartbeat(group_id, epoch=0):
+    from bus.coordinator.consumer_group.coordinator import HeartbeatRequest
+
+    return HeartbeatRequest(group_id=group_id, member_id="m-1", member_epoch=epoch, instance_id=None, rack_id=None,
+                            rebalance_timeout_ms=30000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+                            server_assignor=None, owned=None, client_id="c", client_host="/127.0.0.1",
+                            generates_member_id=False)
+
+
+def test_an_active_classic_group_owns_its_id():
+    """The coordinator is built from its narrow collaborators (config, metadata view, the classic side's
+    answer), so the one-namespace rule is checked without a broker: Kafka's exact error and message."""
+    import asyncio
+
+    import pytest
+    from kio.schema.errors import ErrorCode
+
+    from bus.controller.image import ImageView, MetadataImage
+    from bus.coordinator.consumer_group.coordinator import (
+        ConsumerGroupConfig,
+        ConsumerGroupCoordinator,
+        HeartbeatError,
+    )
+
+    image = MetadataImage()
+    image.apply({"type": "topic", "name": "t", "topic_id": str(A)})
+    image.apply({"type": "partition", "topic_id": str(A), "partition": 0, "replicas": [1], "isr": [1], "leader": 1})
+    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(), ImageView(image, 1, lambda: [1]),
+                                           classic_group_active=lambda group_id: group_id == "classic")
+
+    async def main():
+        with pytest.raises(HeartbeatError) as refused:
+            coordinator.heartbeat(_heartbeat("classic"))
+        assert (refused.value.code, refused.value.message) == (ErrorCode.group_id_not_found,
+                                                               "Group classic is not a consumer group.")
+        joined = coordinator.heartbeat(_heartbeat("modern"))
+        assert joined.member_epoch > 0 and joined.assignment == {A: {0}}
+        coordinator.stop()
+
+    asyncio.run(main())
