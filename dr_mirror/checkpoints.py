@@ -11,6 +11,7 @@ active members there, and only forward.
 from __future__ import annotations
 
 import logging
+import time
 
 from bus.client.admin import AdminClient, AdminError, OffsetAndMetadata, TopicPartition
 from bus.client.producer import KafkaProducer
@@ -35,15 +36,22 @@ class Checkpointer:
         self._producer = KafkaProducer({"bootstrap.servers": settings.target_bootstrap, "acks": "all",
                                         "client.id": "dr-mirror-checkpoints"})
         self.last: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        self._groups: list[str] = []
+        self._groups_due = 0.0
+
+    def groups(self) -> list[str]:
+        """Source groups to checkpoint, listed again every `refresh.groups.interval.seconds`."""
+        if time.monotonic() >= self._groups_due:
+            s = self.settings
+            self._groups = [g.group_id for g in self.source.list_consumer_groups() if s.mirrors_group(g.group_id)]
+            self._groups_due = time.monotonic() + s.refresh_groups_interval
+        return self._groups
 
     def checkpoints(self) -> dict[str, dict[TopicPartition, Checkpoint]]:
         """Translated offsets of every mirrored group (source topic-partitions, renamed for the target)."""
         s = self.settings
         out: dict[str, dict[TopicPartition, Checkpoint]] = {}
-        for listing in self.source.list_consumer_groups():
-            group = listing.group_id
-            if not s.mirrors_group(group):
-                continue
+        for group in self.groups():
             try:
                 committed = self.source.list_consumer_group_offsets(group)
             except AdminError as exc:
