@@ -45,6 +45,7 @@ down:
 
 test: install system-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: install
