@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIServer
 
 from kio.schema.index import api_key_map
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
@@ -148,7 +148,7 @@ class BrokerCollector(Collector):
         self.loop = loop
         self.gauges = gauges  # name -> (help, zero-argument callable giving the value)
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         latency = HistogramMetricFamily("bus_request_seconds", "Time from a request's decode to its response, by API",
                                         labels=["api"])
         for key, histogram in sorted(self.requests.latency.items()):
@@ -201,7 +201,8 @@ class BrokerMetrics:
         self.monitor.start()
         if self.listener:
             self.server = serve(self.listener, self.collector)
-            self.bound = self.server.server_address[:2]
+            host, port = self.server.server_address[:2]
+            self.bound = (str(host), int(port))
 
     def stop(self) -> None:
         self.monitor.stop()

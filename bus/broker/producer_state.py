@@ -223,7 +223,7 @@ class ProducerStateManager:
                   expiration_ms: int | None = None) -> ProducerStateManager:
         """The state a snapshot holds, less producers already expired at `now_ms` (Kafka's loadFromSnapshot)."""
         state = cls()
-        state.applied_up_to = int(data["applied_up_to"])  # type: ignore[arg-type]
+        state.applied_up_to = int(data["applied_up_to"])  # type: ignore[call-overload]
         for item in data["producers"]:  # type: ignore[attr-defined]
             entry = ProducerEntry(item["id"], item["epoch"], txn_first_offset=item["txn_first_offset"],
                                   coordinator_epoch=item["coordinator_epoch"], last_timestamp=item["last_timestamp"])

@@ -252,8 +252,9 @@ class ProducerBatch:
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.base_sequence, self.transactional = base_sequence, transactional
         if self.codec:
+            assert self.body is not None  # a compressed batch is closed with its body
             out = bytearray(_ZERO_HEADER)
-            out += self.body  # type: ignore[operator]
+            out += self.body
         else:
             out = self.buf  # header space was reserved in front of the records
         attributes = self.codec | (rb.TRANSACTIONAL_FLAG if transactional else 0)

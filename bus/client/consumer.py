@@ -121,7 +121,7 @@ class KafkaConsumer:
         self._check_open()
         coordinator = self._group()
         if isinstance(topics, re.Pattern) or pattern is not None:
-            compiled = topics if isinstance(topics, re.Pattern) else re.compile(pattern)  # type: ignore[arg-type]
+            compiled = topics if isinstance(topics, re.Pattern) else re.compile(pattern or "")
             self._subscriptions.subscribe_pattern(compiled, listener)
             coordinator.request_rejoin()
             return

@@ -117,7 +117,7 @@ def decode_batch(data: bytes, batch: rb.BatchInfo, topic: str, partition: int, s
     ts_type = batch.timestamp_type
     append_time = batch.max_timestamp if ts_type == rb.LOG_APPEND_TIME else None
     epoch = batch.partition_leader_epoch
-    out = []
+    out: list[ConsumerRecord] = []
     append = out.append
     record = ConsumerRecord
     try:
@@ -170,7 +170,7 @@ def decode_batch(data: bytes, batch: rb.BatchInfo, topic: str, partition: int, s
                 pos += 1
             else:
                 count, pos = _slow_varint(data, pos)
-                items = []
+                items: list[tuple[str, bytes | None]] = []
                 for _h in range(count):
                     hlen, pos = _slow_varint(data, pos)
                     name = data[pos:pos + hlen].decode()

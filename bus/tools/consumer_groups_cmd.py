@@ -15,7 +15,7 @@ import datetime
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -460,9 +460,9 @@ def _delete_offsets(admin: AdminClient, group: str, topics: list[str]) -> int:
         error("Encountered some partition-level error, see the follow-up details.")
     width = max([15, *(len(tp.topic) for tp in errors)])
     lines = [f"{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}"]
-    for tp, err in sorted(errors.items()):
+    for tp, problem in sorted(errors.items()):
         part = str(tp.partition) if tp.partition >= 0 else MISSING
-        lines.append(f"{tp.topic:<{width}} {part:<10} {'Successful' if err is None else 'Error: ' + err:<15}")
+        lines.append(f"{tp.topic:<{width}} {part:<10} {'Successful' if problem is None else 'Error: ' + problem:<15}")
     print("\n" + "\n".join(lines))
     return 0 if top_error is None and all(e is None for e in errors.values()) else 1
 
@@ -518,7 +518,7 @@ def parse_datetime(text: str) -> int:
 
 
 def _partitions_to_reset(admin: AdminClient, args: argparse.Namespace, group: str,
-                         committed: dict[TopicPartition, object]) -> list[TopicPartition]:
+                         committed: Mapping[TopicPartition, object]) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(committed)
     out: list[TopicPartition] = []
