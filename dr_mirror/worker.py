@@ -175,8 +175,12 @@ class Worker(threading.Thread):
             time.sleep(self.backoff)
             return
         self._resume_new()
-        fetched = self._fetch()
-        produced = self._produce()
+        # The next fetch goes out while the produce is in flight: a partition whose whole queue is in
+        # flight may fetch more (appended behind it, so order holds; at most one fetch is buffered).
+        produce, in_flight = self._send_produce()
+        fetch = self._send_fetch(in_flight)
+        produced = self._read_produce(produce)
+        fetched = self._read_fetch(fetch)
         if not fetched and not produced:
             time.sleep(min(self.max_wait_ms / 1000, 0.1))
 
@@ -246,11 +250,11 @@ class Worker(threading.Thread):
 
     # -- fetch ------------------------------------------------------------------------------------
 
-    def _fetch(self) -> bool:
+    def _send_fetch(self, in_flight: dict[tuple[str, int], int]) -> list[tuple[int, BrokerConnection, dict]]:
         view = self.source_meta.view
         by_node: dict[int, dict[tuple[str, int], int]] = {}
         for state in self.states.values():
-            if state.fetch_position < 0 or state.queue or state.stopped is not None:
+            if state.fetch_position < 0 or len(state.queue) > in_flight.get(state.key, 0) or state.stopped:
                 continue
             leader = view.leader(state.topic, state.partition)
             if leader < 0:
@@ -271,6 +275,9 @@ class Worker(threading.Thread):
                 log.info("fetch from source node %s failed: %s", node, exc)
                 continue
             sent.append((node, conn, positions))
+        return sent
+
+    def _read_fetch(self, sent: list[tuple[int, BrokerConnection, dict]]) -> bool:
         got = False
         for node, conn, positions in sent:
             try:
@@ -284,7 +291,7 @@ class Worker(threading.Thread):
                 continue
             for part in parts:
                 state = self.states.get((part.topic, part.partition))
-                if state is not None and positions.get(state.key) == state.fetch_position:
+                if state is not None and not state.stopped and positions.get(state.key) == state.fetch_position:
                     got |= self._absorb(state, part)
         return got
 
@@ -392,14 +399,17 @@ class Worker(threading.Thread):
             target += item.count
         return out
 
-    def _produce(self) -> bool:
+    def _send_produce(self) -> tuple[list[tuple[int, BrokerConnection, list]], dict[tuple[str, int], int]]:
+        """Produce requests for every partition with queued batches; returns them and how many batches of
+        each partition are in flight."""
         syncs: list[OffsetSync] = []
         plan: dict[tuple[str, int], list[Pending]] = {}
         for state in self.states.values():
             if state.queue and state.stopped is None:
                 plan[state.key] = self._sendable(state, syncs)
+        in_flight: dict[tuple[str, int], int] = {}
         if not plan:
-            return False
+            return [], in_flight
         if syncs:
             self.syncs.write(syncs)
             self.metrics.syncs.inc(len(syncs))
@@ -432,6 +442,12 @@ class Worker(threading.Thread):
                 self._lost(node, exc)
                 continue
             sent.append((node, conn, requests))
+            for request in requests:
+                for st, _ in request:
+                    in_flight[st.key] = in_flight.get(st.key, 0) + 1
+        return sent, in_flight
+
+    def _read_produce(self, sent: list[tuple[int, BrokerConnection, list]]) -> bool:
         for node, conn, requests in sent:
             outcome: dict[tuple[str, int], list[tuple[Pending, ErrorCode, str | None]]] = {}
             try:
@@ -445,7 +461,7 @@ class Worker(threading.Thread):
                 self._lost(node, exc)
             for key, results in outcome.items():
                 self._resolve(self.states[key], results)
-        return True
+        return bool(sent)
 
     def _requests(self, work: list[tuple[PartitionState, list[Pending]]]) -> list[list[tuple[PartitionState, Pending]]]:
         """Up to `in_flight` Produce requests: the k-th holds the k-th sendable batch of each partition."""
