@@ -89,3 +89,30 @@ def test_new_partitions_and_topics_appear_within_seconds(make_broker, tmp_path: 
         assert config["retention.ms"].value == "86400000"
     finally:
         assert mirror.stop() == 0, mirror.logs()[-3000:]
+
+
+def test_legacy_flags_and_a_source_deletion_that_is_not_propagated(make_broker, tmp_path: Path) -> None:
+    source, target = make_broker(name="source"), make_broker(name="target")
+    create_topics(source.bootstrap, {"capture.vehicle": 1, "capture.face": 1})
+    _produce(source.bootstrap, "capture.vehicle", 100, "gzip")
+    _produce(source.bootstrap, "capture.face", 100, "none")
+    consumer = tmp_path / "consumer.properties"
+    consumer.write_text(f"bootstrap.servers={source.bootstrap}\n")
+    producer = tmp_path / "producer.properties"
+    producer.write_text(f"bootstrap.servers={target.bootstrap}\n")
+    mirror = MirrorProcess(["--consumer.config", str(consumer), "--producer.config", str(producer),
+                            "--whitelist", "capture\\..*", "--blacklist", "capture\\.face", "--num.streams", "2"],
+                           tmp_path / "mirror.log").start()
+    try:
+        wait_until(lambda: end_offsets(target.bootstrap, "capture.vehicle", 1) == [100], 60, "mirrored",
+                   mirror.logs)
+        from confluent_kafka.admin import AdminClient
+        source_admin = AdminClient({"bootstrap.servers": source.bootstrap})
+        source_admin.delete_topics(["capture.vehicle"])["capture.vehicle"].result(30)
+        time.sleep(12)  # two topic refreshes (the legacy default interval is 5 s)
+        topics = AdminClient({"bootstrap.servers": target.bootstrap}).list_topics(timeout=10).topics
+        assert "capture.vehicle" in topics and "capture.face" not in topics
+        assert end_offsets(target.bootstrap, "capture.vehicle", 1) == [100]
+        assert mirror.proc is not None and mirror.proc.poll() is None
+    finally:
+        assert mirror.stop() == 0, mirror.logs()[-3000:]
