@@ -7,8 +7,9 @@ producer id, epoch and base sequence of the mirror's idempotent producer, the tr
 the same payload. The target broker assigns base offset and leader epoch itself.
 
 A batch whose offsets are not dense (the log cleaner removed records from it) cannot be produced
-as-is: a broker requires recordsCount == lastOffsetDelta + 1. Such a batch is rebuilt with
-consecutive offset deltas (`rebuild`), the one case that decodes and re-encodes, with its own codec.
+as-is: a broker requires recordsCount == lastOffsetDelta + 1. Such a batch is split into dense
+batches, one per run of consecutive offsets (`dense_runs`), the one case that decodes and re-encodes
+(with its own codec); each run after a hole gets its own offset sync, so translation stays exact.
 """
 
 from __future__ import annotations
@@ -78,19 +79,24 @@ def passthrough(data: bytes | memoryview, batch: rb.BatchInfo, producer_id: int,
     return out
 
 
-def rebuild(data: bytes | memoryview, batch: rb.BatchInfo, start: int, producer_id: int, producer_epoch: int,
-            base_sequence: int) -> tuple[bytes, int, int]:
-    """Re-encode the records at offsets >= `start` densely, same codec and timestamps.
+def dense_runs(data: bytes | memoryview, batch: rb.BatchInfo, start: int) -> list[tuple[bytes, int, int]]:
+    """Re-encode the records at offsets >= `start` as one dense batch per run of consecutive offsets, with
+    the batch's codec and timestamp type: (batch bytes, first source offset, next source offset).
 
-    Returns (batch bytes, first source offset, record count). Used only for batches with holes
-    (compacted) or a fetch that starts inside a batch.
+    The last run ends where the batch ends (its trailing holes count as mirrored), so a partition's
+    position moves past the whole batch.
     """
-    records = [r for r in rb.iter_records(data, batch) if r.offset >= start]
-    if not records:
-        return b"", -1, 0
-    first = records[0].offset
-    dense = [rb.Record(first + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)]
-    built = rb.build_batch(dense, base_offset=0, compression=batch.compression, producer_id=producer_id,
-                           producer_epoch=producer_epoch, base_sequence=base_sequence,
-                           timestamp_type=batch.timestamp_type)
-    return built, first, len(records)
+    runs: list[list[rb.Record]] = []
+    for record in rb.iter_records(data, batch):
+        if record.offset < start:
+            continue
+        if runs and runs[-1][-1].offset + 1 == record.offset:
+            runs[-1].append(record)
+        else:
+            runs.append([record])
+    out = []
+    for i, run in enumerate(runs):
+        built = rb.build_batch(run, base_offset=run[0].offset, compression=batch.compression,
+                               timestamp_type=batch.timestamp_type)
+        out.append((built, run[0].offset, batch.next_offset if i == len(runs) - 1 else run[-1].offset + 1))
+    return out

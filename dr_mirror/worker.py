@@ -330,20 +330,9 @@ class Worker(threading.Thread):
             state.queue.append(Pending(batch.base_offset, batch.next_offset, raw, info, batch.max_timestamp))
             return
         # Holes inside the batch (compaction) or a fetch from its middle: one dense batch per run of offsets.
-        runs: list[list[rb.Record]] = []
-        for record in rb.iter_records(data, batch):
-            if record.offset < state.fetch_position:
-                continue
-            if runs and runs[-1][-1].offset + 1 == record.offset:
-                runs[-1].append(record)
-            else:
-                runs.append([record])
-        for i, run in enumerate(runs):
-            built = rb.build_batch(run, base_offset=run[0].offset, compression=batch.compression,
-                                   timestamp_type=batch.timestamp_type)
+        for built, first, source_next in bt.dense_runs(data, batch, state.fetch_position):
             info = rb.scan_batches_prefix(built, verify_crc=False)[0][0]
-            source_next = batch.next_offset if i == len(runs) - 1 else run[-1].offset + 1
-            state.queue.append(Pending(run[0].offset, source_next, built, info, batch.max_timestamp))
+            state.queue.append(Pending(first, source_next, built, info, batch.max_timestamp))
 
     def _reset_to_log_start(self, state: PartitionState, log_start: int) -> None:
         if log_start < 0:

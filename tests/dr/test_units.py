@@ -56,12 +56,19 @@ def test_committed_drops_markers_and_aborted_transactions_only() -> None:
     assert [b.base_offset for b in bt.committed(data, found, [bt.Aborted(6, 4)], start=8)] == [10, 12]
 
 
-def test_dense_batches_and_compacted_ones() -> None:
+def test_compacted_batches_split_into_dense_runs_with_their_codec() -> None:
     (info,) = rb.scan_batches(_batch(0, 3))
     assert bt.is_dense(info)
-    holey = rb.build_batch([(0, 1, b"a", b"1"), (2, 1, b"b", b"2")], base_offset=0, last_offset_delta=2)
+    records = [(o, 1, b"k%d" % o, b"v%d" % o) for o in (10, 11, 13, 14, 15, 17)]
+    holey = rb.build_batch(records, base_offset=10, last_offset_delta=9, compression=compression.ZSTD)
     (info,) = rb.scan_batches_prefix(holey)[0]
     assert not bt.is_dense(info)
+    runs = bt.dense_runs(holey, info, start=11)
+    assert [(first, nxt) for _, first, nxt in runs] == [(11, 12), (13, 16), (17, 20)]
+    for built, first, _ in runs:
+        (got,) = rb.scan_batches(built)
+        assert bt.is_dense(got) and got.compression == compression.ZSTD
+        assert next(r.value for r in rb.iter_records(built, got)) == b"v%d" % first
 
 
 # -- formats ----------------------------------------------------------------------------------------
