@@ -20,14 +20,14 @@ from web.backends import Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
 from web.metrics import ConsoleMetrics, MetricsMiddleware
 from web.overview import Overview
-from web.routers import audit, auth, bus, captures, devices, events, health, overview, pages, users
+from web.routers import alerts, audit, auth, bus, captures, devices, events, health, monitoring, overview, pages, users
 from web.services.runtime import DataServices
 from web.settings import ConsoleSettings
 
 log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
-           captures.router, devices.router, bus.router, pages.router)
+           captures.router, devices.router, bus.router, monitoring.router, alerts.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:

@@ -6,11 +6,13 @@
 | ``console_session`` | ``sha256(session id)`` hex | family ``s``: username, uid, expires (epoch s) |
 | ``console_audit`` | ``reversed_ms(time):random`` | family ``a``: time, user, action, target, detail JSON, outcome |
 | ``console_lag_history`` | ``h4(group)|group|reversed_ms(t)`` | family ``l`` (TTL 1 day): time, total, lags JSON |
+| ``console_alert_ack`` | alert fingerprint | family ``k`` (TTL 30 days): the incident's startsAt, by, at |
 
 These tables depart from the salted-prefix rule on purpose: users are a handful of rows read by name
 and listed in name order; a session key is already a hash (uniform, and a dump of the table holds no
 usable cookie); the audit trail is written at the pace of people typing commands and is read newest
-first across all users, which one unsalted, reversed-time key gives as a plain scan.
+first across all users, which one unsalted, reversed-time key gives as a plain scan. Acknowledgements
+are one row per alert fingerprint (a few dozen open alerts), read in one scan with the alert list.
 
 Lag history follows the salted rule (one row per consumer group every 30 s, read as one group's last
 hour, newest first); sample times are rounded to the sampling interval, so several consoles sampling
@@ -34,8 +36,11 @@ SESSION_TABLE = "console_session"
 AUDIT_TABLE = "console_audit"
 LAG_TABLE = "console_lag_history"
 LAG_TTL_S = 24 * 3600
+ACK_TABLE = "console_alert_ack"
+ACK_TTL_S = 30 * 24 * 3600
 TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}},
-                               LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}}}
+                               LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}},
+                               ACK_TABLE: {"k": {"max_versions": 1, "time_to_live": ACK_TTL_S}}}
 
 
 def user_row_key(username: str) -> bytes:
@@ -95,6 +100,15 @@ def lag_row(ms: int, partitions: list[tuple[str, int, int | None]]) -> dict[byte
 def read_lag(cells: dict[bytes, bytes]) -> dict[str, Any]:
     return {"time_ms": int(cells[b"l:time"]), "total": int(cells[b"l:total"]),
             "partitions": [tuple(p) for p in json.loads(cells[b"l:partitions"])]}
+
+
+def ack_row(starts_at: str, by: str, at: str) -> dict[bytes, bytes]:
+    """Who acknowledged an alert's incident and when; ``starts_at`` tells this incident from a later one."""
+    return {b"k:starts_at": starts_at.encode(), b"k:by": by.encode(), b"k:at": at.encode()}
+
+
+def read_ack(cells: dict[bytes, bytes]) -> dict[str, str]:
+    return {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
 
 
 def ensure_console_tables(connection: Any) -> None:

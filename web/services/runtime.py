@@ -11,6 +11,7 @@ from ..settings import ConsoleSettings
 from .deployment import MapStore
 from .lag_history import LagHistory
 from .log_dirs import LogDirs
+from .monitoring import MonitoringService
 
 
 class DataServices:
@@ -18,6 +19,7 @@ class DataServices:
         self.map = MapStore(settings.map_path)
         self.log_dirs = LogDirs(timeout_s=settings.backend_timeout_s)
         self.lag_history = LagHistory(backends, settings.lag_sample_interval_s)
+        self.monitoring = MonitoringService(backends, settings.map_path)
 
     def start(self) -> None:
         self.lag_history.start()
