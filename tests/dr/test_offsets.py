@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from dr_mirror.formats import Checkpoint
@@ -31,10 +34,10 @@ def _transactions(bootstrap: str) -> None:
     assert plain.flush(10) == 0
 
 
-def _commit(bootstrap: str, group: str, offset: int) -> None:
+def _commit(bootstrap: str, group: str, offset: int, topic: str = TOPIC) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=False)
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
     finally:
         consumer.close()
 
@@ -95,3 +98,37 @@ def test_aborted_data_is_not_mirrored_and_group_offsets_translate_exactly(make_b
         assert msg is not None and msg.value() == b"r203"  # source offset 20 holds r203
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+def test_a_compacted_source_is_mirrored_with_exact_translation_across_its_holes(make_broker, tmp_path: Path) -> None:
+    source = make_broker({"log.cleaner.backoff.ms": "200"}, name="source")
+    target = make_broker(name="target")
+    topic = "surveillance.stats"
+    create_topics(source.bootstrap, {topic: 1}, {topic: {"cleanup.policy": "compact", "segment.bytes": "16384",
+                                                         "min.cleanable.dirty.ratio": "0.01"}})
+    producer = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 20, "compression.type": "lz4"})
+    for i in range(600):  # ~120 KB: several closed segments for the cleaner
+        key = f"unique{i}" if i % 25 == 0 else f"k{i % 20}"  # survivors scattered: holes between them
+        producer.produce(topic, key=key.encode(), value=f"{i:04d}".encode() + os.urandom(100).hex().encode(),
+                         partition=0)
+        if i % 50 == 49:
+            producer.flush(10)
+    producer.produce(topic, key=b"last", value=b"x", partition=0)
+    producer.flush(10)
+    wait_until(lambda: len(read_all(source.bootstrap, topic, 0)) < 300, 60, "compaction on the source")
+    src = read_all(source.bootstrap, topic, 0)
+    offsets = [o for o, _, _ in src]
+    hole = next(o for prev, o in itertools.pairwise(offsets) if o != prev + 1)  # the first record after a hole
+    _commit(source.bootstrap, "after-hole", hole, topic)
+    _commit(source.bootstrap, "in-hole", hole - 1, topic)
+    props = write_properties(tmp_path / "mm2.properties", source.bootstrap, target.bootstrap)
+    mirror = MirrorProcess(["--config", str(props)], tmp_path / "mirror.log").start()
+    try:
+        wait_until(lambda: end_offsets(target.bootstrap, topic, 1) == [len(src)], 60, "mirrored", mirror.logs)
+        position = offsets.index(hole)  # the target offset of that record
+        wait_until(lambda: {g: c.downstream_offset for g, c in _checkpoints(target.bootstrap).items()}
+                   == {"after-hole": position, "in-hole": position}, 60, "checkpoints", mirror.logs)
+    finally:
+        assert mirror.stop() == 0, mirror.logs()[-3000:]
+    assert [(k, v) for _, k, v in read_all(target.bootstrap, topic, 0)] == [(k, v) for _, k, v in src]
