@@ -48,6 +48,8 @@ PAGES = (
     Page("map", "/map", Role.VIEWER),
     Page("captures", "/captures", Role.VIEWER),
     Page("bus", "/bus", Role.VIEWER),
+    Page("monitoring", "/monitoring", Role.VIEWER),
+    Page("alerts", "/alerts", Role.VIEWER),
     Page("audit", "/audit", Role.ADMIN),
     Page("users", "/users", Role.ADMIN),
 )
