@@ -100,3 +100,27 @@ def test_unreachable_target_is_waited_for_then_caught_up_in_order(make_broker, t
     finally:
         assert mirror.stop() == 0, mirror.logs()[-3000:]
     assert read_all(target.bootstrap, "ingest.stats", 0) == read_all(source.bootstrap, "ingest.stats", 0)
+
+
+@pytest.mark.slow
+def test_target_expiring_the_idle_producer_id_loses_and_duplicates_nothing(make_broker, tmp_path: Path) -> None:
+    """The target forgets the mirror's producer id between bursts (producer.id.expiration.ms); the mirror's
+    next sequences must still land once each, in order (Kafka accepts them for a producer it no longer knows)."""
+    source = make_broker(name="source")
+    target = make_broker({"producer.id.expiration.ms": "1000", "producer.id.expiration.check.interval.ms": "200"},
+                         name="target")
+    create_topics(source.bootstrap, {"video.status": 1})
+    producer = Producer({"bootstrap.servers": source.bootstrap})
+    props = write_properties(tmp_path / "mm2.properties", source.bootstrap, target.bootstrap)
+    mirror = MirrorProcess(["--config", str(props)], tmp_path / "mirror.log").start()
+    try:
+        for round_ in range(3):
+            for i in range(50):
+                producer.produce("video.status", value=f"{round_}-{i}".encode())
+                producer.flush(10)  # one batch each
+            wait_until(lambda r=round_: end_offsets(target.bootstrap, "video.status", 1) == [50 * (r + 1)], 60,
+                       f"round {round_}", mirror.logs)
+            time.sleep(2.5)  # idle past producer.id.expiration.ms
+    finally:
+        assert mirror.stop() == 0, mirror.logs()[-3000:]
+    assert read_all(target.bootstrap, "video.status", 0) == read_all(source.bootstrap, "video.status", 0)
