@@ -8,7 +8,8 @@
 # Environment:
 #   LIBRDKAFKA_REF      commit, tag or branch to check out (default: the source's default branch)
 #   TESTS               librdkafka's own test filter, e.g. TESTS=0011 (default: every test)
-#   TEST_KAFKA_VERSION  the Kafka version the tests assume of the broker (default 3.9.0)
+#   TEST_KAFKA_VERSION  the Kafka version the tests assume of the broker (default 4.0.0, the protocol
+#                       generation this broker serves: no message format v0/v1, no message.format.version)
 #   PARALLEL            tests run at once by test-runner (default 1)
 #   RUNNER_ARGS         extra test-runner arguments (default "-L -E": broker tests only, no sockem)
 #
@@ -42,7 +43,9 @@ if [ ! -x "$SRC/tests/test-runner" ]; then
     )
 fi
 
-# A fresh broker on free ports with the overrides the project's tests use (tests/support/broker_process.py).
+# A fresh broker on free ports with the overrides the project's tests use (tests/support/broker_process.py),
+# and num.partitions=4 as librdkafka's own test clusters (trivup) have it: several tests produce to
+# partitions 0-3 of an auto-created topic.
 PORT="$(cd "$ROOT" && "$PY" -c 'from tests.support.ports import free_port; print(free_port())')"
 CONTROLLER_PORT="$(cd "$ROOT" && "$PY" -c 'from tests.support.ports import free_port; print(free_port())')"
 DATA="$WORKDIR/broker-data"
@@ -55,6 +58,7 @@ rm -rf "$DATA"
     --override "offsets.topic.replication.factor=1" \
     --override "transaction.state.log.replication.factor=1" \
     --override "transaction.state.log.min.isr=1" \
+    --override "num.partitions=4" \
     > "$WORKDIR/broker.log" 2>&1 &
 BROKER_PID=$!
 trap 'kill "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true' EXIT
@@ -68,7 +72,7 @@ EOF
 rm -f test_report_*.json
 set +e
 # shellcheck disable=SC2086  # RUNNER_ARGS is a list of options
-TEST_KAFKA_VERSION="${TEST_KAFKA_VERSION:-3.9.0}" LD_LIBRARY_PATH="../src:../src-cpp" \
+TEST_KAFKA_VERSION="${TEST_KAFKA_VERSION:-4.0.0}" LD_LIBRARY_PATH="../src:../src-cpp" \
     ./test-runner ${RUNNER_ARGS:--L -E} -p"${PARALLEL:-1}" -r 2>&1 | tee "$WORKDIR/suite.log"
 status=${PIPESTATUS[0]}
 set -e
