@@ -2,7 +2,8 @@
 
 The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, object
 storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
-random password in ``DATA/console/admin_password``), then the capture slice (city simulator + Spark
+random password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus
+and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
 ingest job, `deploy/pipeline.py`) with a status line every few seconds. Each service is a child
 process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
 them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
@@ -61,6 +62,20 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
                "--port", str(args.console_port), "--data-dir", str(data_dir / "console")]
     services.append(("console", console, f"operator console: {_console_url(args)}"))
     return services
+
+
+def _monitor_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
+    """The monitor needs the bus and HBase at start-up (it exits 2 without them), so it starts after they answer."""
+    metrics_port = load_config(args.config).get("monitoring", "metrics_port", 9310)
+    where = "latency, quality, device health, alerts" + (
+        f"  (metrics http://127.0.0.1:{metrics_port}/metrics)" if metrics_port else "")
+    return ("monitor", [sys.executable, "-m", "monitoring", *(["--config", str(args.config)] if args.config else [])],
+            where)
+
+
+def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
+    log = open(data_dir / f"{name.replace(' ', '-')}.log", "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _console_url(args: argparse.Namespace) -> str:
@@ -150,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     children: list[subprocess.Popen[bytes]] = []
     lines = []
     for name, cmd, where in _services(data_dir, args):
-        log = open(data_dir / f"{name.replace(' ', '-')}.log", "ab")  # noqa: SIM115 - owned by the child
-        children.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
     ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
@@ -161,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         for child in children:
             child.terminate()
         return 1
+    name, cmd, where = _monitor_service(args)
+    children.append(_start(data_dir, name, cmd))
     lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
+    lines.append(f"  {name:<14} {where}")
     if not _wait_for(args.host, args.console_port, 30):
         print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
     pipeline = None

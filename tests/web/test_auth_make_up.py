@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subprocess.Popen[str], str]:
-    """Start deploy.up and return it with everything it printed up to its "Press Ctrl-C" line."""
+    """Start deploy.up and return it with everything it printed up to its "Press Ctrl-C" line.
+
+    The pipe is read with os.read: readline() on the buffered stream would keep lines that arrived in one
+    write in its buffer, where select() cannot see them, and wait for output that never comes.
+    """
     proc = subprocess.Popen(
         [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir), "--no-pipeline",
          "--kafka-port", str(ports["bus"]), "--hbase-port", str(ports["hbase"]),
@@ -36,7 +40,7 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subpr
                 proc.kill()
                 pytest.fail(f"make up did not come up:\n{output}")
             if selector.select(1):
-                output += proc.stdout.readline()
+                output += os.read(proc.stdout.fileno(), 65536).decode(errors="replace")
     return proc, output
 
 
@@ -49,15 +53,29 @@ def down(data_dir: Path, proc: subprocess.Popen[str]) -> None:
     assert stopper.returncode == 0, said
 
 
+def monitor_metrics(port: int, timeout: float = 60) -> str:
+    """The monitor's /metrics once it serves them (it starts after the bus and HBase answer); "" if it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                return ""
+            time.sleep(0.5)
+
+
 @pytest.mark.slow
 def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
-    ports = {"bus": free_port(), "hbase": free_port(), "s3": free_port(), "console": free_port()}
+    ports = {"bus": free_port(), "hbase": free_port(), "s3": free_port(), "console": free_port(),
+             "monitor": free_port()}
     config = tmp_path / "solution.toml"
     config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
                       f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
                       f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
                       'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
-                      f'[console]\nport = {ports["console"]}\n')
+                      f'[console]\nport = {ports["console"]}\n'
+                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n')
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports)
     try:
@@ -68,8 +86,12 @@ def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
         password = password_file.read_text().strip()
         login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
         assert login.status_code == 200, login.text
+        assert "monitor" in output, output
+        assert "monitor_" in monitor_metrics(ports["monitor"]), (data_dir / "monitor.log").read_text()
     finally:
         down(data_dir, proc)
+    with pytest.raises(httpx.ConnectError):  # make down stopped the monitor too
+        httpx.get(f"http://127.0.0.1:{ports['monitor']}/metrics", timeout=5)
     assert not re.search(r"console\s+.*(did not start|not created)", output)
 
     # A second start keeps the admin and its password file.
