@@ -41,6 +41,7 @@ READ_AHEAD_BYTES = 1 << 20
 # the one fetch response (up to fetch.max.bytes) a muted connection may still hold.
 WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 256 << 10
+WRITE_BATCH_BYTES = 64 << 10  # responses of one turn gathered into one write up to this size
 
 _MUTE_READ_AHEAD = 1
 _MUTE_QUEUE = 2
@@ -152,9 +153,20 @@ class KafkaConnection(asyncio.Protocol):
 
         At most READ_AHEAD frames per turn of the event loop: one read can hold thousands of tiny
         pipelined requests, and handling them all at once would stall every other connection.
+        Responses answered in the same turn leave in one write (one system call for a pipelining client
+        instead of one per request); a batch is written out as soon as it reaches WRITE_BATCH_BYTES, so
+        the transport still sees large responses at once and can mute the connection in time.
         """
-        transport = self.transport
+        batch: list[bytes | memoryview] = []
+        try:
+            self._handle_pending(batch)
+        finally:
+            if batch and not self.closed:
+                self._write(batch)
+
+    def _handle_pending(self, batch: list[bytes | memoryview]) -> None:
         budget = READ_AHEAD
+        batched = 0
         while self.pending and not self.closed and not self.muted & _MUTE_WRITE:
             if not budget:
                 self.busy = True
@@ -173,13 +185,24 @@ class KafkaConnection(asyncio.Protocol):
                 self.abort("internal error")
                 return
             if isinstance(result, (bytes, memoryview)):
-                transport.write(result)  # type: ignore[union-attr]
+                batch.append(result)
+                batched += len(result)
+                if batched >= WRITE_BATCH_BYTES:
+                    self._write(batch)
+                    batch.clear()
+                    batched = 0
             elif result is not None:
                 self.busy = True
                 self.task = asyncio.ensure_future(self._await(result, len(frame) + 4))
                 return
             self._done(len(frame) + 4)
         self.busy = False
+
+    def _write(self, batch: list[bytes | memoryview]) -> None:
+        if len(batch) == 1:
+            self.transport.write(batch[0])  # type: ignore[union-attr]
+        else:
+            self.transport.writelines(batch)  # type: ignore[union-attr]
 
     def _next_turn(self) -> None:
         self.busy = False

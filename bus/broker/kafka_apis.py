@@ -59,7 +59,7 @@ class KafkaApis:
             return self._unsupported(api_key, version, correlation_id, frame)
         try:
             request_cls = messages.request_class(api_key, version)
-            header = hdr.parse_request_header(frame, request_cls.__flexible__)
+            header = hdr.parse_request_header(frame, request_cls.__flexible__)  # type: ignore[attr-defined]
             request = messages.decode_request(api_key, version, frame, header.body_offset)
         except messages.UnsupportedApi:
             return self._unsupported(api_key, version, correlation_id, frame)

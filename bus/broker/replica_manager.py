@@ -58,12 +58,23 @@ _RECORD_ERRORS: dict[type[Exception], ErrorCode] = {
 
 
 REPLAY_CHUNK = 1 << 20
+OFF_LOOP_PREPARE_BYTES = 64 << 10  # a payload past this whose records must be decoded is prepared off the loop
+_LONG_MAX = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """A payload checked (and perhaps re-encoded) by `Partition.prepare`, with its batches."""
+
+    payload: bytes
+    batches: list[rb.BatchInfo]
+
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
 class Partition:
     __slots__ = (
-        "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted",
+        "appending", "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted",
         "target_codec", "topic", "topic_id", "watchers",
     )
 
@@ -77,6 +88,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.min_insync_replicas = 1
         self.target_codec: int | None = None  # topic compression.type; None keeps the producer's codec
+        self.appending: asyncio.Task[AppendResult] | None = None  # the last append queued by `append_in_order`
         self.watchers = Watchers()
         self.producers = self._load_producer_state(producer_id_expiration_ms)
         self.snapshotted = self.producers.applied_up_to
@@ -149,6 +161,13 @@ class Partition:
         `from_coordinator`: a coordinator's own transactional write (TxnOffsetCommit records carry the
         producer's id and epoch but no sequence), which Kafka appends without sequence checks.
         """
+        return self.append_prepared(self.prepare(payload, from_coordinator=from_coordinator),
+                                    from_coordinator=from_coordinator)
+
+    def prepare(self, payload: bytes, *, from_coordinator: bool = False) -> PreparedAppend:
+        """Everything about an append that depends on the payload alone: batch scan, LogValidator's rules
+        (which decode the records of compacted topics) and re-encoding to the topic's compression.type.
+        It reads no mutable state, so a worker thread can run it for a large batch (`must_prepare_off_loop`)."""
         try:
             batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
             if not batches:
@@ -165,6 +184,40 @@ class Partition:
             # batches it matters: a leading retry would answer for (and drop) the batches after it.
             raise PartitionError(ErrorCode.invalid_record,
                                  "Produce requests are only allowed to contain exactly one record batch per partition")
+        return PreparedAppend(payload, batches)
+
+    def must_prepare_off_loop(self, payload: bytes) -> bool:
+        """A large payload whose records `prepare` would decode (compacted topic, a finite timestamp window, a
+        compression.type to re-encode to): inflating it could keep every other connection waiting."""
+        config = self.config
+        return len(payload) > OFF_LOOP_PREPARE_BYTES and (
+            config.compact or self.target_codec is not None
+            or config.message_timestamp_before_max_ms < _LONG_MAX or config.message_timestamp_after_max_ms < _LONG_MAX)
+
+    def append_in_order(self, payload: bytes, *, off_loop: bool) -> asyncio.Task[AppendResult]:
+        """Append once every append to this partition that went this way before it is done, preparing in a
+        worker thread if `off_loop`: appends stay in the order their requests arrived. While one is pending the
+        produce handler sends every later append of the partition here too (`appending` is set). The append is
+        a task of its own, started now, so the line holds even if the request that asked for it goes away."""
+        task = asyncio.ensure_future(self._append_after(self.appending, payload, off_loop))
+        self.appending = task
+        task.add_done_callback(self._appended)
+        return task
+
+    def _appended(self, task: asyncio.Task[AppendResult]) -> None:
+        if self.appending is task:
+            self.appending = None
+
+    async def _append_after(self, previous: asyncio.Task[AppendResult] | None, payload: bytes,
+                            off_loop: bool) -> AppendResult:
+        prepared = await asyncio.to_thread(self.prepare, payload) if off_loop else None
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome belongs to its own request; only its place in line counts
+        return self.append_prepared(prepared if prepared is not None else self.prepare(payload))
+
+    def append_prepared(self, prepared: PreparedAppend, *, from_coordinator: bool = False) -> AppendResult:
+        """The part of an append that reads and changes the partition: producer state, then the log."""
+        payload, batches = prepared.payload, prepared.batches
         for batch in [] if from_coordinator else batches:
             try:
                 duplicate = self.producers.check(batch)

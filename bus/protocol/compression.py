@@ -2,8 +2,9 @@
 
 The fetch path moves compressed batches untouched, and so does produce, except where Kafka's own
 LogValidator inflates too: a compacted topic checks every record has a key, and a topic whose
-`compression.type` differs from the producer's codec re-encodes the batch. The cleaner, timestamp
-look-ups, coordinators and clients decompress as well.
+`compression.type` differs from the producer's codec re-encodes the batch (a large batch is inflated in
+a worker thread, `Partition.prepare`). The cleaner, timestamp look-ups, coordinators and clients
+decompress as well.
 
 Decompression is bounded. A produced batch is at most `message.max.bytes` compressed, but a zstd frame of
 zeros inflates about 32,000-fold, so one 1 MB batch could ask for 30 GB. Kafka streams records out of the

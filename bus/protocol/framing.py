@@ -30,9 +30,15 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Append `data`; return every frame now complete (without its size prefix)."""
-        buf = self._buffer
-        buf += data
+        """Append `data`; return every frame now complete (without its size prefix).
+
+        With nothing buffered (the common case: a read ends on a frame boundary) frames are sliced
+        straight out of `data`, one copy each; only an incomplete tail is kept in the buffer.
+        """
+        buf: bytes | bytearray = data
+        if self._buffer:
+            self._buffer += data
+            buf = self._buffer
         frames: list[bytes] = []
         pos = 0
         end = len(buf)
@@ -54,8 +60,10 @@ class FrameDecoder:
             frames.append(bytes(buf[pos : pos + self._need]))
             pos += self._need
             self._need = -1
-        if pos:
-            del buf[:pos]
+        if buf is self._buffer:
+            del self._buffer[:pos]
+        elif pos < end:
+            self._buffer += memoryview(data)[pos:]
         return frames
 
 

@@ -45,7 +45,7 @@ Skip = Callable[[bytes, int, int], int]  # (buffer, position, end) -> new positi
 _uvarint = read_uvarint
 
 
-def _need(pos: int, size: int, end: int) -> int:
+def need(pos: int, size: int, end: int) -> int:
     if size < 0 or pos + size > end:
         raise MalformedRequest(f"declared length {size} exceeds the {end - pos} bytes left")
     return pos + size
@@ -54,20 +54,20 @@ def _need(pos: int, size: int, end: int) -> int:
 def _primitive(kafka_type: str, flexible: bool) -> Skip:
     fixed = _FIXED.get(kafka_type)
     if fixed is not None:
-        return lambda buf, pos, end: _need(pos, fixed, end)
+        return lambda buf, pos, end: need(pos, fixed, end)
     if kafka_type not in ("string", "bytes", "records"):
         raise TypeError(f"unknown kafka_type {kafka_type}")
     if flexible:
         def compact(buf: bytes, pos: int, end: int) -> int:
             length, pos = _uvarint(buf, pos, end)
-            return pos if length == 0 else _need(pos, length - 1, end)
+            return pos if length == 0 else need(pos, length - 1, end)
         return compact
     header = _I16 if kafka_type == "string" else _I32
 
     def legacy(buf: bytes, pos: int, end: int) -> int:
-        pos = _need(pos, header.size, end)
+        pos = need(pos, header.size, end)
         (length,) = header.unpack_from(buf, pos - header.size)
-        return pos if length == -1 else _need(pos, length, end)
+        return pos if length == -1 else need(pos, length, end)
     return legacy
 
 
@@ -77,7 +77,7 @@ def _array(item: Skip, flexible: bool, nullable: bool) -> Skip:
             count, pos = _uvarint(buf, pos, end)
             count -= 1
         else:
-            pos = _need(pos, 4, end)
+            pos = need(pos, 4, end)
             (count,) = _I32.unpack_from(buf, pos - 4)
         if count < 0:
             if not nullable:
@@ -107,7 +107,7 @@ def _field_skip(field: dataclasses.Field[Any], flexible: bool) -> Skip:
 
 @functools.cache
 def _entity_skip(cls: type) -> Skip:
-    flexible = cls.__flexible__
+    flexible = cls.__flexible__  # type: ignore[attr-defined]
     fields = dataclasses.fields(cls)
     regular = [_field_skip(f, flexible) for f in fields if "tag" not in f.metadata]
     tagged = {f.metadata["tag"]: _field_skip(f, flexible) for f in fields if "tag" in f.metadata}
@@ -122,7 +122,7 @@ def _entity_skip(cls: type) -> Skip:
             for _ in range(count):
                 tag, pos = _uvarint(buf, pos, end)
                 size, pos = _uvarint(buf, pos, end)
-                field_end = _need(pos, size, end)
+                field_end = need(pos, size, end)
                 inner = tagged.get(tag)
                 if inner is not None and inner(buf, pos, field_end) != field_end:
                     raise MalformedRequest(f"tagged field {tag} does not fill its {size} bytes")

@@ -27,6 +27,7 @@ from kio.schema.index import PayloadEntityType, api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from bus.protocol import produce_codec
 from bus.protocol.guard import check_body
 
 
@@ -54,6 +55,8 @@ def response_class(api_key: int, version: int) -> type:
         raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
 
+PRODUCE_KEY = 0
+
 _READERS: dict[type, Callable[[bytes, int], tuple[Any, int]]] = {}
 _WRITERS: dict[type, Callable[[io.BytesIO, Any], None]] = {}
 
@@ -75,7 +78,10 @@ def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
     """Decode a request body; raises MalformedRequest (or kio's errors) on a bad frame."""
     cls = request_class(api_key, version)
-    check_body(cls, frame, offset)
+    if api_key == PRODUCE_KEY and produce_codec.MIN_VERSION <= version <= produce_codec.MAX_VERSION:
+        produce_codec.check_request(frame, offset, version)  # the hot path's hand-written twin of check_body
+    else:
+        check_body(cls, frame, offset)
     request, _size = _reader(cls)(frame, offset)
     return request
 
@@ -95,6 +101,10 @@ def encode_response(correlation_id: int, obj: Any, flexible_header: bool) -> mem
     Fetch responses carry megabytes of record batches; writing the header first and patching the size
     in afterwards spares the two extra copies that concatenating header and body would cost.
     """
+    if obj.__api_key__ == PRODUCE_KEY:
+        fast = produce_codec.encode_response(correlation_id, obj, obj.__version__)
+        if fast is not None:
+            return fast
     out = io.BytesIO()
     out.write(_SIZE_AND_CORRELATION.pack(0, correlation_id))
     if flexible_header:
@@ -154,26 +164,29 @@ def _coercer(tp: Any, nullable: bool = False) -> Callable[[Any], Any] | None:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _FieldPlan:
-    name: str
-    zero: Any
-    coerce: Callable[[Any], Any] | None
+class _ClassPlan:
+    """How `Shapes.make` fills one dataclass: every field's zero value, and the coercion of those that need one."""
+
+    cls: type
+    zeros: dict[str, Any]
+    coercers: dict[str, Callable[[Any], Any] | None]  # every field name; None where the value is kept as is
 
 
 @functools.cache
-def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+def _plan(cls: type) -> _ClassPlan:
     hints = typing.get_type_hints(cls)
-    plans = []
+    zeros: dict[str, Any] = {}
+    coercers: dict[str, Callable[[Any], Any] | None] = {}
     for f in dataclasses.fields(cls):
         tp = hints.get(f.name, f.type)
         if f.default is not dataclasses.MISSING:
-            zero = f.default
+            zeros[f.name] = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            zero = f.default_factory()
+            zeros[f.name] = f.default_factory()
         else:
-            zero = _zero(tp)
-        plans.append(_FieldPlan(f.name, zero, _coercer(tp)))
-    return tuple(plans)
+            zeros[f.name] = _zero(tp)
+        coercers[f.name] = _coercer(tp)
+    return _ClassPlan(cls, zeros, coercers)
 
 
 @functools.cache
@@ -205,24 +218,27 @@ class Shapes:
         return hasattr(self._module, class_name)
 
     def make(self, class_name: str, **values: Any) -> Any:
-        cls = getattr(self._module, class_name)
-        kwargs = {}
+        plan = _plan(getattr(self._module, class_name))
+        coercers = plan.coercers
+        kwargs = plan.zeros.copy()
         used = 0
-        for plan in _plan(cls):
-            if plan.name in values:
+        for name, value in values.items():
+            if name in coercers:
                 used += 1
-                value = values[plan.name]
-                kwargs[plan.name] = plan.coerce(value) if plan.coerce and value is not None else value
-            else:
-                kwargs[plan.name] = plan.zero
+                coerce = coercers[name]
+                kwargs[name] = coerce(value) if coerce is not None and value is not None else value
         if used < len(values):
-            self._check_names(class_name, values)
-        return cls(**kwargs)
+            _check_names(self.api_key, self._entity_type, class_name, tuple(values))
+        return plan.cls(**kwargs)
 
-    def _check_names(self, class_name: str, values: dict[str, Any]) -> None:
-        unknown = sorted(values.keys() - _fields_in_any_version(self.api_key, self._entity_type, class_name))
-        if unknown:
-            raise UnknownField(f"{class_name} (api {self.api_key}) has no field {', '.join(unknown)} in any version")
+
+@functools.cache
+def _check_names(api_key: int, entity_type: PayloadEntityType, class_name: str, names: tuple[str, ...]) -> None:
+    """Cached per call shape: a handler names the same fields on every request (e.g. `topic_id`, which only
+    newer versions have), so the set difference is worked out once."""
+    unknown = sorted(set(names) - _fields_in_any_version(api_key, entity_type, class_name))
+    if unknown:
+        raise UnknownField(f"{class_name} (api {api_key}) has no field {', '.join(unknown)} in any version")
 
 
 @functools.cache

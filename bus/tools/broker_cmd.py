@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from bus.config.broker import load_broker_config
+from bus.config.broker import BrokerConfig, load_broker_config
 from bus.config.definitions import ConfigError
 from bus.config.properties import PropertiesError, load_properties, parse_override
 from bus.logging_setup import setup_logging
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _serve(config) -> int:  # type: ignore[no-untyped-def]
+async def _serve(config: BrokerConfig) -> int:
     """Run until SIGTERM/SIGINT. The handlers go in before the broker is built: a signal that arrives while
     it starts (its port may already be open) then shuts it down cleanly after start instead of killing it."""
     stop = asyncio.Event()
