@@ -127,4 +127,4 @@ def test_viewer_cannot_acknowledge_admin_silences(browsing: Browsing, monitored:
     expect(silence).to_contain_text("expired")
     browsing.goto(f"/monitoring?day={DAY.isoformat()}")
     expect(page.locator("#health-table tbody tr")).to_have_count(2)
-    browsing.snap("monitoring-en")
+    browsing.snap("monitoring-day-en")
