@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from contracts.config import Config
+from contracts.deployment_map import map_path
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,9 @@ class Pipeline:
         self.endpoints = endpoints
         self.config = config
         self.rate = rate
+        # Where the console and the monitor read the map ([map] path): the simulator writes it there, not in
+        # the data dir, or a `make up DATA=elsewhere` would leave them reading another run's map.
+        self.map_path = map_path(config)
         self.status_file = data_dir / "ingest-status.json"
         self.simulator: subprocess.Popen[bytes] | None = None
         self.job: launch.SparkJob | None = None
@@ -61,7 +65,7 @@ class Pipeline:
         run = int(time.time())
         sim_args = [sys.executable, "-m", "ingest.simulate", "--bootstrap-server", e.bootstrap,
                     "--seed", str(run), "--first-sequence", str(run * 1000),
-                    "--map", str(self.data_dir / "deployment_map.json")]
+                    "--map", str(self.map_path)]
         if self.config.path:
             sim_args += ["--config", str(self.config.path)]
         if self.rate is not None:
@@ -70,7 +74,7 @@ class Pipeline:
                                           stderr=subprocess.STDOUT)
         return [
             f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat"
-            f"  (map: {self.data_dir / 'deployment_map.json'})",
+            f"  (map: {self.map_path})",
             f"  {'ingest job':<14} spark-submit spark_jobs/ingest_captures.py -> HBase tables vehicle, face, ..."
             f"  (status: {self.status_file})",
         ]
