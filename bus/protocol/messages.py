@@ -169,14 +169,14 @@ class _ClassPlan:
 
     cls: type
     zeros: dict[str, Any]
-    coercers: dict[str, Callable[[Any], Any] | None]  # every field name; None where the value is kept as is
+    coerced: tuple[tuple[str, Callable[[Any], Any]], ...]  # (field name, coercion) of the fields that have one
 
 
 @functools.cache
 def _plan(cls: type) -> _ClassPlan:
     hints = typing.get_type_hints(cls)
     zeros: dict[str, Any] = {}
-    coercers: dict[str, Callable[[Any], Any] | None] = {}
+    coerced = []
     for f in dataclasses.fields(cls):
         tp = hints.get(f.name, f.type)
         if f.default is not dataclasses.MISSING:
@@ -185,8 +185,10 @@ def _plan(cls: type) -> _ClassPlan:
             zeros[f.name] = f.default_factory()
         else:
             zeros[f.name] = _zero(tp)
-        coercers[f.name] = _coercer(tp)
-    return _ClassPlan(cls, zeros, coercers)
+        coerce = _coercer(tp)
+        if coerce is not None:
+            coerced.append((f.name, coerce))
+    return _ClassPlan(cls, zeros, tuple(coerced))
 
 
 @functools.cache
@@ -203,12 +205,13 @@ def _fields_in_any_version(api_key: int, entity_type: PayloadEntityType, class_n
 class Shapes:
     """Builds the response (or, for clients, request) dataclasses of one (api_key, version)."""
 
-    __slots__ = ("_entity_type", "_module", "api_key", "version")
+    __slots__ = ("_entity_type", "_module", "_plans", "api_key", "version")
 
     def __init__(self, api_key: int, version: int, entity_type: PayloadEntityType = EntityType.response) -> None:
         self.api_key = api_key
         self.version = version
         self._entity_type = entity_type
+        self._plans: dict[str, _ClassPlan] = {}
         try:
             self._module = load_payload_module(api_key, version, entity_type)
         except Exception as exc:
@@ -218,17 +221,20 @@ class Shapes:
         return hasattr(self._module, class_name)
 
     def make(self, class_name: str, **values: Any) -> Any:
-        plan = _plan(getattr(self._module, class_name))
-        coercers = plan.coercers
-        kwargs = plan.zeros.copy()
-        used = 0
-        for name, value in values.items():
-            if name in coercers:
-                used += 1
-                coerce = coercers[name]
-                kwargs[name] = coerce(value) if coerce is not None and value is not None else value
-        if used < len(values):
+        plan = self._plans.get(class_name)
+        if plan is None:
+            plan = self._plans[class_name] = _plan(getattr(self._module, class_name))
+        zeros = plan.zeros
+        kwargs = zeros | values
+        if len(kwargs) != len(zeros):  # names this version lacks: dropped, unless no version has them
             _check_names(self.api_key, self._entity_type, class_name, tuple(values))
+            for name in values.keys() - zeros.keys():
+                del kwargs[name]
+        for name, coerce in plan.coerced:
+            if name in values:
+                value = values[name]
+                if value is not None:
+                    kwargs[name] = coerce(value)
         return plan.cls(**kwargs)
 
 

@@ -31,10 +31,17 @@ _BATCH_INDEX = struct.Struct(">i")
 # -- request ------------------------------------------------------------------------------------------
 
 
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint, the one-byte case (nearly every count and short length) without a call."""
+    if pos < end and buf[pos] < 0x80:
+        return buf[pos], pos + 1
+    return read_uvarint(buf, pos, end)
+
+
 def _skip_string(buf: bytes, pos: int, end: int, flexible: bool, width: struct.Struct) -> int:
     """A (nullable) string or bytes field: legacy int16/int32 length, or compact uvarint length + 1."""
     if flexible:
-        length, pos = read_uvarint(buf, pos, end)
+        length, pos = _varint(buf, pos, end)
         return pos if length == 0 else need(pos, length - 1, end)
     pos = need(pos, width.size, end)
     (length,) = width.unpack_from(buf, pos - width.size)
@@ -43,7 +50,7 @@ def _skip_string(buf: bytes, pos: int, end: int, flexible: bool, width: struct.S
 
 def _array_count(buf: bytes, pos: int, end: int, flexible: bool) -> tuple[int, int]:
     if flexible:
-        count, pos = read_uvarint(buf, pos, end)
+        count, pos = _varint(buf, pos, end)
         count -= 1
     else:
         pos = need(pos, 4, end)
@@ -57,6 +64,8 @@ def _array_count(buf: bytes, pos: int, end: int, flexible: bool) -> tuple[int, i
 
 def _skip_tagged(buf: bytes, pos: int, end: int) -> int:
     """Produce requests define no tagged fields: each one present is skipped within its declared size."""
+    if pos < end and buf[pos] == 0:
+        return pos + 1
     count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:
         raise MalformedRequest(f"{count} tagged fields in {end - pos} bytes")
