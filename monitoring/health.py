@@ -1,14 +1,22 @@
 """Device health from counts: what devices say they produced against what the ingest job found valid.
 
 Heartbeats carry cumulative ``produced`` counters; ``ingest.stats`` carries per-device valid /
-unrecognised / invalid counts per micro-batch. Over a window of ``window_s`` ending at the newest
-heartbeat whose records have had ``ingest_delay_s`` to reach ``ingest.stats``, a device's *bad
-share* is the larger of
+unrecognised / invalid counts per micro-batch. A device's *bad share* is the largest of
 
-* unreadable-or-lost: ``1 - valid / produced`` (blurred images, records that never arrived), and
+* unreadable: ``1 - valid / read`` over the records the ingest read in the last ``window_s`` (blurred
+  images); it needs no completeness, so it is judged even while the ingest lags;
+* lost: ``1 - valid / produced`` over a window of the ingest's *position* (how far in bus time it has
+  read: a batch's time minus the smallest ``bus_to_read`` latency in it, i.e. its freshest record),
+  between two batch positions ``window_s`` apart, against what the heartbeats say was produced
+  between those two instants. The window only ends where the ingest has already read, so the
+  judgement waits for the data instead of assuming a fixed delay, and a slow or catching-up ingest
+  changes nothing. While the ingest is behind by more than ``window_s`` (no stats, or stats whose
+  records were read minutes late) this share holds its last value: the ingest-level rule speaks,
+  no device is blamed for records that are merely not read yet, and none is cleared either;
 * missing: ``1 - produced / expected``, where expected is the device's usual share of its kind's
-  traffic (learnt while healthy) times what its peers produced: a blocked camera that produces
-  nothing while its neighbours are busy is found even though it keeps reporting.
+  traffic (learnt while healthy) times what its peers produced, from heartbeats alone (ingest lag
+  cannot touch it): a blocked camera that produces nothing while its neighbours are busy is found
+  even though it keeps reporting.
 
 States: *silent* (no heartbeat for ``silent_after_s``), *degraded* (bad share at or above
 ``degraded_share``), *recovering* (good again, for ``recovery_s``), *healthy*. Nothing here trusts
@@ -46,12 +54,14 @@ class DeviceTrack:
     checkpoint_id: str = ""
     topic: str = ""
     beats: deque[Beat] = field(default_factory=deque)
-    counts: deque[tuple[float, int, int, int]] = field(default_factory=deque)
-    """(ingest.stats time, valid, unrecognized, invalid)."""
+    counts: deque[tuple[float, float, int, int, int]] = field(default_factory=deque)
+    """(ingest.stats time, the ingest position it reached, valid, unrecognized, invalid)."""
     state: str = HEALTHY
     since: float = 0.0
     share: float | None = None
     bad: float | None = None
+    lost: float | None = None
+    """The last lost share judged on a completely read window (held while the ingest lags)."""
     window: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -62,6 +72,7 @@ class DeviceTrack:
         last = self.beats[-1] if self.beats else None
         return {"device_ip": self.device_ip, "recognizer_ip": self.recognizer_ip, "checkpoint_id": self.checkpoint_id,
                 "topic": self.topic, "state": self.state, "since": self.since, "share": self.share, "bad": self.bad,
+                "lost": self.lost,
                 "last_seen": last.t if last else None, "produced": last.produced if last else None,
                 "unrecognized": last.unrecognized if last else None, "window": self.window}
 
@@ -69,7 +80,7 @@ class DeviceTrack:
     def from_json(cls, data: dict[str, Any]) -> DeviceTrack:
         track = cls(data["device_ip"], data["recognizer_ip"], data["checkpoint_id"], data["topic"],
                     state=data["state"], since=data["since"], share=data["share"], bad=data["bad"],
-                    window=data.get("window", {}))
+                    lost=data.get("lost"), window=data.get("window", {}))
         if data.get("last_seen") is not None:
             track.beats.append(Beat(data["last_seen"], data["produced"], data["unrecognized"]))
         return track
@@ -98,6 +109,8 @@ class Fleet:
         self.jobs: dict[str, tuple[int, float]] = {}
         """Per ingest job: (last batch id, its time), to skip replays."""
         self.latest_stats_t: float | None = None
+        self.positions: deque[tuple[float, float]] = deque()
+        """Per ``ingest.stats`` batch: (its time, the ingest position it reached), positions never decreasing."""
         self.latency: deque[tuple[float, dict[str, LatencyHistogram]]] = deque()
         self.dirty: set[str] = set()
 
@@ -132,11 +145,30 @@ class Fleet:
         self.jobs[stats.job] = (stats.batch_id, t)
         self.latest_stats_t = t if self.latest_stats_t is None else max(self.latest_stats_t, t)
         self.latency.append((t, stats.latency))
+        position = self._position(stats, t)
+        self.positions.append((t, position))
         for d in stats.devices:
             track = self.track(d.device_ip)
             if not track.recognizer_ip:
                 track.recognizer_ip, track.checkpoint_id, track.topic = d.recognizer_ip, d.checkpoint_id, d.topic
-            track.counts.append((t, d.valid, d.unrecognized, d.invalid))
+            track.counts.append((t, position, d.valid, d.unrecognized, d.invalid))
+
+    def _position(self, stats: IngestStats, t: float) -> float:
+        """Up to which bus time the ingest has read after this batch: its time less the ``bus_to_read`` of its
+        freshest record (an empty batch has read everything). Never behind an earlier batch's position."""
+        freshest = stats.latency.get("bus_to_read")
+        lag_s = freshest.histogram.get_min_value() / 1000 if freshest is not None and freshest.count else 0.0
+        position = t - lag_s
+        return max(position, self.positions[-1][1]) if self.positions else position
+
+    def ingest_behind(self, now: float) -> float | None:
+        """Seconds the ingest's position is behind ``now``: the time since its last batch (counted from when the
+        monitor went live, so its own deafness is not blamed) plus how late that batch read its freshest record.
+        None before any batch, or while the monitor is not live."""
+        if not self.positions or self.live_since is None:
+            return None
+        t, position = self.positions[-1]
+        return now - max(t, self.live_since) + (t - position)
 
     def latency_window(self, stage: str, now: float) -> LatencyHistogram:
         merged = LatencyHistogram()
@@ -146,13 +178,13 @@ class Fleet:
         return merged
 
     def produced_since(self, t: float) -> int:
-        """Records devices reported producing after ``t`` (is there anything for the ingest job to do?)."""
-        total = 0
+        """Records devices reported producing after ``t`` (is there anything for the ingest job to do?). When
+        ``t`` is older than the heartbeats kept, what they cover is a lower bound, and enough to say yes."""
+        total = 0.0
         for track in self.devices.values():
-            before = [b for b in track.beats if b.t <= t]
-            if before and track.beats[-1].t > t:
-                total += max(0, track.beats[-1].produced - before[-1].produced)
-        return total
+            if track.beats and track.beats[-1].t > t:
+                total += _produced(track.beats, max(t, track.beats[0].t), track.beats[-1].t)
+        return round(total)
 
     def silent_for(self, track: DeviceTrack, now: float) -> float:
         """Seconds the monitor has been live without hearing from the device (0 while not live)."""
@@ -164,21 +196,24 @@ class Fleet:
         return self.locator.locate(track.device_ip, track.recognizer_ip, track.checkpoint_id)
 
     def judge(self, now: float) -> None:
-        """Measure every device over the window and move its state; trims what the window no longer needs."""
+        """Measure every device and move its state; trims what the windows no longer need."""
         for ip in self.locator.devices():
             if ip not in self.devices:
                 location = self.locator.locate(ip)
                 self.devices[ip] = DeviceTrack(ip, location.recognizer_ip, location.checkpoint_id,
                                                since=self.started_at)
         self._trim(now)
-        windows = {ip: self._window(track) for ip, track in self.devices.items()}
+        behind = self.ingest_behind(now)
+        read_all = behind is not None and behind <= self.health.window_s + self.health.ingest_delay_s
+        beat_windows = {ip: self._beat_window(track) for ip, track in self.devices.items()}
         topic_rate: dict[str, float] = {}
-        for ip, window in windows.items():
+        for ip, window in beat_windows.items():
             if window is not None:
                 topic = self.devices[ip].topic
                 topic_rate[topic] = topic_rate.get(topic, 0.0) + window["produced"] / window["span"]
         for ip, track in self.devices.items():
-            self._judge_one(track, windows[ip], topic_rate.get(track.topic, 0.0), now)
+            read_window = self._read_window(track) if read_all else None
+            self._judge_one(track, beat_windows[ip], read_window, topic_rate.get(track.topic, 0.0), now)
 
     def _trim(self, now: float) -> None:
         keep_from = now - 3 * self.health.window_s - self.health.ingest_delay_s
@@ -187,43 +222,66 @@ class Fleet:
                 track.beats.popleft()
             while track.counts and track.counts[0][0] < keep_from:
                 track.counts.popleft()
+        while len(self.positions) > 1 and self.positions[1][0] < keep_from:
+            self.positions.popleft()
         while self.latency and self.latency[0][0] < now - self.health.window_s:
             self.latency.popleft()
 
-    def _window(self, track: DeviceTrack) -> dict[str, float] | None:
-        delay, span = self.health.ingest_delay_s, self.health.window_s
+    def _beat_window(self, track: DeviceTrack) -> dict[str, float] | None:
+        """What the device produced over the last ``window_s`` of its heartbeats (the ingest plays no part)."""
+        if len(track.beats) < 2:
+            return None
+        end = track.beats[-1]
+        older = [b for b in track.beats if b.t <= end.t - self.health.window_s]
+        start = older[-1] if older else track.beats[0]
+        if end.t - start.t < self.health.window_s / 2:
+            return None
+        return {"span": end.t - start.t, "produced": _produced(track.beats, start.t, end.t)}
+
+    def _read_window(self, track: DeviceTrack) -> dict[str, float] | None:
+        """Produced against read between two ingest positions ``window_s`` apart, both within the device's
+        heartbeats: every record produced in between has been read, and only those are counted."""
+        if len(track.beats) < 2:
+            return None
+        first, last = track.beats[0].t, track.beats[-1].t
+        inside = [p for _, p in self.positions if first <= p <= last]
+        if not inside:
+            return None
+        end = inside[-1]
+        older = [p for p in inside if p <= end - self.health.window_s]
+        start = older[-1] if older else inside[0]
+        if end - start < self.health.window_s / 2:
+            return None
+        valid = unrecognized = invalid = 0
+        for _, position, v, u, i in track.counts:
+            if start < position <= end:
+                valid, unrecognized, invalid = valid + v, unrecognized + u, invalid + i
+        return {"span": end - start, "end": end, "produced": _produced(track.beats, start, end), "valid": valid,
+                "unrecognized": unrecognized, "invalid": invalid}
+
+    def _unreadable(self, track: DeviceTrack) -> float | None:
+        """Share of the device's records read in the newest ``window_s`` of batches that were not valid."""
         if self.latest_stats_t is None:
             return None
-        usable = [b for b in track.beats if b.t + delay <= self.latest_stats_t]
-        if len(usable) < 2:
-            return None
-        end = usable[-1]
-        older = [b for b in usable if b.t <= end.t - span]
-        start = older[-1] if older else usable[0]
-        if end.t - start.t < span / 2:
-            return None
-        produced = end.produced - start.produced if end.produced >= start.produced else end.produced
-        valid = unrecognized = invalid = 0
-        for t, v, u, i in track.counts:
-            if start.t + delay < t <= end.t + delay:
-                valid, unrecognized, invalid = valid + v, unrecognized + u, invalid + i
-        return {"span": end.t - start.t, "produced": produced, "valid": valid, "unrecognized": unrecognized,
-                "invalid": invalid}
+        read = valid = 0
+        for t, _, v, u, i in track.counts:
+            if t > self.latest_stats_t - self.health.window_s:
+                read, valid = read + v + u + i, valid + v
+        return 1.0 - valid / read if read >= self.health.min_records else None
 
-    def _judge_one(self, track: DeviceTrack, window: dict[str, float] | None, topic_rate: float, now: float) -> None:
+    def _judge_one(self, track: DeviceTrack, beats: dict[str, float] | None, read: dict[str, float] | None,
+                   topic_rate: float, now: float) -> None:
         h = self.health
-        bad = track.bad  # no window (just started, ingest lagging): the last judgement stands
-        if window is not None:
-            bad = None
-            track.window = window
-            produced = window["produced"]
-            if produced >= h.min_records:
-                bad = min(1.0, max(0.0, 1.0 - window["valid"] / produced))
-            if track.share is not None:
-                expected = track.share * topic_rate * window["span"]
-                if expected >= h.min_records:
-                    bad = max(bad or 0.0, min(1.0, max(0.0, 1.0 - produced / expected)))
-        track.bad = bad
+        lost = track.lost  # no completely read window (just started, ingest behind): the last judgement stands
+        if read is not None:
+            track.window = read
+            lost = _share_short(read["valid"], read["produced"], h.min_records)
+        missing = None
+        if beats is not None and track.share is not None:
+            missing = _share_short(beats["produced"], track.share * topic_rate * beats["span"], h.min_records)
+        shares = [s for s in (self._unreadable(track), lost, missing) if s is not None]
+        bad = max(shares) if shares else (track.bad if beats is None else None)
+        track.lost, track.bad = lost, bad
         if self.silent_for(track, now) >= h.silent_after_s:
             state = SILENT
         elif bad is not None and bad >= h.degraded_share:
@@ -240,8 +298,8 @@ class Fleet:
         if state != track.state:
             track.state, track.since = state, now
             self.dirty.add(track.device_ip)
-        if state == HEALTHY and window is not None and topic_rate > 0 and bad is not None:
-            share = window["produced"] / window["span"] / topic_rate
+        if state == HEALTHY and beats is not None and topic_rate > 0 and bad is not None:
+            share = beats["produced"] / beats["span"] / topic_rate
             track.share = share if track.share is None else track.share + _SHARE_ALPHA * (share - track.share)
             self.dirty.add(track.device_ip)
 
@@ -254,3 +312,20 @@ class Fleet:
             unhealthy = track.state in (DEGRADED, SILENT)
             out[recognizer] = (total + 1, bad + unhealthy, [*ips, track.device_ip] if unhealthy else ips)
         return out
+
+
+def _share_short(got: float, wanted: float, min_records: int) -> float | None:
+    """How far ``got`` falls short of ``wanted`` (0..1); None when ``wanted`` is too small to say."""
+    return min(1.0, max(0.0, 1.0 - got / wanted)) if wanted >= min_records else None
+
+
+def _produced(beats: deque[Beat], start: float, end: float) -> float:
+    """Records produced between two instants within the heartbeats, interpolated linearly between
+    heartbeats; a counter that went down means the device restarted and counts from 0."""
+    total = 0.0
+    for before, after in zip(beats, list(beats)[1:], strict=False):
+        overlap = min(end, after.t) - max(start, before.t)
+        if overlap > 0:
+            delta = after.produced - before.produced if after.produced >= before.produced else after.produced
+            total += delta * overlap / (after.t - before.t)
+    return total

@@ -75,15 +75,21 @@ def latency_p99(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
 
 
 def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    """The ingest is behind by ``threshold`` seconds while devices produce: no ``ingest.stats`` at all, or
+    batches whose freshest record was read that late (a backlog). One alert for the ingest, where device
+    quality holds its judgement instead of blaming every device for records not read yet."""
     if fleet.live_since is None:
         return []
-    last = max(fleet.latest_stats_t or fleet.live_since, fleet.live_since)
-    waiting = fleet.produced_since(last)
-    if now - last < rule.threshold or waiting <= 0:
+    behind = fleet.ingest_behind(now)
+    if behind is None:  # no batch since the monitor started reading
+        behind = now - fleet.live_since
+    position = fleet.positions[-1][1] if fleet.positions else fleet.live_since
+    waiting = fleet.produced_since(position)
+    if behind < rule.threshold or waiting <= 0:
         return []
-    summary = f"no ingest.stats for {now - last:.0f} s while devices produced {waiting} records"
+    summary = f"ingest {behind:.0f} s behind while devices produced {waiting} records it has not read"
     return [Candidate(_base(rule), {"summary": rule.summary or summary, "description": summary,
-                                    "value": f"{now - last:.0f}"})]
+                                    "value": f"{behind:.0f}"})]
 
 
 def consumer_lag(rule: Rule, lag_of: LagOf) -> list[Candidate]:

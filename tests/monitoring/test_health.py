@@ -1,23 +1,28 @@
 """Device health from counts on a fake clock: blurred, blocked (reports but produces nothing), silent,
-recovering, replays counted once."""
+recovering, replays counted once; an ingest that stalls, crawls and catches up blames no device."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 from contracts.ingest_stats import BatchTally, IngestStats, parse_stats, stats_record
 from contracts.records import CITY_TZ, format_time
-from monitoring.config import Health
+from monitoring.alerts import FIRING, RESOLVED, AlertBook
+from monitoring.config import Health, Rule
 from monitoring.health import DEGRADED, HEALTHY, RECOVERING, SILENT, Fleet
 from monitoring.locator import Locator
+from monitoring.rules import candidates
 
 DEVICES = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
 
 
-def stats_at(t: float, batch: int, valid: dict[str, int], unreadable: dict[str, int]) -> IngestStats:
+def stats_at(t: float, batch: int, valid: dict[str, int], unreadable: dict[str, int],
+             bus_to_read_ms: Counter[int] | None = None) -> IngestStats:
     tally = BatchTally()
+    tally.latency["bus_to_read"].update(bus_to_read_ms or {})
     for ip in set(valid) | set(unreadable):
         counts = tally.device("capture.vehicle", ip, "r1", f"cp-{ip}")
         counts.valid, counts.unrecognized = valid.get(ip, 0), unreadable.get(ip, 0)
@@ -96,3 +101,74 @@ def test_replayed_heartbeats_and_batches_count_once(tmp_path: Path) -> None:
     assert fleet.is_replay(stats_at(90, 6, {}, {}), 90)
     assert not fleet.is_replay(stats_at(130, 1, {}, {}), 130)  # a restarted job counts from 0 again
     assert not fleet.is_replay(stats_at(110, 8, {}, {}), 110)
+
+
+RULES = (Rule("DeviceDegraded", "device_quality", 0.2), Rule("IngestBehind", "ingest_stalled", 5.0))
+
+
+def lagging_upto(s: int) -> float | None:
+    """Up to which produced second the ingest batch of second ``s`` reads (None: no batch): on time, then
+    stalled (Spark starting under load), then crawling at half the production rate, then catching up."""
+    if s < 20:
+        return s
+    if s < 40:
+        return None
+    if s < 70:
+        return 20 + 0.5 * (s - 40)
+    return min(s, 34.5 + 5 * (s - 70))
+
+
+Changes = list[tuple[int, str, str]]
+
+
+def run_lagging(modes_at, seconds: int, tmp_path: Path) -> tuple[Fleet, list[dict[str, str]], Changes]:
+    """The city of :class:`City` behind a lagging ingest; returns per-second states and every alert that
+    fired or resolved, as (second, status, alertname/device)."""
+    fleet = Fleet(Health(window_s=10, silent_after_s=3, recovery_s=5, min_records=5, ingest_delay_s=0.5),
+                  Locator(tmp_path / "no-map.json"), started_at=1_000_000.0)
+    base, produced, ledger = 1_000_000.0, dict.fromkeys(DEVICES, 0), {}
+    book, history, fired, read_upto, batch = AlertBook(), [], [], -1.0, 0
+    for s in range(seconds):
+        t = base + s
+        ledger[s] = {}
+        for ip in DEVICES:
+            produced[ip] += 10
+            fleet.heartbeat(ip, "r1", f"cp-{ip}", "capture.vehicle", t, produced[ip], 0)
+            ledger[s][ip] = 2 if modes_at(s).get(ip) == "blurred" else 10
+        upto = lagging_upto(s)
+        if upto is not None and upto > read_upto:
+            valid, bad, lag = Counter(), Counter(), Counter()
+            for p in (p for p in ledger if read_upto < p <= upto):
+                for ip, ok in ledger[p].items():
+                    valid[ip], bad[ip] = valid[ip] + ok, bad[ip] + 10 - ok
+                    lag[round((s + 0.3 - p) * 1000)] += 10
+            read_upto, batch = upto, batch + 1
+            if lag:  # like the job: no record for an empty batch while it has something to read
+                fleet.ingest_stats(stats_at(t + 0.5, batch, dict(valid), dict(bad), lag), t + 0.5)
+        now = t + 0.6
+        fleet.judge(now)
+        for rule in RULES:
+            for alert in book.update(rule.name, 0, 0, candidates(rule, fleet, lambda _: None, now), now):
+                fired.append((s, alert.state, f"{rule.name}/{alert.labels.get('device_ip', '')}"))
+        history.append({ip: fleet.devices[ip].state for ip in DEVICES})
+    return fleet, history, fired
+
+
+def test_lagging_ingest_blames_the_ingest_not_the_devices(tmp_path: Path) -> None:
+    fleet, history, fired = run_lagging(lambda s: {}, 110, tmp_path)
+    assert all(state == HEALTHY for h in history for state in h.values()), \
+        [(s, h) for s, h in enumerate(history) if DEGRADED in h.values()][:3]
+    assert [(state, name) for _, state, name in fired] == [(FIRING, "IngestBehind/"), (RESOLVED, "IngestBehind/")]
+    assert 20 <= fired[0][0] <= 30 and 75 <= fired[1][0] <= 85, fired  # soon after it stalls; once caught up
+    assert fleet.ingest_behind(1_000_000.0 + 109.6) < 1  # caught up: the window is judged again, and is fine
+    assert all(0 <= fleet.devices[ip].bad < 0.1 for ip in DEVICES), {ip: t.bad for ip, t in fleet.devices.items()}
+    assert all(fleet.devices[ip].window["end"] > 1_000_000.0 + 100 for ip in DEVICES)
+
+
+def test_blurred_device_is_flagged_while_the_ingest_lags(tmp_path: Path) -> None:
+    _, history, fired = run_lagging(lambda s: {"10.0.0.1": "blurred"} if s >= 25 else {}, 110, tmp_path)
+    flagged = next(s for s, h in enumerate(history) if h["10.0.0.1"] == DEGRADED)
+    assert 40 <= flagged < 70  # read while the ingest crawled, minutes before it caught up
+    assert history[-1]["10.0.0.1"] == DEGRADED
+    assert all(h[ip] == HEALTHY for h in history for ip in DEVICES[1:])
+    assert {name for _, state, name in fired if state == FIRING} == {"IngestBehind/", "DeviceDegraded/10.0.0.1"}
