@@ -29,8 +29,9 @@ class ConfigError(ValueError):
 class Rule:
     """One alerting rule. ``threshold`` means, by kind: milliseconds (latency_p99), share of bad records
     0..1 (device_quality), seconds without a heartbeat (device_silent), share of a recogniser's devices
-    unhealthy 0..1 (recognizer_degraded), seconds without an ``ingest.stats`` record while devices
-    produce (ingest_stalled), records behind (consumer_lag)."""
+    unhealthy 0..1 (recognizer_degraded), seconds the ingest is behind while devices produce (time
+    since its last ``ingest.stats`` record plus how late that batch read its newest record:
+    ingest_stalled), records behind (consumer_lag)."""
 
     name: str
     kind: str
@@ -85,7 +86,8 @@ class Health:
     min_records: int = 10
     """Fewer produced (or expected) records than this in a window say nothing about quality."""
     ingest_delay_s: float = 2.0
-    """How long after a heartbeat its records are expected in ``ingest.stats``."""
+    """Allowance before lost-record judgements hold: while the ingest is behind by more than
+    ``window_s + ingest_delay_s``, no device is newly degraded or cleared for lost records."""
 
 
 @dataclass(frozen=True)
