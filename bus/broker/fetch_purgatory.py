@@ -14,6 +14,7 @@ counted) completes it, as a conservative stand-in for Kafka's position arithmeti
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class DelayedFetch:
@@ -60,10 +61,18 @@ class Watchers:
             fetch.complete()
 
 
-async def wait(fetch: DelayedFetch, watched: list[Watchers], timeout: float) -> None:
-    """Park `fetch` on every partition in `watched` until it completes or `timeout` seconds pass."""
+async def wait(fetch: DelayedFetch, watched: list[Watchers], timeout: float, recheck: Callable[[], int]) -> None:
+    """Park `fetch` on every partition in `watched` until it completes or `timeout` seconds pass.
+
+    `recheck` reads the fetch again once it is parked and returns the bytes it finds (Kafka's
+    tryCompleteElseWatch): an append that landed between the first read and the parking reached no
+    watcher, and without the second look the fetch would sit out its whole max wait.
+    """
     for watchers in watched:
         watchers.waiting.add(fetch)
+    found = recheck()
+    if found > fetch.accumulated:
+        fetch.add_bytes(found - fetch.accumulated)
     handle = asyncio.get_running_loop().call_later(timeout, fetch.complete)
     try:
         await fetch.future

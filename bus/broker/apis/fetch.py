@@ -147,5 +147,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, deadline: float) -> Any:
     delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED)
-    await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic())
+    await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic(),
+                               lambda: _Read(ctx, request, context.partitions).total)
     return _response(ctx, context, _Read(ctx, request, context.partitions))
