@@ -4,36 +4,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+# The map's own dataclasses serve as response models (Pydantic validates and documents them), so the
+# API cannot drift from the contract.
+from contracts.deployment_map import Checkpoint, District, Recognizer
 from web.models.captures import CaptureItem, Location
 
 
-class District(BaseModel):
-    code: str
-    name: str
-
-
-class Checkpoint(BaseModel):
-    checkpoint_id: str
-    district: str
-    crossroad: int
-    direction: str
-    lat: float
-    lon: float
-    lanes: int
-    vehicle_device: str
-    face_device: str | None
-
-
 class MapDevice(BaseModel):
+    """The contract's ``Device`` as a model, because ``DeviceOut`` extends it with a location."""
+
     device_ip: str
     checkpoint_id: str
     kind: str
     recognizer_ip: str
-
-
-class Recognizer(BaseModel):
-    recognizer_ip: str
-    devices: list[str]
 
 
 class DeploymentMapOut(BaseModel):
