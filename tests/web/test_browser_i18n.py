@@ -10,6 +10,7 @@ import re
 import string
 from pathlib import Path
 
+import pytest
 from confluent_kafka import ConsumerGroupState
 
 from contracts.deployment_map import DeploymentMap
@@ -96,3 +97,18 @@ def test_dynamic_direction_and_kind_keys_match_the_contracts() -> None:
     city = build_city(1, 8).deployment_map()
     assert isinstance(city, DeploymentMap)
     assert {d.kind for d in city.devices} <= {k.value for k in Kind}
+
+
+def test_feature_catalogs_merge_and_a_key_defined_twice_is_refused(tmp_path, monkeypatch) -> None:
+    (tmp_path / "en.json").write_text('{"a": "A"}', encoding="utf-8")
+    (tmp_path / "video.en.json").write_text('{"b": "B"}', encoding="utf-8")
+    monkeypatch.setattr(i18n, "_HERE", tmp_path)
+    i18n.catalog.cache_clear()
+    try:
+        assert i18n.catalog("en") == {"a": "A", "b": "B"}
+        (tmp_path / "watch.en.json").write_text('{"a": "again"}', encoding="utf-8")
+        i18n.catalog.cache_clear()
+        with pytest.raises(ValueError, match="'a' is defined twice"):
+            i18n.catalog("en")
+    finally:
+        i18n.catalog.cache_clear()

@@ -1,7 +1,9 @@
-"""The console's message catalogs: Chinese (the default) and English, one JSON file per language.
+"""The console's message catalogs: Chinese (the default) and English.
 
 Every string a page shows comes from here, both in templates (``t("key")``) and in page scripts
-(the catalog is embedded in each page as JSON), so a translation is a change of one file. The
+(the catalog is embedded in each page as JSON). A language's catalog is ``<lang>.json`` merged with
+one ``<feature>.<lang>.json`` per business (surveillance, video, ...), so each business keeps its
+strings beside the others without editing a common file; a key defined twice is an error. The
 choice is a ``lang`` cookie, so it survives reloads and new tabs without a user setting.
 """
 
@@ -22,7 +24,13 @@ def catalog(lang: str) -> dict[str, str]:
     """The messages of one language (read once per process)."""
     if lang not in LANGUAGES:
         raise KeyError(f"no catalog for language {lang!r}")
-    return json.loads((_HERE / f"{lang}.json").read_text(encoding="utf-8"))
+    merged: dict[str, str] = {}
+    for path in [_HERE / f"{lang}.json", *sorted(_HERE.glob(f"*.{lang}.json"))]:
+        for key, text in json.loads(path.read_text(encoding="utf-8")).items():
+            if key in merged:
+                raise ValueError(f"message {key!r} is defined twice ({path.name})")
+            merged[key] = text
+    return merged
 
 
 def language(cookie_value: str | None) -> str:
