@@ -1,9 +1,8 @@
 """Alerts and their lifecycle, with Prometheus' rule semantics (pending -> firing -> resolved).
 
-An alert is identified by its label set; its fingerprint is the one Prometheus and Alertmanager
-compute (``model.LabelSet.Fingerprint``: FNV-1a 64 over the sorted names and values, each followed
-by the 0xff separator, printed as 16 hex digits), so a receiver that dedups by fingerprint sees the
-same identity as from a real Alertmanager.
+An alert is identified by its label set and its Prometheus fingerprint (``contracts.alerts``, where
+the ``alerts`` record is defined), so a receiver that dedups by fingerprint sees the same identity
+as from a real Alertmanager.
 
 Per rule evaluation (:meth:`AlertBook.update`): a new active condition becomes *pending*; after
 ``for_s`` of staying active it *fires* (``startsAt``); when the condition goes away a firing alert
@@ -17,40 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-_OFFSET64 = 14695981039346656037
-_PRIME64 = 1099511628211
-_MASK64 = (1 << 64) - 1
-_SEPARATOR = 0xFF
-ZERO_TIME = "0001-01-01T00:00:00Z"
-"""Alertmanager's ``endsAt`` of an alert that has not ended (Go's zero time)."""
+from contracts.alerts import FIRING, RESOLVED, alert_record, fingerprint
 
-
-def label_hash(labels: Mapping[str, str]) -> int:
-    """Prometheus' ``labelSetToFingerprint``."""
-    h = _OFFSET64
-    for name in sorted(labels):
-        for part in (name, labels[name]):
-            for byte in part.encode():
-                h = ((h ^ byte) * _PRIME64) & _MASK64
-            h = ((h ^ _SEPARATOR) * _PRIME64) & _MASK64
-    return h
-
-
-def fingerprint(labels: Mapping[str, str]) -> str:
-    return f"{label_hash(labels):016x}"
-
-
-def rfc3339(epoch_s: float | None) -> str:
-    """Times as Alertmanager writes them (UTC, RFC 3339 with milliseconds)."""
-    if epoch_s is None:
-        return ZERO_TIME
-    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-PENDING, FIRING, RESOLVED = "pending", "firing", "resolved"
+PENDING = "pending"
 
 
 @dataclass
@@ -75,9 +45,7 @@ class Alert:
 
     def event(self) -> dict[str, Any]:
         """The alert as Alertmanager's API and webhook show it (the ``alerts`` topic value too)."""
-        return {"status": self.status, "labels": dict(self.labels), "annotations": dict(self.annotations),
-                "startsAt": rfc3339(self.fired_at), "endsAt": rfc3339(self.resolved_at),
-                "generatorURL": "", "fingerprint": self.fp}
+        return alert_record(self.status, self.labels, self.annotations, self.fired_at, self.resolved_at)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

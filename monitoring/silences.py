@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.alerts import rfc3339
 from contracts.tables.monitoring import STATE_TABLE, read_state, state_cells, state_key
 
-from .alerts import rfc3339
 from .matchers import Matcher, all_match
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitoring.alerts import FIRING, RESOLVED, AlertBook, Candidate, fingerprint, label_hash
+from contracts.alerts import fingerprint, label_hash
+from monitoring.alerts import FIRING, RESOLVED, AlertBook, Candidate
 from monitoring.config import ConfigError, InhibitRule, Receiver, Route, parse
 from monitoring.dispatch import Dispatcher, LogEntry, NotificationLog, group_key, needs_update
 from monitoring.matchers import Matcher

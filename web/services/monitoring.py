@@ -21,11 +21,11 @@ from typing import Any
 
 import happybase
 
+from contracts.alerts import rfc3339
 from contracts.tables import console as console_tables
 from contracts.tables.monitoring import ensure_monitoring_tables
 from monitoring import queries
 from monitoring import silences as silence_store
-from monitoring.alerts import rfc3339
 from monitoring.matchers import Matcher
 
 from ..backends import Backends
