@@ -9,6 +9,7 @@ the object's metadata for tools that do not know the layout.
 from __future__ import annotations
 
 import datetime as dt
+import mimetypes
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,13 +81,13 @@ def _start_from_key(key: str) -> dt.datetime | None:
 
 
 def upload_video(client: Minio, path: Path, camera_id: str, start_time: dt.datetime,
-                 bucket: str = VIDEOS_BUCKET, part_size: int = PART_SIZE) -> StoredVideo:
-    """Upload a video file; files larger than ``part_size`` go up as a multipart upload."""
+                 bucket: str = VIDEOS_BUCKET, part_size: int = PART_SIZE, progress: Any = None) -> StoredVideo:
+    """Upload a video file; files larger than ``part_size`` go up as a multipart upload. ``progress``
+    is the SDK's progress object (``set_meta(object_name, total_length)``, ``update(bytes)``)."""
     ensure_bucket(client, bucket)
     key = video_key(camera_id, start_time, path.name)
-    content_type = "video/webm" if path.suffix == ".webm" else "video/mp4" if path.suffix == ".mp4" else None
-    client.fput_object(bucket, key, str(path), content_type=content_type or "application/octet-stream",
-                       part_size=part_size,
+    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    client.fput_object(bucket, key, str(path), content_type=content_type, part_size=part_size, progress=progress,
                        metadata={"camera-id": camera_id, "start-time": start_time.isoformat()})
     return StoredVideo(bucket, key, camera_id, start_time.astimezone(dt.UTC), path.stat().st_size)
 

@@ -1,0 +1,41 @@
+"""The object-store flags the video command-line tools share (``python -m video upload``, ``python -m
+video.cameras``): defaults from ``[object_storage]`` of the solution config, flags override, and a
+client that gives up on a dead endpoint within seconds (the SDK's default retries for minutes, which a
+person at a terminal or a camera's schedule cannot wait for).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import urllib3
+from minio import Minio
+
+from contracts.config import Config
+from video import storage
+
+TIMEOUT_S = 10.0
+
+
+class StoreUnreachable(RuntimeError):
+    """The object store did not answer (wrong endpoint, not started, network down)."""
+
+
+def add_store_flags(parser: argparse.ArgumentParser, config: Config) -> None:
+    parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
+                        help="S3 endpoint (host:port or URL); default [object_storage] endpoint")
+    parser.add_argument("--access-key", default=config.get("object_storage", "access_key", "securitybus"))
+    parser.add_argument("--secret-key", default=config.get("object_storage", "secret_key", "securitybus-secret"))
+    parser.add_argument("--bucket", default=storage.VIDEOS_BUCKET)
+
+
+def store_client(args: argparse.Namespace) -> Minio:
+    """A client with short timeouts and one retry; :class:`StoreUnreachable` when nobody answers."""
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=TIMEOUT_S, read=60.0),
+                               retries=urllib3.Retry(total=1, backoff_factor=0.2))
+    client = storage.connect(args.endpoint, args.access_key, args.secret_key, http_client=http)
+    try:
+        storage.ensure_bucket(client, args.bucket)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise StoreUnreachable(f"object store at {args.endpoint} unreachable: {type(exc).__name__}") from None
+    return client
