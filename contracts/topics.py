@@ -33,6 +33,7 @@ class Topics:
     control_stats: str = "control.stats"
     surveillance_hits: str = "surveillance.hits"
     surveillance_stats: str = "surveillance.stats"
+    surveillance_replies: str = "surveillance.replies"
     alerts: str = "alerts"
 
     CONTROL = ("video_commands", "control_watchlist", "control_stats")

@@ -1,0 +1,323 @@
+"""The surveillance stages' door to the bus: clients from the settings, the command log, commit-after-ack.
+
+Every stage is the same loop (Kafka Streams' at-least-once processing): consume a batch, compute the
+outputs of each record, produce them with an idempotent producer, and commit a record's offset only once
+the outputs of that record and of every record before it in its partition are acknowledged. A crash then
+replays at most the records whose outputs were not all acknowledged, and their outputs carry the same
+deterministic ids. Commands come from compacted control topics read whole, without a group (every
+instance needs every command), applied up to the end offsets seen at start before any capture is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from contracts.records import encode, now_time
+from contracts.surveillance import reply_record
+
+from . import metrics
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One record to publish; ``value`` None is a tombstone."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+
+
+Handler = Callable[[Sequence[Message]], Sequence[Sequence[Output]]]
+"""A stage's work: per consumed record (same order), the outputs it causes (possibly none)."""
+Apply = Callable[[bytes | None, bytes | None], None]
+"""Applies one command record (key, value; value None = tombstone)."""
+
+
+def make_consumer(settings: Settings, group: str, client: str, **extra: Any) -> Consumer:
+    """A group member that never commits by itself (the loop commits after the acks)."""
+    return Consumer({"bootstrap.servers": settings.bootstrap, "group.id": group,
+                     "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10_000,
+                     "heartbeat.interval.ms": 1_000, "topic.metadata.refresh.interval.ms": 5_000,
+                     "fetch.wait.max.ms": 10, **extra})
+
+
+def make_producer(settings: Settings, client: str, **extra: Any) -> Producer:
+    """Idempotent (a retried batch is written once), acks=all, short linger: a hit is urgent."""
+    return Producer({"bootstrap.servers": settings.bootstrap, "client.id": f"{client}@{settings.instance}",
+                     "enable.idempotence": True, "acks": "all", "linger.ms": 2, "log_level": 3,
+                     "queue.buffering.max.messages": 200_000, **extra})
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    partitions: int
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+def service_topics(settings: Settings) -> dict[str, TopicSpec]:
+    """The topics every stage reads or writes (stages with private topics add theirs)."""
+    t, n = settings.topics, settings.partitions
+    return {t.vehicle: TopicSpec(n), t.face: TopicSpec(n), t.surveillance_hits: TopicSpec(n),
+            t.surveillance_stats: TopicSpec(n), t.alerts: TopicSpec(1),
+            t.control_watchlist: TopicSpec(1, COMPACTED), t.control_stats: TopicSpec(1, COMPACTED),
+            t.surveillance_replies: TopicSpec(1, COMPACTED)}
+
+
+def ensure_topics(settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 15.0) -> None:
+    """Create the topics that do not exist yet (existing ones are left as they are)."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    wanted = [NewTopic(name, spec.partitions, config=dict(spec.config))
+              for name, spec in specs.items() if name not in existing]
+    if not wanted:
+        return
+    for name, future in admin.create_topics(wanted, request_timeout=timeout).items():
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"cannot create topic {name}: {exc}") from exc
+
+
+class CommandLog:
+    """A compacted control topic read whole by this instance: assigned, not subscribed, never committed."""
+
+    def __init__(self, settings: Settings, topic: str, client: str) -> None:
+        self.topic = topic
+        self._consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": f"{client}-unused",
+                                   "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
+                                   "enable.partition.eof": True, "log_level": 3, "fetch.wait.max.ms": 50,
+                                   "topic.metadata.refresh.interval.ms": 5_000})
+
+    def catch_up(self, apply: Apply, timeout: float = 60.0) -> int:
+        """Apply every command up to the end offsets seen now; returns how many records were applied."""
+        metadata = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
+        if metadata.error is not None:
+            raise RuntimeError(f"control topic {self.topic}: {metadata.error}")
+        ends = {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
+                for p in metadata.partitions}
+        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
+        pending = {p for p, end in ends.items() if end > 0}
+        applied = 0
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"control topic {self.topic}: not read to its end within {timeout} s")
+            for message in self._consumer.consume(500, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                        pending.discard(message.partition())
+                    elif error.code() != KafkaError._PARTITION_EOF:
+                        log.warning("control topic %s: %s", self.topic, error)
+                    continue
+                apply(message.key(), message.value())
+                applied += 1
+                if message.offset() + 1 >= ends[message.partition()]:
+                    pending.discard(message.partition())
+        return applied
+
+    def poll(self, apply: Apply, timeout: float = 0.0) -> int:
+        """Apply the commands published since (tailing); never blocks longer than ``timeout``."""
+        applied = 0
+        for message in self._consumer.consume(500, timeout):
+            if message.error() is None:
+                apply(message.key(), message.value())
+                applied += 1
+        return applied
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class Replies:
+    """Publishes what this instance did with each command on ``surveillance.replies`` (key = the id)."""
+
+    def __init__(self, settings: Settings, producer: Producer) -> None:
+        self._topic = settings.topics.surveillance_replies
+        self._instance = settings.instance
+        self._producer = producer
+
+    def send(self, command_id: str, command: str, status: str, reason: str = "") -> None:
+        metrics.COMMANDS.labels(command, status).inc()
+        value = reply_record(command_id, command, status, reason, now_time(), self._instance)
+        self._producer.produce(self._topic, encode(value), command_id.encode())
+
+
+class _Pending:
+    """Consumed offsets of one partition in order, each with its outputs still unacknowledged."""
+
+    def __init__(self) -> None:
+        self.queue: deque[list[int]] = deque()  # [offset, outstanding acks]
+        self.committable: int | None = None
+
+    def settle(self) -> None:
+        while self.queue and self.queue[0][1] == 0:
+            self.committable = self.queue.popleft()[0] + 1
+
+
+class CommitAfterAck:
+    """Tracks consumed records until their outputs are acknowledged and commits what is settled.
+
+    Delivery callbacks run inside ``producer.poll``/``flush`` on the stage's own thread, so no lock is
+    needed. A failed delivery is produced again (the idempotent producer and the hit ids make that safe).
+    """
+
+    def __init__(self, consumer: Consumer, producer: Producer, stage: str) -> None:
+        self.consumer = consumer
+        self.producer = producer
+        self.stage = stage
+        self._partitions: dict[tuple[str, int], _Pending] = {}
+        self._retry: list[tuple[Output, Callable[[], None] | None]] = []
+
+    def send(self, output: Output, done: Callable[[], None] | None = None) -> None:
+        def report(error: Any, _message: Any) -> None:
+            if error is None:
+                if done is not None:
+                    done()
+                return
+            log.warning("%s: delivery to %s failed (%s); producing again", self.stage, output.topic, error)
+            metrics.DELIVERY_RETRIES.labels(self.stage).inc()
+            self._retry.append((output, done))
+
+        while True:
+            try:
+                self.producer.produce(output.topic, output.value, output.key, on_delivery=report)
+                return
+            except BufferError:  # local queue full: serve acks until there is room (back-pressure)
+                self.producer.poll(0.05)
+
+    def track(self, message: Message, outputs: Sequence[Output]) -> None:
+        """Produce the outputs of one consumed record; its offset becomes committable once all are acked."""
+        pending = self._partitions.setdefault((message.topic(), message.partition()), _Pending())
+        entry = [message.offset(), len(outputs)]
+        pending.queue.append(entry)
+        if not outputs:
+            pending.settle()
+            return
+        started = time.monotonic()
+
+        def one_acked() -> None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                metrics.LATENCY.labels(self.stage).observe(time.monotonic() - started)
+                pending.settle()
+
+        for output in outputs:
+            self.send(output, one_acked)
+
+    def serve(self, timeout: float = 0.0) -> None:
+        """Deliver acknowledgements and re-produce failed outputs."""
+        self.producer.poll(timeout)
+        retry, self._retry = self._retry, []
+        for output, done in retry:
+            self.send(output, done)
+
+    def commit(self, partitions: Iterable[tuple[str, int]] | None = None, asynchronous: bool = True) -> None:
+        """Commit the settled offsets (of ``partitions``, default all tracked ones)."""
+        keys = list(self._partitions) if partitions is None else [k for k in partitions if k in self._partitions]
+        offsets = []
+        for key in keys:
+            pending = self._partitions[key]
+            if pending.committable is not None:
+                offsets.append(TopicPartition(key[0], key[1], pending.committable))
+                pending.committable = None
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=asynchronous)
+            except KafkaException as exc:  # a rebalance under way: the records are replayed, ids are stable
+                log.info("%s: commit failed (%s)", self.stage, exc)
+
+    def drain(self, partitions: Iterable[tuple[str, int]] | None = None, timeout: float = 30.0) -> None:
+        """Wait for every outstanding ack, commit synchronously, forget ``partitions`` (revoked)."""
+        deadline = time.monotonic() + timeout
+        while (self._retry or len(self.producer) > 0) and time.monotonic() < deadline:
+            self.serve(0.05)
+        keys = list(self._partitions) if partitions is None else list(partitions)
+        self.commit(keys, asynchronous=False)
+        for key in keys:
+            self._partitions.pop(key, None)
+
+
+@dataclass
+class Stage:
+    """One consumer-group stage: its inputs, its work, and the command logs it follows."""
+
+    name: str
+    group: str
+    inputs: Sequence[str]
+    handle: Handler
+    commands: Sequence[tuple[CommandLog, Apply]] = ()
+    tick: Callable[[], Sequence[Output]] | None = None
+    """Called every loop: outputs not tied to one input record (e.g. a window closing by the clock)."""
+    on_assign: Callable[[list[TopicPartition]], None] | None = None
+    on_revoke: Callable[[list[TopicPartition]], None] | None = None
+
+
+def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Producer,
+              stop: threading.Event, ready: threading.Event | None = None) -> None:
+    """Catch up on the commands, then consume ``stage.inputs`` until ``stop``; commits after the acks."""
+    for command_log, apply in stage.commands:
+        command_log.catch_up(apply)
+    tracker = CommitAfterAck(consumer, producer, stage.name)
+
+    def assigned(_consumer: Any, partitions: list[TopicPartition]) -> None:
+        log.info("%s: assigned %s", stage.name, [(p.topic, p.partition) for p in partitions])
+        if stage.on_assign is not None:
+            stage.on_assign(partitions)
+
+    def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
+        tracker.drain([(p.topic, p.partition) for p in partitions])
+        if stage.on_revoke is not None:
+            stage.on_revoke(partitions)
+
+    consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
+    if ready is not None:
+        ready.set()
+    next_commit = time.monotonic() + settings.commit_interval_s
+    try:
+        while not stop.is_set():
+            for command_log, apply in stage.commands:
+                command_log.poll(apply)
+            messages = [m for m in consumer.consume(settings.batch, 0.05) if _usable(stage.name, m)]
+            if messages:
+                for message, outputs in zip(messages, stage.handle(messages), strict=True):
+                    tracker.track(message, outputs)
+            if stage.tick is not None:
+                for output in stage.tick():
+                    tracker.send(output)
+            tracker.serve(0)
+            if time.monotonic() >= next_commit:
+                tracker.commit()
+                next_commit = time.monotonic() + settings.commit_interval_s
+        tracker.drain()
+    finally:
+        consumer.close()
+        producer.flush(10.0)
+        for command_log, _apply in stage.commands:
+            command_log.close()
+
+
+def _usable(stage: str, message: Message) -> bool:
+    error = message.error()
+    if error is None:
+        return True
+    if error.code() != KafkaError._PARTITION_EOF:
+        log.warning("%s: %s", stage, error)
+    return False

@@ -1,0 +1,70 @@
+"""The ``[surveillance]`` section of the solution config, read once and checked at start.
+
+A mistake (a negative horizon, a string where a number belongs) stops the service at start naming the
+key, rather than surfacing later as a wrong hit. Every stage gets the same frozen :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.config import Config
+from contracts.deployment_map import map_path
+from contracts.topics import Topics, partitions
+
+SECTION = "surveillance"
+
+
+@dataclass(frozen=True)
+class Settings:
+    bootstrap: str
+    topics: Topics
+    map_path: Path
+    partitions: int
+    """Partitions of the topics the service creates when they do not exist yet."""
+    instance: str
+    """Names this process in replies and client ids (host:pid unless configured)."""
+    fuzzy: bool = True
+    trajectory_points: int = 20
+    clone_speed_kmh: float = 200.0
+    sighting_horizon_s: float = 3600.0
+    sighting_max_per_plate: int = 16
+    sightings_retention_s: float = 7200.0
+    allowed_lateness_s: float = 10.0
+    partial_interval_s: float = 1.0
+    metrics_port: int = 9330
+    batch: int = 500
+    """Records a stage takes per poll (faces: one matrix product per batch)."""
+    commit_interval_s: float = 0.5
+
+    @classmethod
+    def from_config(cls, config: Config) -> Settings:
+        def number(key: str, default: float, low: float = 0.0) -> float:
+            value = config.get(SECTION, key, default)
+            if value <= low:
+                raise ValueError(f"{SECTION}.{key} in {config.path} should be above {low}, not {value!r}")
+            return value
+
+        bootstrap = config.get(SECTION, "bootstrap_servers", "") or config.get("bus", "bootstrap_servers",
+                                                                             "127.0.0.1:9092")
+        port = config.get(SECTION, "metrics_port", cls.metrics_port)
+        if not 0 <= port < 65536:
+            raise ValueError(f"{SECTION}.metrics_port in {config.path} should be a port (0: none), not {port}")
+        return cls(
+            bootstrap=bootstrap, topics=Topics.from_config(config), map_path=map_path(config),
+            partitions=partitions(config),
+            instance=config.get(SECTION, "instance", "") or f"{socket.gethostname()}:{os.getpid()}",
+            fuzzy=config.get(SECTION, "fuzzy", cls.fuzzy),
+            trajectory_points=int(number("trajectory_points", cls.trajectory_points)),
+            clone_speed_kmh=number("clone_speed_kmh", cls.clone_speed_kmh),
+            sighting_horizon_s=number("sighting_horizon_s", cls.sighting_horizon_s),
+            sighting_max_per_plate=int(number("sighting_max_per_plate", cls.sighting_max_per_plate, 1)),
+            sightings_retention_s=number("sightings_retention_s", cls.sightings_retention_s),
+            allowed_lateness_s=number("allowed_lateness_s", cls.allowed_lateness_s, -1e-9),
+            partial_interval_s=number("partial_interval_s", cls.partial_interval_s, -1e-9),
+            metrics_port=port,
+            batch=int(number("batch", cls.batch)),
+            commit_interval_s=number("commit_interval_s", cls.commit_interval_s))
