@@ -1,0 +1,183 @@
+"""Tumbling event-time windows for the live statistics (pure: no I/O, the stage feeds and drains it).
+
+Time is the captures' own ``capture_time`` (event time), not when a record happens to be read, so a
+replay after a restart computes the same windows. Stream time is the newest capture time seen
+(Kafka Streams' notion); a window ``[start, end)`` closes when stream time reaches ``end`` plus the
+allowed lateness, and then emits its final result per group once and forgets the window. A record
+whose window has already closed is *late*: it is counted per statistic (``late_records`` on every
+result and in the metrics), never folded into a final that has gone out.
+
+While a window is open, every group that received records gets a partial result at most once per
+``partial_interval_s`` (so a busy checkpoint does not turn every capture into an output record).
+
+A statistic counts the captures taken at or after its ``requested_at`` (when the command has one): a
+replay that starts earlier than the command then counts exactly what the live run counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contracts.records import CITY_TZ, UNRECOGNIZED, Kind, epoch_ms, format_time, is_plate
+from contracts.surveillance import StatCommand
+
+
+def iso(ms: int) -> str:
+    """A window bound as the result record writes it (city time, milliseconds, offset)."""
+    return format_time(datetime.fromtimestamp(ms / 1000, CITY_TZ))
+
+
+@dataclass
+class Cell:
+    """The running aggregate of one group in one window."""
+
+    count: int = 0
+    speed_sum: float = 0.0
+    speeds: int = 0
+    plates: set[str] = field(default_factory=set)
+    dirty: bool = False
+    partial_at: float = float("-inf")
+
+    def add(self, measure: str, record: Mapping[str, Any]) -> None:
+        self.count += 1
+        self.dirty = True
+        if measure == "distinct_plates":
+            plate = record.get("plate_number")
+            if plate != UNRECOGNIZED and is_plate(plate):
+                self.plates.add(plate)
+        elif measure == "avg_speed":
+            speed = record.get("speed_kmh")
+            if isinstance(speed, int | float) and not isinstance(speed, bool):
+                self.speed_sum += speed
+                self.speeds += 1
+
+    def value(self, measure: str) -> float | int | None:
+        if measure == "distinct_plates":
+            return len(self.plates)
+        if measure == "avg_speed":
+            return round(self.speed_sum / self.speeds, 2) if self.speeds else None
+        return self.count
+
+
+@dataclass(frozen=True)
+class Result:
+    """One ``surveillance.stats`` record (key: the stat id)."""
+
+    stat_id: str
+    window_start_ms: int
+    window_end_ms: int
+    group: str
+    value: float | int | None
+    count: int
+    final: bool
+    late_records: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stat_id": self.stat_id, "window_start": iso(self.window_start_ms),
+                "window_end": iso(self.window_end_ms), "group": self.group, "value": self.value,
+                "count": self.count, "final": self.final, "late_records": self.late_records}
+
+
+class StatWindows:
+    """The open windows of one statistic."""
+
+    def __init__(self, command: StatCommand, lateness_ms: int, group_of: Callable[[str], str]) -> None:
+        self.command = command
+        self.lateness_ms = lateness_ms
+        self.group_of = group_of
+        self.window_ms = command.window_s * 1000
+        self.since_ms = epoch_ms(command.requested_at) if command.requested_at else None
+        self.open: dict[int, dict[str, Cell]] = {}
+        self.late = 0
+
+    def group(self, checkpoint_id: str) -> str:
+        by = self.command.group_by
+        return checkpoint_id if by == "checkpoint" else self.group_of(checkpoint_id) if by == "district" else "city"
+
+    def add(self, record: Mapping[str, Any], event_ms: int, stream_ms: int) -> bool:
+        """Fold in one capture of the statistic's kind; False when it is late (its window has closed)."""
+        if (self.since_ms is not None and event_ms < self.since_ms) or not self.command.matches(record):
+            return True
+        start = event_ms - event_ms % self.window_ms
+        if start + self.window_ms + self.lateness_ms <= stream_ms:
+            self.late += 1
+            return False
+        cells = self.open.setdefault(start, {})
+        group = self.group(record["checkpoint_id"])
+        cell = cells.get(group)
+        if cell is None:
+            cell = cells[group] = Cell()
+        cell.add(self.command.measure, record)
+        return True
+
+    def _result(self, start: int, group: str, cell: Cell, final: bool) -> Result:
+        return Result(self.command.stat_id, start, start + self.window_ms, group, cell.value(self.command.measure),
+                      cell.count, final, self.late)
+
+    def partials(self, now_s: float, interval_s: float) -> list[Result]:
+        """Partial results of the groups that changed, each at most once per ``interval_s``."""
+        out = []
+        for start, cells in sorted(self.open.items()):
+            for group, cell in sorted(cells.items()):
+                if cell.dirty and now_s - cell.partial_at >= interval_s:
+                    cell.dirty, cell.partial_at = False, now_s
+                    out.append(self._result(start, group, cell, final=False))
+        return out
+
+    def close(self, stream_ms: int) -> list[Result]:
+        """Final results of every window that stream time has moved past (plus lateness); forgets them."""
+        out = []
+        for start in sorted(s for s in self.open if s + self.window_ms + self.lateness_ms <= stream_ms):
+            cells = self.open.pop(start)
+            out.extend(self._result(start, group, cell, final=True) for group, cell in sorted(cells.items()))
+        return out
+
+    def oldest_open_ms(self) -> int | None:
+        return min(self.open, default=None)
+
+
+class Windows:
+    """Every active statistic's windows, and the stream time they share."""
+
+    def __init__(self, lateness_s: float, partial_interval_s: float, group_of: Callable[[str], str]) -> None:
+        self.lateness_ms = round(lateness_s * 1000)
+        self.partial_interval_s = partial_interval_s
+        self.group_of = group_of
+        self.stats: dict[str, StatWindows] = {}
+        self.stream_ms = 0
+
+    def apply(self, stat_id: str, command: StatCommand | None) -> None:
+        """Start (or restart with a new definition) or, for None, stop a statistic: its open windows go."""
+        current = self.stats.get(stat_id)
+        if command is None:
+            self.stats.pop(stat_id, None)
+        elif current is None or current.command != command:
+            self.stats[stat_id] = StatWindows(command, self.lateness_ms, self.group_of)
+
+    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int) -> int:
+        """Fold one capture into every statistic of its kind; returns how many found it late."""
+        late = 0
+        for windows in self.stats.values():
+            if windows.command.kind is kind and not windows.add(record, event_ms, self.stream_ms):
+                late += 1
+        self.stream_ms = max(self.stream_ms, event_ms)
+        return late
+
+    def advance(self, stream_ms: int) -> None:
+        """Move stream time on without a record (an idle input: the wall clock stands in)."""
+        self.stream_ms = max(self.stream_ms, stream_ms)
+
+    def partials(self, now_s: float) -> list[Result]:
+        return [r for w in self.stats.values() for r in w.partials(now_s, self.partial_interval_s)]
+
+    def close(self) -> list[Result]:
+        return [r for w in self.stats.values() for r in w.close(self.stream_ms)]
+
+    def rebuild_from_ms(self) -> int | None:
+        """Where a restart must re-read from to rebuild every open window: the oldest start minus lateness."""
+        starts: Iterable[int] = (s for w in self.stats.values() if (s := w.oldest_open_ms()) is not None)
+        oldest = min(starts, default=None)
+        return None if oldest is None else oldest - self.lateness_ms

@@ -1,0 +1,139 @@
+"""Tumbling event-time windows (pure logic): counts against an independent tally, lateness, partials."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from contracts.records import UNRECOGNIZED, Kind
+from contracts.surveillance import stat_from_json
+from surveillance.geo import district_of
+from surveillance.windows import Windows, iso
+
+T0 = 1_800_000_000_000 - 1_800_000_000_000 % 60_000   # a whole minute
+CHECKPOINTS = ("330106#1#0#0", "330106#2#1#0", "330109#1#0#0", "330110#3#2#0")
+
+
+def stat(measure: str, group_by: str, window_s: int = 10, **extra: Any) -> Any:
+    stat_id = f"{measure}-{group_by}" + ("-filtered" if "filter" in extra else "")
+    return stat_from_json({"stat_id": stat_id, "measure": measure, "group_by": group_by,
+                           "window_s": window_s, **extra})
+
+
+def vehicle(n: int, checkpoint: str, plate: str, speed: float, vehicle_type: str = "car") -> dict[str, Any]:
+    return {"record_id": f"r{n}", "checkpoint_id": checkpoint, "plate_number": plate, "speed_kmh": speed,
+            "vehicle_type": vehicle_type}
+
+
+def windows(*commands: Any, lateness_s: float = 2.0) -> Windows:
+    w = Windows(lateness_s, 1.0, district_of)
+    for command in commands:
+        w.apply(command.stat_id, command)
+    return w
+
+
+def finals(results: list[Any]) -> dict[tuple[str, int, str], Any]:
+    return {(r.stat_id, r.window_start_ms, r.group): r.value for r in results if r.final}
+
+
+def test_every_measure_and_grouping_equals_an_independent_tally() -> None:
+    rng = random.Random(3)
+    records = []
+    for n in range(3000):   # 300 s of traffic, shuffled by up to 1.5 s (inside the 2 s lateness)
+        t = T0 + n * 100 + rng.randrange(1500)
+        plate = UNRECOGNIZED if rng.random() < 0.05 else f"浙A{rng.randrange(40):05d}"
+        records.append((t, vehicle(n, rng.choice(CHECKPOINTS), plate, round(rng.uniform(10, 80), 1),
+                                   rng.choice(("car", "suv")))))
+    commands = [stat(m, g) for m in ("vehicle_count", "distinct_plates", "avg_speed")
+                for g in ("checkpoint", "district", "city")] + [stat("vehicle_count", "city", 30,
+                                                                     filter={"vehicle_type": "suv"})]
+    w = windows(*commands)
+    out = []
+    for t, record in records:
+        assert w.add(Kind.VEHICLE, record, t) == 0
+        out += w.close()
+    w.advance(T0 + 10**7)
+    out += w.close()
+    got = finals(out)
+
+    expected: dict[tuple[str, int, str], Any] = {}
+    for command in commands:
+        size = command.window_s * 1000
+        cells: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+        for t, record in records:
+            if command.matches(record):
+                group = {"checkpoint": record["checkpoint_id"], "district": record["checkpoint_id"][:6],
+                         "city": "city"}[command.group_by]
+                cells[(t // size * size, group)].append(record)
+        for (start, group), members in cells.items():
+            value: Any = len(members)
+            if command.measure == "distinct_plates":
+                value = len({r["plate_number"] for r in members} - {UNRECOGNIZED})
+            elif command.measure == "avg_speed":
+                value = round(sum(r["speed_kmh"] for r in members) / len(members), 2)
+            expected[(command.stat_id, start, group)] = value
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, abs=0.006), key
+    assert len([r for r in out if r.final]) == len(expected)   # one final per window and group
+
+
+def test_late_records_are_counted_not_folded_into_a_final() -> None:
+    w = windows(stat("vehicle_count", "city"), lateness_s=2)
+    w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0 + 1_000)
+    assert w.close() == []
+    w.add(Kind.VEHICLE, vehicle(2, CHECKPOINTS[0], "浙A00002", 40), T0 + 11_500)   # window 0 still open
+    w.add(Kind.VEHICLE, vehicle(3, CHECKPOINTS[0], "浙A00003", 40), T0 + 9_000)    # 2.5 s late: within lateness
+    assert w.close() == []
+    w.add(Kind.VEHICLE, vehicle(4, CHECKPOINTS[0], "浙A00004", 40), T0 + 12_000)   # stream time: end + lateness
+    [final] = w.close()
+    assert (final.window_start_ms, final.value, final.final, final.late_records) == (T0, 2, True, 0)
+    assert w.add(Kind.VEHICLE, vehicle(5, CHECKPOINTS[0], "浙A00005", 40), T0 + 9_999) == 1   # too late
+    w.advance(T0 + 22_000)
+    [second] = w.close()
+    assert (second.window_start_ms, second.value, second.late_records) == (T0 + 10_000, 2, 1)
+    assert second.to_json()["window_start"] == iso(T0 + 10_000)
+    assert second.to_json()["window_end"].endswith("+08:00")
+
+
+def test_partials_are_rate_limited_per_group() -> None:
+    w = windows(stat("vehicle_count", "checkpoint"))
+    w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0)
+    w.add(Kind.VEHICLE, vehicle(2, CHECKPOINTS[1], "浙A00002", 40), T0)
+    first = sorted((r.group, r.value, r.final) for r in w.partials(100.0))
+    assert first == [(CHECKPOINTS[0], 1, False), (CHECKPOINTS[1], 1, False)]
+    assert w.partials(100.5) == []                                   # nothing changed
+    w.add(Kind.VEHICLE, vehicle(3, CHECKPOINTS[0], "浙A00003", 40), T0 + 1)
+    assert w.partials(100.5) == []                                   # changed, but within the second
+    assert [(r.group, r.value) for r in w.partials(101.0)] == [(CHECKPOINTS[0], 2)]
+
+
+def test_kinds_requested_at_stop_and_restart() -> None:
+    faces = stat("face_count", "city", requested_at=iso(T0 + 5_000))
+    w = windows(faces, stat("vehicle_count", "city"))
+    w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 4_000)   # before the statistic was asked for
+    w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 6_000)
+    w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0 + 6_000)
+    assert w.rebuild_from_ms() == T0 - 2_000
+    w.advance(T0 + 20_000)
+    assert sorted((r.stat_id, r.value) for r in w.close()) == [("face_count-city", 1), ("vehicle_count-city", 1)]
+    assert w.rebuild_from_ms() is None
+    w.apply("face_count-city", None)                                 # stopped: nothing more
+    w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 21_000)
+    w.advance(T0 + 40_000)
+    assert w.close() == []
+    w.apply("vehicle_count-city", stat("vehicle_count", "city", window_s=60))   # redefined: fresh windows
+    assert w.stats["vehicle_count-city"].window_ms == 60_000
+
+
+def test_avg_speed_of_a_window_without_speeds_is_none() -> None:
+    w = windows(stat("avg_speed", "city"))
+    w.add(Kind.VEHICLE, {"checkpoint_id": CHECKPOINTS[0], "speed_kmh": "fast"}, T0)
+    w.advance(T0 + 60_000)
+    [result] = w.close()
+    assert (result.value, result.count) == (None, 1)
+    assert json.loads(json.dumps(result.to_json(), allow_nan=False)) == result.to_json()   # plain JSON
