@@ -35,9 +35,12 @@ class Topics:
     surveillance_stats: str = "surveillance.stats"
     surveillance_replies: str = "surveillance.replies"
     alerts: str = "alerts"
+    plate_sightings: str = "surveillance.plate-sightings"
 
     CONTROL = ("video_commands", "control_watchlist", "control_stats")
-    """Field names of the control topics; every other topic carries data."""
+    """Field names of the control topics; every other topic carries data, except the internal ones."""
+    INTERNAL = ("plate_sightings",)
+    """A service's private repartition topics (Kafka Streams' ``-repartition``): rebuilt from data, not mirrored."""
 
     @classmethod
     def from_config(cls, config: Config) -> Topics:
@@ -54,7 +57,7 @@ class Topics:
 
     def data(self) -> tuple[str, ...]:
         """Topics mirrored to the DR site."""
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in self.CONTROL)
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in self.CONTROL + self.INTERNAL)
 
     def control(self) -> tuple[str, ...]:
         return tuple(getattr(self, name) for name in self.CONTROL)
