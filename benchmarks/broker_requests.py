@@ -6,7 +6,7 @@
    statistics (brokers.*.req), the same on both sides. The mock cluster runs in a holder process, so its
    CPU is read the same way. Target (issue 15): produce ours/mock <= 1.5. A broker that answers slower
    lets librdkafka put more records in each request, so CPU per produced record is printed too.
-2. The event loop's worst stall under that produce load (our `bus_event_loop_stall_recent_max_seconds`).
+2. The event loop's worst stall in each phase (our `bus_event_loop_stall_recent_max_seconds`, 10 s window).
 3. RSS of our broker (peak, over its idle RSS) while each hostile client of tests/support/hostile.py
    attacks it, and meanwhile the produce round-trip latency of a well-behaved client.
 
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -144,14 +145,16 @@ def _measured(pid: int, target, *args) -> tuple[float, object]:  # type: ignore[
     return spent, result
 
 
-def measure(pid: int, bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
+def measure(pid: int, bootstrap: str, args: argparse.Namespace,
+            stall: Callable[[], float] = lambda: 0.0) -> dict[str, float]:
+    """CPU per produce and per fetch; `stall` reads the worst event-loop stall of the phase just ended."""
     _fill(bootstrap, WINDOW)
     cpu, (records, requests) = _measured(pid, _paced_produce, bootstrap, args.rate, args.seconds)
     figures = {"produce_cpu_us": cpu / max(requests, 1) * 1e6, "produce_requests": requests,
-               "record_cpu_us": cpu / records * 1e6,
+               "record_cpu_us": cpu / records * 1e6, "produce_stall": stall(),
                "records_per_request": records / max(requests, 1), "core_share": cpu / args.seconds}
     cpu, (records, fetches) = _measured(pid, _fetches, bootstrap, args.seconds)
-    figures |= {"fetch_cpu_us": cpu / max(fetches, 1) * 1e6, "fetches": fetches}
+    figures |= {"fetch_cpu_us": cpu / max(fetches, 1) * 1e6, "fetches": fetches, "fetch_stall": stall()}
     return figures
 
 
@@ -232,8 +235,8 @@ def main() -> int:
 
             create_topic(broker.bootstrap, TOPIC)
             print(f"bus broker at {broker.bootstrap} (pid {broker.proc.pid})", flush=True)  # type: ignore[union-attr]
-            ours = measure(broker.proc.pid, broker.bootstrap, args)  # type: ignore[union-attr]
-            stall = scrape(metrics_port, "bus_event_loop_stall_recent_max_seconds")
+            ours = measure(broker.proc.pid, broker.bootstrap, args,  # type: ignore[union-attr]
+                           lambda: scrape(metrics_port, "bus_event_loop_stall_recent_max_seconds"))
             attacks = [] if args.skip_hostile else hostile(broker)
         finally:
             broker.stop()
@@ -247,7 +250,8 @@ def main() -> int:
     print(f"{'produce requests (records per request)':<44}{ours['produce_requests']:>6.0f} ({ours_rpr:.2f})"
           f"{mock['produce_requests']:>6.0f} ({mock_rpr:.2f})")
     print(f"{'broker core share during produce':<44}{ours['core_share']:>12.2f}{mock['core_share']:>12.2f}")
-    print(f"{'worst event loop stall under produce (ms)':<44}{stall * 1000:>12.1f}")
+    print(f"{'worst event loop stall, produce phase (ms)':<44}{ours['produce_stall'] * 1000:>12.1f}")
+    print(f"{'worst event loop stall, fetch phase (ms)':<44}{ours['fetch_stall'] * 1000:>12.1f}")
     if attacks:
         print(f"\n{'hostile client (5 s)':<40}{'RSS +MiB':>10}{'probe n':>9}{'p50 ms':>9}{'p99 ms':>9}")
         for name, growth, fig in attacks:

@@ -1,0 +1,51 @@
+"""The event loop's stall diagnostics: the figure, the stack that explains it, GC pauses, schema preloading."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+
+import pytest
+
+from bus.broker.apis import handlers
+from bus.broker.metrics import LoopMonitor
+from bus.protocol import messages
+
+
+def blocking_work() -> None:
+    time.sleep(0.35)
+
+
+async def _stall_once(monitor: LoopMonitor) -> None:
+    monitor.start()
+    await asyncio.sleep(0.05)
+    blocking_work()  # what a synchronous fsync or a lazy import does to every connection
+    await asyncio.sleep(0.05)
+    gc.collect()
+    await asyncio.sleep(0.02)
+    monitor.stop()
+
+
+def test_a_stall_is_measured_and_its_stack_logged(caplog: pytest.LogCaptureFixture) -> None:
+    monitor = LoopMonitor(log_threshold=0.1)
+    with caplog.at_level(logging.WARNING, logger="bus.broker.metrics"):
+        asyncio.run(_stall_once(monitor))
+    assert 0.3 <= monitor.worst < 1.0
+    assert monitor.recent_worst() == monitor.worst
+    stacks = [r.getMessage() for r in caplog.records if "blocking_work" in r.getMessage()]
+    assert len(stacks) == 1, caplog.text  # once per stall, not once per watchdog poll
+    assert "so far, in:" in stacks[0] and "time.sleep(0.35)" in stacks[0]
+    assert monitor.gc.seconds[2] > 0 and monitor.gc.worst > 0  # the explicit full collection was timed
+    assert monitor.gc._callback not in gc.callbacks  # stop() removed it
+
+
+def test_preload_loads_every_served_version_once() -> None:
+    served = [(h.api_key, h.min_version, h.max_version) for h in handlers().values()]
+    loaded = messages.preload(served)
+    # Produce is served from v3 but advertised from v0 (no class is missing for a served version).
+    assert loaded == 2 * sum(high - low + 1 for _key, low, high in served)
+    before = messages.request_class.cache_info().hits
+    messages.preload(served)
+    assert messages.request_class.cache_info().hits > before  # the second pass only hits the caches
