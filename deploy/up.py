@@ -4,7 +4,8 @@ The bus (a single-node combined broker+controller), the embedded HBase Thrift ga
 storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
 random password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus
 and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
-ingest job, `deploy/pipeline.py`) with a status line every few seconds. Each service is a child
+ingest job, `deploy/pipeline.py`) with a status line every few seconds. The DR site's bus and the mirror
+(`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders. Each service is a child
 process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
 them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
 endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it).
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
+from deploy import dr_site
 from deploy.pipeline import Endpoints, Pipeline
 
 STATUS_EVERY_S = 5.0
@@ -35,10 +37,7 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
     services = [
         (
             "bus broker",
-            [py, "-m", "bus", "broker", "--override", f"log.dirs={data_dir / 'bus'}",
-             "--override", f"listeners=PLAINTEXT://{args.host}:{args.kafka_port},CONTROLLER://{args.host}:"
-                           f"{args.kafka_port + 1}",
-             "--override", f"controller.quorum.voters=1@{args.host}:{args.kafka_port + 1}"],
+            dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port, args.kafka_port + 1),
             f"Kafka bootstrap server: {args.host}:{args.kafka_port}  (e.g. kcat -L -b {args.host}:{args.kafka_port})",
         ),
     ]
@@ -157,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")
     parser.add_argument("--no-pipeline", action="store_true", help="servers only: no simulator, no Spark job")
     parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
+    parser.add_argument("--dr-site", action="store_true", help="also the DR site's HBase and loaders (dr_site.py)")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
     if args.down:
@@ -164,17 +164,22 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     children: list[subprocess.Popen[bytes]] = []
     lines = []
-    for name, cmd, where in _services(data_dir, args):
+    dr = dr_site.DrSettings.from_config(config, data_dir)
+    for name, cmd, where in _services(data_dir, args) + dr_site.cluster_services(dr):
         children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
-    ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
+    ready = (_wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
+             and _wait_for(dr.host, dr.port, 30))
     failed = [c for c in children if c.poll() is not None]
     if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
         for child in children:
             child.terminate()
         return 1
+    name, cmd, where = dr_site.mirror_service(config, dr, f"{args.host}:{args.kafka_port}")
+    children.append(_start(data_dir, name, cmd))
+    lines.append(f"  {name:<14} {where}")
     name, cmd, where = _monitor_service(args)
     children.append(_start(data_dir, name, cmd))
     lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
@@ -186,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
                             config, args.rate)
         lines += pipeline.start()
+    site = dr_site.DrSite(config, dr) if args.dr_site else None
+    if site is not None:
+        lines += [site.start_gateway(), *site.start_loaders()]
     print("The security-video data bus is up:\n" + "\n".join(lines))
     print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
     (data_dir / "up.pid").write_text(str(os.getpid()))
@@ -199,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     next_status = time.monotonic() + STATUS_EVERY_S
     while not stopping and all(c.poll() is None for c in children):
+        if site is not None and (problem := site.failed()):
+            print(problem, file=sys.stderr, flush=True)
+            break
         if pipeline is not None:
             problem = pipeline.failed()
             if problem:
@@ -211,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     print("stopping ...", flush=True)
     if pipeline is not None:
         pipeline.stop()
+    if site is not None:
+        site.stop()
     (data_dir / "up.pid").unlink(missing_ok=True)
     for child in children:
         if child.poll() is None:

@@ -1,0 +1,97 @@
+"""The DR site under `make up`: the DR bus, the mirror (data topics only) and, with --dr-site, DR HBase + loaders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import happybase
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from contracts.config import load
+from contracts.topics import Topics
+from deploy.dr_site import DrSettings, loaders_config, mirror_properties
+from dr_mirror.settings import load as load_properties
+from tests.integration._ingest_support import poll, row_counts, simulate
+from tests.support.ports import free_port
+from tests.web.test_auth_make_up import down
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPICS = Topics()
+
+
+def test_generated_properties_mirror_data_topics_and_leave_control_topics(tmp_path: Path) -> None:
+    (tmp_path / "mm2.properties").write_text(mirror_properties("p:1", "d:2", load()))
+    settings = load_properties(tmp_path / "mm2.properties", {})  # no solution defaults: the file says it all
+    assert (settings.source_bootstrap, settings.target_bootstrap, settings.sync_group_offsets) == ("p:1", "d:2", True)
+    assert all(settings.mirrors_topic(t) for t in TOPICS.data())
+    assert not any(settings.mirrors_topic(t) for t in TOPICS.control())
+    assert not settings.mirrors_topic("capture.vehicle.other")  # names, not prefixes
+
+
+def test_loaders_config_points_at_the_dr_site_and_publishes_off_the_mirrored_topics(tmp_path: Path) -> None:
+    dr = DrSettings.from_config(load(), tmp_path)
+    data = loaders_config(load(), dr)
+    assert data["bus"]["bootstrap_servers"] == "127.0.0.1:19092"  # type: ignore[index]
+    assert data["hbase"]["port"] == 19090  # type: ignore[index]
+    assert data["topics"]["ingest_stats"] not in TOPICS.data()  # type: ignore[index]
+    assert data["topics"]["deadletter"] not in TOPICS.data()  # type: ignore[index]
+    assert data["topics"]["vehicle"] == TOPICS.vehicle  # type: ignore[index]
+
+
+def _high_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "log_level": 0})
+    try:
+        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+                for t in topics for p in consumer.list_topics(t, timeout=10).topics[t].partitions}
+    finally:
+        consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+@pytest.mark.timeout(480)
+def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: Path) -> None:
+    ports = {name: free_port() for name in ("bus", "hbase", "s3", "console", "monitor", "dr", "drc", "drh", "mm")}
+    config = tmp_path / "solution.toml"
+    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
+                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
+                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
+                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
+                      f'[console]\nport = {ports["console"]}\n[monitoring]\nmetrics_port = {ports["monitor"]}\n'
+                      f'[map]\npath = "{tmp_path / "map.json"}"\n'
+                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
+                      f'hbase_port = {ports["drh"]}\nmirror_metrics_port = {ports["mm"]}\n')
+    data_dir = tmp_path / "data"
+    out = tmp_path / "up.out"
+    with out.open("w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir",
+                                 str(data_dir), "--no-pipeline", "--dr-site", "--kafka-port", str(ports["bus"]),
+                                 "--hbase-port", str(ports["hbase"]), "--console-port", str(ports["console"])],
+                                cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: "Press Ctrl-C" in out.read_text() or proc.poll() is not None, 180, what="make up")
+        said = out.read_text()
+        assert proc.poll() is None, said
+        assert f"127.0.0.1:{ports['dr']}" in said and "dr mirror" in said and "dr ingest job" in said, said
+        primary, dr = f"127.0.0.1:{ports['bus']}", f"127.0.0.1:{ports['dr']}"
+        control = Producer({"bootstrap.servers": primary})
+        control.produce(TOPICS.control_watchlist, b"{}", b"w1")
+        assert control.flush(30) == 0
+        summary = simulate(primary, tmp_path, "--count", "300", "--rate", "300", "--seed", "5", "--config", str(config))
+        sent = sum(summary["produced"].values())
+        captures = list(TOPICS.captures)
+        poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
+        conn = happybase.Connection("127.0.0.1", ports["drh"], timeout=60_000)
+        landed = lambda: row_counts(conn)  # noqa: E731 - read again on every poll
+        poll(lambda: sum(landed()[t] for t in ("vehicle", "face", "capture_unrecognized")) == sent, 240,
+             what=f"{sent} records in DR HBase; log: {data_dir / 'dr' / 'dr-ingest-job.log'}")
+        time.sleep(2)  # the mirror's topic refresh has long passed: a control topic would be there by now
+        names = Consumer({"bootstrap.servers": dr, "group.id": "t"}).list_topics(timeout=10).topics
+        assert TOPICS.control_watchlist not in names and TOPICS.vehicle in names
+        assert "dr." + TOPICS.ingest_stats in names  # the DR ingest publishes beside, not into, the mirrored topic
+    finally:
+        down(data_dir, proc)
