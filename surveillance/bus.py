@@ -295,7 +295,7 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
         while not stop.is_set():
             for command_log, apply in stage.commands:
                 command_log.poll(apply)
-            messages = [m for m in consumer.consume(settings.batch, 0.05) if _usable(stage.name, m)]
+            messages = [m for m in _next_batch(consumer, settings.batch) if _usable(stage.name, m)]
             if messages:
                 for message, outputs in zip(messages, stage.handle(messages), strict=True):
                     tracker.track(message, outputs)
@@ -312,6 +312,12 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
         producer.flush(10.0)
         for command_log, _apply in stage.commands:
             command_log.close()
+
+
+def _next_batch(consumer: Consumer, size: int) -> list[Message]:
+    """What is already fetched (up to ``size``), else wait briefly for the first record: a batch never
+    waits to fill up, so a lone capture is matched at once."""
+    return consumer.consume(size, 0) or consumer.consume(1, 0.05) + consumer.consume(max(size - 1, 1), 0)
 
 
 def _usable(stage: str, message: Message) -> bool:

@@ -1,0 +1,54 @@
+"""``python -m surveillance [--config F]``: watchlists, cloned plates and live statistics over the captures.
+
+Prints ``surveillance ready`` on stderr once every stage has read its commands and subscribed. Exit
+status 2 for an invalid ``[surveillance]`` config, 1 when a stage failed, 0 after SIGTERM/SIGINT (outputs
+acknowledged, offsets committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from prometheus_client import start_http_server
+
+from contracts.config import add_config_flag, preparse_config
+
+from .service import Service
+from .settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = preparse_config(argv)
+    parser = argparse.ArgumentParser(prog="python -m surveillance", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_flag(parser)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.from_config(config)
+    except ValueError as exc:
+        print(f"surveillance: invalid config {config.path}: {exc}", file=sys.stderr)
+        return 2
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr="127.0.0.1")
+    service = Service(settings)
+
+    def stop(*_: object) -> None:
+        service.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    service.start()
+    if service.wait_ready():
+        print(f"surveillance ready: stages {', '.join(service.stages)} ({settings.instance})", file=sys.stderr,
+              flush=True)
+    service.join()
+    return 1 if service.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Watchlist hits and their alerts, each with where it happened and the watch's trajectory so far.
+
+The trajectory is the last N sightings of a watch, from every instance: each instance rebuilds it at
+start by reading ``surveillance.hits`` back and keeps tailing that topic (hits of other instances
+included), de-duplicated by hit id, so any instance's next hit carries the whole recent path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from contracts.alerts import FIRING, alert_record, fingerprint
+from contracts.records import encode, epoch_ms, now_time
+from contracts.surveillance import hit_record, parse_hit, watch_hit_id
+
+from .bus import Output
+from .geo import Geo
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+ALERT_NAME = "WatchlistHit"
+ALERT_HOLD_S = 600.0
+"""A hit's alert resolves by itself this long after the capture unless a newer hit refreshes it
+(Alertmanager's ``endsAt``: a watch hit is an event, not a lasting condition)."""
+
+
+class Trajectories:
+    """Per watch, its last ``points`` sightings in capture-time order, de-duplicated by hit id."""
+
+    def __init__(self, points: int) -> None:
+        self.points = points
+        self._paths: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
+
+    def add(self, hit: dict[str, Any]) -> None:
+        watch_id = hit.get("watch_id")
+        if not watch_id:
+            return
+        path = self._paths.setdefault(watch_id, {})
+        if hit["hit_id"] in path:
+            return
+        location = hit.get("location") or {}
+        path[hit["hit_id"]] = (epoch_ms(hit["capture_time"]), {
+            "record_id": hit["record_id"], "checkpoint_id": hit["checkpoint_id"],
+            "capture_time": hit["capture_time"], "lat": location.get("lat"), "lon": location.get("lon")})
+        if len(path) > self.points:
+            del path[min(path, key=lambda hit_id: path[hit_id][0])]
+
+    def read_back(self, _key: bytes | None, value: bytes | None) -> None:
+        """A record of ``surveillance.hits`` (CommandLog ``Apply``): malformed ones are skipped."""
+        try:
+            self.add(parse_hit(value))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.debug("hits topic: skipped %s", exc)
+
+    def of(self, watch_id: str) -> list[dict[str, Any]]:
+        return [entry for _ms, entry in sorted(self._paths.get(watch_id, {}).values(), key=lambda e: e[0])]
+
+    def forget(self, watch_id: str) -> None:
+        self._paths.pop(watch_id, None)
+
+
+class HitPublisher:
+    """Builds a hit and its alert as the two outputs of one matched capture."""
+
+    def __init__(self, settings: Settings, geo: Geo, trajectories: Trajectories) -> None:
+        self.topics = settings.topics
+        self.geo = geo
+        self.trajectories = trajectories
+
+    def outputs(self, watch: Any, kind: str, record: dict[str, Any], score: float,
+                match: str | None = None) -> list[Output]:
+        checkpoint_id = record["checkpoint_id"]
+        hit = hit_record(
+            hit_id=watch_hit_id(watch.watch_id, record["record_id"]), watch_id=watch.watch_id, kind=kind,
+            record_id=record["record_id"], checkpoint_id=checkpoint_id, capture_time=record["capture_time"],
+            score=score, location=self.geo.location(checkpoint_id), detected_at=now_time(), match=match,
+            plate=record.get("plate_number") if kind == "plate" else None)
+        self.trajectories.add(hit)
+        hit["trajectory"] = self.trajectories.of(watch.watch_id)
+        labels = {"alertname": ALERT_NAME, "watch_id": watch.watch_id, "kind": kind, "severity": "critical",
+                  "district": hit["location"]["district"]}
+        what = f"plate {hit['plate']}" if kind == "plate" else "face"
+        annotations = {"summary": f"watched {what} seen at {checkpoint_id} ({match or f'score {score:.3f}'})",
+                       "description": watch.reason, "hit_id": hit["hit_id"], "record_id": record["record_id"],
+                       "checkpoint_id": checkpoint_id, "capture_time": record["capture_time"]}
+        starts = epoch_ms(record["capture_time"]) / 1000
+        alert = alert_record(FIRING, labels, annotations, starts, max(starts, time.time()) + ALERT_HOLD_S)
+        return [Output(self.topics.surveillance_hits, watch.watch_id.encode(), encode(hit)),
+                Output(self.topics.alerts, fingerprint(labels).encode(), encode(alert))]

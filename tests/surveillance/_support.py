@@ -1,0 +1,230 @@
+"""Real processes for the surveillance tests: a small city map, the service as a subprocess, a capture
+publisher (records shaped by the simulator's own value generators) and readers of the output topics.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
+from contracts.records import CITY_TZ, encode, encode_feature, format_time
+from ingest import values
+from tests.support.broker_process import BrokerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+DISTRICTS = ("330102", "330106")
+
+
+def city_map() -> DeploymentMap:
+    """Two districts, four crossroads each, one checkpoint per crossroad with a vehicle and a face camera."""
+    districts, checkpoints, devices = [], [], []
+    for d, code in enumerate(DISTRICTS):
+        districts.append(District(code, f"district {d}"))
+        for n in range(4):
+            cp = f"{code}#{n}#0#0"
+            vehicle_ip, face_ip = f"10.{d}.{n}.1", f"10.{d}.{n}.2"
+            checkpoints.append(Checkpoint(cp, code, n, "N", 30.25 + d / 10 + n / 100, 120.15 + n / 100, 2,
+                                          vehicle_ip, face_ip))
+            devices += [Device(vehicle_ip, cp, "vehicle", "10.9.9.9"), Device(face_ip, cp, "face", "10.9.9.9")]
+    return DeploymentMap(tuple(districts), tuple(checkpoints), tuple(devices),
+                         (Recognizer("10.9.9.9", tuple(d.device_ip for d in devices)),))
+
+
+CHECKPOINTS = tuple(c.checkpoint_id for c in city_map().checkpoints)
+
+
+def write_config(directory: Path, bootstrap: str, **surveillance: Any) -> Path:
+    """A solution config naming the test broker and map; ``surveillance`` overrides ``[surveillance]``."""
+    city_map().save(directory / "map.json")
+    section = {"metrics_port": 0, "commit_interval_s": 0.2, **surveillance}
+    lines = ["[bus]", f'bootstrap_servers = "{bootstrap}"', "[map]", f'path = "{directory / "map.json"}"',
+             "[surveillance]"] + [f"{key} = {json.dumps(value)}" for key, value in section.items()]
+    path = directory / "solution.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class ServiceProcess:
+    """``python -m surveillance`` with its log in a file; ``start`` waits for ``surveillance ready``."""
+
+    config: Path
+    log: Path
+    process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> ServiceProcess:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "surveillance", "--config", str(self.config)],
+                                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "surveillance ready" in self.log.read_text(errors="replace")[offset:]:
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"surveillance exited {self.process.returncode}:\n{self.text()[-3000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"surveillance not ready in {timeout} s:\n{self.text()[-3000:]}")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+
+def capture_time(offset_s: float = 0.0) -> str:
+    return format_time(datetime.now(CITY_TZ) + timedelta(seconds=offset_s))
+
+
+def vehicle(record_id: str, checkpoint_id: str, plate: str, rng: random.Random, when: str | None = None) -> dict:
+    """A valid vehicle record as the simulator writes one, with the plate and place the test chose."""
+    return {"record_id": record_id, "checkpoint_id": checkpoint_id, "device_ip": "10.0.0.1",
+            "recognizer_ip": "10.9.9.9", "capture_time": when or capture_time(),
+            **values.vehicle_attributes(rng), "plate_number": plate, "lane": 1, "speed_kmh": 42.0,
+            "image_url": f"s3://captures/{record_id}.jpg"}
+
+
+def face(record_id: str, checkpoint_id: str, rng: random.Random, identity: list[float] | None = None,
+         noise: float = 0.15) -> dict:
+    return {"record_id": record_id, "checkpoint_id": checkpoint_id, "device_ip": "10.0.0.2",
+            "recognizer_ip": "10.9.9.9", "capture_time": capture_time(), **values.face_attributes(rng),
+            "feature": values.feature(rng, identity, noise), "image_url": f"s3://captures/{record_id}.jpg"}
+
+
+@dataclass
+class Publisher:
+    """Produces captures (keyed by checkpoint, as the devices do) and commands; remembers where each landed."""
+
+    bootstrap: str
+    placed: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 2, "log_level": 3,
+                                   "acks": "all"})
+
+    def captures(self, topic: str, records: list[dict]) -> None:
+        for record in records:
+            def placed(err: Any, msg: Any, record_id: str = record["record_id"]) -> None:
+                assert err is None, err
+                self.placed[record_id] = (msg.partition(), msg.offset())
+            self._send(topic, record["checkpoint_id"].encode(), encode(record), placed)
+        self.flush()
+
+    def command(self, topic: str, key: str, value: dict | bytes | None) -> None:
+        raw = encode(value) if isinstance(value, dict) else value
+        self._send(topic, key.encode(), raw, None)
+        self.flush()
+
+    def _send(self, topic: str, key: bytes, value: bytes | None, callback: Callable | None) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, value, key, on_delivery=callback)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def flush(self) -> None:
+        assert self._producer.flush(30) == 0
+
+
+class Reader:
+    """Reads one topic from the beginning, without a group, decoding JSON values."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.records: list[tuple[bytes | None, Any]] = []
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "log_level": 3,
+                                   "enable.auto.commit": False})
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+
+    def read(self, until: Callable[[list[Any]], bool], timeout: float = 30.0, quiet_s: float = 0.0) -> list[Any]:
+        """Values read so far once ``until(values)`` holds (then ``quiet_s`` more seconds of reading)."""
+        deadline = time.monotonic() + timeout
+        while not until(self.values()):
+            assert time.monotonic() < deadline, f"timed out with {len(self.records)} records"
+            self._poll(0.2)
+        end = time.monotonic() + quiet_s
+        while time.monotonic() < end:
+            self._poll(0.1)
+        return self.values()
+
+    def _poll(self, timeout: float) -> None:
+        for message in self._consumer.consume(1000, timeout):
+            if message.error() is None:
+                value = message.value()
+                self.records.append((message.key(), None if value is None else json.loads(value)))
+
+    def values(self) -> list[Any]:
+        return [value for _key, value in self.records]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@dataclass
+class Site:
+    broker: BrokerProcess
+    directory: Path
+    publisher: Publisher
+    services: list[ServiceProcess] = field(default_factory=list)
+    readers: list[Reader] = field(default_factory=list)
+
+    def service(self, **surveillance: Any) -> ServiceProcess:
+        config = write_config(self.directory, self.broker.bootstrap, **surveillance)
+        service = ServiceProcess(config, self.directory / f"service-{len(self.services)}.log")
+        self.services.append(service)
+        return service
+
+    def reader(self, topic: str, partitions: int = 2) -> Reader:
+        reader = Reader(self.broker.bootstrap, topic, partitions)
+        self.readers.append(reader)
+        return reader
+
+
+@pytest.fixture
+def site(broker: BrokerProcess, tmp_path: Path) -> Iterator[Site]:
+    created = Site(broker, tmp_path, Publisher(broker.bootstrap))
+    try:
+        yield created
+    finally:
+        for service in created.services:
+            service.stop()
+        for reader in created.readers:
+            reader.close()
+
+
+def plate_watch(watch_id: str, plate: str, **extra: Any) -> dict:
+    return {"watch_id": watch_id, "kind": "plate", "plate": plate, "reason": "test", "requested_by": "tester",
+            "requested_at": capture_time(), **extra}
+
+
+def face_watch(watch_id: str, identity: list[float], threshold: float = 0.8, **extra: Any) -> dict:
+    return {"watch_id": watch_id, "kind": "face", "feature": encode_feature(identity), "threshold": threshold,
+            "reason": "test", "requested_by": "tester", "requested_at": capture_time(), **extra}
+

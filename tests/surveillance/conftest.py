@@ -1,0 +1,3 @@
+"""Fixtures of the surveillance tests (defined in the _support modules, registered here)."""
+
+from tests.surveillance._support import site  # noqa: F401
