@@ -75,6 +75,34 @@ class SceneObject:
         return round(x0), round(top), round(x1 - x0), round(self.height)
 
 
+@dataclass(frozen=True)
+class Lighting:
+    """What the light and the weather do to every pixel: what a camera at dusk, at night or in the
+    rain sees, and the changes (clouds, street lights switching on) that must not become objects."""
+
+    name: str = "day"
+    gain: float = 1.0  # brightness multiplier
+    tint: tuple[float, float, float] = (1.0, 1.0, 1.0)  # BGR multipliers
+    noise: float = 2.0  # sensor noise (standard deviation, grey levels)
+    rain: int = 0  # rain streaks per frame
+    drift: float = 0.0  # amplitude of a slow brightness swing (clouds), as a share of the gain
+    drift_period_s: float = 20.0
+    step_at_s: float | None = None  # a sudden change (lights switched on or off) at this time ...
+    step_gain: float = 1.0  # ... multiplying the brightness from then on
+
+    def gain_at(self, seconds: float) -> float:
+        gain = self.gain * (1 + self.drift * math.sin(2 * math.pi * seconds / self.drift_period_s))
+        return gain * (self.step_gain if self.step_at_s is not None and seconds >= self.step_at_s else 1.0)
+
+
+LIGHTING: dict[str, Lighting] = {
+    "day": Lighting(),
+    "dusk": Lighting("dusk", gain=0.6, tint=(0.8, 0.95, 1.15), noise=4.0, drift=0.05),
+    "night": Lighting("night", gain=0.3, tint=(1.1, 1.0, 0.9), noise=6.0),
+    "rain": Lighting("rain", gain=0.75, tint=(1.05, 1.0, 0.95), noise=4.0, rain=60),
+}
+
+
 @dataclass
 class Scene:
     width: int
@@ -84,11 +112,13 @@ class Scene:
     objects: list[SceneObject]
     occluders: list[tuple[int, int]] = field(default_factory=list)  # (x, width) of lamp posts
     seed: int = 0
+    lighting: Lighting = field(default_factory=Lighting)
 
     def __post_init__(self) -> None:
         rng = np.random.default_rng(self.seed)
         self.background = _background(self.width, self.height, rng)
-        self._noise = [rng.normal(0, 2.0, (self.height, self.width, 3)).astype(np.int16) for _ in range(7)]
+        self._noise = [rng.normal(0, self.lighting.noise, (self.height, self.width, 3)).astype(np.int16)
+                       for _ in range(7)]
 
     def frame(self, index: int) -> np.ndarray:
         image = self.background.copy()
@@ -97,6 +127,12 @@ class Scene:
                 _draw(image, obj, index)
         for x, w in self.occluders:
             cv2.rectangle(image, (x, 0), (x + w - 1, self.height - 1), (70, 80, 90), -1)
+        light = self.lighting
+        if light != LIGHTING["day"]:
+            scale = np.float32(light.gain_at(index / self.fps)) * np.array(light.tint, dtype=np.float32)
+            image = np.clip(image * scale, 0, 255).astype(np.uint8)
+        if light.rain:
+            _rain(image, light.rain, np.random.default_rng((self.seed, index)))
         noisy = image.astype(np.int16) + self._noise[index % len(self._noise)]
         return np.clip(noisy, 0, 255).astype(np.uint8)
 
@@ -126,6 +162,15 @@ def _background(width: int, height: int, rng: np.random.Generator) -> np.ndarray
     image[int(height * 0.45):int(height * 0.75)] -= 25  # road
     image += rng.normal(0, 6, (height, width, 1)).astype(np.float32)
     return np.clip(cv2.GaussianBlur(image, (5, 5), 0), 0, 255).astype(np.uint8)
+
+
+def _rain(image: np.ndarray, streaks: int, rng: np.random.Generator) -> None:
+    """Short, thin, bright, slanted streaks at random places: each lasts one frame."""
+    height, width = image.shape[:2]
+    xs, ys = rng.integers(0, width, streaks), rng.integers(0, height, streaks)
+    lengths = rng.integers(6, 16, streaks)
+    for x, y, n in zip(xs, ys, lengths, strict=True):
+        cv2.line(image, (int(x), int(y)), (int(x) + int(n) // 4, int(y) + int(n)), (200, 200, 200), 1, cv2.LINE_AA)
 
 
 def _draw(image: np.ndarray, obj: SceneObject, frame: int) -> None:
@@ -165,7 +210,8 @@ def make_object(rng: random.Random, object_id: int, cls: str, enter_frame: int, 
 
 
 def street_scene(seconds: float = 60, n_objects: int = 8, seed: int = 1, width: int = 640, height: int = 360,
-                 fps: float = 25, occluder: bool = True, idle_fraction: float = 0.3) -> Scene:
+                 fps: float = 25, occluder: bool = True, idle_fraction: float = 0.3,
+                 lighting: Lighting | None = None) -> Scene:
     """A short scene: objects of every class enter at spread-out times, one at a time per lane band,
     with an idle stretch at the start (``idle_fraction`` of the length) and a lamp post mid-frame."""
     rng = random.Random(seed)
@@ -182,7 +228,7 @@ def street_scene(seconds: float = 60, n_objects: int = 8, seed: int = 1, width: 
         direction = 1 if lane < 0.5 else -1
         objects.append(make_object(rng, i, cls, int(enter), width, height, fps, lane=lane, direction=direction))
     occluders = [(width // 2 - 6, 12)] if occluder else []
-    return Scene(width, height, fps, frames, objects, occluders, seed)
+    return Scene(width, height, fps, frames, objects, occluders, seed, lighting or Lighting())
 
 
 def sparse_scene(hours: float = 8.0, objects_per_hour: float = 15, seed: int = 8, width: int = 320,

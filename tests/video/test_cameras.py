@@ -1,0 +1,93 @@
+"""``python -m video.cameras`` as a real process writing into a real object store (SeaweedFS)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from deploy.object_store import ObjectStore
+from tests.video._support_media import ROOT, run_module, store, store_flags
+from video.storage import list_videos
+
+__all__ = ["store"]  # the fixture, imported for pytest
+
+
+def _config(tmp_path: Path, cameras: str) -> Path:
+    config = tmp_path / "solution.toml"
+    config.write_text(f'[map]\npath = "{tmp_path / "no-map.json"}"\n\n[cameras]\n{cameras}')
+    return config
+
+
+def _frames(store: ObjectStore, key: str, tmp_path: Path) -> list[np.ndarray]:
+    local = tmp_path / Path(key).name
+    store.client().fget_object("videos", key, str(local))
+    capture = cv2.VideoCapture(str(local))
+    frames = []
+    while (got := capture.read())[0]:
+        frames.append(got[1])
+    capture.release()
+    return frames
+
+
+def test_once_writes_one_webm_segment_per_camera_and_the_real_clip(store: ObjectStore, tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-day"\nlighting = "day"\n'
+                               '[[cameras.camera]]\nid = "cam-night"\nlighting = "night"\n')
+    began = dt.datetime.now(dt.UTC)
+    done = run_module("video.cameras", "--config", str(config), *store_flags(store), "--once", "--segment-s", "4",
+                      "--fps", "10", "--size", "320x180", timeout=240)
+    finished = dt.datetime.now(dt.UTC)
+    assert done.returncode == 0, done.stderr
+    brightness = {}
+    for camera in ("cam-day", "cam-night"):
+        (video,) = list_videos(store.client(), camera)
+        assert video.key.endswith("_segment.webm")
+        assert began - dt.timedelta(seconds=5) <= video.start_time <= finished - dt.timedelta(seconds=4)  # just ended
+        assert store.client().stat_object("videos", video.key).content_type == "video/webm"
+        frames = _frames(store, video.key, tmp_path)
+        assert len(frames) == 40 and frames[0].shape == (180, 320, 3)
+        brightness[camera] = float(np.mean(frames[0]))
+    assert brightness["cam-night"] < 0.5 * brightness["cam-day"], brightness
+    (bikes,) = list_videos(store.client(), "cam-bikes")
+    assert store.client().stat_object("videos", bikes.key).content_type == "video/webm"
+    assert len(_frames(store, bikes.key, tmp_path)) == 250
+    again = run_module("video.cameras", "--config", str(config), *store_flags(store), "--once", "--segment-s", "4",
+                       "--fps", "10", "--size", "320x180", timeout=240)
+    assert again.returncode == 0, again.stderr
+    assert len(list(list_videos(store.client(), "cam-bikes"))) == 1  # once a day, not once a run
+
+
+def test_runs_on_a_schedule_and_stops_on_sigterm(store: ObjectStore, tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-sched"\nlighting = "rain"\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "video.cameras", "--config", str(config), *store_flags(store),
+                             "--segment-s", "2", "--fps", "5", "--size", "160x96", "--no-real-clip"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(list(list_videos(store.client(), "cam-sched"))) < 3:
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out.decode()[-2000:]
+    starts = [v.start_time for v in list_videos(store.client(), "cam-sched")]
+    assert len(starts) >= 3, out.decode()[-2000:]
+    assert all(b - a == dt.timedelta(seconds=2) for a, b in itertools.pairwise(starts))  # back to back
+
+
+def test_bad_lighting_in_the_config_exits_2(store: ObjectStore, tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-x"\nlighting = "sunset"\n')
+    done = run_module("video.cameras", "--config", str(config), *store_flags(store), "--once")
+    assert done.returncode == 2
+    assert "sunset" in done.stderr

