@@ -16,7 +16,7 @@ replay that starts earlier than the command then counts exactly what the live ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -135,9 +135,6 @@ class StatWindows:
             out.extend(self._result(start, group, cell, final=True) for group, cell in sorted(cells.items()))
         return out
 
-    def oldest_open_ms(self) -> int | None:
-        return min(self.open, default=None)
-
 
 class Windows:
     """Every active statistic's windows, and the stream time they share."""
@@ -157,14 +154,21 @@ class Windows:
         elif current is None or current.command != command:
             self.stats[stat_id] = StatWindows(command, self.lateness_ms, self.group_of)
 
-    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int) -> int:
-        """Fold one capture into every statistic of its kind; returns how many found it late."""
-        late = 0
-        for windows in self.stats.values():
-            if windows.command.kind is kind and not windows.add(record, event_ms, self.stream_ms):
-                late += 1
+    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int) -> list[str]:
+        """Fold one capture into every statistic of its kind; returns the ids of those that found it late."""
+        late = [stat_id for stat_id, windows in self.stats.items()
+                if windows.command.kind is kind and not windows.add(record, event_ms, self.stream_ms)]
         self.stream_ms = max(self.stream_ms, event_ms)
         return late
+
+    def reset(self) -> None:
+        """Forget every open window and stream time (the input is re-read from the start of the oldest)."""
+        for windows in self.stats.values():
+            windows.open.clear()
+        self.stream_ms = 0
+
+    def longest_window_ms(self) -> int:
+        return max((w.window_ms for w in self.stats.values()), default=0)
 
     def advance(self, stream_ms: int) -> None:
         """Move stream time on without a record (an idle input: the wall clock stands in)."""
@@ -175,9 +179,3 @@ class Windows:
 
     def close(self) -> list[Result]:
         return [r for w in self.stats.values() for r in w.close(self.stream_ms)]
-
-    def rebuild_from_ms(self) -> int | None:
-        """Where a restart must re-read from to rebuild every open window: the oldest start minus lateness."""
-        starts: Iterable[int] = (s for w in self.stats.values() if (s := w.oldest_open_ms()) is not None)
-        oldest = min(starts, default=None)
-        return None if oldest is None else oldest - self.lateness_ms
