@@ -5,10 +5,17 @@ Labels follow the Interface section of issue 11: ``alertname`` (the rule's name)
 and for device alerts ``device_ip``, ``recognizer_ip``, ``district``, ``checkpoint_id``,
 ``crossroad``; a recogniser alert has ``recognizer_ip`` and no ``device_ip``. Values that change
 every evaluation (shares, seconds) go to annotations, never labels, so the fingerprint stays stable.
+
+Annotations keep English ``summary``/``description`` (what Alertmanager receivers, mail and chat read)
+and add ``summary_key`` (a console catalog key, ``alert.summary.<kind>``) with ``summary_params`` (a
+JSON object of the values its ``{placeholders}`` take), so the console shows the summary in its own
+language without parsing English. A rule's own ``summary`` in the config replaces the English text
+only: the operator wrote it for the receivers.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from .alerts import Candidate
@@ -23,11 +30,19 @@ def _base(rule: Rule) -> dict[str, str]:
     return {"alertname": rule.name, "severity": rule.severity, "kind": rule.kind}
 
 
-def _device(rule: Rule, fleet: Fleet, track: DeviceTrack, summary: str, value: str) -> Candidate:
+def summary_annotations(rule: Rule, english: str, description: str, **params: object) -> dict[str, str]:
+    """The summary in English for receivers, and as catalog key + parameters for the console."""
+    return {"summary": rule.summary or english, "description": description,
+            "summary_key": f"alert.summary.{rule.kind}",
+            "summary_params": json.dumps({k: str(v) for k, v in params.items()}, ensure_ascii=False, sort_keys=True)}
+
+
+def _device(rule: Rule, fleet: Fleet, track: DeviceTrack, summary: str, value: str, **params: object) -> Candidate:
     where = fleet.location(track)
     labels = {**_base(rule), "device_ip": track.device_ip, "recognizer_ip": where.recognizer_ip,
               "district": where.district, "checkpoint_id": where.checkpoint_id, "crossroad": where.crossroad}
-    annotations = {"summary": rule.summary or summary, "description": f"{summary} at {where.describe()}",
+    described = f"{summary} at {where.describe()}"
+    annotations = {**summary_annotations(rule, summary, described, device_ip=track.device_ip, **params),
                    "value": value, "location": where.describe(), "direction": where.direction,
                    "lat": "" if where.lat is None else str(where.lat),
                    "lon": "" if where.lon is None else str(where.lon),
@@ -39,8 +54,8 @@ def device_quality(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
     out = []
     for track in fleet.devices.values():
         if track.bad is not None and track.bad >= rule.threshold and track.state != SILENT:
-            out.append(_device(rule, fleet, track, f"device {track.device_ip}: {track.bad:.0%} of its records "
-                                                   "unreadable or missing", f"{track.bad:.3f}"))
+            summary = f"device {track.device_ip}: {track.bad:.0%} of its records unreadable or missing"
+            out.append(_device(rule, fleet, track, summary, f"{track.bad:.3f}", share=f"{track.bad:.0%}"))
     return out
 
 
@@ -50,7 +65,7 @@ def device_silent(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
         silent = fleet.silent_for(track, now)
         if silent >= rule.threshold:
             out.append(_device(rule, fleet, track, f"device {track.device_ip}: no heartbeat for {silent:.0f} s",
-                               f"{silent:.0f}"))
+                               f"{silent:.0f}", seconds=f"{silent:.0f}"))
     return out
 
 
@@ -60,7 +75,8 @@ def recognizer_degraded(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]
         if bad >= 2 and bad / total >= rule.threshold:
             summary = f"recognition server {recognizer}: {bad} of its {total} devices degraded or silent"
             out.append(Candidate({**_base(rule), "recognizer_ip": recognizer},
-                                 {"summary": rule.summary or summary, "description": summary,
+                                 {**summary_annotations(rule, summary, summary, recognizer_ip=recognizer, bad=bad,
+                                                        total=total),
                                   "value": f"{bad / total:.3f}", "devices": ",".join(sorted(ips))}))
     return out
 
@@ -71,7 +87,9 @@ def latency_p99(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
         return []
     summary = f"{rule.stage} latency p99 {p99} ms above {rule.threshold:.0f} ms"
     return [Candidate({**_base(rule), "stage": rule.stage},
-                      {"summary": rule.summary or summary, "description": summary, "value": str(p99)})]
+                      {**summary_annotations(rule, summary, summary, stage=rule.stage, p99=p99,
+                                             threshold=f"{rule.threshold:.0f}"),
+                       "value": str(p99)})]
 
 
 def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
@@ -88,7 +106,8 @@ def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
     if behind < rule.threshold or waiting <= 0:
         return []
     summary = f"ingest {behind:.0f} s behind while devices produced {waiting} records it has not read"
-    return [Candidate(_base(rule), {"summary": rule.summary or summary, "description": summary,
+    params = {"seconds": f"{behind:.0f}", "waiting": waiting}
+    return [Candidate(_base(rule), {**summary_annotations(rule, summary, summary, **params),
                                     "value": f"{behind:.0f}"})]
 
 
@@ -98,7 +117,8 @@ def consumer_lag(rule: Rule, lag_of: LagOf) -> list[Candidate]:
     if lag is None or lag <= rule.threshold:
         return []
     summary = f"consumer group {group} is {lag} records behind"
-    return [Candidate({**_base(rule), "group": group}, {"summary": rule.summary or summary, "description": summary,
+    return [Candidate({**_base(rule), "group": group}, {**summary_annotations(rule, summary, summary, group=group,
+                                                                              lag=lag),
                                                         "value": str(lag)})]
 
 

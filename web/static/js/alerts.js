@@ -27,6 +27,21 @@
     return "—";
   }
 
+  // The summary in the page's language: the monitor's annotations carry a catalog key and its parameters
+  // beside the English text receivers read; alerts from elsewhere (or an unknown key) show that English text.
+  function summary(a) {
+    const { summary_key: key, summary_params: raw } = a.annotations;
+    const english = a.annotations.summary || a.annotations.description || "—";
+    if (!key || Console.tOr(key, null) === null) return english;
+    try {
+      const params = JSON.parse(raw || "{}");
+      if (params.stage) params.stage_name = Console.tOr(`stage.${params.stage}`, params.stage);
+      return t(key, params);
+    } catch (e) {
+      return english;
+    }
+  }
+
   function statusCell(a) {
     const s = a.status.state;
     const badge = el("span", { class: `state-badge alert-${s}` }, t(`alert_state.${s}`));
@@ -75,7 +90,7 @@
     tbody.replaceChildren(...alerts.map((a) => el("tr", { dataset: { fingerprint: a.fingerprint, state: a.status.state } },
       el("td", {}, el("span", { class: `severity severity-${a.labels.severity}` }, Console.tOr(`severity.${a.labels.severity}`, a.labels.severity || "—"))),
       el("td", {}, el("strong", {}, a.labels.alertname)),
-      el("td", { class: "wrap" }, a.annotations.summary || a.annotations.description || "—"),
+      el("td", { class: "wrap" }, summary(a)),
       el("td", {}, where(a.labels)),
       el("td", { class: "nowrap" }, time(a.startsAt)),
       el("td", {}, statusCell(a)),
