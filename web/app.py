@@ -20,14 +20,31 @@ from web.backends import Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
 from web.metrics import ConsoleMetrics, MetricsMiddleware
 from web.overview import Overview
-from web.routers import alerts, audit, auth, bus, captures, devices, events, health, monitoring, overview, pages, users
+from web.routers import (
+    alerts,
+    audit,
+    auth,
+    bus,
+    captures,
+    devices,
+    events,
+    health,
+    monitoring,
+    overview,
+    pages,
+    stats,
+    users,
+    watchlist,
+)
 from web.services.runtime import DataServices
+from web.services.surveillance import SurveillanceConsole
 from web.settings import ConsoleSettings
 
 log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
-           captures.router, devices.router, bus.router, monitoring.router, alerts.router, pages.router)
+           captures.router, devices.router, bus.router, monitoring.router, alerts.router,
+           watchlist.router, stats.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
@@ -56,6 +73,7 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))
     app.state.hub.register_metrics(metrics.registry)
     app.state.overview = Overview(settings.topics, app.state.hub)
+    app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_route("/metrics", metrics.endpoint, include_in_schema=False)
     app.mount("/static", pages.static_files(), name="static")

@@ -262,7 +262,8 @@ class EventHub:
 def hub_topics(topics: Topics) -> tuple[str, ...]:
     """Topics pages may follow: the data topics except the raw captures (hundreds a second)."""
     return (topics.ingest_stats, topics.alerts, topics.surveillance_hits, topics.surveillance_stats,
-            topics.video_status, topics.deadletter, topics.heartbeat)
+            topics.video_status, topics.deadletter, topics.heartbeat, topics.surveillance_replies,
+            topics.control_watchlist, topics.control_stats)
 
 
 def default_topics(topics: Topics) -> tuple[str, ...]:
