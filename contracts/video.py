@@ -117,7 +117,7 @@ def _text(record: Mapping[str, Any], name: str, pattern: re.Pattern[str] | None 
     return value
 
 
-def _options(value: Any) -> dict[str, Any]:
+def validate_options(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -161,7 +161,7 @@ def validate_command(record: Mapping[str, Any]) -> VideoCommand:
     split_s3_url(video_url)
     camera_id = _text(record, "camera_id", CAMERA_ID)
     return VideoCommand(task_id, ANALYZE, video_url, camera_id, requested_by, requested_at,
-                        _options(record.get("options")))
+                        validate_options(record.get("options")))
 
 
 def decode(raw: bytes | None) -> Any:

@@ -1,16 +1,20 @@
-"""Spark batch job: one video in object storage -> tubes -> synopsis, thumbnails, bus records, HBase rows.
+"""Spark batch job: one video in object storage -> tubes -> synopsis and thumbnails, records on the bus.
 
     spark-submit spark_jobs/video_synopsis.py --video s3://bucket/key [--task-id ID] [--camera-id C]
-        --bootstrap-server B --hbase-host H --hbase-port P --s3-endpoint http://H:P
-        --s3-access-key K --s3-secret-key S [--segments N] [--start-time ISO]
+        --bootstrap-server B --s3-endpoint http://H:P --s3-access-key K --s3-secret-key S
+        [--attempt N] [--options JSON] [--max-duration-s S] [--launched-at EPOCH_S] [--segments N]
+        [--start-time ISO]
 
-The video is cut into time segments, one RDD element each; every task fetches the video from S3
-itself (executors share nothing with the driver) and returns its tubes; the driver stitches them
-across borders, labels, schedules and renders. Keys everywhere are derived from the task id, so a
-re-run rewrites the same objects and rows (bus records are at-least-once, keyed by task id; the
-object id in the value tells duplicates apart). A bad video (missing, corrupt, unsupported codec)
-is recorded on the task row as ``status=failed`` with the reason and the job exits with code 3,
-without a traceback.
+The video ingest job (:mod:`spark_jobs.video_ingest`) launches one per task. The video is cut into
+time segments, one RDD element each; every task fetches the video from S3 itself (executors share
+nothing with the driver) and returns its tubes; the driver stitches them across borders, labels,
+schedules and renders. The job writes no table: it publishes its progress to ``video.status``
+(running, per stage, with the seconds each stage took) and one ``video.results`` record per object,
+then ``done``; the ingest job's loader turns those into HBase rows, so a DR site receiving the mirrored
+topics rebuilds the same tables. Keys everywhere derive from the task id, so a re-run rewrites the same
+objects and records (at-least-once, keyed by task id; the object id in the value tells duplicates
+apart). A bad video (missing, corrupt, unsupported codec, longer than the limit) publishes ``failed``
+with the reason and the job exits with code 3, without a traceback.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contracts.topics import Topics
+from contracts.video import DONE, FAILED, RUNNING, CommandError, validate_options
+from spark_jobs.video_bus import TaskPublisher
 
 EXIT_BAD_VIDEO = 3
+DEFAULT_MAX_DURATION_S = 4 * 3600.0
+PROGRESS_EVERY_S = 1.0
+# Share of a task's progress reached at the end of each stage (the rest of the way is the next stage).
+ANALYSIS_FROM, RENDER_FROM = 0.05, 0.85
 
 
 @dataclass(frozen=True)
@@ -73,91 +85,135 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--video", required=True, help="s3://bucket/key")
     parser.add_argument("--task-id", default=None)
     parser.add_argument("--camera-id", default="")
-    parser.add_argument("--start-time", default=None, help="wall-clock time of the first frame (ISO-8601)")
+    parser.add_argument("--start-time", default=None,
+                        help="wall-clock time of the first frame (ISO-8601); default: the object's start-time metadata")
     parser.add_argument("--bootstrap-server", required=True)
-    parser.add_argument("--topic", default=Topics.video_results)
-    parser.add_argument("--hbase-host", default="127.0.0.1")
-    parser.add_argument("--hbase-port", type=int, default=9090)
+    parser.add_argument("--results-topic", default=Topics.video_results)
+    parser.add_argument("--status-topic", default=Topics.video_status)
     parser.add_argument("--s3-endpoint", required=True)
     parser.add_argument("--s3-access-key", required=True)
     parser.add_argument("--s3-secret-key", required=True)
     parser.add_argument("--segments", type=int, default=0, help="time segments (default: 2 per core)")
+    parser.add_argument("--attempt", type=int, default=1, help="which attempt at the task this is (1 = first)")
+    parser.add_argument("--options", default="{}", help="the command's options (JSON, contracts.video.OPTIONS)")
+    parser.add_argument("--max-duration-s", type=float, default=DEFAULT_MAX_DURATION_S,
+                        help="longer videos fail (analysis time grows with the length)")
+    parser.add_argument("--launched-at", type=float, default=None,
+                        help="epoch seconds the launcher started this job (Spark start-up is timed from it)")
     return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace, task_id: str, settings: S3Settings) -> dict:
+class Progress:
+    """Publishes ``running`` while the task advances: each stage's start, and during the analysis the
+    share of segments done (polled from Spark's status tracker every second)."""
+
+    def __init__(self, publisher: TaskPublisher, task_id: str, attempt: int, launched_at: float) -> None:
+        self.publisher, self.task_id, self.attempt = publisher, task_id, attempt
+        self.timings: dict[str, float] = {}
+        self._mark = launched_at
+
+    def lap(self, finished_stage: str) -> None:
+        """Record the seconds ``finished_stage`` took (since the previous lap)."""
+        now = time.time()
+        self.timings[finished_stage] = round(now - self._mark, 3)
+        self._mark = now
+
+    def running(self, stage: str, progress: float) -> None:
+        self.publisher.status(self.task_id, RUNNING, progress=progress, attempt=self.attempt, stage=stage,
+                              timings=self.timings)
+
+    def watch_analysis(self, sc: Any, done: threading.Event) -> threading.Thread:
+        def poll() -> None:
+            last = -1
+            while not done.wait(PROGRESS_EVERY_S):
+                tracker = sc.statusTracker()
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                finished = sum(s.numCompletedTasks for s in stages if s)
+                total = sum(s.numTasks for s in stages if s)
+                if total and finished != last:
+                    last = finished
+                    self.running("analysis", ANALYSIS_FROM + (RENDER_FROM - ANALYSIS_FROM) * finished / total)
+
+        thread = threading.Thread(target=poll, name="progress", daemon=True)
+        thread.start()
+        return thread
+
+
+def start_time(args: argparse.Namespace, settings: S3Settings) -> dt.datetime:
+    """The first frame's wall-clock time: the flag, else the object's ``start-time`` metadata, else the epoch."""
+    from video import storage
+
+    if args.start_time:
+        return dt.datetime.fromisoformat(args.start_time)
+    bucket, key = storage.parse_s3_url(args.video)
+    stored = settings.client().stat_object(bucket, key).metadata or {}
+    value = stored.get("x-amz-meta-start-time")
+    return dt.datetime.fromisoformat(value) if value else dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def selected(tubes: list, options: dict[str, Any], fps: float) -> list:
+    """The tubes the command asked for (``options.classes``, ``options.window`` in seconds)."""
+    classes = options.get("classes")
+    window = options.get("window")
+    return [t for t in tubes if (classes is None or t.cls in classes)
+            and (window is None or (t.first / fps < window[1] and t.last / fps >= window[0]))]
+
+
+def run(args: argparse.Namespace, task_id: str, settings: S3Settings, progress: Progress,
+        options: dict[str, Any]) -> dict:
     from pyspark.sql import SparkSession
 
     from video import storage
-    from video.analyze import finalize, probe, segments, stitch
+    from video.analyze import VideoError, finalize, probe, segments, stitch
     from video.render import Timebase, background_from, index_json, render_synopsis, thumbnail
     from video.results import object_records
     from video.synopsis import collision_rate, schedule
 
     local = fetch(settings, args.video, task_id)
     info = probe(local)
+    if info.frames / info.fps > args.max_duration_s:
+        raise VideoError(f"video is {info.frames / info.fps:.0f} s long, the limit is {args.max_duration_s:.0f} s")
     spark = SparkSession.builder.appName(f"video-synopsis-{task_id}").getOrCreate()
     sc = spark.sparkContext
+    progress.lap("spark_start")
+    progress.running("analysis", ANALYSIS_FROM)
     count = args.segments or max(1, 2 * sc.defaultParallelism)
     bounds = segments(info.frames, min(count, max(1, info.frames // 50)))
     jobs = [(settings, args.video, task_id, a, b, info.fps) for a, b in bounds]
-    began = time.perf_counter()
-    parts = sc.parallelize(jobs, len(jobs)).map(process_segment).collect()
-    analysis_s = time.perf_counter() - began
-    tubes = finalize(stitch(parts, [a for a, _ in bounds[1:]]), info)
-    start = dt.datetime.fromisoformat(args.start_time) if args.start_time else dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    timebase = Timebase(start, info.fps)
+    analysed = threading.Event()
+    watcher = progress.watch_analysis(sc, analysed)
+    try:
+        parts = sc.parallelize(jobs, len(jobs)).map(process_segment).collect()
+    finally:
+        analysed.set()
+        watcher.join()
+    tubes = selected(finalize(stitch(parts, [a for a, _ in bounds[1:]]), info), options, info.fps)
+    progress.lap("analysis")
+    progress.running("render", RENDER_FROM)
+    timebase = Timebase(start_time(args, settings), info.fps)
     plan = schedule(tubes, info.width, info.height)
     client = settings.client()
     with tempfile.TemporaryDirectory() as tmp:
         out = render_synopsis(tubes, plan, background_from(local), timebase, Path(tmp) / "synopsis.webm")
-        synopsis_url = storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/synopsis.webm",
-                                         out.read_bytes(), "video/webm")
+        synopsis_url = storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/{out.name}",
+                                         out.read_bytes(), content_type(out))
     thumbs = {t.tube_id: storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/thumbs/{t.tube_id:06d}.jpg",
                                            thumbnail(t), "image/jpeg") for t in tubes}
     index_url = storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/index.json",
                                   index_json(tubes, plan, timebase), "application/json")
     records = object_records(task_id, args.video, args.camera_id, tubes, plan, timebase, synopsis_url, thumbs)
+    progress.lap("render")
     return {"records": records, "synopsis_url": synopsis_url, "index_url": index_url, "frames": info.frames,
-            "synopsis_frames": plan.length, "segments": len(bounds), "collision_rate": collision_rate(tubes, plan),
-            "analysis_s": round(analysis_s, 3)}
+            "fps": info.fps, "synopsis_frames": plan.length, "segments": len(bounds),
+            "collision_rate": collision_rate(tubes, plan), "analysis_s": progress.timings["analysis"]}
 
 
-def publish(bootstrap: str, topic: str, task_id: str, records: list[dict]) -> None:
-    from confluent_kafka import Producer
+def content_type(path: Path) -> str:
+    """The synopsis' MIME type from the file the renderer wrote (WebM for browsers, else what it is)."""
+    import mimetypes
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    errors: list[str] = []
-    for record in records:
-        producer.produce(topic, key=task_id.encode(), value=json.dumps(record, ensure_ascii=False).encode(),
-                         on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
-    if producer.flush(30) or errors:
-        raise RuntimeError(f"publishing to {topic} failed: {errors[:3] or 'flush timed out'}")
-
-
-def write_rows(host: str, port: int, task_id: str, video_url: str, status: str, records: list[dict],
-               **fields: object) -> None:
-    import happybase
-
-    from contracts.tables.video import (
-        OBJECT_TABLE,
-        TASK_TABLE,
-        ensure_video_tables,
-        object_row,
-        object_row_key,
-        task_row,
-        task_row_key,
-    )
-
-    conn = happybase.Connection(host, port)
-    try:
-        ensure_video_tables(conn)
-        with conn.table(OBJECT_TABLE).batch() as batch:
-            for record in records:
-                batch.put(object_row_key(task_id, record["object_id"]), object_row(record))
-        conn.table(TASK_TABLE).put(task_row_key(task_id), task_row(task_id, video_url, status, **fields))
-    finally:
-        conn.close()
+    return {".webm": "video/webm", ".mkv": "video/x-matroska"}.get(path.suffix) or (
+        mimetypes.guess_type(path.name)[0] or "application/octet-stream")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,33 +223,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     task_id = args.task_id or task_id_for(args.video)
     settings = S3Settings(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
-    finished = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+    publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, f"video-synopsis-{task_id}")
+    progress = Progress(publisher, task_id, args.attempt, args.launched_at or time.time())
     try:
-        result = run(args, task_id, settings)
-    except (VideoError, ValueError) as exc:
-        return _fail(args, task_id, str(exc), finished)
+        options = validate_options(json.loads(args.options))
+        result = run(args, task_id, settings, progress, options)
+    except (VideoError, ValueError, CommandError) as exc:
+        return _fail(publisher, progress, task_id, str(exc))
     except Exception as exc:
         from minio.error import S3Error
 
         if isinstance(exc, S3Error):
-            return _fail(args, task_id, f"cannot read {args.video}: {exc.code}", finished)
+            return _fail(publisher, progress, task_id, f"cannot read {args.video}: {exc.code}")
         raise
     finally:  # a re-run must fetch the object again (it may have been replaced)
         shutil.rmtree(cache_dir(task_id), ignore_errors=True)
-    publish(args.bootstrap_server, args.topic, task_id, result["records"])
-    write_rows(args.hbase_host, args.hbase_port, task_id, args.video, "done", result["records"],
-               objects=len(result["records"]), synopsis_url=result["synopsis_url"], index_url=result["index_url"],
-               frames=result["frames"], synopsis_frames=result["synopsis_frames"], error="", finished_at=finished)
+    publisher.results(task_id, result["records"])
+    publisher.flush()  # the results are on the bus before done says so (the loader relies on it)
     summary = {k: v for k, v in result.items() if k != "records"}
-    print(json.dumps({"task_id": task_id, "status": "done", "objects": len(result["records"]), **summary}), flush=True)
+    publisher.status(task_id, DONE, attempt=args.attempt, stage="render", timings=progress.timings,
+                     objects=len(result["records"]), **summary)
+    publisher.flush()
+    print(json.dumps({"task_id": task_id, "status": DONE, "objects": len(result["records"]), **summary,
+                      "timings": progress.timings}), flush=True)
     return 0
 
 
-def _fail(args: argparse.Namespace, task_id: str, reason: str, finished: str) -> int:
+def _fail(publisher: TaskPublisher, progress: Progress, task_id: str, reason: str) -> int:
     print(f"video task {task_id} failed: {reason}", file=sys.stderr, flush=True)
-    write_rows(args.hbase_host, args.hbase_port, task_id, args.video, "failed", [], error=reason,
-               finished_at=finished)
-    print(json.dumps({"task_id": task_id, "status": "failed", "error": reason}), flush=True)
+    publisher.status(task_id, FAILED, error=reason, attempt=progress.attempt, timings=progress.timings)
+    publisher.flush()
+    print(json.dumps({"task_id": task_id, "status": FAILED, "error": reason}), flush=True)
     return EXIT_BAD_VIDEO
 
 

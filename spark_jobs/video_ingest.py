@@ -1,0 +1,243 @@
+"""The video ingest job (the book's 10.3.2): analysis commands -> synopsis batch jobs; their records -> HBase.
+
+    spark-submit spark_jobs/video_ingest.py --config F [--checkpoint DIR] [--max-concurrent N]
+
+(endpoints come from the solution config, flags override; :mod:`spark_jobs.launch` adds the local
+Spark settings.) One streaming query reads ``video.commands``, ``video.status`` and ``video.results``
+and tells them apart by topic, with the book's two duties:
+
+* commands (:mod:`spark_jobs.video_scheduler`): each new task's batch job (``video_synopsis.py``) is
+  launched, at most N at once and the rest queued; a task id seen before never runs twice; ``cancel``
+  stops a queued or running task; a batch job that dies is retried ``--max-attempts`` times in all,
+  then the task fails with the reason; a malformed command fails its task (a deterministic id when it
+  has none) and the job carries on;
+* results and status (:mod:`spark_jobs.video_loader`): ``video_object``, its index and ``video_task``.
+
+Each micro-batch is one ``collect`` onto the driver (commands and results are few and small); the
+batch's records are loaded and its decisions published and flushed before ``foreachBatch`` returns,
+so Spark checkpoints the offsets only after both, and a restarted job (even a fresh checkpoint, which
+starts at the earliest offsets) replays onto the same rows and the same decisions. After a kill -9 the
+next start kills the orphaned batch jobs and re-launches what was unfinished (taken from the task rows
+and the replayed status records) once the first batch has replayed the bus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.topics import Topics, partitions
+from contracts.video import ANALYZE, TERMINAL, CommandError, VideoCommand, parse_command, parse_status, task_id_of
+from spark_jobs import launch
+from spark_jobs.video_bus import TaskPublisher
+from spark_jobs.video_loader import VideoLoader, check_result
+from spark_jobs.video_scheduler import Scheduler
+from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S
+
+TICK_S = 0.5
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
+    config = preparse_config(argv)
+    video, topics, store = config.section("video"), Topics.from_config(config), config.section("object_storage")
+    parser = argparse.ArgumentParser(prog="spark-submit spark_jobs/video_ingest.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_flag(parser)
+    parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--hbase-host", default=config.get("hbase", "host", "127.0.0.1"))
+    parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
+    parser.add_argument("--s3-endpoint", default=str(store.get("endpoint", "127.0.0.1:9000")))
+    parser.add_argument("--s3-access-key", default=str(store.get("access_key", "securitybus")))
+    parser.add_argument("--s3-secret-key", default=str(store.get("secret_key", "securitybus-secret")))
+    parser.add_argument("--checkpoint", type=Path, default=Path(video.get("checkpoint", "data/spark/video_ingest")),
+                        help="Spark checkpoint directory (offsets live here)")
+    parser.add_argument("--jobs-dir", type=Path, default=None,
+                        help="pid files of the running batch jobs and their logs (default: CHECKPOINT.jobs)")
+    parser.add_argument("--max-concurrent", type=int, default=int(video.get("max_concurrent", 1)),
+                        help="batch jobs at once; more tasks wait in the queue")
+    parser.add_argument("--max-attempts", type=int, default=int(video.get("max_attempts", 2)),
+                        help="launches of a task whose batch job dies, before it fails")
+    parser.add_argument("--max-duration-s", type=float,
+                        default=float(video.get("max_duration_s", DEFAULT_MAX_DURATION_S)),
+                        help="longer videos fail without being analysed")
+    parser.add_argument("--trigger-ms", type=int, default=int(video.get("trigger_ms", 500)))
+    parser.add_argument("--commands-topic", default=topics.video_commands)
+    parser.add_argument("--status-topic", default=topics.video_status)
+    parser.add_argument("--results-topic", default=topics.video_results)
+    args = parser.parse_args(argv)
+    if args.max_concurrent < 1 or args.max_attempts < 1:
+        parser.error("--max-concurrent and --max-attempts must be at least 1")
+    args.jobs_dir = args.jobs_dir or Path(f"{args.checkpoint}.jobs")
+    return args, config
+
+
+def batch_launcher(args: argparse.Namespace, settings: launch.SparkSettings) -> Any:
+    """The scheduler's launcher: ``spark-submit video_synopsis.py`` for one attempt, logging to the jobs dir."""
+
+    def start(command: VideoCommand, attempt: int) -> launch.SparkJob:
+        log = (args.jobs_dir / f"{command.task_id}.{attempt}.log").open("ab")
+        with log:
+            return launch.submit(launch.ROOT / "spark_jobs" / "video_synopsis.py", [
+                "--video", command.video_url, "--task-id", command.task_id, "--camera-id", command.camera_id,
+                "--bootstrap-server", args.bootstrap_server, "--status-topic", args.status_topic,
+                "--results-topic", args.results_topic, "--s3-endpoint", args.s3_endpoint,
+                "--s3-access-key", args.s3_access_key, "--s3-secret-key", args.s3_secret_key,
+                "--attempt", str(attempt), "--options", json.dumps(dict(command.options)),
+                "--max-duration-s", str(args.max_duration_s), "--launched-at", f"{time.time():.3f}",
+            ], settings, stdout=log, stderr=log)
+
+    return start
+
+
+class Handler:
+    """The ``foreachBatch`` body and the scheduler's clock."""
+
+    def __init__(self, args: argparse.Namespace, scheduler: Scheduler, publisher: TaskPublisher) -> None:
+        self.args, self.scheduler, self.publisher = args, scheduler, publisher
+
+    def connect(self) -> Any:
+        import happybase
+
+        return happybase.Connection(self.args.hbase_host, self.args.hbase_port, timeout=60_000)
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        started = time.time()
+        rows = sorted(batch.select("topic", "value", "partition", "offset").collect(),
+                      key=lambda r: (r.topic, r.partition, r.offset))
+        counts = {"commands": 0, "statuses": 0, "results": 0, "rejected": 0, "skipped": 0}
+        results, statuses, commands = [], [], []
+        for row in rows:
+            try:
+                if row.topic == self.args.results_topic:
+                    results.append(check_result(json.loads(row.value)))
+                elif row.topic == self.args.status_topic:
+                    statuses.append(parse_status(row.value))
+                elif row.topic == self.args.commands_topic:
+                    commands.append(row.value)
+            except (ValueError, TypeError) as exc:  # not ours to fail: count and go on
+                counts["skipped"] += 1
+                print(f"video_ingest: skipped {row.topic}@{row.partition}:{row.offset}: {exc}", file=sys.stderr)
+        conn = self.connect()
+        try:
+            loader = VideoLoader(conn)
+            loader.load_results(results)
+            loader.load_statuses(statuses)
+            for status in statuses:
+                self.scheduler.observe(status)
+            self._commands(loader, commands, counts)
+        finally:
+            conn.close()
+        self.scheduler.release()
+        self.scheduler.tick()
+        self.publisher.flush()
+        counts.update(results=len(results), statuses=len(statuses))
+        print(json.dumps({"batch": batch_id, **counts, **self.scheduler.snapshot(),
+                          "seconds": round(time.time() - started, 3)}), flush=True)
+
+    def _commands(self, loader: VideoLoader, raw_commands: list[bytes], counts: dict[str, int]) -> None:
+        parsed: list[VideoCommand | tuple[str, CommandError]] = []
+        for raw in raw_commands:
+            try:
+                parsed.append(parse_command(raw))
+            except CommandError as exc:
+                parsed.append((task_id_of(raw), exc))
+        ids = [p.task_id if isinstance(p, VideoCommand) else p[0] for p in parsed]
+        stored = loader.stored_states(t for t in ids if not self.scheduler.knows(t))
+        for item in parsed:
+            counts["commands"] += 1
+            if isinstance(item, tuple):
+                task_id, error = item
+                if task_id not in stored and self.scheduler.reject(task_id, str(error)):
+                    counts["rejected"] += 1
+            elif item.action == ANALYZE:
+                if item.task_id not in stored:
+                    self.scheduler.submit(item)
+            elif stored.get(item.task_id) not in TERMINAL:
+                self.scheduler.cancel(item)
+
+    def clock(self, stopping: threading.Event) -> threading.Thread:
+        """Reaps and launches batch jobs between micro-batches too (a job ends while no record arrives)."""
+
+        def run() -> None:
+            while not stopping.wait(TICK_S):
+                try:
+                    self.scheduler.tick()
+                    self.publisher.flush()
+                except Exception as exc:  # keep ticking: the next batch or tick retries
+                    print(f"video_ingest: tick failed: {exc}", file=sys.stderr, flush=True)
+
+        thread = threading.Thread(target=run, name="video-scheduler", daemon=True)
+        thread.start()
+        return thread
+
+
+def prepare(args: argparse.Namespace, config: Config, loader_conn: Any) -> None:
+    """Create the topics the job reads and the tables it writes, if missing."""
+    from contracts.tables.video import ensure_video_tables
+    from ingest.producer import open_producer
+
+    ensure_video_tables(loader_conn)
+    count = partitions(config)
+    open_producer(args.bootstrap_server).ensure_topics(
+        {args.commands_topic: 1, args.status_topic: count, args.results_topic: count})
+
+
+def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
+    from spark_jobs.kafka_source import BusKafkaDataSource
+
+    spark.dataSource.register(BusKafkaDataSource)
+    frame = (spark.readStream.format("bus")
+             .option("kafka.bootstrap.servers", args.bootstrap_server)
+             .option("subscribe", f"{args.commands_topic},{args.status_topic},{args.results_topic}")
+             .option("startingOffsets", "earliest")
+             .load())
+    return (frame.writeStream.queryName("video_ingest")
+            .option("checkpointLocation", str(args.checkpoint))
+            .foreachBatch(handler)
+            .trigger(processingTime=f"{max(1, args.trigger_ms)} milliseconds")
+            .start())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, config = parse_args(argv)
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.ingest_captures import run_until_stopped
+
+    publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, "video-ingest")
+    scheduler = Scheduler(publisher, batch_launcher(args, launch.SparkSettings.from_config(config.section("spark"))),
+                          args.jobs_dir, args.max_concurrent, args.max_attempts)
+    handler = Handler(args, scheduler, publisher)
+    conn = handler.connect()
+    try:
+        prepare(args, config, conn)
+        orphans = scheduler.kill_orphans()
+        for row in VideoLoader(conn).unfinished():
+            with contextlib.suppress(CommandError):  # a row without a usable command is left as it is
+                scheduler.adopt(row)
+    finally:
+        conn.close()
+    print(json.dumps({"started": True, "orphans_killed": orphans, **scheduler.snapshot()}), flush=True)
+    spark = SparkSession.builder.appName("video_ingest").getOrCreate()
+    stopping = threading.Event()
+    handler.clock(stopping)
+    failure = run_until_stopped(start_query(spark, args, handler))
+    stopping.set()
+    scheduler.stop()
+    with contextlib.suppress(Exception):
+        spark.stop()
+    if failure is not None:
+        print(f"video_ingest failed: {failure}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
