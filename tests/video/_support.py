@@ -183,18 +183,41 @@ class IngestJob:
 
 
 def start_ingest(services: VideoServices, name: str, *flags: str) -> IngestJob:
+    """Start (or, with a name used before, restart on the same checkpoint) the ingest job; returns once it
+    has taken over (tables and topics exist, orphans killed)."""
     checkpoint = services.tmp / f"{name}-checkpoint"
     log = services.tmp / f"{name}.log"
+    starts = _starts(log)
     with log.open("ab") as out:
         job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py",
                             ["--config", str(services.config), "--checkpoint", str(checkpoint), "--trigger-ms", "300",
                              *flags], stdout=out, stderr=out)
     found = IngestJob(job, log, Path(f"{checkpoint}.jobs"))
     deadline = time.monotonic() + 180
-    while '"started": true' not in log.read_text(errors="replace"):  # tables and topics exist from here on
+    while _starts(log) == starts:
         assert job.proc.poll() is None and time.monotonic() < deadline, f"ingest job did not start:\n{found.log_tail()}"
         time.sleep(0.3)
     return found
+
+
+def _starts(log: Path) -> int:
+    return log.read_text(errors="replace").count('"started": true') if log.exists() else 0
+
+
+def started_line(job: IngestJob) -> dict[str, Any]:
+    """The last start-up report of the job (``orphans_killed``, what it took over)."""
+    lines = [line for line in job.log.read_text(errors="replace").splitlines() if line.startswith('{"started"')]
+    return json.loads(lines[-1])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process of the process group still exists."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if proc.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def analyze(task_id: str, url: str, camera: str = "cam-1", **options: Any) -> dict[str, Any]:
