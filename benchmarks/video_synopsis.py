@@ -5,8 +5,12 @@
    segment stage (the RDD over time segments), from the job's own timing (JVM start-up excluded).
 3. An 8-hour-equivalent sparse scene (a 2 fps archive at 320x180), analysed and condensed:
    condensation ratio (target <= 0.05), collision rate (<= 5%) and tube recall (>= 0.9).
+4. End to end through the bus: a command for a 10-minute 640x360 clip published to ``video.commands``
+   -> the video ingest job -> the batch job -> the task's rows in HBase, with the breakdown (queue,
+   Spark start, analysis, render, load) read from the task's own ``video.status`` timings, and the
+   analysis speed per core against real time.
 
-    .venv/bin/python benchmarks/video_synopsis.py [--skip-spark] [--hours 8]
+    .venv/bin/python benchmarks/video_synopsis.py [--skip-spark] [--skip-e2e] [--hours 8] [--e2e-minutes 10]
 """
 
 from __future__ import annotations
@@ -44,14 +48,12 @@ def per_core_fps(tmp: Path, seconds: float) -> float:
 
 
 def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
-    from tests.hbase.conftest import start_gateway
     from tests.support.broker_process import BrokerProcess
 
     path = street_scene(seconds=seconds, n_objects=20, seed=12).write(tmp / "long.mp4")
     timings: dict[str, float] = {}
     with ObjectStore(tmp / "s3", port=0) as store:
         broker = BrokerProcess(tmp / "bus").start()
-        gateway = start_gateway(tmp / "hbase", "--log-level", "WARNING")
         try:
             client = storage.connect(store.url, store.access_key, store.secret_key)
             video = storage.upload_video(client, path, "bench", dt.datetime.now(dt.UTC))
@@ -60,7 +62,7 @@ def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
                 with (tmp / f"job{cores}.log").open("wb") as log:
                     job = launch.submit(Path(launch.ROOT) / "spark_jobs" / "video_synopsis.py", [
                         "--video", video.url, "--task-id", f"bench-{cores}", "--segments", "4",
-                        "--bootstrap-server", broker.bootstrap, "--hbase-port", str(gateway.port),
+                        "--bootstrap-server", broker.bootstrap,
                         "--s3-endpoint", store.url, "--s3-access-key", store.access_key,
                         "--s3-secret-key", store.secret_key], settings, stdout=subprocess.PIPE, stderr=log)
                     out, _ = job.proc.communicate(timeout=900)
@@ -68,10 +70,34 @@ def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
                 summary = json.loads([line for line in out.decode().splitlines() if line.startswith("{")][-1])
                 timings[f"local[{cores}]"] = summary["analysis_s"]
         finally:
-            gateway.kill()
             broker.stop()
     timings["speedup"] = timings["local[1]"] / timings["local[2]"]
     return timings
+
+
+def end_to_end(tmp: Path, minutes: float) -> dict[str, float]:
+    """Command published -> task done in HBase, through the real video ingest job (``local[2]``)."""
+    from contracts.video import command_record
+    from tests.video._support import START, start_ingest, video_services
+
+    path = street_scene(seconds=60 * minutes, n_objects=max(8, round(4 * minutes)), seed=21).write(tmp / "e2e.mp4")
+    with video_services(tmp / "e2e") as services:
+        url = storage.upload_video(services.s3(), path, "bench", START).url
+        job = start_ingest(services, "bench", "--max-concurrent", "1")
+        try:
+            published = time.time()
+            services.publish(command_record("bench-e2e", url, "bench", "benchmark"), key=b"bench")
+            row = services.wait_task("bench-e2e", {"done", "failed"}, 3600, job)
+            elapsed = time.time() - published
+        finally:
+            job.job.stop(60)
+    if row["status"] != "done":
+        raise RuntimeError(f"end-to-end task failed: {row.get('error')}")
+    timings = json.loads(row["timings"])
+    video_s = int(row["frames"]) / float(row["fps"])
+    cores = 2  # local[2], the light local settings of spark_jobs/launch.py
+    return {"total_s": elapsed, **{f"{k}_s": v for k, v in timings.items()}, "objects": int(row["objects"]),
+            "video_s": video_s, "realtime_per_core": video_s / timings["analysis"] / cores}
 
 
 def sparse_quality(hours: float) -> dict[str, float]:
@@ -93,6 +119,8 @@ def main() -> int:
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the 640x360 speed test video")
+    parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--e2e-minutes", type=float, default=10.0, help="length of the end-to-end clip")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="video-bench-") as name:
         tmp = Path(name)
@@ -108,6 +136,13 @@ def main() -> int:
             timings = spark_speedup(tmp, 4 * args.seconds)
             print(f"Spark segment stage: local[1] {timings['local[1]']:.1f} s, local[2] {timings['local[2]']:.1f} s, "
                   f"speed-up {timings['speedup']:.2f}x on 2 cores", flush=True)
+        if not args.skip_e2e:
+            e2e = end_to_end(tmp, args.e2e_minutes)
+            stages = ", ".join(f"{k} {e2e[f'{k}_s']:.1f} s" for k in ("queue", "spark_start", "analysis", "render",
+                                                                      "load"))
+            print(f"end to end, {e2e['video_s'] / 60:.1f}-minute 640x360 clip, {e2e['objects']} objects: command -> "
+                  f"rows in HBase {e2e['total_s']:.1f} s ({stages}); analysis {e2e['realtime_per_core']:.1f}x "
+                  f"real time per core", flush=True)
     return 0
 
 

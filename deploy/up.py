@@ -28,6 +28,7 @@ from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from deploy import dr_site
 from deploy.pipeline import Endpoints, Pipeline
+from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
 
@@ -76,6 +77,18 @@ def _cameras_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
     """The camera simulator (video.cameras): segments into the videos bucket; it waits for the store."""
     return ("cameras", [sys.executable, "-m", "video.cameras", *(["--config", str(args.config)] if args.config else []),
                         "--wait-s", "120"], "camera simulator: a WebM segment per camera a minute into `videos`")
+
+
+def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config) -> tuple[launch.SparkJob, str]:
+    """The video ingest job (spark_jobs/video_ingest.py): analysis commands -> batch jobs, results -> HBase."""
+    log = (data_dir / "video-ingest.log").open("ab")
+    with log:
+        job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py", [
+            *(["--config", str(args.config)] if args.config else []),
+            "--bootstrap-server", f"{args.host}:{args.kafka_port}", "--hbase-host", args.host,
+            "--hbase-port", str(args.hbase_port), "--checkpoint", str(data_dir / "spark" / "video_ingest")],
+            launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
+    return job, f"video.commands -> synopsis batch jobs; video.status/results -> HBase (log {log.name})"
 
 
 def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
@@ -192,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"  {name:<14} {where}")
     if not _wait_for(args.host, args.console_port, 30):
         print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
-    pipeline = None
+    pipeline = video_job = None
     if not args.no_pipeline:
         pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
                             config, args.rate)
@@ -200,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         name, cmd, where = _cameras_service(args)
         children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
+        video_job, where = _video_ingest_job(data_dir, args, config)
+        lines.append(f"  {'video ingest':<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
         lines += [site.start_gateway(), *site.start_loaders()]
@@ -224,11 +239,16 @@ def main(argv: list[str] | None = None) -> int:
             if problem:
                 print(problem, file=sys.stderr, flush=True)
                 break
+            if video_job is not None and video_job.poll() is not None:
+                print(f"video ingest job exited; see {data_dir / 'video-ingest.log'}", file=sys.stderr, flush=True)
+                break
             if time.monotonic() >= next_status:
                 print(pipeline.status_line(), flush=True)
                 next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
     print("stopping ...", flush=True)
+    if video_job is not None:
+        video_job.stop(60)
     if pipeline is not None:
         pipeline.stop()
     if site is not None:

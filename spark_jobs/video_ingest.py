@@ -13,6 +13,9 @@ and tells them apart by topic, with the book's two duties:
   has none) and the job carries on;
 * results and status (:mod:`spark_jobs.video_loader`): ``video_object``, its index and ``video_task``.
 
+``--loader-only`` keeps the second duty alone: a DR site, which receives the mirrored data topics but
+not the control topic ``video.commands``, rebuilds the tables without launching anything.
+
 Each micro-batch is one ``collect`` onto the driver (commands and results are few and small); the
 batch's records are loaded and its decisions published and flushed before ``foreachBatch`` returns,
 so Spark checkpoints the offsets only after both, and a restarted job (even a fresh checkpoint, which
@@ -68,6 +71,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                         default=float(video.get("max_duration_s", DEFAULT_MAX_DURATION_S)),
                         help="longer videos fail without being analysed")
     parser.add_argument("--trigger-ms", type=int, default=int(video.get("trigger_ms", 500)))
+    parser.add_argument("--loader-only", action="store_true",
+                        help="load video.status/video.results only: no commands, no batch jobs (a DR site)")
     parser.add_argument("--commands-topic", default=topics.video_commands)
     parser.add_argument("--status-topic", default=topics.video_status)
     parser.add_argument("--results-topic", default=topics.video_results)
@@ -99,7 +104,7 @@ def batch_launcher(args: argparse.Namespace, settings: launch.SparkSettings) -> 
 class Handler:
     """The ``foreachBatch`` body and the scheduler's clock."""
 
-    def __init__(self, args: argparse.Namespace, scheduler: Scheduler, publisher: TaskPublisher) -> None:
+    def __init__(self, args: argparse.Namespace, scheduler: Scheduler | None, publisher: TaskPublisher) -> None:
         self.args, self.scheduler, self.publisher = args, scheduler, publisher
 
     def connect(self) -> Any:
@@ -129,19 +134,25 @@ class Handler:
             loader = VideoLoader(conn)
             loader.load_results(results)
             loader.load_statuses(statuses)
-            for status in statuses:
-                self.scheduler.observe(status)
-            self._commands(loader, commands, counts)
+            if self.scheduler is not None:
+                for status in statuses:
+                    self.scheduler.observe(status)
+                self._commands(self.scheduler, loader, commands, counts)
         finally:
             conn.close()
-        self.scheduler.release()
-        self.scheduler.tick()
-        self.publisher.flush()
+        snapshot = {}
+        if self.scheduler is not None:
+            self.scheduler.release()
+            self.scheduler.tick()
+            self.publisher.flush()
+            snapshot = self.scheduler.snapshot()
         counts.update(results=len(results), statuses=len(statuses))
-        print(json.dumps({"batch": batch_id, **counts, **self.scheduler.snapshot(),
-                          "seconds": round(time.time() - started, 3)}), flush=True)
+        print(json.dumps({"batch": batch_id, **counts, **snapshot, "seconds": round(time.time() - started, 3)}),
+              flush=True)
 
-    def _commands(self, loader: VideoLoader, raw_commands: list[bytes], counts: dict[str, int]) -> None:
+    @staticmethod
+    def _commands(scheduler: Scheduler, loader: VideoLoader, raw_commands: list[bytes],
+                  counts: dict[str, int]) -> None:
         parsed: list[VideoCommand | tuple[str, CommandError]] = []
         for raw in raw_commands:
             try:
@@ -149,26 +160,26 @@ class Handler:
             except CommandError as exc:
                 parsed.append((task_id_of(raw), exc))
         ids = [p.task_id if isinstance(p, VideoCommand) else p[0] for p in parsed]
-        stored = loader.stored_states(t for t in ids if not self.scheduler.knows(t))
+        stored = loader.stored_states(t for t in ids if not scheduler.knows(t))
         for item in parsed:
             counts["commands"] += 1
             if isinstance(item, tuple):
                 task_id, error = item
-                if task_id not in stored and self.scheduler.reject(task_id, str(error)):
+                if task_id not in stored and scheduler.reject(task_id, str(error)):
                     counts["rejected"] += 1
             elif item.action == ANALYZE:
                 if item.task_id not in stored:
-                    self.scheduler.submit(item)
+                    scheduler.submit(item)
             elif stored.get(item.task_id) not in TERMINAL:
-                self.scheduler.cancel(item)
+                scheduler.cancel(item)
 
-    def clock(self, stopping: threading.Event) -> threading.Thread:
+    def clock(self, scheduler: Scheduler, stopping: threading.Event) -> threading.Thread:
         """Reaps and launches batch jobs between micro-batches too (a job ends while no record arrives)."""
 
         def run() -> None:
             while not stopping.wait(TICK_S):
                 try:
-                    self.scheduler.tick()
+                    scheduler.tick()
                     self.publisher.flush()
                 except Exception as exc:  # keep ticking: the next batch or tick retries
                     print(f"video_ingest: tick failed: {exc}", file=sys.stderr, flush=True)
@@ -185,8 +196,10 @@ def prepare(args: argparse.Namespace, config: Config, loader_conn: Any) -> None:
 
     ensure_video_tables(loader_conn)
     count = partitions(config)
-    open_producer(args.bootstrap_server).ensure_topics(
-        {args.commands_topic: 1, args.status_topic: count, args.results_topic: count})
+    topics = {args.status_topic: count, args.results_topic: count}
+    if not args.loader_only:
+        topics[args.commands_topic] = 1
+    open_producer(args.bootstrap_server).ensure_topics(topics)
 
 
 def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
@@ -195,7 +208,8 @@ def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
     spark.dataSource.register(BusKafkaDataSource)
     frame = (spark.readStream.format("bus")
              .option("kafka.bootstrap.servers", args.bootstrap_server)
-             .option("subscribe", f"{args.commands_topic},{args.status_topic},{args.results_topic}")
+             .option("subscribe", ",".join(([] if args.loader_only else [args.commands_topic])
+                                           + [args.status_topic, args.results_topic]))
              .option("startingOffsets", "earliest")
              .load())
     return (frame.writeStream.queryName("video_ingest")
@@ -212,25 +226,31 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.ingest_captures import run_until_stopped
 
     publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, "video-ingest")
-    scheduler = Scheduler(publisher, batch_launcher(args, launch.SparkSettings.from_config(config.section("spark"))),
-                          args.jobs_dir, args.max_concurrent, args.max_attempts)
+    scheduler = None if args.loader_only else Scheduler(
+        publisher, batch_launcher(args, launch.SparkSettings.from_config(config.section("spark"))), args.jobs_dir,
+        args.max_concurrent, args.max_attempts)
     handler = Handler(args, scheduler, publisher)
     conn = handler.connect()
+    report: dict[str, Any] = {"started": True, "loader_only": args.loader_only}
     try:
         prepare(args, config, conn)
-        orphans = scheduler.kill_orphans()
-        for row in VideoLoader(conn).unfinished():
-            with contextlib.suppress(CommandError):  # a row without a usable command is left as it is
-                scheduler.adopt(row)
+        if scheduler is not None:
+            report["orphans_killed"] = scheduler.kill_orphans()
+            for row in VideoLoader(conn).unfinished():
+                with contextlib.suppress(CommandError):  # a row without a usable command is left as it is
+                    scheduler.adopt(row)
+            report.update(scheduler.snapshot())
     finally:
         conn.close()
-    print(json.dumps({"started": True, "orphans_killed": orphans, **scheduler.snapshot()}), flush=True)
+    print(json.dumps(report), flush=True)
     spark = SparkSession.builder.appName("video_ingest").getOrCreate()
     stopping = threading.Event()
-    handler.clock(stopping)
+    if scheduler is not None:
+        handler.clock(scheduler, stopping)
     failure = run_until_stopped(start_query(spark, args, handler))
     stopping.set()
-    scheduler.stop()
+    if scheduler is not None:
+        scheduler.stop()
     with contextlib.suppress(Exception):
         spark.stop()
     if failure is not None:
