@@ -1,7 +1,11 @@
 """``python -m monitoring [--config F]``: the latency, quality and device-health monitor.
 
+Only one instance evaluates (:mod:`monitoring.leader`): another started with the same ``group_id``
+waits as a standby and takes over when the active one dies.
+
 Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field)
-or a backend is unreachable at start-up; 0 after SIGTERM/SIGINT (state flushed, offsets committed).
+or a backend is unreachable at start-up; 3 when this instance lost the single-monitor lock to another
+(it writes nothing more); 0 after SIGTERM/SIGINT (state flushed, offsets committed).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from contracts.topics import Topics
 from contracts.topics import partitions as topic_partitions
 
 from .config import ConfigError, load
+from .leader import Leadership
 from .locator import Locator
 from .service import Monitor
 from .store import Store
@@ -44,22 +49,38 @@ def main(argv: list[str] | None = None) -> int:
     monitor = Monitor(cfg, topics, config.get("bus", "bootstrap_servers", "127.0.0.1:9092"), store,
                       Locator(map_path(config)))
     monitor.partitions = partitions
-    try:
-        monitor.start()
-    except Exception as exc:  # HBase or the bus unreachable: say which, do not hang
-        print(f"monitoring: cannot start: {exc}", file=sys.stderr)
-        return 2
-    if cfg.metrics_port:
-        start_http_server(cfg.metrics_port, addr="127.0.0.1")
 
     def stop(*_: object) -> None:
         monitor.stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if cfg.metrics_port:
+        try:
+            start_http_server(cfg.metrics_port, addr="127.0.0.1")
+        except OSError as exc:  # e.g. a second instance on this host with the same port: run, say so
+            logging.getLogger("monitoring").error("metrics port %d: %s; running without /metrics",
+                                                  cfg.metrics_port, exc)
+    try:
+        leader = monitor.leader = Leadership(monitor.bootstrap, cfg.group_id, cfg.lock_session_s,
+                                             monitor.producer.ensure_topics)
+        if not leader.acquire(monitor.stopping):
+            leader.close()
+            return 0
+        monitor.start()
+    except Exception as exc:  # HBase or the bus unreachable: say which, do not hang
+        print(f"monitoring: cannot start: {exc}", file=sys.stderr)
+        return 2
     print(f"monitor running: {len(cfg.rules)} rules, {len(cfg.receivers)} receivers, "
           f"evaluation every {cfg.evaluation_interval_s:g} s", file=sys.stderr, flush=True)
-    monitor.run()
+    try:
+        monitor.run()
+    finally:
+        leader.close()
+    if monitor.lost_leadership:
+        print("monitoring: lost the single-monitor lock to another instance; stopped without writing",
+              file=sys.stderr, flush=True)
+        return 3
     return 0
 
 

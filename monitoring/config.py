@@ -115,6 +115,9 @@ class MonitoringConfig:
     metrics_port: int = 9310
     flush_interval_s: float = 2.0
     external_url: str = ""
+    lock_session_s: float = 10.0
+    """How long a dead active monitor holds the single-monitor lock before a standby takes over (the lock
+    group's ``session.timeout.ms``; the broker refuses less than ``group.min.session.timeout.ms``, 6 s)."""
 
 
 def _number(where: str, key: str, value: Any, minimum: float = 0.0) -> float:
@@ -246,7 +249,8 @@ def _retry(raw: Any) -> Retry:
 def parse(section: Mapping[str, Any]) -> MonitoringConfig:
     """The ``[monitoring]`` table as a :class:`MonitoringConfig`; raises :class:`ConfigError`."""
     _known("monitoring", section, {"evaluation_interval_s", "rules", "route", "receivers", "inhibit_rules", "health",
-                                   "retry", "group_id", "metrics_port", "flush_interval_s", "external_url"})
+                                   "retry", "group_id", "metrics_port", "flush_interval_s", "external_url",
+                                   "lock_session_s"})
     rules_raw = section.get("rules", [])
     receivers_raw = section.get("receivers", [])
     for key, value in (("rules", rules_raw), ("receivers", receivers_raw)):
@@ -268,7 +272,8 @@ def parse(section: Mapping[str, Any]) -> MonitoringConfig:
         health=_health(section.get("health", {})), retry=_retry(section.get("retry", {})),
         group_id=_text("monitoring", "group_id", section.get("group_id", "monitoring")), metrics_port=port,
         flush_interval_s=_number("monitoring", "flush_interval_s", section.get("flush_interval_s", 2.0), 0.1),
-        external_url=str(section.get("external_url", "")))
+        external_url=str(section.get("external_url", "")),
+        lock_session_s=_number("monitoring", "lock_session_s", section.get("lock_session_s", 10.0), 1.0))
 
 
 def _unique(what: str, names: list[str]) -> None:

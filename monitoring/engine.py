@@ -68,6 +68,9 @@ class Engine:
 
     def evaluate(self, now: float) -> None:
         with metrics.EVALUATION_SECONDS.time():
+            # Bus round trips first, outside the fleet lock: a slow answer must not hold up consuming.
+            lags = {rule.group or "monitoring": self.lag_of(rule.group or "monitoring") for rule in self.cfg.rules
+                    if rule.kind == "consumer_lag"}
             with self.fleet_lock:
                 self.fleet.locator.refresh()
                 live = self.fleet.live_since is not None
@@ -76,7 +79,7 @@ class Engine:
                 for rule in self.cfg.rules:
                     if not live and rule.kind != "consumer_lag":
                         continue  # not reading up to date (start-up, rebalance): no judgement, no resolution
-                    found = candidates(rule, self.fleet, self.lag_of, now)
+                    found = candidates(rule, self.fleet, lags.get, now)
                     for alert in self.book.update(rule.name, rule.for_s, rule.keep_firing_for_s, found, now):
                         metrics.TRANSITIONS.labels(alert.status).inc()
                         log.info("alert %s %s %s", alert.status, alert.fp, alert.labels)

@@ -207,13 +207,20 @@ class Fleet:
         read_all = behind is not None and behind <= self.health.window_s + self.health.ingest_delay_s
         beat_windows = {ip: self._beat_window(track) for ip, track in self.devices.items()}
         topic_rate: dict[str, float] = {}
+        known: dict[str, tuple[float, float]] = {}
+        """Per topic, over devices reporting now whose share is learnt: (their records/s, their shares' sum)."""
         for ip, window in beat_windows.items():
             if window is not None:
-                topic = self.devices[ip].topic
-                topic_rate[topic] = topic_rate.get(topic, 0.0) + window["produced"] / window["span"]
+                track = self.devices[ip]
+                rate = window["produced"] / window["span"]
+                topic_rate[track.topic] = topic_rate.get(track.topic, 0.0) + rate
+                if track.share is not None:
+                    known_rate, shares = known.get(track.topic, (0.0, 0.0))
+                    known[track.topic] = (known_rate + rate, shares + track.share)
         for ip, track in self.devices.items():
             read_window = self._read_window(track) if read_all else None
-            self._judge_one(track, beat_windows[ip], read_window, topic_rate.get(track.topic, 0.0), now)
+            self._judge_one(track, beat_windows[ip], read_window, topic_rate.get(track.topic, 0.0),
+                            known.get(track.topic, (0.0, 0.0)), now)
 
     def _trim(self, now: float) -> None:
         keep_from = now - 3 * self.health.window_s - self.health.ingest_delay_s
@@ -228,12 +235,16 @@ class Fleet:
             self.latency.popleft()
 
     def _beat_window(self, track: DeviceTrack) -> dict[str, float] | None:
-        """What the device produced over the last ``window_s`` of its heartbeats (the ingest plays no part)."""
-        if len(track.beats) < 2:
+        """What the device produced over the last ``window_s`` of its heartbeats (the ingest plays no part),
+        never reaching back across a silence: that is the silent rule's incident, not missing records."""
+        beats = list(track.beats)
+        gaps = [i for i in range(1, len(beats)) if beats[i].t - beats[i - 1].t >= self.health.silent_after_s]
+        beats = beats[gaps[-1]:] if gaps else beats
+        if len(beats) < 2:
             return None
-        end = track.beats[-1]
-        older = [b for b in track.beats if b.t <= end.t - self.health.window_s]
-        start = older[-1] if older else track.beats[0]
+        end = beats[-1]
+        older = [b for b in beats if b.t <= end.t - self.health.window_s]
+        start = older[-1] if older else beats[0]
         if end.t - start.t < self.health.window_s / 2:
             return None
         return {"span": end.t - start.t, "produced": _produced(track.beats, start.t, end.t)}
@@ -270,15 +281,18 @@ class Fleet:
         return 1.0 - valid / read if read >= self.health.min_records else None
 
     def _judge_one(self, track: DeviceTrack, beats: dict[str, float] | None, read: dict[str, float] | None,
-                   topic_rate: float, now: float) -> None:
+                   topic_rate: float, known: tuple[float, float], now: float) -> None:
         h = self.health
         lost = track.lost  # no completely read window (just started, ingest behind): the last judgement stands
         if read is not None:
             track.window = read
             lost = _share_short(read["valid"], read["produced"], h.min_records)
         missing = None
-        if beats is not None and track.share is not None:
-            missing = _share_short(beats["produced"], track.share * topic_rate * beats["span"], h.min_records)
+        if beats is not None and track.share is not None and known[1] > 0:
+            # Its learnt share of what the devices reporting now produce, normalised over their shares: a peer
+            # that fell silent (or came back) changes the total, not what this device is expected to make.
+            expected = track.share / known[1] * known[0] * beats["span"]
+            missing = _share_short(beats["produced"], expected, h.min_records)
         shares = [s for s in (self._unreadable(track), lost, missing) if s is not None]
         bad = max(shares) if shares else (track.bad if beats is None else None)
         track.lost, track.bad = lost, bad

@@ -22,3 +22,4 @@ NOTIFICATIONS_DROPPED = Counter("monitor_notifications_dropped_total",
                                 ["receiver"])
 NOTIFICATION_SECONDS = Histogram("monitor_notification_seconds", "Time one delivery attempt takes", ["receiver"])
 FLUSHES = Counter("monitor_series_flushes_total", "Series and state flushes to HBase (each followed by a commit)")
+ACTIVE = Gauge("monitor_active", "1 while this instance holds the single-monitor lock and evaluates; 0 as a standby")

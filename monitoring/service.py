@@ -29,6 +29,8 @@ from .alerts import Alert
 from .config import MonitoringConfig
 from .engine import Engine
 from .health import DeviceTrack, Fleet
+from .lag import GroupLag
+from .leader import Leadership, LostLeadership
 from .locator import Locator
 from .notify import Notifier
 from .series import Series, quality_scopes
@@ -74,11 +76,13 @@ class Monitor:
         self.producer = open_producer(bootstrap, {"client.id": "monitor", "enable.idempotence": True,
                                                   "linger.ms": 0})
         self.notifiers: dict[str, Notifier] = {}
-        self.engine = Engine(cfg, self.fleet, self.lock, store, self._publish, self._submit, self._lag_of)
+        self.engine = Engine(cfg, self.fleet, self.lock, store, self._publish, self._submit, GroupLag(bootstrap))
         self.consumer: Consumer | None = None
         self.scheduler = BackgroundScheduler()
-        self._lag_consumers: dict[str, Consumer] = {}
         self.partitions = 1
+        self.leader: Leadership | None = None
+        """The single-monitor lock (None: unguarded, as in-process tests run it)."""
+        self.lost_leadership = False
 
     # start-up and shutdown
     def start(self) -> None:
@@ -103,6 +107,9 @@ class Monitor:
         self.scheduler.start()
 
     def evaluate(self) -> None:
+        if self.leader is not None and not self.leader.vouch():
+            log.warning("evaluation skipped: the lock is not vouched for (lost, or the consume loop stalled)")
+            return
         try:
             self.engine.evaluate(time.time())
         except Exception:  # one bad evaluation (HBase or bus hiccup) must not stop the schedule
@@ -115,6 +122,8 @@ class Monitor:
         next_flush = time.monotonic() + self.cfg.flush_interval_s
         try:
             while not self.stopping.is_set():
+                if self.leader is not None:
+                    self.leader.check()
                 messages = self.consumer.consume(500, 0.2)
                 if messages:
                     with self.lock:
@@ -123,20 +132,23 @@ class Monitor:
                 if time.monotonic() >= next_flush:
                     self.flush()
                     next_flush = time.monotonic() + self.cfg.flush_interval_s
+        except LostLeadership:
+            self.lost_leadership = True
         finally:
             self.close()
 
     def close(self) -> None:
+        """Stops evaluating, flushes and commits, unless the lock was lost: then another monitor owns the
+        state and this one writes nothing more (fencing)."""
         self.scheduler.shutdown(wait=True)
         try:
-            self.flush()
+            if not self.lost_leadership:
+                self.flush()
         finally:
             for notifier in self.notifiers.values():
                 notifier.close()
             if self.consumer is not None:
                 self.consumer.close()
-            for consumer in self._lag_consumers.values():
-                consumer.close()
             self.producer.flush(10.0)
             self.store.close()
 
@@ -242,24 +254,6 @@ class Monitor:
     def _submit(self, notification: Any) -> None:
         self.notifiers[notification.receiver.name].submit(notification)
 
-    def _lag_of(self, group: str) -> int | None:
-        """Records ``group`` is behind on its committed partitions (high watermark - committed)."""
-        try:
-            consumer = self._lag_consumers.get(group)
-            if consumer is None:
-                consumer = self._lag_consumers[group] = Consumer({"bootstrap.servers": self.bootstrap,
-                                                                  "group.id": group, "enable.auto.commit": False,
-                                                                  "log_level": 3})
-            metadata = consumer.list_topics(timeout=5)
-            partitions = [TopicPartition(t, p) for t in self._inputs() if t in metadata.topics
-                          for p in metadata.topics[t].partitions]
-            committed = consumer.committed(partitions, timeout=5) if partitions else []
-            return sum(max(0, consumer.get_watermark_offsets(tp, timeout=5)[1] - tp.offset)
-                       for tp in committed if tp.offset >= 0)
-        except Exception as exc:  # lag unknown this time; the rule does not fire on unknowns
-            log.warning("consumer lag of %s: %s", group, exc)
-            return None
-
     def _inputs(self) -> tuple[str, ...]:
-        """The topics the monitor reads (and whose lag a ``consumer_lag`` rule measures)."""
+        """The topics the monitor reads."""
         return (self.topics.heartbeat, self.topics.ingest_stats, self.topics.deadletter)

@@ -89,6 +89,17 @@ def test_recovery_then_healthy(tmp_path: Path) -> None:
     assert recovering == list(range(recovering[0], recovering[-1] + 1)) and len(recovering) >= 4  # recovery_s
 
 
+def test_a_device_back_from_silence_degrades_nobody(tmp_path: Path) -> None:
+    """Found with the real ingest job: the returning device's window reached back across its silence (missing
+    records: a second incident for one fault), and its peers, whose learnt shares grew while it was away,
+    were all expected to make more than they did the moment it came back (every device degraded)."""
+    _, history = run(lambda s: {"10.0.0.1": "silent"} if 30 <= s < 50 else {}, 80, tmp_path)
+    states = [h["10.0.0.1"] for h in history]
+    assert SILENT in states and states[-1] == HEALTHY
+    degraded = [(s, h) for s, h in enumerate(history) if DEGRADED in h.values()]
+    assert degraded == [], degraded[:3]
+
+
 def test_replayed_heartbeats_and_batches_count_once(tmp_path: Path) -> None:
     fleet = Fleet(Health(), Locator(tmp_path / "no-map.json"), started_at=0)
     assert fleet.heartbeat("d", "r", "c", "t", 10, 100, 1).produced == 100
