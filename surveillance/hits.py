@@ -13,7 +13,7 @@ from typing import Any
 
 from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import encode, epoch_ms, now_time
-from contracts.surveillance import hit_record, parse_hit, watch_hit_id
+from contracts.surveillance import WATCH_KINDS, hit_record, parse_hit, watch_hit_id
 
 from .bus import Output
 from .geo import Geo
@@ -35,7 +35,7 @@ class Trajectories:
 
     def add(self, hit: dict[str, Any]) -> None:
         watch_id = hit.get("watch_id")
-        if not watch_id:
+        if not watch_id or hit["kind"] not in WATCH_KINDS:  # a cloned-plate hit repeats two sightings
             return
         path = self._paths.setdefault(watch_id, {})
         if hit["hit_id"] in path:

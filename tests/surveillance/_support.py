@@ -153,6 +153,11 @@ class Publisher:
     def flush(self) -> None:
         assert self._producer.flush(30) == 0
 
+    def close(self) -> None:
+        """Destroy the client before the broker goes (else it logs refused reconnects until collected)."""
+        self._producer.flush(5)
+        del self._producer
+
 
 class Reader:
     """Reads one topic from the beginning, without a group, decoding JSON values."""
@@ -217,6 +222,7 @@ def site(broker: BrokerProcess, tmp_path: Path) -> Iterator[Site]:
             service.stop()
         for reader in created.readers:
             reader.close()
+        created.publisher.close()
 
 
 def plate_watch(watch_id: str, plate: str, **extra: Any) -> dict:

@@ -71,7 +71,8 @@ def test_exact_fuzzy_face_scope_expiry_removal_against_ground_truth(site: Site) 
     site.publisher.captures(T.vehicle, vehicles)
     site.publisher.captures(T.face, faces)
 
-    hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= len(expected), quiet_s=2.0)
+    hits = [h for h in site.reader(T.surveillance_hits).read(lambda got: len(got) >= len(expected), quiet_s=2.0)
+            if h["kind"] != "cloned_plate"]  # the cloned-plate stage judges every plate, watched ones included
     plate_hits = {(h["watch_id"], h["record_id"], h["match"]) for h in hits if h["kind"] == "plate"}
     face_hits = {(h["watch_id"], h["record_id"], "face") for h in hits if h["kind"] == "face"}
     precision_recall("plates", plate_hits, {e for e in expected if e[2] != "face"})
@@ -87,9 +88,10 @@ def test_exact_fuzzy_face_scope_expiry_removal_against_ground_truth(site: Site) 
     assert [p["record_id"] for p in latest["trajectory"]] == ["case0", "case1", "case2"]
     assert min(h["score"] for h in hits if h["kind"] == "face") > 0.9
 
-    alerts = site.reader(T.alerts, 1).read(lambda got: len(got) >= len(hits))
+    alerts = [a for a in site.reader(T.alerts, 1).read(lambda got: len(got) >= len(hits))
+              if a["labels"]["alertname"] == "WatchlistHit"]
     assert {a["labels"]["watch_id"] for a in alerts} == {"p-exact", "p-scoped", "p-cp", "f-suspect"}
-    assert all(a["labels"]["alertname"] == "WatchlistHit" and a["status"] == "firing" for a in alerts)
+    assert all(a["status"] == "firing" for a in alerts)
     status = {(r["id"], r["status"]) for r in replies.values()}
     assert {("p-exact", "accepted"), ("p-removed", "removed"), ("f-suspect", "accepted")} <= status
     assert ("p-expired", "accepted") in status  # applied, never matches: the reply says it has expired
@@ -124,7 +126,7 @@ def test_malformed_commands_are_rejected_with_a_reply_and_the_service_keeps_goin
     site.publisher.command(T.vehicle, CHECKPOINTS[0], b"\xff not json")
     site.publisher.captures(T.vehicle, [vehicle("after", CHECKPOINTS[0], "浙A12345", rng)])
     hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= 1)
-    assert [h["record_id"] for h in hits] == ["after"]
+    assert [h["record_id"] for h in hits if h["kind"] == "plate"] == ["after"]
     assert service.process is not None and service.process.poll() is None
 
 
@@ -139,4 +141,4 @@ def test_watches_survive_a_restart_and_a_watch_added_while_down_applies(site: Si
                                         vehicle("b", CHECKPOINTS[3], "浙A22222", rng)])
     service.start()
     hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= 2, quiet_s=1.0)
-    assert sorted((h["watch_id"], h["record_id"]) for h in hits) == [("w1", "a"), ("w2", "b")]
+    assert sorted((h["watch_id"], h["record_id"]) for h in hits if h["kind"] == "plate") == [("w1", "a"), ("w2", "b")]
