@@ -34,6 +34,7 @@ from web.routers import (
     pages,
     stats,
     users,
+    video,
     watchlist,
 )
 from web.services.runtime import DataServices
@@ -43,7 +44,7 @@ from web.settings import ConsoleSettings
 log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
-           captures.router, devices.router, bus.router, monitoring.router, alerts.router,
+           captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
            watchlist.router, stats.router, pages.router)
 
 

@@ -52,14 +52,20 @@ class Backing:
     root: Path
 
 
-def write_config(path: Path, backing: Backing, port: int, data_dir: Path, **console: Any) -> Path:
-    """A solution config naming the test's broker and gateway; ``console`` adds/overrides ``[console]`` keys."""
+def write_config(path: Path, backing: Backing, port: int, data_dir: Path, s3: tuple[str, str, str] | None = None,
+                 **console: Any) -> Path:
+    """A solution config naming the test's broker and gateway; ``console`` adds/overrides ``[console]`` keys.
+
+    ``s3`` is a real object store's (endpoint, access key, secret key); without it the console's points
+    at a port nothing listens on (its pages then show the object store as down).
+    """
+    endpoint, access_key, secret_key = s3 or (f"127.0.0.1:{free_port()}", "k", "s")
     keys = {"host": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}", "data_dir": str(data_dir),
             **console}
     lines = [
         "[bus]", f'bootstrap_servers = "{backing.broker.bootstrap}"',
         "[hbase]", 'host = "127.0.0.1"', f"port = {backing.gateway.port}",
-        "[object_storage]", f'endpoint = "127.0.0.1:{free_port()}"', 'access_key = "k"', 'secret_key = "s"',
+        "[object_storage]", f'endpoint = "{endpoint}"', f'access_key = "{access_key}"', f'secret_key = "{secret_key}"',
         "[map]", f'path = "{backing.root / "deployment_map.json"}"',
         "[console]", *(f"{key} = {_toml(value)}" for key, value in keys.items()),
     ]
@@ -142,12 +148,13 @@ class ConsoleProcess:
                 self.proc.wait(10)
 
 
-def start_console(backing: Backing, timeout: float = 60, **console: Any) -> ConsoleProcess:
+def start_console(backing: Backing, timeout: float = 60, s3: tuple[str, str, str] | None = None,
+                  **console: Any) -> ConsoleProcess:
     """Write a config, start ``python -m web`` and wait until ``/api/v1/health`` answers."""
     n = next(_names)
     port = free_port()
     data_dir = backing.root / f"console-{n}"
-    config = write_config(backing.root / f"console-{n}.toml", backing, port, data_dir, **console)
+    config = write_config(backing.root / f"console-{n}.toml", backing, port, data_dir, s3, **console)
     log_path = backing.root / f"console-{n}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(config)], cwd=ROOT, stdout=log,

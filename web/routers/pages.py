@@ -50,6 +50,7 @@ PAGES = (
     Page("bus", "/bus", Role.VIEWER),
     Page("monitoring", "/monitoring", Role.VIEWER),
     Page("alerts", "/alerts", Role.VIEWER),
+    Page("video", "/video", Role.VIEWER),
     Page("audit", "/audit", Role.ADMIN),
     Page("users", "/users", Role.ADMIN),
 )

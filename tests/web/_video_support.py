@@ -1,0 +1,108 @@
+"""A console for the video tests: its own broker, HBase gateway and object store (SeaweedFS), the video
+topics made before it starts (as the video ingest job makes them in a deployment), users of each role,
+and helpers to put recordings into the ``videos`` bucket and read what the console published.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from contracts.topics import Topics
+from deploy.object_store import ObjectStore
+from ingest.city import build_city
+from tests.hbase.conftest import start_gateway
+from tests.support.broker_process import BrokerProcess
+from tests.web.conftest import ROLES, Backing, ConsoleProcess, password_of, start_console
+from video import storage
+from video.scene import street_scene
+
+TOPICS = Topics()
+
+
+@dataclass
+class VideoSite:
+    console: ConsoleProcess
+    store: ObjectStore
+    root: Path
+
+    @property
+    def url(self) -> str:
+        return self.console.url
+
+    @property
+    def bootstrap(self) -> str:
+        return self.console.backing.broker.bootstrap
+
+    @property
+    def hbase_port(self) -> int:
+        return self.console.backing.gateway.port
+
+    def s3(self) -> Any:
+        return storage.connect(self.store.url, self.store.access_key, self.store.secret_key)
+
+    def record(self, camera: str, start: dt.datetime, seconds: float = 4, seed: int = 1, fourcc: str = "VP80",
+               suffix: str = ".webm", n_objects: int = 3) -> storage.StoredVideo:
+        """A synthetic street clip recorded by ``camera`` at ``start``, uploaded as the camera simulator does."""
+        path = self.root / f"{camera}-{seed}-{fourcc}{suffix}"
+        street_scene(seconds=seconds, n_objects=n_objects, seed=seed).write(path, fourcc=fourcc)
+        return storage.upload_video(self.s3(), path, camera, start)
+
+
+def start_video_site(root: Path, **console: Any) -> Iterator[VideoSite]:
+    """Start everything (a generator for module fixtures); stops it all in reverse order."""
+    broker = BrokerProcess(root / "broker").start()
+    gateway = store = proc = None
+    try:
+        gateway = start_gateway(root / "hbase", log_dir=root)
+        store = ObjectStore(root / "s3", port=0).start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        wanted = (TOPICS.video_commands, TOPICS.video_status, TOPICS.video_results, TOPICS.ingest_stats, TOPICS.alerts)
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in wanted]).values():
+            future.result(30)
+        build_city(7, 12).save(root / "deployment_map.json")
+        proc = start_console(Backing(broker, gateway, root), s3=(store.url, store.access_key, store.secret_key),
+                             **console)
+        for role in ROLES:
+            result = proc.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
+            assert result.returncode == 0, result.stderr
+        yield VideoSite(proc, store, root)
+    finally:
+        if proc is not None:
+            proc.stop()
+        if store is not None:
+            store.stop()
+        if gateway is not None:
+            gateway.kill()
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def video_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VideoSite]:
+    yield from start_video_site(tmp_path_factory.mktemp("video-console"))
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 20) -> list[tuple[bytes | None, dict[str, Any]]]:
+    """Every (key, JSON value) on partition 0 of ``topic`` so far, read with assign() (no group)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "video-console-test",
+                         "enable.auto.commit": False})
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        found: list[tuple[bytes | None, dict[str, Any]]] = []
+        while len(found) < high:
+            message = consumer.poll(timeout)
+            assert message is not None, f"only {len(found)} of {high} records of {topic} within {timeout} s"
+            assert message.error() is None, message.error()
+            found.append((message.key(), json.loads(message.value())))
+        return found
+    finally:
+        consumer.close()
