@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         monitor.run()
     finally:
+        monitor.stopping.set()  # the lock's watcher thread too
         leader.close()
     if monitor.lost_leadership:
         print("monitoring: lost the single-monitor lock to another instance; stopped without writing",

@@ -68,40 +68,53 @@ class Leadership:
             log.error("lock %s revoked: another monitor took over; this one stops without writing", self.topic)
 
     def acquire(self, stopping: threading.Event) -> bool:
-        """Wait as a standby until this instance holds the lock (True) or ``stopping`` is set (False)."""
+        """Wait as a standby until this instance holds the lock (True) or ``stopping`` is set (False); once
+        held, a watcher thread keeps serving the group and watching for freezes."""
         said = False
+        waiting_since = time.monotonic()
         while not stopping.is_set():
             self._consumer.poll(0.2)
             if self._held:
+                self._checked = time.monotonic()
+                threading.Thread(target=self._watch, args=(stopping,), name="monitor-lock", daemon=True).start()
                 return True
-            if not said and self._consumer.assignment() == [] and time.monotonic() - self._checked > self.session_s:
+            if not said and time.monotonic() - waiting_since > self.session_s:
                 log.warning("standby: another monitor holds the lock (%s in group %s); taking over when it goes",
                             self.topic, self.group)
                 said = True
         return False
 
+    def _watch(self, stopping: threading.Event) -> None:
+        """Every 0.25 s: serve the group's callbacks (revocation) and notice a freeze of the whole process
+        (no tick for over half the session). Its own thread, so a slow HBase flush is no freeze."""
+        tick = min(0.25, self.session_s / 8)
+        while not stopping.is_set() and not self._lost:
+            now = time.monotonic()
+            with self._lock:
+                frozen, self._checked = now - self._checked, now
+            if frozen > self.session_s / 2 and self._held:
+                self._held, self._lost = False, True
+                metrics.ACTIVE.set(0)
+                log.error("this monitor was frozen %.1f s (> half the %.0f s lock session): another may have taken "
+                          "over; stopping without writing", frozen, self.session_s)
+                return
+            with self._lock:
+                self._consumer.poll(0)
+            stopping.wait(tick)
+
     def check(self) -> None:
-        """Called from the consume loop: serves the group's callbacks, raises :class:`LostLeadership`."""
-        now = time.monotonic()
-        with self._lock:
-            frozen = now - self._checked
-            self._checked = now
-        self._consumer.poll(0)
-        if frozen > self.session_s / 2 and self._held:
-            self._held, self._lost = False, True
-            metrics.ACTIVE.set(0)
-            log.error("this monitor was frozen %.1f s (> half the %.0f s lock session): another may have taken "
-                      "over; stopping without writing", frozen, self.session_s)
+        """Called from the consume loop: raises :class:`LostLeadership` once the lock is lost."""
         if self._lost:
             raise LostLeadership(self.topic)
 
     def vouch(self) -> bool:
-        """For the evaluation thread: True while the lock is held and the consume loop checked it lately."""
+        """For the evaluation thread: True while the lock is held and the watcher ticked lately."""
         with self._lock:
             recent = time.monotonic() - self._checked <= self.session_s / 2
         return self._held and not self._lost and recent
 
     def close(self) -> None:
         """Leave the group at once (a standby takes over without waiting for the session to expire)."""
-        self._consumer.close()
+        with self._lock:
+            self._consumer.close()
         metrics.ACTIVE.set(0)
