@@ -45,6 +45,7 @@ from spark_jobs.video_scheduler import Scheduler
 from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S
 
 TICK_S = 0.5
+QUERY_RESTARTS = 5
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
@@ -221,6 +222,7 @@ def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
+    from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
 
     from spark_jobs.ingest_captures import run_until_stopped
@@ -247,7 +249,19 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     if scheduler is not None:
         handler.clock(scheduler, stopping)
-    failure = run_until_stopped(start_query(spark, args, handler))
+    failure: Exception | None = None
+    for restart in range(QUERY_RESTARTS + 1):
+        try:
+            failure = run_until_stopped(start_query(spark, args, handler))
+        except StreamingQueryException as exc:  # awaitTermination raises a failed query's error
+            failure = exc
+        if failure is None:
+            break
+        # E.g. a Python worker that could not connect back in time on a loaded machine: the checkpoint holds
+        # the place, so the same query resumes where it failed (a bounded number of times).
+        print(f"video_ingest: query failed ({restart + 1}/{QUERY_RESTARTS + 1}): {str(failure)[:300]}",
+              file=sys.stderr, flush=True)
+        time.sleep(2.0)
     stopping.set()
     if scheduler is not None:
         scheduler.stop()
