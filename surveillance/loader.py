@@ -16,7 +16,6 @@ the mirrored topic.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -29,6 +28,7 @@ import happybase
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.surveillance import parse_hit
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
 from contracts.topics import Topics
 
@@ -73,11 +73,8 @@ def rows_of(messages: Sequence[Message], counts: Counts) -> dict[str, dict[bytes
     tables: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
     for message in messages:
         try:
-            hit = json.loads(message.value())
-            if not isinstance(hit, dict):
-                raise ValueError("not a JSON object")
-            rows = hit_rows(hit)
-        except (TypeError, ValueError, KeyError) as exc:  # JSONDecodeError and bad times are ValueErrors
+            rows = hit_rows(parse_hit(message.value()))
+        except (TypeError, ValueError, KeyError) as exc:  # not a hit, or a time that is not one
             counts.skipped += 1
             log.warning("skipped a malformed hit at %s[%d]@%d: %s", message.topic(), message.partition(),
                         message.offset(), f"{type(exc).__name__}: {exc}")

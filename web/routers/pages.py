@@ -32,6 +32,9 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'se
                            "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                            "form-action 'self'; frame-ancestors 'none'")
 LANG_COOKIE_MAX_AGE = 365 * 24 * 3600
+SURVEILLANCE_TOPICS = ("surveillance_hits", "surveillance_stats", "surveillance_replies", "control_watchlist",
+                       "control_stats")
+"""Event topics the watchlist and statistics pages follow (``Topics`` field names)."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -50,6 +53,8 @@ PAGES = (
     Page("bus", "/bus", Role.VIEWER),
     Page("monitoring", "/monitoring", Role.VIEWER),
     Page("alerts", "/alerts", Role.VIEWER),
+    Page("watchlist", "/watchlist", Role.VIEWER),
+    Page("stats", "/stats", Role.VIEWER),
     Page("video", "/video", Role.VIEWER),
     Page("audit", "/audit", Role.ADMIN),
     Page("users", "/users", Role.ADMIN),
@@ -69,7 +74,8 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
     topics = request.app.state.settings.topics
     page_data = {"lang": lang, "messages": messages, "page": page,
                  "user": user.model_dump(mode="json") if user else None,
-                 "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts}}
+                 "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts,
+                                  **{name: getattr(topics, name) for name in SURVEILLANCE_TOPICS}}}
     response = templates.TemplateResponse(request, template, {
         "t": lambda key, **params: i18n.translate(lang, key, **params),
         "lang": lang, "languages": i18n.LANGUAGES, "page": page, "user": user, "nav": nav,

@@ -101,10 +101,32 @@
           el("dd", { class: "mono", title: text.length > 200 ? text : undefined }, text.length > 200 ? `${text.slice(0, 200)}…` : text)];
       }));
       if (city && record.checkpoint_id) city.select(record.checkpoint_id);
+      watchButton(record);
     } catch (e) {
       dl.replaceChildren();
       showError(error, e);
     }
+  }
+
+  /** Operators may watch what a capture shows: its plate, or its face (the service matches the record's feature). */
+  function watchButton(record) {
+    const actions = document.getElementById("detail-actions");
+    actions.replaceChildren();
+    const body = record.kind === "face" ? { kind: "face", capture: record.record_id }
+      : record.plate_number ? { kind: "plate", plate: record.plate_number } : null;
+    if (!body || !Console.hasRole("operator")) return;
+    actions.append(el("button", {
+      type: "button", class: "primary", id: "watch-this",
+      onclick: async () => {
+        try {
+          const { data } = await api("/api/v1/watchlist", { method: "POST", json: body });
+          actions.replaceChildren(el("a", { href: `/watchlist?watch=${encodeURIComponent(data.watch_id)}` },
+            t("sv.watch_added", { id: data.watch_id })));
+        } catch (e) {
+          showError(error, e);
+        }
+      },
+    }, t(record.kind === "face" ? "sv.watch_this_face" : "sv.watch_this_plate")));
   }
 
   document.getElementById("plate-form").addEventListener("submit", (e) => {
