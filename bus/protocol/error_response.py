@@ -28,7 +28,7 @@ _ALIASES = {
 }
 
 # Kafka's Errors.java messages for the codes this is used with.
-_MESSAGES = {
+ERROR_MESSAGES = {
     ErrorCode.unknown_server_error: "The server experienced an unexpected error when processing the request.",
 }
 
@@ -44,7 +44,7 @@ def _mirror(shapes: Shapes, cls: type, source: Any, code: ErrorCode) -> Any:
     if "error_code" in fields:
         values["error_code"] = code
         if "error_message" in fields:
-            values["error_message"] = _MESSAGES.get(code, code.name)
+            values["error_message"] = ERROR_MESSAGES.get(code, code.name)
     source_fields = {f.name: f for f in dataclasses.fields(type(source))} if source is not None else {}
     source_tuples = [f for f in source_fields.values() if isinstance(classify_field(f), EntityTupleField)]
     target_tuples = [f for f in fields.values() if isinstance(classify_field(f), EntityTupleField)]

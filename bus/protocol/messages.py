@@ -99,7 +99,7 @@ def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any
     """Decode a request body; raises MalformedRequest (or kio's errors) on a bad frame."""
     cls = request_class(api_key, version)
     if api_key == PRODUCE_KEY and produce_codec.MIN_VERSION <= version <= produce_codec.MAX_VERSION:
-        produce_codec.check_request(frame, offset, version)  # the hot path's hand-written twin of check_body
+        produce_codec.parse_request(frame, offset, version)  # the hand-written twin of check_body
     else:
         check_body(cls, frame, offset)
     request, _size = _reader(cls)(frame, offset)

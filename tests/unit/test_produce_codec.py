@@ -82,36 +82,91 @@ def request_bodies(draw: st.DrawFn, version: int) -> bytes:
     return messages.encode(request)
 
 
-def _refuses(check: object, body: bytes, version: int) -> bool:
+def _kio_decode(body: bytes, version: int) -> object | None:
+    """kio's reading of a Produce body behind the generic guard, or None where either refuses it."""
     try:
-        check(body, version)  # type: ignore[operator]
+        check_body(messages.request_class(0, version), body, 0)
+        return messages._reader(messages.request_class(0, version))(body, 0)[0]
+    except Exception:
+        return None
+
+
+def _parsed(body: bytes, version: int) -> produce_codec.ProduceRequest | None:
+    try:
+        return produce_codec.parse_request(body, 0, version)
     except HeaderError:
-        return True
-    return False
+        return None
+
+
+def _same_request(ours: produce_codec.ProduceRequest, kio: object) -> bool:
+    return (ours.transactional_id == kio.transactional_id and ours.acks == kio.acks  # type: ignore[attr-defined]
+            and ours.timeout_ms == round(kio.timeout.total_seconds() * 1000)  # type: ignore[attr-defined]
+            and [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in ours.topic_data]
+            == [(t.name, [(p.index, p.records) for p in t.partition_data])
+                for t in kio.topic_data])  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_request_check_refuses_exactly_what_the_generic_guard_refuses(version: int, data: st.DataObject) -> None:
+def test_parsed_requests_equal_kio_and_refusals_match(version: int, data: st.DataObject) -> None:
+    """The broker reads Produce with `parse_request`: the same values as kio, the same frames refused."""
     body = data.draw(request_bodies(version))
-    cls = messages.request_class(0, version)
-    produce_codec.check_request(body, 0, version)  # a well-formed request passes
+    ours = _parsed(body, version)
+    assert ours is not None and _same_request(ours, _kio_decode(body, version))
     mutated = bytearray(body[: data.draw(st.integers(0, len(body)))])
     for _ in range(data.draw(st.integers(0, 3))):
         if mutated:
             mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
-    mutated += data.draw(st.binary(max_size=8))
     frame = bytes(mutated)
-    generic = _refuses(lambda b, v: check_body(cls, b, 0), frame, version)
-    assert _refuses(lambda b, v: produce_codec.check_request(b, 0, v), frame, version) == generic
+    ours, theirs = _parsed(frame, version), _kio_decode(frame, version)
+    assert (ours is None) == (theirs is None)
+    if ours is not None:
+        assert _same_request(ours, theirs)
+
+
+@st.composite
+def answers(draw: st.DrawFn, version: int) -> tuple[object, produce_codec.ProduceAnswer]:
+    """The same ProduceResponse as kio's dataclasses and as the handler's own values."""
+    shapes = messages.shapes(0, version)
+    topics_kio, topics_ours = [], []
+    for _ in range(draw(st.integers(0, 3))):
+        parts_kio, parts_ours = [], []
+        for _ in range(draw(st.integers(0, 3))):
+            index, code, base, start = draw(_I32), draw(st.sampled_from(list(ErrorCode))), draw(_I64), draw(_I64)
+            append_time = draw(st.one_of(st.just(-1), st.integers(0, 2**42)))
+            message = draw(st.none() | _TEXT)
+            errors = [(draw(_I32), draw(st.none() | _TEXT)) for _ in range(draw(st.integers(0, 3)))]
+            parts_kio.append(shapes.make(
+                "PartitionProduceResponse", index=index, error_code=code, base_offset=base,
+                log_append_time=append_time, log_start_offset=start, error_message=message,
+                record_errors=[shapes.make("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=m)
+                               for i, m in errors] if version >= 8 else []))
+            parts_ours.append(produce_codec.PartitionProduced(
+                index, code.value, base, append_time, start, message,
+                tuple(produce_codec.RecordErrorOut(i, m) for i, m in errors)))
+        name = draw(_TEXT)
+        topics_kio.append(shapes.make("TopicProduceResponse", name=name, partition_responses=parts_kio))
+        topics_ours.append(produce_codec.TopicProduced(name, parts_ours))
+    return (shapes.make("ProduceResponse", responses=topics_kio, throttle_time=0),
+            produce_codec.ProduceAnswer(topics_ours))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), correlation_id=_I32)
+def test_the_handlers_answers_encode_as_kio_writes_the_same_response(version: int, data: st.DataObject,
+                                                                      correlation_id: int) -> None:
+    kio, ours = data.draw(answers(version))
+    encoded = produce_codec.encode_response(correlation_id, ours, version)
+    assert encoded is not None and bytes(encoded) == _kio_frame(correlation_id, kio)
 
 
 def test_huge_declared_counts_are_refused_before_decoding() -> None:
     """The bounds check exists for this: a count of two billion must never reach kio's native reader."""
     legacy = struct.pack(">hhi", -1, 1, 30_000) + struct.pack(">i", 2**31 - 1)
     with pytest.raises(HeaderError, match="array of"):
-        produce_codec.check_request(legacy, 0, 8)
+        produce_codec.parse_request(legacy, 0, 8)
     flexible = b"\x00" + struct.pack(">hi", 1, 30_000) + b"\xff\xff\xff\xff\x07"
     with pytest.raises(HeaderError, match="array of"):
-        produce_codec.check_request(flexible, 0, 9)
+        produce_codec.parse_request(flexible, 0, 9)

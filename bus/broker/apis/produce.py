@@ -22,6 +22,14 @@ from bus.broker.errors import CloseConnection
 from bus.broker.log_validator import RecordError, RecordValidationError
 from bus.broker.replica_manager import PartitionError
 from bus.log.log import AppendResult
+from bus.protocol.produce_codec import (
+    PartitionData,
+    PartitionProduced,
+    ProduceAnswer,
+    ProduceRequest,
+    RecordErrorOut,
+    TopicProduced,
+)
 
 API_KEY = 0
 MIN_VERSION = 3  # v0-v2 carry magic v0/v1 message sets, which Kafka 4 dropped too
@@ -30,23 +38,12 @@ MAX_VERSION = 12
 log = logging.getLogger(__name__)
 
 
-def _partition_response(ctx: RequestContext, index: int, code: ErrorCode, message: str | None = None,
-                        **values: Any) -> Any:
-    values.setdefault("base_offset", -1)
-    values.setdefault("log_start_offset", -1)
-    return ctx.make("PartitionProduceResponse", index=index, error_code=code, error_message=message,
-                    log_append_time=-1, **values)
+def _record_errors(errors: tuple[RecordError, ...]) -> tuple[RecordErrorOut, ...]:
+    """The v8+ `record_errors` entries (the encoder drops them for older versions)."""
+    return tuple(RecordErrorOut(e.batch_index, e.message) for e in errors)
 
 
-def _record_errors(ctx: RequestContext, errors: tuple[RecordError, ...]) -> list[Any]:
-    """The v8+ `record_errors` entries; older versions have no such field and get none."""
-    if not errors or not ctx.shapes.has("BatchIndexAndErrorMessage"):
-        return []
-    return [ctx.make("BatchIndexAndErrorMessage", batch_index=e.batch_index, batch_index_error_message=e.message)
-            for e in errors]
-
-
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceAnswer | Awaitable[ProduceAnswer | None] | None:
     """The ProduceResponse, or an awaitable of it when some partition's append had to wait
     (`Partition.append_in_order`: a large batch whose records are decoded in a worker thread)."""
     replicas = ctx.broker.replicas
@@ -54,20 +51,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     waiting = False
     for topic_data in request.topic_data:
-        name = topic_name_for(ctx, getattr(topic_data, "name", None), getattr(topic_data, "topic_id", None))
+        name = topic_name_for(ctx, topic_data.name, None)
         partition_responses = [_produce_partition(ctx, replicas, name, acks, data)
                                for data in topic_data.partition_data]
         waiting = waiting or any(isinstance(r, asyncio.Future) for r in partition_responses)
-        topics.append((name, getattr(topic_data, "topic_id", None), partition_responses))
+        topics.append((name, partition_responses))
     if waiting:
         return _respond_later(ctx, acks, topics)
     return _respond(ctx, acks, topics)
 
 
-def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, acks: int, data: Any) -> Any:
-    """One partition's PartitionProduceResponse, or a future of it."""
+def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, acks: int,
+                       data: PartitionData) -> PartitionProduced | asyncio.Future[PartitionProduced]:
+    """One partition's answer, or a future of it."""
     if acks not in (-1, 0, 1):
-        return _partition_response(ctx, data.index, ErrorCode.invalid_required_acks)
+        return PartitionProduced(data.index, ErrorCode.invalid_required_acks.value)
     partition = None
     try:
         if name is None:
@@ -84,51 +82,50 @@ def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, ack
         off_loop = partition.must_prepare_off_loop(data.records)
         if off_loop or partition.appending is not None:
             appending = partition.append_in_order(data.records, off_loop=off_loop)  # in line now, not when awaited
-            return asyncio.ensure_future(_appended_later(ctx, partition, data.index, appending))
+            return asyncio.ensure_future(_appended_later(partition, data.index, appending))
         result = partition.append(data.records)
     except (PartitionError, RecordValidationError) as exc:
-        return _refused(ctx, data.index, exc, partition)
-    return _appended(ctx, data.index, result)
+        return _refused(data.index, exc, partition)
+    return _appended(data.index, result)
 
 
-async def _appended_later(ctx: RequestContext, partition: Any, index: int,
-                          appending: Awaitable[AppendResult]) -> Any:
+async def _appended_later(partition: Any, index: int, appending: Awaitable[AppendResult]) -> PartitionProduced:
     try:
         result = await appending
     except (PartitionError, RecordValidationError) as exc:
-        return _refused(ctx, index, exc, partition)
-    return _appended(ctx, index, result)
+        return _refused(index, exc, partition)
+    return _appended(index, result)
 
 
-def _appended(ctx: RequestContext, index: int, result: AppendResult) -> Any:
-    return ctx.make("PartitionProduceResponse", index=index, error_code=ErrorCode.none, base_offset=result.base_offset,
-                    log_append_time=result.log_append_time, log_start_offset=result.log_start_offset)
+def _appended(index: int, result: AppendResult) -> PartitionProduced:
+    return PartitionProduced(index, 0, result.base_offset, result.log_append_time, result.log_start_offset)
 
 
-def _refused(ctx: RequestContext, index: int, exc: PartitionError | RecordValidationError, partition: Any) -> Any:
+def _refused(index: int, exc: PartitionError | RecordValidationError, partition: Any) -> PartitionProduced:
     if isinstance(exc, RecordValidationError):
-        return _partition_response(ctx, index, exc.code, exc.message, log_start_offset=partition.log_start_offset,
-                                   record_errors=_record_errors(ctx, exc.record_errors))
-    return _partition_response(ctx, index, exc.code, exc.message)
+        return PartitionProduced(index, exc.code.value, log_start_offset=partition.log_start_offset,
+                                 error_message=exc.message, record_errors=_record_errors(exc.record_errors))
+    return PartitionProduced(index, exc.code.value, error_message=exc.message)
 
 
-async def _respond_later(ctx: RequestContext, acks: int, topics: list[tuple[str | None, Any, list[Any]]]) -> Any:
-    for _name, _topic_id, partition_responses in topics:
+Answers = list[tuple[str | None, list[Any]]]
+
+
+async def _respond_later(ctx: RequestContext, acks: int, topics: Answers) -> ProduceAnswer | None:
+    for _name, partition_responses in topics:
         for i, response in enumerate(partition_responses):
             if isinstance(response, asyncio.Future):
                 partition_responses[i] = await response
     return _respond(ctx, acks, topics)
 
 
-def _respond(ctx: RequestContext, acks: int, topics: list[tuple[str | None, Any, list[Any]]]) -> Any:
-    responses = [ctx.make("TopicProduceResponse", name=name or "", topic_id=topic_id,
-                          partition_responses=partition_responses)
-                 for name, topic_id, partition_responses in topics]
+def _respond(ctx: RequestContext, acks: int, topics: Answers) -> ProduceAnswer | None:
+    responses = [TopicProduced(name or "", partition_responses) for name, partition_responses in topics]
     if acks == 0:
-        failed = [r for t in responses for r in t.partition_responses if r.error_code != ErrorCode.none]
+        failed = [r for t in responses for r in t.partition_responses if r.error_code != 0]
         if failed:
             # No response carries the error, so Kafka closes the connection to make the client refresh
             # its metadata and notice (KafkaApis.handleProduceRequest).
-            raise CloseConnection(f"acks=0 produce failed: {failed[0].error_code.name}")
+            raise CloseConnection(f"acks=0 produce failed: {ErrorCode(failed[0].error_code).name}")
         return None
-    return ctx.make("ProduceResponse", responses=responses, throttle_time=0)
+    return ProduceAnswer(responses)
