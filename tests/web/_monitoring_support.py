@@ -13,7 +13,10 @@ from contracts.deployment_map import DeploymentMap
 from contracts.ingest_stats import STAGES, LatencyHistogram
 from contracts.records import CITY_TZ
 from monitoring.alerts import FIRING, RESOLVED, Alert
-from monitoring.health import DEGRADED, HEALTHY, SILENT, DeviceTrack
+from monitoring.config import Health, Rule
+from monitoring.health import DEGRADED, HEALTHY, SILENT, DeviceTrack, Fleet
+from monitoring.locator import Locator
+from monitoring.rules import device_quality
 from monitoring.series import Series, quality_scopes
 from monitoring.store import Store
 
@@ -60,12 +63,13 @@ def write_monitoring(hbase_port: int, map_path: Path) -> Monitored:
                               state=DEGRADED if d is degraded else SILENT if d is silent else HEALTHY, since=now - 60,
                               bad=0.3 if d is degraded else 0.0) for d in city.devices]
         store.put_states("device", [(track.device_ip, track.to_json()) for track in tracks])
-        labels = {"alertname": "DeviceDegraded", "severity": "warning", "device_ip": degraded.device_ip,
-                  "recognizer_ip": degraded.recognizer_ip, "district": district,
-                  "checkpoint_id": degraded.checkpoint_id,
-                  "crossroad": str(checkpoints[degraded.checkpoint_id].crossroad)}
-        firing = Alert("DeviceDegraded", labels, {"summary": f"{degraded.device_ip} degraded"}, FIRING, now - 30,
-                       now, fired_at=now - 20)
+        # The firing alert as the monitor's own rule builds it (labels, location, annotations with catalog key).
+        fleet = Fleet(Health(), Locator(map_path), now)
+        fleet.locator.refresh()
+        fleet.devices[degraded.device_ip] = next(t for t in tracks if t.device_ip == degraded.device_ip)
+        rule = Rule("DeviceDegraded", "device_quality", 0.2)
+        (candidate,) = device_quality(rule, fleet, now)
+        firing = Alert(rule.name, candidate.labels, candidate.annotations, FIRING, now - 30, now, fired_at=now - 20)
         resolved = Alert("DeviceSilent", {"alertname": "DeviceSilent", "severity": "critical",
                                           "device_ip": silent.device_ip}, {"summary": "silent"}, RESOLVED, now - 90,
                          now - 60, fired_at=now - 80, resolved_at=now - 10)

@@ -17,6 +17,8 @@ from playwright.sync_api import expect
 
 from contracts.topics import Topics
 from monitoring.alerts import FIRING, Alert
+from monitoring.config import Rule
+from monitoring.rules import summary_annotations
 from monitoring.store import Store
 from tests.web._monitoring_support import DAY, Monitored, write_monitoring
 from tests.web.test_browser import Browsing, Site, browser, browsing, site  # noqa: F401 - fixtures
@@ -89,13 +91,18 @@ def test_alerts_page_live_acknowledge_and_silence(browsing: Browsing, monitored:
     expect(first.locator(".ack-button")).to_have_count(0)
     # A new alert fires: the page hears of it over SSE, no reload.
     now = time.time()
-    recognizer = Alert("RecognizerDegraded", {"alertname": "RecognizerDegraded", "severity": "critical",
-                                              "recognizer_ip": monitored.recognizer},
-                       {"summary": f"most devices behind {monitored.recognizer} degraded"}, FIRING, now, now,
-                       fired_at=now)
+    rule = Rule("RecognizerDegraded", "recognizer_degraded", 0.5, severity="critical")
+    english = f"recognition server {monitored.recognizer}: 3 of its 4 devices degraded or silent"
+    recognizer = Alert(rule.name, {"alertname": rule.name, "severity": "critical", "kind": rule.kind,
+                                   "recognizer_ip": monitored.recognizer},
+                       summary_annotations(rule, english, english, recognizer_ip=monitored.recognizer, bad=3, total=4),
+                       FIRING, now, now, fired_at=now)
     fire(browsing.site, recognizer)
     live = page.locator(f'#alerts-table tr[data-fingerprint="{recognizer.fp}"]')
     expect(live).to_contain_text(monitored.recognizer, timeout=15_000)
+    # The summary in the page's language, from the catalog key and parameters the monitor adds.
+    expect(live).to_contain_text(f"识别服务器 {monitored.recognizer}：其 4 台设备中 3 台降级或无心跳")
+    expect(live).not_to_contain_text("recognition server")
     expect(live.locator(".ack-button")).to_have_count(1)
     browsing.snap("alerts-operator-zh")
 
