@@ -8,8 +8,11 @@ Two broker processes on this machine (source and target), JSON-like capture reco
    recompressing them (what a client-based mirror such as MM2 does), on the same zstd batches.
 3. Lag p99 at 5,000 records/s: a paced producer on the source, a consumer on the target; lag is
    target arrival time minus the record's create time. Target: p99 <= 1 s.
+4. The drills' RPO and RTO (`python -m dr_mirror.drill`, each scenario once, with the ingest slice on
+   both sites unless --drills-bus-only): records lost by the primary's death before the replay, the
+   time to producers on DR, to the group reading on DR and to rows in DR HBase; the end-to-end loss.
 
-    .venv/bin/python benchmarks/dr_mirror.py [--records N] [--seconds S]
+    .venv/bin/python benchmarks/dr_mirror.py [--records N] [--seconds S] [--drills S,S|none] [--drills-bus-only]
 
 Figures depend on the machine's load: report them with `uptime`'s load average.
 """
@@ -28,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import subprocess
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -178,10 +183,30 @@ def lag_p99(source: BrokerProcess, target: BrokerProcess, work: Path, seconds: f
             "lag_mean_s": round(statistics.fmean(lags), 3) if lags else None, "target_p99_s": 1.0}
 
 
+DRILL_FIGURES = ("rpo_records", "rpo_span_s", "rto_producers_s", "rto_consumers_s", "rto_rows_s",
+                 "behind_at_restart_records", "catch_up_s", "copy_back_s", "devices_held_s", "lost_in_dr_topics",
+                 "missing_in_dr_hbase", "missing_in_primary_hbase", "missing_at_dr", "duplicates_in_dr_topics",
+                 "max_mirror_lag_records")
+
+
+def drill(scenario: str, work: Path, bus_only: bool) -> dict:
+    """One drill run by its own CLI (it starts its own sites); its RPO/RTO figures."""
+    report = work / f"drill-{scenario}"
+    subprocess.run([sys.executable, "-m", "dr_mirror.drill", "--scenario", scenario, "--report", str(report),
+                    *(["--no-ingest"] if bus_only else [])], cwd=Path(__file__).resolve().parents[1],
+                   capture_output=True, check=True, timeout=1800)
+    figures = json.loads((report / "drill.json").read_text())
+    return {"drill": scenario, "ingest": not bus_only, **{k: figures[k] for k in DRILL_FIGURES if k in figures}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--drills", default="primary-loss,mirror-crash,failback",
+                        help="drill scenarios to run after the mirror figures (none: skip)")
+    parser.add_argument("--drills-bus-only", action="store_true", help="drills without the ingest slice")
+    parser.add_argument("--skip-mirror", action="store_true", help="only the drills")
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="dr-bench-") as tmp:
@@ -189,13 +214,16 @@ def main() -> None:
         source = BrokerProcess(work / "source").start()
         target = BrokerProcess(work / "target").start()
         try:
-            for codec in ("none", "zstd"):
-                print(json.dumps(throughput(source, target, work, args.records, codec)))
-            print(json.dumps(cpu_per_mb(min(args.records, 50_000))))
-            print(json.dumps(lag_p99(source, target, work, args.seconds)))
+            if not args.skip_mirror:
+                for codec in ("none", "zstd"):
+                    print(json.dumps(throughput(source, target, work, args.records, codec)))
+                print(json.dumps(cpu_per_mb(min(args.records, 50_000))))
+                print(json.dumps(lag_p99(source, target, work, args.seconds)))
         finally:
             source.stop()
             target.stop()
+        for scenario in [s for s in args.drills.split(",") if s and s != "none"]:
+            print(json.dumps(drill(scenario, work, args.drills_bus_only)), flush=True)
     print(f"load average: {os.getloadavg()}")
 
 

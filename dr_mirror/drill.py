@@ -1,136 +1,99 @@
-"""Failover drills at the bus level: `python -m dr_mirror.drill --scenario primary-loss|mirror-crash [--report DIR]`.
+"""Failover drills: `python -m dr_mirror.drill --scenario primary-loss|mirror-crash|failback [--report DIR]`.
 
-Self-contained: starts a primary and a DR broker (`bus broker` on free ports), the mirror
-(`python -m dr_mirror`), a device fleet (the capture simulator's traffic: real record ids) and a
-consumer group standing in for the loaders, then injects the failure and measures.
-- primary-loss: kill -9 of the primary broker. Devices that hear no acknowledgement for
-  `--failover-after` seconds switch to the DR bootstrap and re-send their replay window (the last
-  `--replay` seconds of what they sent; recognition servers have disks); the consumer group resumes
-  on DR from the offsets the mirror translated and committed there. Measured: RPO (records the primary
-  acknowledged that the mirror had not copied, and their time span), the loss after the replay
-  (zero when the window covers the mirror's lag), RTO (failure -> first record DR acknowledged, and
-  -> first record the group consumed on DR), duplicates (replayed records: harmless downstream,
-  where row keys are deterministic).
-- mirror-crash: kill -9 of the mirror, restart after `--outage` seconds. Measured: the lag it built
-  up (the RPO had the primary been lost then), the time from the restart to catching up, and that
-  DR holds exactly the primary's records afterwards.
-Writes `drill.json`, `drill.md` and `drill.png` (lag and throughput over the drill) to `--report`.
-Exit status 0 when the drill ran, whatever it measured. Not covered yet: the ingest slice and HBase
-rows at the DR site, and the failback scenario.
+Self-contained: starts two sites (`dr_mirror.drill_sites`: a `bus broker`, an HBase gateway and the real
+capture ingest job each, on free ports), the mirror primary -> dr (`python -m dr_mirror` with the
+properties `make up` generates), a device fleet (the simulator's traffic generator `ingest.traffic`:
+real records and ids) and a consumer group standing in for the group-based loaders; waits until both
+ingest jobs run, then injects the failure and measures.
+- primary-loss: the primary machine room is lost (kill -9 of its broker, gateway and ingest job).
+  Devices that hear no acknowledgement for `--failover-after` seconds switch to the DR bootstrap and
+  re-send their replay window (the last `--replay` seconds they sent; recognition servers have disks);
+  the group resumes on DR from the offsets the mirror translated and committed there. Measured: RPO
+  (records the primary acknowledged that the mirror had not copied, and their time span), RTO (failure
+  -> first record DR acknowledged; -> first record the group read on DR; -> first new record's row in DR
+  HBase), rows in DR HBase against every record acknowledged (the end-to-end loss: zero when the replay
+  window covers the mirror's lag), duplicates (replayed records in the DR topics; rows cannot duplicate:
+  row keys are deterministic).
+- mirror-crash: kill -9 of the mirror, restart after `--outage` seconds. Measured: the lag it built up
+  (the RPO had the primary been lost then), the time to catch up, and that DR's topics and HBase hold
+  exactly the primary's records afterwards.
+- failback: primary-loss, then the primary room returns. Its bus log has diverged past what the mirror
+  had copied (those records were re-sent to DR), so its broker starts on an empty log dir and a reverse
+  mirror dr -> primary copies the topics back with their offsets (and the group's translated offsets);
+  once it has caught up, devices hold their records a moment (DR drained), the reverse mirror stops,
+  devices and the group switch back to the primary, its ingest job restarts from a new checkpoint (its
+  HBase kept its rows; rewriting them is harmless), and the mirror primary -> dr resumes where DR's log
+  ends. Measured: records written during the outage, copy-back time, how long devices held, and that
+  the primary's topics and HBase hold every record acknowledged by either site.
+Writes `drill.json`, `drill.md` and `drill.png` to `--report`. Exit status 0 when the drill ran,
+whatever it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import itertools
 import json
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from contracts import config as solution_config
 from contracts.topics import Topics
+from dr_mirror.drill_report import LagProbe, chart, markdown
+from dr_mirror.drill_sites import MirrorProcess, Site
 from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPICS = Topics()
 CAPTURES = list(TOPICS.captures)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
-class Child:
-    """A subprocess of the drill with its log; `kill()` is kill -9."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.args, self.log = args, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Child:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, *self.args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        return self
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def start_broker(work: Path, name: str) -> tuple[Child, str]:
-    port, controller = _free_port(), _free_port()
-    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-                 "controller.quorum.voters": f"1@127.0.0.1:{controller}", "log.dirs": str(work / name),
-                 "group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1",
-                 "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
-    args = ["-m", "bus", "broker"] + [a for k, v in overrides.items() for a in ("--override", f"{k}={v}")]
-    child = Child(args, work / f"{name}.log").start()
-    _wait_port(port)
-    return child, f"127.0.0.1:{port}"
+HOLD = "hold"  # the fleet's state while it keeps its records for a planned switch
 
 
 class Fleet(threading.Thread):
-    """Capture devices: produce to the active cluster, keep a replay window, fail over when acks stop."""
+    """Capture devices: produce to the active site, keep a replay window, fail over when acks stop.
 
-    def __init__(self, primary: str, dr: str, rate: float, failover_after: float, replay: float) -> None:
+    ``switch(site)`` is the planned move of failback: flush to the current site, then send to the new one;
+    ``switch(HOLD)`` keeps what the devices capture meanwhile (sent on the next switch).
+    """
+
+    def __init__(self, sites: dict[str, str], rate: float, failover_after: float, replay: float) -> None:
         super().__init__(daemon=True)
-        self.primary, self.dr, self.rate = primary, dr, rate
+        self.sites, self.rate = sites, rate
         self.failover_after, self.replay = failover_after, replay
         self.traffic = Traffic(build_city(7, 24), TrafficConfig(seed=7, curve="flat", malformed_rate=0.0))
         self.window: collections.deque[tuple[float, str, bytes, bytes, str]] = collections.deque()
-        self.acked: dict[str, tuple[str, float]] = {}
+        self.held: list[tuple[str, bytes, bytes, str]] = []
+        self.acked: dict[str, tuple[str, float]] = {}  # record id -> (site, time) of its first acknowledgement
+        self.acks: list[tuple[float, str]] = []  # every acknowledgement (replays too), for the chart
+        self.kind: dict[str, str] = {}
         self.active = "primary"
+        self.requested: str | None = None
+        self.failed_over = False
         self.switched_at: float | None = None
-        self.first_dr_ack: float | None = None
+        self.first_ack: dict[str, float] = {}  # site -> first acknowledgement since the fleet moved there
         self.last_ack = time.time()
         self.stopping = threading.Event()
-        self.samples: list[tuple[float, int]] = []
 
-    def _producer(self, bootstrap: str) -> Producer:
-        return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": 600_000, "log_level": 0})
+    def _producer(self, site: str) -> Producer:
+        return Producer({"bootstrap.servers": self.sites[site], "linger.ms": 5, "acks": "all",
+                         "enable.idempotence": True, "message.timeout.ms": 600_000, "log_level": 0})
 
-    def _send(self, producer: Producer, cluster: str, topic: str, key: bytes, value: bytes, record_id: str) -> None:
+    def _send(self, producer: Producer, site: str, topic: str, key: bytes, value: bytes, record_id: str) -> None:
         def done(err: Any, _msg: Any) -> None:
             if err is None:
                 now = time.time()
                 self.last_ack = now
-                self.acked.setdefault(record_id, (cluster, now))
-                if cluster == "dr" and self.first_dr_ack is None:
-                    self.first_dr_ack = now
+                self.acked.setdefault(record_id, (site, now))
+                self.acks.append((now, site))
+                self.first_ack.setdefault(site, now)
 
         while True:
             try:
@@ -140,68 +103,101 @@ class Fleet(threading.Thread):
                 producer.poll(0.05)
 
     def run(self) -> None:
-        producer = self._producer(self.primary)
-        start = time.monotonic()
-        sent = 0.0
+        producer = self._producer(self.active)
+        start, sent = time.monotonic(), 0
+        self.last_ack = time.time()  # the silence that triggers a failover counts from here
         while not self.stopping.is_set():
-            elapsed = time.monotonic() - start
-            due = int(elapsed * self.rate - sent)
-            for emitted in self.traffic.records(max(due, 0), elapsed):
+            due = max(int((time.monotonic() - start) * self.rate) - sent, 0)
+            for emitted in self.traffic.records(due, time.monotonic() - start):
                 record_id = json.loads(emitted.value)["record_id"]
                 topic = TOPICS.of_kind(emitted.kind)
+                self.kind[record_id] = emitted.kind.value
                 self.window.append((time.time(), topic, emitted.key, emitted.value, record_id))
-                self._send(producer, self.active, topic, emitted.key, emitted.value, record_id)
-            sent += max(due, 0)
+                if self.active == HOLD:
+                    self.held.append((topic, emitted.key, emitted.value, record_id))
+                else:
+                    self._send(producer, self.active, topic, emitted.key, emitted.value, record_id)
+            sent += due
             cutoff = time.time() - self.replay
             while self.window and self.window[0][0] < cutoff:
                 self.window.popleft()
             producer.poll(0.02)
-            self.samples.append((time.time(), len(self.acked)))
-            if self.active == "primary" and time.time() - self.last_ack > self.failover_after:
+            if self.requested is not None:
+                producer = self._switch(producer, self.requested)
+            elif self._primary_silent():
                 producer = self._failover()
         producer.flush(30)
 
+    def _primary_silent(self) -> bool:
+        return not self.failed_over and self.active == "primary" and time.time() - self.last_ack > self.failover_after
+
     def _failover(self) -> Producer:
-        """No acknowledgement for `failover_after` seconds: devices fall back to the secondary bootstrap."""
-        self.active, self.switched_at = "dr", time.time()
-        producer = self._producer(self.dr)
+        """No acknowledgement for `failover_after` seconds: fall back to the DR bootstrap, re-send the window."""
+        self.active, self.failed_over, self.switched_at = "dr", True, time.time()
+        self.first_ack.pop("dr", None)
+        producer = self._producer("dr")
         for _, topic, key, value, record_id in list(self.window):
             self._send(producer, "dr", topic, key, value, record_id)
         return producer
 
+    def _switch(self, producer: Producer, site: str) -> Producer:
+        if self.active != HOLD:
+            producer.flush(60)  # a planned switch: everything sent to the old site is acknowledged first
+        self.active, self.requested, self.last_ack = site, None, time.time()
+        if site == HOLD:
+            return producer
+        self.first_ack.pop(site, None)
+        producer = self._producer(site)
+        for topic, key, value, record_id in self.held:
+            self._send(producer, site, topic, key, value, record_id)
+        self.held.clear()
+        return producer
+
+    def switch(self, site: str, timeout: float = 90) -> None:
+        self.requested = site
+        _wait(lambda: self.active == site, timeout, f"devices switched to {site}")
+
 
 class Loader(threading.Thread):
-    """A consumer group standing in for the loaders: what it consumed, and when it first read from DR."""
+    """A consumer group standing in for the group-based loaders; it follows the devices from site to site."""
 
-    def __init__(self, primary: str, dr: str, fleet: Fleet) -> None:
+    def __init__(self, sites: dict[str, str], fleet: Fleet) -> None:
         super().__init__(daemon=True)
-        self.primary, self.dr, self.fleet = primary, dr, fleet
+        self.sites, self.fleet = sites, fleet
         self.seen: collections.Counter[str] = collections.Counter()
-        self.first_dr_record: float | None = None
+        self.first_record: dict[str, float] = {}  # site -> first record read there after moving
         self.stopping = threading.Event()
 
-    def _consumer(self, bootstrap: str) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-loader",
+    def _consumer(self, site: str) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": self.sites[site], "group.id": "drill-loader",
                              "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                              "auto.commit.interval.ms": 500, "log_level": 0})
         consumer.subscribe(CAPTURES)
         return consumer
 
     def run(self) -> None:
-        cluster, consumer = "primary", self._consumer(self.primary)
+        site, consumer = "primary", self._consumer("primary")
         while not self.stopping.is_set():
-            if cluster == "primary" and self.fleet.active == "dr":
-                # The group moves to DR, where the mirror committed its translated offsets. Closing the old
-                # consumer would wait for the dead primary (leave group, commit), so it is left to a thread.
+            if self.fleet.active not in (site, HOLD):
+                # The group moves where the mirror committed its translated offsets. Closing the old consumer
+                # may wait for a dead site (leave group, commit), so that is left to a thread.
                 threading.Thread(target=consumer.close, daemon=True).start()
-                cluster, consumer = "dr", self._consumer(self.dr)
+                site = self.fleet.active
+                self.first_record.pop(site, None)
+                consumer = self._consumer(site)
             for msg in consumer.consume(500, 0.2):
-                if msg.error():
-                    continue
-                self.seen[json.loads(msg.value())["record_id"]] += 1
-                if cluster == "dr" and self.first_dr_record is None:
-                    self.first_dr_record = time.time()
+                if not msg.error():
+                    self.seen[json.loads(msg.value())["record_id"]] += 1
+                    self.first_record.setdefault(site, time.time())
         consumer.close()
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(0.2)
 
 
 def record_ids(bootstrap: str) -> collections.Counter[str]:
@@ -210,17 +206,14 @@ def record_ids(bootstrap: str) -> collections.Counter[str]:
                          "isolation.level": "read_committed", "log_level": 0})
     out: collections.Counter[str] = collections.Counter()
     try:
-        parts = []
-        for topic in CAPTURES:
-            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-            parts += [TopicPartition(topic, p, 0) for p in metadata.partitions]
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
-        consumer.assign(parts)
+        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1]
+                for tp in _partitions(consumer)}
+        consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            positions = consumer.position([TopicPartition(t, p) for t, p in ends])
-            if all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in positions if tp.offset >= 0) and all(
-                    tp.offset >= 0 or ends[(tp.topic, tp.partition)] == 0 for tp in positions):
+            positions = {(tp.topic, tp.partition): tp.offset
+                         for tp in consumer.position([TopicPartition(t, p) for t, p in ends])}
+            if all(positions[tp] >= end or (positions[tp] < 0 and end == 0) for tp, end in ends.items()):
                 break
             for msg in consumer.consume(1000, 0.5):
                 if not msg.error():
@@ -230,213 +223,255 @@ def record_ids(bootstrap: str) -> collections.Counter[str]:
     return out
 
 
-class LagProbe(threading.Thread):
-    """Samples the mirror's summed partition lag from its /metrics every half second."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.samples: list[tuple[float, float | None]] = []
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.wait(0.5):
-            try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=1).read().decode()
-                lag = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                          if line.startswith("dr_mirror_partition_lag_records{"))
-            except OSError:
-                lag = None  # the mirror is down
-            self.samples.append((time.time(), lag))
-
-
-def chart(path: Path, t0: float, lag: list[tuple[float, float | None]], acked: list[tuple[float, int]],
-          events: dict[str, float]) -> None:
-    """A PNG of mirror lag (red) and acknowledged records per second (blue) over the drill, events as lines."""
-    import cv2
-    import numpy as np
-
-    width, height, margin = 900, 360, 40
-    img = np.full((height, width, 3), 255, np.uint8)
-    end = max([t for t, _ in lag] + [t for t, _ in acked] + [t0 + 1]) - t0
-    rates = [(acked[i][0], (acked[i][1] - acked[i - 10][1]) / max(acked[i][0] - acked[i - 10][0], 1e-3))
-             for i in range(10, len(acked), 10)]
-
-    def plot(points: list[tuple[float, float]], colour: tuple[int, int, int]) -> None:
-        top = max([v for _, v in points] + [1.0])
-        xy = [(int(margin + (t - t0) / end * (width - 2 * margin)),
-               int(height - margin - v / top * (height - 2 * margin))) for t, v in points]
-        for a, b in itertools.pairwise(xy):
-            cv2.line(img, a, b, colour, 2)
-        cv2.putText(img, f"max {top:.0f}", (xy[0][0] if xy else margin, 15 + 15 * (colour == (200, 0, 0))),
-                    cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
-
-    plot([(t, v) for t, v in lag if v is not None], (0, 0, 200))
-    plot(rates, (200, 0, 0))
-    for name, t in events.items():
-        x = int(margin + (t - t0) / end * (width - 2 * margin))
-        cv2.line(img, (x, margin), (x, height - margin), (120, 120, 120), 1)
-        cv2.putText(img, name, (x + 3, height - margin - 5), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (80, 80, 80), 1)
-    cv2.putText(img, f"red: mirror lag (records)  blue: acked records/s  {end:.0f} s", (margin, height - 10),
-                cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1)
-    cv2.imwrite(str(path), img)
-
-
-def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    primary_broker, primary = start_broker(work, "primary")
-    dr_broker, dr = start_broker(work, "dr")
-    metrics_port = _free_port()
-    props = work / "mm2.properties"
-    props.write_text(f"clusters = primary, dr\nprimary.bootstrap.servers = {primary}\ndr.bootstrap.servers = {dr}\n"
-                     "primary->dr.enabled = true\nsync.group.offsets.enabled = true\n"
-                     "emit.checkpoints.interval.seconds = 1\nsync.group.offsets.interval.seconds = 1\n"
-                     "refresh.topics.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n")
-    mirror_args = ["-m", "dr_mirror", "--config", str(props), "--metrics-port", str(metrics_port)]
-    mirror = Child(mirror_args, work / "mirror.log").start()
-    Producer({"bootstrap.servers": primary}).list_topics(timeout=10)
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": primary})
-    for future in admin.create_topics([NewTopic(t, 2, 1) for t in CAPTURES]).values():
-        future.result(30)
-    fleet = Fleet(primary, dr, args.rate, args.failover_after, args.replay)
-    loader = Loader(primary, dr, fleet)
-    probe = LagProbe(metrics_port)
-    t0 = time.time()
-    events: dict[str, float] = {}  # name -> wall-clock time
-    for thread in (fleet, loader, probe):
-        thread.start()
-    report: dict[str, Any] = {"scenario": args.scenario, "rate": args.rate, "load_s": args.seconds}
-    try:
-        deadline = time.monotonic() + 120  # a loaded machine starts processes slowly: the clock starts with the mirror
-        while time.monotonic() < deadline and not (fleet.acked and any(v for _, v in probe.samples)):
-            time.sleep(0.2)
-        time.sleep(args.seconds)
-        if args.scenario == "primary-loss":
-            report.update(primary_loss(args, primary_broker, dr, fleet, loader, events))
-        else:
-            report.update(mirror_crash(args, mirror, mirror_args, work, primary, dr, fleet, probe, events))
-    finally:
-        for thread in (fleet, loader, probe):
-            thread.stopping.set()
-        for thread in (fleet, loader, probe):
-            thread.join(30)
-        mirror.stop()
-        primary_broker.stop()
-        dr_broker.stop()
-    lags = [v for _, v in probe.samples if v is not None]
-    report["max_mirror_lag_records"] = max(lags, default=None)
-    if args.report:
-        args.report.mkdir(parents=True, exist_ok=True)
-        chart(args.report / "drill.png", t0, probe.samples, fleet.samples, events)
-    return report
-
-
-def primary_loss(args: argparse.Namespace, primary_broker: Child, dr: str, fleet: Fleet, loader: Loader,
-                 events: dict[str, float]) -> dict[str, Any]:
-    failed = time.time()
-    primary_broker.kill()
-    events["primary killed"] = failed
-    time.sleep(1.0)  # what the mirror had copied: nothing more can arrive from a dead primary
-    mirrored = record_ids(dr)
-    acked_primary = {r: t for r, (c, t) in fleet.acked.items() if c == "primary"}
-    missing = sorted(acked_primary[r] for r in acked_primary if r not in mirrored)
-    deadline = time.monotonic() + args.failover_after + 60
-    while (fleet.first_dr_ack is None or loader.first_dr_record is None) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(args.after)
-    fleet.stopping.set()
-    fleet.join(60)
-    time.sleep(2)
-    final = record_ids(dr)
-    lost = [r for r in fleet.acked if r not in final]
-    return {
-        "acknowledged_by_primary": len(acked_primary),
-        "rpo_records": len(missing),
-        "rpo_span_s": round(missing[-1] - missing[0], 3) if missing else 0.0,
-        "lost_after_replay": len(lost),
-        "rto_producers_s": round(fleet.first_dr_ack - failed, 3) if fleet.first_dr_ack else None,
-        "rto_consumers_s": round(loader.first_dr_record - failed, 3) if loader.first_dr_record else None,
-        "duplicates_in_dr_topics": sum(n - 1 for n in final.values() if n > 1),
-        "consumed_twice": sum(n - 1 for n in loader.seen.values() if n > 1),
-        "acknowledged_total": len(fleet.acked), "dr_records": sum(final.values()),
-        "hbase_rows": "not measured: the DR site's loaders and gateway (issue 14 item 5) are not built yet",
-    }
+def _partitions(consumer: Consumer) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for topic in CAPTURES
+            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions]
 
 
 def end_total(bootstrap: str) -> int:
     """Records in the capture topics of a cluster (their high watermarks: no transactions here)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-audit", "log_level": 0})
     try:
-        total = 0
-        for topic in CAPTURES:
-            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-        return total
+        return sum(consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in _partitions(consumer))
     finally:
         consumer.close()
 
 
-def mirror_crash(args: argparse.Namespace, mirror: Child, mirror_args: list[str], work: Path, primary: str, dr: str,
-                 fleet: Fleet, probe: LagProbe, events: dict[str, float]) -> dict[str, Any]:
-    crashed = time.time()
-    mirror.kill()
-    events["mirror killed"] = crashed
-    time.sleep(args.outage)
-    behind = end_total(primary) - end_total(dr)  # what a primary loss now would cost (the RPO at its worst)
-    restarted = Child(mirror_args, work / "mirror.log").start()
-    restart = time.time()
-    events["mirror restarted"] = restart
-    caught_up = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if end_total(dr) >= end_total(primary) - args.rate * 0.5:  # within half a second of load
-            caught_up = time.time()
-            break
-        time.sleep(0.2)
-    time.sleep(args.after)
-    fleet.stopping.set()
-    fleet.join(60)
-    deadline = time.monotonic() + 60
-    while end_total(dr) < end_total(primary) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    source, target = record_ids(primary), record_ids(dr)
-    restarted.stop()
-    return {
-        "outage_s": args.outage,
-        "behind_at_restart_records": behind,
-        "catch_up_s": round(caught_up - restart, 3) if caught_up else None,
-        "primary_records": sum(source.values()), "dr_records": sum(target.values()),
-        "missing_at_dr": sum((source - target).values()), "extra_at_dr": sum((target - source).values()),
-    }
+def create_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, 2, 1) for t in CAPTURES]).values():
+        future.result(30)
 
 
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+class Drill:
+    """The two sites, the mirror and the load of one drill, and the events on its clock."""
+
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args, self.work = args, work
+        self.config = solution_config.load(args.config)
+        self.primary = Site("primary", work, ingest=args.ingest)
+        self.dr = Site("dr", work, ingest=args.ingest, dr=True)
+        sites = {"primary": self.primary.bootstrap, "dr": self.dr.bootstrap}
+        self.fleet = Fleet(sites, args.rate, args.failover_after, args.replay)
+        self.loader = Loader(sites, self.fleet)
+        self.mirror: MirrorProcess | None = None  # the one primary -> dr
+        self.mirrors: list[MirrorProcess] = []  # every mirror started, for the teardown
+        self.probes: list[LagProbe] = []
+        self.events: dict[str, float] = {}
+        self.t0 = time.time()
+
+    def event(self, name: str) -> float:
+        self.events[name] = now = time.time()
+        return now
+
+    def start_mirror(self, source: Site, target: Site) -> MirrorProcess:
+        mirror = MirrorProcess(f"mirror-{source.name}-{target.name}", self.work, source, target, self.config).start()
+        self.mirrors.append(mirror)
+        again = " (resumed)" if any(p.name.startswith(f"{source.name}->{target.name}") for p in self.probes) else ""
+        probe = LagProbe(mirror.metrics_port, f"{source.name}->{target.name}{again}")
+        probe.start()
+        self.probes.append(probe)
+        return mirror
+
+    def setup(self) -> None:
+        for site in (self.primary, self.dr):
+            site.start_broker()
+            site.start_hbase()
+            create_topics(site.bootstrap)  # the DR ingest job subscribes before the mirror's first copy
+        self.mirror = self.start_mirror(self.primary, self.dr)
+        for site in (self.primary, self.dr):
+            site.start_ingest(self.config)
+        self.t0 = time.time()
+        self.fleet.start()
+        self.loader.start()
+        # A loaded machine starts Spark slowly: the failure comes once the load flows and both ingest jobs run.
+        _wait(lambda: bool(self.fleet.acked) and any(v for _, v in self.probes[0].samples), 120, "load mirrored")
+        if self.args.ingest:
+            _wait(lambda: self.primary.ingest_running() and self.dr.ingest_running(), 300, "both ingest jobs running")
+        self.event("load steady")
+
+    def teardown(self) -> None:
+        for thread in (self.fleet, self.loader, *self.probes):
+            thread.stopping.set()
+        for thread in (self.fleet, self.loader, *self.probes):
+            if thread.is_alive():
+                thread.join(30)
+        for mirror in self.mirrors:
+            mirror.child.stop()
+        self.primary.stop()
+        self.dr.stop()
+
+    def stop_load(self) -> None:
+        self.fleet.stopping.set()
+        self.fleet.join(60)
+        self.loader.stopping.set()
+
+    def hbase_loss(self, site: Site, expected: set[str]) -> dict[str, Any]:
+        """Rows in a site's HBase against the records acknowledged, once its ingest has caught up."""
+        if not self.args.ingest:
+            return {}
+        rows: collections.Counter[str] = collections.Counter()
+        deadline = time.monotonic() + self.args.settle
+        while time.monotonic() < deadline:
+            rows = site.hbase_ids()
+            if expected <= rows.keys():
+                break
+            time.sleep(2)
+        return {f"{site.name}_hbase_rows": sum(rows.values()),
+                f"missing_in_{site.name}_hbase": len(expected - rows.keys()),
+                f"duplicate_rows_in_{site.name}_hbase": sum(rows.values()) - len(rows)}
+
+    # -- scenarios ------------------------------------------------------------------------------
+
+    def primary_loss(self) -> dict[str, Any]:
+        failed = self.event("primary lost")
+        self.primary.lose()
+        time.sleep(1.0)  # what the mirror had copied: nothing more can arrive from a dead primary
+        mirrored = record_ids(self.dr.bootstrap)
+        acked_primary = {r: t for r, (site, t) in list(self.fleet.acked.items()) if site == "primary"}
+        missing = sorted(acked_primary[r] for r in acked_primary if r not in mirrored)
+        _wait(lambda: "dr" in self.fleet.first_ack and "dr" in self.loader.first_record,
+              self.args.failover_after + 60, "devices and group on DR")
+        self.event("devices on DR")
+        rows_at = None
+        if self.args.ingest:  # the first records sent only to DR: when does one of them have its row there?
+            fresh = [(self.fleet.kind[r], r) for r, (site, _) in list(self.fleet.acked.items()) if site == "dr"
+                     and r not in mirrored][:50]
+            deadline = time.monotonic() + 120
+            while rows_at is None and time.monotonic() < deadline:
+                rows_at = time.time() if fresh and self.dr.hbase_has_any(fresh) else None
+                time.sleep(0.25)
+        return {
+            "acknowledged_by_primary": len(acked_primary),
+            "rpo_records": len(missing),
+            "rpo_span_s": round(missing[-1] - missing[0], 3) if missing else 0.0,
+            "rto_producers_s": round(self.fleet.first_ack["dr"] - failed, 3),
+            "rto_consumers_s": round(self.loader.first_record["dr"] - failed, 3),
+            "rto_rows_s": round(rows_at - failed, 3) if rows_at else None,
+        }
+
+    def after_primary_loss(self) -> dict[str, Any]:
+        time.sleep(self.args.after)
+        self.stop_load()
+        final = record_ids(self.dr.bootstrap)
+        acked = set(self.fleet.acked)
+        return {"acknowledged_total": len(acked), "dr_records": sum(final.values()),
+                "lost_in_dr_topics": len(acked - final.keys()),
+                "duplicates_in_dr_topics": sum(n - 1 for n in final.values() if n > 1),
+                "consumed_twice": sum(n - 1 for n in self.loader.seen.values() if n > 1),
+                **self.hbase_loss(self.dr, acked)}
+
+    def mirror_crash(self) -> dict[str, Any]:
+        assert self.mirror is not None
+        self.event("mirror killed")
+        self.mirror.child.kill()
+        time.sleep(self.args.outage)
+        behind = end_total(self.primary.bootstrap) - end_total(self.dr.bootstrap)  # the RPO at its worst
+        self.mirror.child.start()
+        restart = self.event("mirror restarted")
+        caught_up = None
+        deadline = time.monotonic() + 120
+        while caught_up is None and time.monotonic() < deadline:
+            if end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap) - self.args.rate * 0.5:
+                caught_up = time.time()
+            time.sleep(0.2)
+        time.sleep(self.args.after)
+        self.stop_load()
+        _wait(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
+        source, target = record_ids(self.primary.bootstrap), record_ids(self.dr.bootstrap)
+        return {"outage_s": self.args.outage, "behind_at_restart_records": behind,
+                "catch_up_s": round(caught_up - restart, 3) if caught_up else None,
+                "primary_records": sum(source.values()), "dr_records": sum(target.values()),
+                "missing_at_dr": sum((source - target).values()), "extra_at_dr": sum((target - source).values()),
+                **self.hbase_loss(self.dr, set(source))}
+
+    def failback(self) -> dict[str, Any]:
+        report = self.primary_loss()
+        time.sleep(self.args.outage)
+        assert self.mirror is not None
+        self.mirror.child.stop()  # the mirror's source is gone; a new one runs once the primary is back
+        back = self.event("primary back (empty log)")
+        self.primary.start_broker(fresh=True)
+        self.primary.start_hbase()
+        reverse = self.start_mirror(self.dr, self.primary)
+        _wait(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap) - self.args.rate * 0.5,
+              180, "copied back to the primary")
+        copied = time.time()
+        hold = self.event("switch back")
+        self.fleet.switch(HOLD)
+        _wait(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap), 60, "DR drained")
+        reverse.child.stop()  # the primary's topics are DR's, offset for offset; from here the primary writes them
+        self.primary.start_ingest(self.config)
+        self.fleet.switch("primary")
+        self.mirror = self.start_mirror(self.primary, self.dr)
+        self.event("mirror primary->dr resumed")
+        _wait(lambda: "primary" in self.fleet.first_ack and "primary" in self.loader.first_record, 60,
+              "devices and group back on the primary")
+        outage = {r for r, (site, _) in list(self.fleet.acked.items()) if site == "dr"}
+        report.update({"written_during_outage": len(outage), "copy_back_s": round(copied - back, 3),
+                       "devices_held_s": round(self.fleet.first_ack["primary"] - hold, 3),
+                       "group_back_s": round(self.loader.first_record["primary"] - hold, 3)})
+        time.sleep(self.args.after)
+        self.stop_load()
+        _wait(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
+        on_primary, on_dr = record_ids(self.primary.bootstrap), record_ids(self.dr.bootstrap)
+        acked = set(self.fleet.acked)
+        report.update({"acknowledged_total": len(acked), "primary_records": sum(on_primary.values()),
+                       "lost_in_primary_topics": len(acked - on_primary.keys()),
+                       "outage_records_missing_on_primary": len(outage - on_primary.keys()),
+                       "primary_equals_dr": on_primary == on_dr,
+                       "duplicates_in_primary_topics": sum(n - 1 for n in on_primary.values() if n > 1),
+                       **self.hbase_loss(self.primary, acked), **self.hbase_loss(self.dr, acked)})
+        return report
+
+    def run(self) -> dict[str, Any]:
+        report: dict[str, Any] = {"scenario": self.args.scenario, "rate": self.args.rate, "load_s": self.args.seconds,
+                                  "ingest": self.args.ingest}
+        try:
+            self.setup()
+            time.sleep(self.args.seconds)
+            if self.args.scenario == "primary-loss":
+                report.update(self.primary_loss())
+                report.update(self.after_primary_loss())
+            elif self.args.scenario == "mirror-crash":
+                report.update(self.mirror_crash())
+            else:
+                report.update(self.failback())
+        finally:
+            self.teardown()
+        lags = [v for p in self.probes for _, v in p.samples if v is not None]
+        report["max_mirror_lag_records"] = max(lags, default=None)
+        if self.args.report:
+            chart(self.args.report / "drill.png", f"DR drill: {self.args.scenario}", self.t0, self.probes,
+                  self.fleet.acks, self.events)
+        return report
 
 
-def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# DR drill: {report['scenario']}", "", "| measure | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in report.items() if k != "scenario"]
-    return "\n".join(lines) + "\n"
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dr_mirror.drill", description=__doc__.splitlines()[0])
+    p.add_argument("--scenario", required=True, choices=("primary-loss", "mirror-crash", "failback"))
+    p.add_argument("--report", type=Path, default=None, help="directory for drill.json, drill.md, drill.png")
+    p.add_argument("--config", type=Path, default=None, help="solution config (topics, Spark settings)")
+    p.add_argument("--rate", type=float, default=300.0, help="capture records per second")
+    p.add_argument("--seconds", type=float, default=15.0, help="steady load before the failure")
+    p.add_argument("--after", type=float, default=10.0, help="load after the failover / restart / switch back")
+    p.add_argument("--failover-after", type=float, default=5.0, help="seconds without acks before devices switch")
+    p.add_argument("--replay", type=float, default=30.0, help="seconds of sent records devices re-send to DR")
+    p.add_argument("--outage", type=float, default=5.0, help="seconds the mirror (or the primary room) stays down")
+    p.add_argument("--settle", type=float, default=180.0, help="at most this long for rows to land at the end")
+    p.add_argument("--no-ingest", dest="ingest", action="store_false",
+                   help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dr_mirror.drill", description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", required=True, choices=("primary-loss", "mirror-crash"))
-    parser.add_argument("--report", type=Path, default=None, help="directory for drill.json, drill.md, drill.png")
-    parser.add_argument("--rate", type=float, default=300.0, help="capture records per second")
-    parser.add_argument("--seconds", type=float, default=15.0, help="load before the failure")
-    parser.add_argument("--after", type=float, default=10.0, help="load after the failover / restart")
-    parser.add_argument("--failover-after", type=float, default=5.0, help="seconds without acks before devices switch")
-    parser.add_argument("--replay", type=float, default=30.0, help="seconds of sent records devices re-send to DR")
-    parser.add_argument("--outage", type=float, default=5.0, help="mirror-crash: seconds before the restart")
-    args = parser.parse_args(argv)
-    if args.report:  # the brokers' data and every process's log stay with the report
-        report = run(args, Path(tempfile.mkdtemp(prefix="work-", dir=_mkdir(args.report))))
+    args = parser().parse_args(argv)
+    if args.report:  # the sites' data and every process's log stay with the report
+        args.report.mkdir(parents=True, exist_ok=True)
+        report = Drill(args, Path(tempfile.mkdtemp(prefix="work-", dir=args.report))).run()
     else:
         with tempfile.TemporaryDirectory(prefix="dr-drill-") as tmp:
-            report = run(args, Path(tmp))
+            report = Drill(args, Path(tmp)).run()
     text = json.dumps(report, indent=2)
     print(text)
     if args.report:

@@ -1,4 +1,6 @@
-"""The failover drills end to end: each runs, writes its report, and measures no loss where none is allowed."""
+"""The failover drills end to end with the ingest slice on both sites: each runs, writes its report, and
+measures no loss where none is allowed (every acknowledged record has its row in DR HBase, or after a
+failback in the primary's)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import pytest
 
 from tests.support.broker_process import ROOT
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
+SHORT = ("--seconds", "4", "--after", "4", "--failover-after", "3", "--outage", "3", "--rate", "200")
+
 
 def _drill(tmp_path: Path, *args: str) -> dict:
     report = tmp_path / "report"
-    done = subprocess.run([sys.executable, "-m", "dr_mirror.drill", *args, "--report", str(report)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=280)
+    done = subprocess.run([sys.executable, "-m", "dr_mirror.drill", *args, *SHORT, "--report", str(report)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=880)
     chatter = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("%"))  # librdkafka's
     assert done.returncode == 0, done.stdout[-2000:] + chatter[-3000:]
     assert (report / "drill.md").read_text().startswith("# DR drill")
@@ -23,19 +28,31 @@ def _drill(tmp_path: Path, *args: str) -> dict:
     return json.loads((report / "drill.json").read_text())
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_mirror_crash_drill(tmp_path: Path) -> None:
-    report = _drill(tmp_path, "--scenario", "mirror-crash", "--seconds", "4", "--after", "3", "--outage", "3")
-    assert report["primary_records"] > 0
+    report = _drill(tmp_path, "--scenario", "mirror-crash")
+    assert report["primary_records"] > 0 and report["behind_at_restart_records"] > 0
     assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0)
     assert report["catch_up_s"] is not None
+    assert report["missing_in_dr_hbase"] == 0 and report["duplicate_rows_in_dr_hbase"] == 0
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_primary_loss_drill(tmp_path: Path) -> None:
-    report = _drill(tmp_path, "--scenario", "primary-loss", "--seconds", "4", "--after", "3", "--failover-after", "3")
+    report = _drill(tmp_path, "--scenario", "primary-loss")
     assert report["acknowledged_by_primary"] > 0
-    assert report["lost_after_replay"] == 0  # the replay window covers what the mirror had not copied
-    assert report["rto_producers_s"] is not None and report["rto_consumers_s"] is not None
+    assert report["lost_in_dr_topics"] == 0  # the replay window covers what the mirror had not copied
+    assert report["missing_in_dr_hbase"] == 0 and report["dr_hbase_rows"] >= report["acknowledged_total"]
+    assert report["rto_producers_s"] > 0 and report["rto_consumers_s"] > 0 and report["rto_rows_s"] is not None
+
+
+def test_failback_drill(tmp_path: Path) -> None:
+    report = _drill(tmp_path, "--scenario", "failback")
+    assert report["written_during_outage"] > 0
+    assert report["lost_in_primary_topics"] == 0 and report["outage_records_missing_on_primary"] == 0
+    assert report["primary_equals_dr"] is True
+    assert report["missing_in_primary_hbase"] == 0 and report["missing_in_dr_hbase"] == 0
+
+
+def test_bus_only_failback_drill(tmp_path: Path) -> None:
+    report = _drill(tmp_path, "--scenario", "failback", "--no-ingest")
+    assert report["lost_in_primary_topics"] == 0 and report["primary_equals_dr"] is True
+    assert "missing_in_primary_hbase" not in report  # nothing measured is never reported as zero

@@ -1,0 +1,191 @@
+"""The processes of a drill: one site (a `bus broker`, its HBase gateway, the capture ingest job) and the mirror.
+
+Everything runs on free ports under the drill's work directory so a drill never touches `make up`'s
+services. A site's ingest job is the real one (`spark_jobs/ingest_captures.py`); the DR site's publishes
+its stats and dead letters beside the mirrored topics (``deploy.dr_site.DR_PREFIX``), because the mirror
+must be the only writer of a topic it mirrors into.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import happybase
+from thriftpy2.thrift import TException
+
+from contracts.config import Config
+from contracts.tables import captures
+from contracts.topics import Topics
+from deploy.dr_site import DR_PREFIX, broker_command, mirror_properties
+from spark_jobs import launch
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURE_TABLES = ("vehicle", "face", "capture_unrecognized")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+class Child:
+    """A subprocess of the drill with its log; `kill()` is kill -9."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args, self.log = args, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Child:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Site:
+    """One machine room: a broker, and with ``ingest`` its HBase gateway and capture ingest job."""
+
+    BROKER_OVERRIDES = ("group.initial.rebalance.delay.ms=0", "offsets.topic.replication.factor=1",
+                        "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1")
+
+    def __init__(self, name: str, work: Path, ingest: bool, dr: bool = False) -> None:
+        self.name, self.work, self.ingest, self.dr = name, work, ingest, dr
+        self.port, self.controller, self.hbase_port = free_port(), free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.broker: Child | None = None
+        self.gateway: Child | None = None
+        self.job: launch.SparkJob | None = None
+        self.generation = 0  # a rebuilt broker or restarted job gets a fresh log dir / checkpoint
+
+    def start_broker(self, fresh: bool = False) -> None:
+        """Start (or restart) the broker; ``fresh``: on an empty log dir, the old one kept beside it."""
+        self.generation += fresh
+        cmd = broker_command(self.work / f"{self.name}-bus-{self.generation}", "127.0.0.1", self.port, self.controller)
+        for override in self.BROKER_OVERRIDES:
+            cmd += ["--override", override]
+        self.broker = Child(cmd, self.work / f"{self.name}-bus.log").start()
+        wait_port(self.port)
+
+    def start_hbase(self) -> None:
+        if not self.ingest:
+            return
+        cmd = [sys.executable, "-m", "deploy.hbase_gateway", "--port", str(self.hbase_port),
+               "--data-dir", str(self.work / f"{self.name}-hbase")]
+        self.gateway = Child(cmd, self.work / f"{self.name}-hbase.log")
+        self.gateway.start()
+        wait_port(self.hbase_port)
+
+    @property
+    def status_file(self) -> Path:
+        return self.work / f"{self.name}-ingest-status-{self.generation}.json"
+
+    def start_ingest(self, config: Config) -> None:
+        """The capture ingest job over this site's bus into its HBase, from a checkpoint of this generation."""
+        if not self.ingest:
+            return
+        topics = Topics.from_config(config)
+        own = ["--stats-topic", DR_PREFIX + topics.ingest_stats, "--deadletter-topic",
+               DR_PREFIX + topics.deadletter] if self.dr else []
+        with open(self.work / f"{self.name}-ingest.log", "ab") as log:
+            self.job = launch.submit(
+                ROOT / "spark_jobs" / "ingest_captures.py",
+                ["--bootstrap-server", self.bootstrap, "--hbase-host", "127.0.0.1",
+                 "--hbase-port", str(self.hbase_port),
+                 "--checkpoint", str(self.work / f"{self.name}-checkpoint-{self.generation}"),
+                 "--status-file", str(self.status_file), "--trigger-ms", "500", *own],
+                launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
+
+    def ingest_running(self) -> bool:
+        """The job has finished a micro-batch (its status file exists); RuntimeError if it exited."""
+        if self.job is not None and self.job.poll() is not None:
+            log = self.work / f"{self.name}-ingest.log"
+            errors = [line for line in log.read_text(errors="replace").splitlines() if "Exception" in line]
+            code = self.job.proc.returncode
+            raise RuntimeError(f"the {self.name} ingest job exited ({code}): {errors[-2:]}; see {log}")
+        return self.job is not None and self.status_file.exists()
+
+    def lose(self) -> None:
+        """The machine room is lost: kill -9 of everything in it."""
+        if self.job is not None:
+            self.job.kill()
+        for child in (self.gateway, self.broker):
+            if child is not None:
+                child.kill()
+
+    def stop(self) -> None:
+        if self.job is not None and self.job.poll() is None:
+            self.job.stop(30)
+        for child in (self.gateway, self.broker):
+            if child is not None:
+                child.stop()
+
+    def hbase_ids(self) -> Counter[str]:
+        """Record ids with rows in this site's capture tables (main and unrecognized), with their row counts."""
+        counts: Counter[str] = Counter()
+        conn = happybase.Connection("127.0.0.1", self.hbase_port, timeout=60_000)
+        try:
+            tables = {name.decode() for name in conn.tables()}
+            for table in CAPTURE_TABLES:
+                if table in tables:
+                    for key, _ in conn.table(table).scan(batch_size=5000, filter=b"KeyOnlyFilter()"):
+                        counts[captures.record_id_of(key)] += 1
+        finally:
+            conn.close()
+        return counts
+
+    def hbase_has_any(self, record_ids: list[tuple[str, str]]) -> bool:
+        """Whether any of (kind, record id) has its main row in this site's HBase."""
+        conn = happybase.Connection("127.0.0.1", self.hbase_port, timeout=30_000)
+        try:
+            return any(conn.table(kind).rows([captures.record_key(rid) for k, rid in record_ids if k == kind])
+                       for kind in ("vehicle", "face") if any(k == kind for k, _ in record_ids))
+        except (OSError, TException):  # tables not created yet, or the gateway busy: not there yet
+            return False
+        finally:
+            conn.close()
+
+
+class MirrorProcess:
+    """`python -m dr_mirror` from one site to another, with the solution's generated properties."""
+
+    def __init__(self, name: str, work: Path, source: Site, target: Site, config: Config) -> None:
+        self.metrics_port = free_port()
+        props = work / f"{name}.properties"
+        props.write_text(mirror_properties(source.bootstrap, target.bootstrap, config, intervals_s=1,
+                                           aliases=(source.name, target.name)))
+        self.child = Child([sys.executable, "-m", "dr_mirror", "--config", str(props), "--metrics-port",
+                            str(self.metrics_port)], work / f"{name}.log")
+
+    def start(self) -> MirrorProcess:
+        self.child.start()
+        return self
