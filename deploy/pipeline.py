@@ -43,6 +43,10 @@ class Pipeline:
         self.job: launch.SparkJob | None = None
         self._logs: list[IO[bytes]] = []
         self.started = time.monotonic()
+        self.seed: int | None = None
+        """The simulator's seed once started (its recurring targets follow from it)."""
+        self.launched_at = 0.0
+        """Epoch seconds of the simulator's start (the map it writes is newer)."""
 
     def _log(self, name: str) -> IO[bytes]:
         handle = (self.data_dir / f"{name}.log").open("ab")
@@ -62,7 +66,8 @@ class Pipeline:
             launch.SparkSettings.from_config(self.config.section("spark")),
             stdout=self._log("ingest-job"), stderr=subprocess.STDOUT)
         # A new seed and sequence base per start: record ids never collide with an earlier run's rows.
-        run = int(time.time())
+        self.launched_at = time.time()
+        self.seed = run = int(self.launched_at)
         sim_args = [sys.executable, "-m", "ingest.simulate", "--bootstrap-server", e.bootstrap,
                     "--seed", str(run), "--first-sequence", str(run * 1000),
                     "--map", str(self.map_path)]

@@ -4,7 +4,8 @@ The bus (a single-node combined broker+controller), the embedded HBase Thrift ga
 storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
 random password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus
 and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
-ingest job, `deploy/pipeline.py`) with a status line every few seconds. The DR site's bus and the mirror
+ingest job, `deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit
+loader with watches on the simulator's recurring targets (`deploy/surveillance.py`). The DR site's bus and the mirror
 (`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders. Each service is a child
 process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
 them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
@@ -27,6 +28,7 @@ from pathlib import Path
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from deploy import dr_site
+from deploy import surveillance as surveillance_slice
 from deploy.pipeline import Endpoints, Pipeline
 from spark_jobs import launch
 
@@ -210,11 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
                             config, args.rate)
         lines += pipeline.start()
+        # The service reads the map at start: wait until this run's simulator has written it.
+        surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
+        lines.append(surveillance_slice.watch_targets(config, pipeline.seed))
         name, cmd, where = _cameras_service(args)
         children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
         video_job, where = _video_ingest_job(data_dir, args, config)
         lines.append(f"  {'video ingest':<14} {where}")
+    for name, cmd, where in surveillance_slice.services(config):  # the service creates its topics at start
+        children.append(_start(data_dir, name, cmd))
+        lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
         lines += [site.start_gateway(), *site.start_loaders()]

@@ -1,0 +1,84 @@
+"""The surveillance slice under `make up`: the service, the hit loader, and watches on the simulator's targets.
+
+`deploy/up.py` starts :func:`services` once the bus answers, and after the simulator started calls
+:func:`watch_targets` with the simulator's seed: the simulator's recurring targets (plates and faces
+that move along routes, ``ingest.traffic``) are a pure function of that seed and the config, so the
+same targets are rebuilt here and put on the watchlist, and hits show on the console within a minute.
+The watches have fixed ids (``demo-plate-1``, ...), so each `make up` replaces the previous run's on the
+compacted topic instead of piling up watches on plates that no longer drive around.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+from contracts.config import Config
+from contracts.records import encode, encode_feature, now_time
+from contracts.surveillance import WatchCommand, watch_from_json
+from ingest import simulate
+from surveillance.bus import COMPACTED, TopicSpec, ensure_topics, make_producer
+from surveillance.settings import Settings
+
+PLATES, FACES = 2, 1
+"""How many of the simulator's target plates and faces `make up` watches."""
+
+
+def services(config: Config) -> list[tuple[str, list[str], str]]:
+    """``python -m surveillance`` and ``python -m surveillance.loader``: (name, command, where to look)."""
+    flag = ["--config", str(config.path)] if config.path else []
+    port = config.get("surveillance", "metrics_port", 9330)
+    metrics = f"  (metrics http://127.0.0.1:{port}/metrics)" if port else ""
+    return [("surveillance", [sys.executable, "-m", "surveillance", *flag],
+             f"watchlists, cloned plates, live statistics -> surveillance.hits / .stats{metrics}"),
+            ("hit loader", [sys.executable, "-m", "surveillance.loader", *flag],
+             "surveillance.hits -> HBase surveillance_hit, surveillance_hit_by_time")]
+
+
+def wait_for_map(path: Path, since: float, timeout: float = 30.0) -> bool:
+    """True once the map at ``path`` was written at or after ``since`` (epoch s); False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime >= since - 1:  # file systems keep mtimes to the second or coarser
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def target_watches(config: Config, seed: int) -> list[WatchCommand]:
+    """Watches on the first target plates and faces of the simulator started with ``seed`` and ``config``."""
+    args, _config = simulate.parse_args(["--seed", str(seed), *(["--config", str(config.path)] if config.path else [])])
+    _city, traffic = simulate.make_traffic(args)
+    common = {"reason": "make up: a recurring target of the simulator", "requested_by": "make up",
+              "requested_at": now_time()}
+    plates = [t.plate for t in traffic.targets if t.plate][:PLATES]
+    faces = [t.identity for t in traffic.targets if t.identity][:FACES]
+    return ([watch_from_json({"watch_id": f"demo-plate-{n}", "kind": "plate", "plate": plate, **common})
+             for n, plate in enumerate(plates, 1)]
+            + [watch_from_json({"watch_id": f"demo-face-{n}", "kind": "face", "feature": encode_feature(identity),
+                                "threshold": 0.8, **common})
+               for n, identity in enumerate(faces, 1)])
+
+
+def watch_targets(config: Config, seed: int | None) -> str:
+    """Publish the target watches on ``control.watchlist`` (compacted); the status line for `make up`."""
+    if seed is None:
+        return f"  {'watchlist':<14} no simulator, no target watches"
+    try:
+        settings = Settings.from_config(config)
+        watches = target_watches(config, seed)
+        topic = settings.topics.control_watchlist
+        ensure_topics(settings, {topic: TopicSpec(1, COMPACTED)})
+        producer = make_producer(settings, "make-up")
+        for watch in watches:
+            producer.produce(topic, encode(watch.to_json()), key=watch.watch_id.encode())
+        if producer.flush(15):
+            return f"  {'watchlist':<14} the target watches were not acknowledged by the bus"
+    except Exception as exc:  # make up goes on without the demo watches, saying why
+        return f"  {'watchlist':<14} no target watches ({type(exc).__name__}: {exc})"
+    plates = ", ".join(w.plate or "" for w in watches if w.kind == "plate")
+    return (f"  {'watchlist':<14} watching the simulator's target plates {plates} and "
+            f"{sum(w.kind == 'face' for w in watches)} target face(s): hits on /watchlist within a minute")
