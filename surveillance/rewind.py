@@ -68,7 +68,8 @@ class Rewind:
                                                           timeout=30)
                 if 0 <= found.offset < start:
                     start = found.offset
-            self.replay_until[(tp.topic, tp.partition)] = tp.offset
+            if start < tp.offset:
+                self.replay_until[(tp.topic, tp.partition)] = tp.offset
             log.info("%s[%d]: rebuilding from offset %d, outputs from %d", tp.topic, tp.partition, start, tp.offset)
             tp.offset = start
         self.consumer.assign(committed)
@@ -79,10 +80,9 @@ class Rewind:
         until = self.replay_until.get(key)
         if until is None:
             return False
-        if message.offset() < until:
-            return True
-        del self.replay_until[key]
-        return False
+        if message.offset() + 1 >= until:
+            del self.replay_until[key]
+        return message.offset() < until
 
     @property
     def rebuilding(self) -> bool:

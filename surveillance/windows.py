@@ -1,11 +1,15 @@
 """Tumbling event-time windows for the live statistics (pure: no I/O, the stage feeds and drains it).
 
 Time is the captures' own ``capture_time`` (event time), not when a record happens to be read, so a
-replay after a restart computes the same windows. Stream time is the newest capture time seen
-(Kafka Streams' notion); a window ``[start, end)`` closes when stream time reaches ``end`` plus the
-allowed lateness, and then emits its final result per group once and forgets the window. A record
-whose window has already closed is *late*: it is counted per statistic (``late_records`` on every
-result and in the metrics), never folded into a final that has gone out.
+replay after a restart computes the same windows. Stream time is a watermark: each input partition
+(``source``) has its newest capture time, and stream time is the oldest of those among the sources
+that delivered something in the last ``idle_s`` (Flink's per-partition watermarks with idleness; a
+consumer catching up on a backlog reads one partition's batch ahead of another's, and the global
+newest time would make the slower partition's records look late). A window ``[start, end)`` closes
+when stream time reaches ``end`` plus the allowed lateness, and then emits its final result per group
+once and forgets the window. A record whose window has already closed is *late*: it is counted per
+statistic (``late_records`` on every result and in the metrics), never folded into a final that has
+gone out.
 
 While a window is open, every group that received records gets a partial result at most once per
 ``partial_interval_s`` (so a busy checkpoint does not turn every capture into an output record).
@@ -16,7 +20,7 @@ replay that starts earlier than the command then counts exactly what the live ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -139,11 +143,15 @@ class StatWindows:
 class Windows:
     """Every active statistic's windows, and the stream time they share."""
 
-    def __init__(self, lateness_s: float, partial_interval_s: float, group_of: Callable[[str], str]) -> None:
+    def __init__(self, lateness_s: float, partial_interval_s: float, group_of: Callable[[str], str],
+                 idle_s: float = 2.0) -> None:
         self.lateness_ms = round(lateness_s * 1000)
         self.partial_interval_s = partial_interval_s
         self.group_of = group_of
+        self.idle_s = idle_s
         self.stats: dict[str, StatWindows] = {}
+        self.sources: dict[Hashable, tuple[int, float]] = {}
+        """source -> (its newest capture ms, when it last delivered)."""
         self.stream_ms = 0
 
     def apply(self, stat_id: str, command: StatCommand | None) -> None:
@@ -154,17 +162,29 @@ class Windows:
         elif current is None or current.command != command:
             self.stats[stat_id] = StatWindows(command, self.lateness_ms, self.group_of)
 
-    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int) -> list[str]:
-        """Fold one capture into every statistic of its kind; returns the ids of those that found it late."""
+    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int, source: Hashable = None,
+            now_s: float = 0.0) -> list[str]:
+        """Fold one capture (read from ``source`` at ``now_s``) into every statistic of its kind; returns the
+        ids of those that found it late."""
         late = [stat_id for stat_id, windows in self.stats.items()
                 if windows.command.kind is kind and not windows.add(record, event_ms, self.stream_ms)]
-        self.stream_ms = max(self.stream_ms, event_ms)
+        newest, _seen = self.sources.get(source, (event_ms, now_s))
+        self.sources[source] = (max(newest, event_ms), now_s)
+        active = [ms for ms, seen in self.sources.values() if now_s - seen < self.idle_s]
+        self.stream_ms = max(self.stream_ms, min(active))
         return late
+
+    def expect(self, sources: Iterable[Hashable], now_s: float) -> None:
+        """Newly assigned sources hold stream time back until they deliver or go idle (their backlog may
+        be older than what the others have delivered)."""
+        for source in sources:
+            self.sources.setdefault(source, (0, now_s))
 
     def reset(self) -> None:
         """Forget every open window and stream time (the input is re-read from the start of the oldest)."""
         for windows in self.stats.values():
             windows.open.clear()
+        self.sources.clear()
         self.stream_ms = 0
 
     def longest_window_ms(self) -> int:

@@ -29,3 +29,4 @@ def wait_committed(bootstrap: str, group: str, topic: str, partitions: int = 2, 
     while not committed_to_end(bootstrap, group, topic, partitions):
         assert time.monotonic() < deadline, f"{group} did not catch up on {topic} in {timeout} s"
         time.sleep(0.3)
+

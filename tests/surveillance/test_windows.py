@@ -136,3 +136,20 @@ def test_avg_speed_of_a_window_without_speeds_is_none() -> None:
     [result] = w.close()
     assert (result.value, result.count) == (None, 1)
     assert json.loads(json.dumps(result.to_json(), allow_nan=False)) == result.to_json()   # plain JSON
+
+
+def test_a_partition_behind_holds_stream_time_until_it_goes_idle() -> None:
+    """A consumer catching up reads one partition's backlog before another's: neither is late."""
+    w = windows(stat("vehicle_count", "city"), lateness_s=2)
+    w.expect(["p0", "p1"], 100.0)            # both assigned
+    for n in range(60):                      # partition 0: a minute of traffic at once
+        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[0], "浙A00001", 40), T0 + n * 1000, "p0", 100.0) == []
+    for n in range(60):                      # partition 1: the same minute, read a moment later
+        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[1], "浙A00001", 40), T0 + n * 1000, "p1", 100.5) == []
+    assert sorted(r.value for r in w.close()) == [20] * 5   # both partitions in every closed window
+    # p1 stops delivering: after idle_s it no longer holds stream time back, and its stragglers are late.
+    w.add(Kind.VEHICLE, vehicle(200, CHECKPOINTS[0], "浙A00001", 40), T0 + 120_000, "p0", 103.0)
+    assert w.stream_ms == T0 + 120_000
+    assert w.add(Kind.VEHICLE, vehicle(201, CHECKPOINTS[1], "浙A00001", 40), T0 + 61_000, "p1", 103.1) != []
+    w.reset()
+    assert (w.stream_ms, w.sources) == (0, {})

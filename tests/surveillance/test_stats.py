@@ -1,0 +1,158 @@
+"""Live statistics end to end: the service as a process, commands and captures on a real broker.
+
+Every final result is compared with a tally computed here, independently, from the records the test
+published (the same windows by capture time, the same groups, the same filter).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from contracts.records import UNRECOGNIZED, encode, epoch_ms
+from contracts.topics import Topics
+from ingest import values
+from surveillance.stats_stage import GROUP
+from tests.surveillance._support import CHECKPOINTS, Site, capture_time, face, vehicle
+from tests.surveillance._support_s2 import wait_committed
+
+T = Topics()
+GROUP_OF = {"checkpoint": lambda cp: cp, "district": lambda cp: cp.split("#")[0], "city": lambda _cp: "city"}
+
+
+def stat(stat_id: str, measure: str, group_by: str, window_s: int, **extra: Any) -> dict[str, Any]:
+    return {"stat_id": stat_id, "measure": measure, "group_by": group_by, "window_s": window_s,
+            "requested_by": "tester", "requested_at": capture_time(-600), **extra}
+
+
+def tally(command: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[str, int, str], Any]:
+    """(stat id, window start ms, group) -> value, computed from scratch."""
+    size = command["window_s"] * 1000
+    cells: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if all(record.get(k) == v for k, v in command.get("filter", {}).items()):
+            t = epoch_ms(record["capture_time"])
+            cells[(t - t % size, GROUP_OF[command["group_by"]](record["checkpoint_id"]))].append(record)
+    out = {}
+    for (start, group), members in cells.items():
+        value: Any = len(members)
+        if command["measure"] == "distinct_plates":
+            value = len({r["plate_number"] for r in members} - {UNRECOGNIZED})
+        elif command["measure"] == "avg_speed":
+            value = round(sum(r["speed_kmh"] for r in members) / len(members), 2)
+        out[(command["stat_id"], start, group)] = value
+    return out
+
+
+def finals(results: list[dict[str, Any]]) -> dict[tuple[str, int, str], list[Any]]:
+    out: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
+    for r in results:
+        if r["final"]:
+            out[(r["stat_id"], epoch_ms(r["window_start"]), r["group"])].append(r["value"])
+    return out
+
+
+def live_traffic(bootstrap: str, rng: random.Random, seconds: float) -> tuple[list[dict], list[dict]]:
+    """Cameras at work for ``seconds``: vehicles (plates from a small pool, so distinct counts differ from
+    counts; some unreadable) and faces, each sent as it is captured (give or take half a second)."""
+    pool = [values.plate(rng, "blue") for _ in range(30)]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3})
+    vehicles: list[dict] = []
+    faces: list[dict] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(6):
+            n = len(vehicles)
+            record = vehicle(f"sv{n}", rng.choice(CHECKPOINTS), rng.choice(pool), rng, capture_time(-rng.random() / 2))
+            record["speed_kmh"] = round(rng.uniform(10, 90), 1)
+            if rng.random() < 0.05:
+                record["plate_number"] = UNRECOGNIZED
+            vehicles.append(record)
+            producer.produce(T.vehicle, encode(record), record["checkpoint_id"].encode())
+            if n % 3 == 0:
+                person = face(f"sf{n}", rng.choice(CHECKPOINTS), rng)
+                faces.append(person)
+                producer.produce(T.face, encode(person), person["checkpoint_id"].encode())
+        producer.poll(0)
+        time.sleep(0.05)
+    assert producer.flush(30) == 0
+    return vehicles, faces
+
+
+def test_statistics_equal_an_independent_tally_and_late_records_are_counted(site: Site) -> None:
+    rng = random.Random(31)
+    site.service(allowed_lateness_s=2, partial_interval_s=0.5).start()
+    commands = [stat("s-cp", "vehicle_count", "checkpoint", 2),
+                stat("s-district", "distinct_plates", "district", 3),
+                stat("s-speed", "avg_speed", "city", 5),
+                stat("s-suv", "vehicle_count", "city", 4, filter={"vehicle_type": "suv"}),
+                stat("s-women", "face_count", "district", 3, filter={"gender": "female"})]
+    for command in commands:
+        site.publisher.command(T.control_stats, command["stat_id"], command)
+    site.publisher.command(T.control_stats, "s-bad", {**stat("s-bad", "loudness", "city", 10)})
+    replies = site.reader(T.surveillance_replies, 1).read(lambda got: len({r["id"] for r in got}) >= 6)
+    status = {r["id"]: (r["status"], r["reason"]) for r in replies}
+    assert {k: s for k, (s, _r) in status.items()} == {**{c["stat_id"]: "accepted" for c in commands},
+                                                        "s-bad": "rejected"}
+    assert status["s-bad"][1].startswith("measure:")
+
+    vehicles, faces = live_traffic(site.broker.bootstrap, rng, 12.0)
+    expected: dict[tuple[str, int, str], Any] = {}
+    for command in commands:
+        expected.update(tally(command, faces if command["measure"] == "face_count" else vehicles))
+
+    results = site.reader(T.surveillance_stats)
+    got = finals(results.read(lambda r: finals(r).keys() >= expected.keys(), timeout=90, quiet_s=1.0))
+    assert got.keys() == expected.keys()
+    assert all(len(v) == 1 for v in got.values()), "one final per window and group"
+    wrong = {k: (got[k][0], v) for k, v in expected.items() if got[k][0] != pytest.approx(v, abs=0.006)}
+    assert not wrong, list(wrong.items())[:5]
+    print(f"statistics: {len(expected)} finals equal to the independent tally")
+    assert any(not r["final"] for r in results.values()), "partial results while windows were open"
+
+    # Every window above has closed (the input went idle): records for them now are late, and counted.
+    late = [vehicle(f"late{n}", CHECKPOINTS[0], "浙A0L001", rng, capture_time(-60)) for n in range(5)]
+    site.publisher.captures(T.vehicle, [*late, vehicle("fresh", CHECKPOINTS[0], "浙A0L002", rng)])
+    after = results.read(lambda r: any(x["stat_id"] == "s-cp" and x["late_records"] >= 5 for x in r))
+    assert max(x["late_records"] for x in after if x["stat_id"] == "s-cp") == 5
+    assert all(len(finals(after)[k]) == 1 for k in expected), "a late record changes no final"
+
+
+@pytest.mark.slow
+def test_kill_9_with_an_open_window_re_emits_nothing_and_the_final_counts_everything(site: Site) -> None:
+    """Half of a window's records before a kill -9, half after the restart: its one final counts all."""
+    rng = random.Random(32)
+    window_s = 60
+    service = site.service(allowed_lateness_s=2).start()
+    command = stat("s-open", "vehicle_count", "district", window_s)
+    site.publisher.command(T.control_stats, "s-open", command)
+    site.reader(T.surveillance_replies, 1).read(lambda got: any(r["id"] == "s-open" for r in got))
+    while time.time() % window_s > 3:   # start early in a window, so it stays open across the restart
+        time.sleep(0.2)
+    start_ms = int(time.time() // window_s * window_s * 1000)
+
+    def batch(tag: str, count: int) -> list[dict]:
+        now_ms = time.time() * 1000
+        assert now_ms < start_ms + window_s * 1000, "the machine is too slow for this window"
+        span_s = min(3.0, (now_ms - start_ms - 1) / 1000)
+        return [vehicle(f"{tag}{n}", rng.choice(CHECKPOINTS), values.plate(rng, "blue"), rng,
+                        capture_time(-rng.uniform(0, span_s))) for n in range(count)]
+
+    first = batch("a", 300)
+    site.publisher.captures(T.vehicle, first)
+    wait_committed(site.broker.bootstrap, GROUP, T.vehicle)
+    service.kill()
+    service.start()
+    second = batch("b", 300)
+    site.publisher.captures(T.vehicle, second)
+    expected = tally(command, first + second)
+    assert {k[1] for k in expected} == {start_ms}
+    results = site.reader(T.surveillance_stats)
+    got = finals(results.read(lambda r: finals(r).keys() >= expected.keys(), timeout=120, quiet_s=3.0))
+    assert got == {k: [v] for k, v in expected.items()}
+    assert sum(expected.values()) == 600
