@@ -16,7 +16,7 @@ from prometheus_client import start_http_server
 
 from contracts.config import add_config_flag, preparse_config
 
-from .service import Service
+from .service import STAGES, Service
 from .settings import Settings
 
 
@@ -25,8 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m surveillance", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"comma-separated stages to run in this process (default all: {','.join(STAGES)}); "
+                             "a stage scales by running it in more processes")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    unknown = set(args.stages.split(",")) - set(STAGES)
+    if unknown:
+        parser.error(f"unknown stages {', '.join(sorted(unknown))}: choose from {', '.join(STAGES)}")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings.from_config(config)
@@ -35,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.metrics_port:
         start_http_server(settings.metrics_port, addr="127.0.0.1")
-    service = Service(settings)
+    service = Service(settings, {name: STAGES[name] for name in args.stages.split(",")})
 
     def stop(*_: object) -> None:
         service.stop.set()

@@ -22,7 +22,7 @@ import numpy as np
 from confluent_kafka import Message
 
 from contracts.deployment_map import DeploymentMap, MapError
-from contracts.records import FEATURE_DIM, Kind, epoch_ms, is_checkpoint_id, is_plate
+from contracts.records import FEATURE_DIM, UNRECOGNIZED, Kind, epoch_ms, is_checkpoint_id, is_plate
 from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, CommandError, parse_watch
 
 from . import metrics
@@ -55,13 +55,16 @@ def _capture(raw: bytes | None, kind: Kind) -> dict[str, Any]:
         epoch_ms(record.get("capture_time"))
     except (TypeError, ValueError):
         raise SkippedRecord("malformed") from None
-    if kind is Kind.VEHICLE and not is_plate(record.get("plate_number")):
+    field = "plate_number" if kind is Kind.VEHICLE else "feature"
+    if record.get(field) == UNRECOGNIZED:
         raise SkippedRecord("unrecognized")
+    if kind is Kind.VEHICLE and not is_plate(record.get("plate_number")):
+        raise SkippedRecord("malformed")
     if kind is Kind.FACE:
         try:
             raw_feature = base64.b64decode(record.get("feature"), validate=True)
         except (binascii.Error, TypeError, ValueError):
-            raise SkippedRecord("unrecognized") from None
+            raise SkippedRecord("malformed") from None
         if len(raw_feature) != 4 * FEATURE_DIM:
             raise SkippedRecord("malformed")
         record["_vector"] = np.frombuffer(raw_feature, dtype="<f4")

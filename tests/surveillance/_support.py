@@ -63,13 +63,14 @@ class ServiceProcess:
 
     config: Path
     log: Path
+    args: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> ServiceProcess:
         offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "surveillance", "--config", str(self.config)],
-                                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            command = [sys.executable, "-m", "surveillance", "--config", str(self.config), *self.args]
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if "surveillance ready" in self.log.read_text(errors="replace")[offset:]:
@@ -200,9 +201,10 @@ class Site:
     services: list[ServiceProcess] = field(default_factory=list)
     readers: list[Reader] = field(default_factory=list)
 
-    def service(self, **surveillance: Any) -> ServiceProcess:
+    def service(self, *args: str, **surveillance: Any) -> ServiceProcess:
+        """A service process (not started); ``args`` are its flags, ``surveillance`` its config section."""
         config = write_config(self.directory, self.broker.bootstrap, **surveillance)
-        service = ServiceProcess(config, self.directory / f"service-{len(self.services)}.log")
+        service = ServiceProcess(config, self.directory / f"service-{len(self.services)}.log", args)
         self.services.append(service)
         return service
 

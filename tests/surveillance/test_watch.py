@@ -7,10 +7,14 @@ service publishes are compared one by one with the expected set; precision and r
 from __future__ import annotations
 
 import random
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
 from ingest import values
+from tests.support.ports import free_port
 from tests.surveillance._support import (
     CHECKPOINTS,
     DISTRICTS,
@@ -99,7 +103,8 @@ def test_exact_fuzzy_face_scope_expiry_removal_against_ground_truth(site: Site) 
 
 def test_malformed_commands_are_rejected_with_a_reply_and_the_service_keeps_going(site: Site) -> None:
     rng = random.Random(3)
-    service = site.service().start()
+    port = free_port()
+    service = site.service(metrics_port=port).start()
     cmd = site.publisher.command
     bad = {"k-kind": {"watch_id": "k-kind", "kind": "car", "plate": "浙A12345"},
            "k-plate": {"watch_id": "k-plate", "kind": "plate"},
@@ -124,10 +129,20 @@ def test_malformed_commands_are_rejected_with_a_reply_and_the_service_keeps_goin
     # a malformed capture is skipped; the next one still hits
     site.publisher.captures(T.vehicle, [{"record_id": "junk", "checkpoint_id": CHECKPOINTS[0]}])
     site.publisher.command(T.vehicle, CHECKPOINTS[0], b"\xff not json")
-    site.publisher.captures(T.vehicle, [vehicle("after", CHECKPOINTS[0], "浙A12345", rng)])
+    unreadable = vehicle("blurred", CHECKPOINTS[0], "浙A12345", rng)
+    site.publisher.captures(T.vehicle, [{**unreadable, "plate_number": "UNRECOGNIZED"},
+                                        vehicle("after", CHECKPOINTS[0], "浙A12345", rng)])
     hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= 1)
     assert [h["record_id"] for h in hits if h["kind"] == "plate"] == ["after"]
     assert service.process is not None and service.process.poll() is None
+    scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    counted = {(sample.name, *sorted(sample.labels.values())): sample.value
+               for family in text_string_to_metric_families(scraped) for sample in family.samples}
+    assert counted[("surveillance_commands_total", "rejected", "watch")] == 7
+    assert counted[("surveillance_commands_total", "accepted", "watch")] == 1
+    assert counted[("surveillance_records_skipped_total", "malformed", "watch")] == 2
+    assert counted[("surveillance_records_skipped_total", "unrecognized", "watch")] == 1
+    assert counted[("surveillance_hits_total", "exact", "plate")] == 1
 
 
 def test_watches_survive_a_restart_and_a_watch_added_while_down_applies(site: Site) -> None:
