@@ -14,12 +14,12 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import re
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .records import FEATURE_DIM, FIELDS, Kind, epoch_ms, is_checkpoint_id, is_plate
 
@@ -185,13 +185,13 @@ def decode_embedding(text: Any, field: str = "feature") -> bytes:
     if len(raw) != _FEATURE_BYTES:
         raise CommandError(field, f"wrong embedding length: {len(raw)} bytes, not {_FEATURE_BYTES} "
                                   f"({FEATURE_DIM} float32)")
-    vector = struct.unpack(f"<{FEATURE_DIM}f", raw)
-    if not all(math.isfinite(x) for x in vector):
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float64)  # numpy: a service loads 10,000s of these
+    if not np.isfinite(vector).all():
         raise CommandError(field, "embedding holds NaN or infinity")
-    norm = math.sqrt(math.fsum(x * x for x in vector))
+    norm = float(np.linalg.norm(vector))
     if norm == 0.0:
         raise CommandError(field, "embedding is all zeros")
-    return struct.pack(f"<{FEATURE_DIM}f", *(x / norm for x in vector))
+    return (vector / norm).astype("<f4").tobytes()
 
 
 def watch_from_json(data: Mapping[str, Any], key: bytes | str | None = None) -> WatchCommand:
