@@ -260,7 +260,9 @@ class EventHub:
 
 
 def hub_topics(topics: Topics) -> tuple[str, ...]:
-    """Topics pages may follow: the data topics except the raw captures (hundreds a second)."""
+    """Topics pages may follow: the data topics except the raw captures (hundreds a second), and the surveillance
+    control topics (the watch and statistic lists follow them live; the console folds them, see services.surveillance).
+    """
     return (topics.ingest_stats, topics.alerts, topics.surveillance_hits, topics.surveillance_stats,
             topics.video_status, topics.deadletter, topics.heartbeat, topics.surveillance_replies,
             topics.control_watchlist, topics.control_stats)
