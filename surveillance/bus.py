@@ -157,7 +157,12 @@ class Replies:
     def send(self, command_id: str, command: str, status: str, reason: str = "") -> None:
         metrics.COMMANDS.labels(command, status).inc()
         value = reply_record(command_id, command, status, reason, now_time(), self._instance)
-        self._producer.produce(self._topic, encode(value), command_id.encode())
+        while True:
+            try:
+                self._producer.produce(self._topic, encode(value), command_id.encode())
+                return
+            except BufferError:  # a restart replays every command: let the queue drain
+                self._producer.poll(0.05)
 
 
 class _Pending:

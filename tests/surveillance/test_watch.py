@@ -150,10 +150,15 @@ def test_watches_survive_a_restart_and_a_watch_added_while_down_applies(site: Si
     service = site.service().start()
     site.publisher.command(T.control_watchlist, "w1", plate_watch("w1", "浙A11111"))
     site.reader(T.surveillance_replies, 1).read(lambda got: len(got) >= 1)
+    site.publisher.captures(T.vehicle, [vehicle("a0", CHECKPOINTS[1], "浙A11111", rng, capture_time(-30))])
+    hits = site.reader(T.surveillance_hits)
+    hits.read(lambda got: len(got) >= 1)
     assert service.stop() == 0
     site.publisher.command(T.control_watchlist, "w2", plate_watch("w2", "浙A22222"))
     site.publisher.captures(T.vehicle, [vehicle("a", CHECKPOINTS[0], "浙A11111", rng),
                                         vehicle("b", CHECKPOINTS[3], "浙A22222", rng)])
     service.start()
-    hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= 2, quiet_s=1.0)
-    assert sorted((h["watch_id"], h["record_id"]) for h in hits if h["kind"] == "plate") == [("w1", "a"), ("w2", "b")]
+    got = [h for h in hits.read(lambda got: len(got) >= 3, quiet_s=1.0) if h["kind"] == "plate"]
+    assert sorted((h["watch_id"], h["record_id"]) for h in got) == [("w1", "a"), ("w1", "a0"), ("w2", "b")]
+    after = next(h for h in got if h["record_id"] == "a")  # the trajectory was read back from the hits topic
+    assert [p["record_id"] for p in after["trajectory"]] == ["a0", "a"]
