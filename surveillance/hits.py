@@ -13,7 +13,7 @@ from typing import Any
 
 from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import encode, epoch_ms, now_time
-from contracts.surveillance import WATCH_KINDS, hit_record, parse_hit, watch_hit_id
+from contracts.surveillance import WATCH_KINDS, WatchCommand, hit_record, parse_hit, watch_hit_id
 
 from .bus import Output
 from .geo import Geo
@@ -69,7 +69,7 @@ class HitPublisher:
         self.geo = geo
         self.trajectories = trajectories
 
-    def outputs(self, watch: Any, kind: str, record: dict[str, Any], score: float,
+    def outputs(self, watch: WatchCommand, kind: str, record: dict[str, Any], score: float,
                 match: str | None = None) -> list[Output]:
         checkpoint_id = record["checkpoint_id"]
         hit = hit_record(
