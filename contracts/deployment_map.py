@@ -8,6 +8,7 @@ a capture on the map and to know which recognition server serves which camera.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,17 @@ if TYPE_CHECKING:
     from .config import Config
 
 DEFAULT_PATH = "data/deployment_map.json"
+EARTH_RADIUS_KM = 6371.0088
+"""Mean Earth radius (IUGG), what haversine distances are usually quoted against."""
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle distance in kilometres between two points given in degrees (how far apart two checkpoints
+    are: the simulator moves its targets at road speeds by it, the cloned-plate check judges trips by it)."""
+    phi1, phi2 = math.radians(lat1), math.radians(lat2)
+    dlambda = math.radians(lon2 - lon1)
+    a = math.sin((phi2 - phi1) / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlambda / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--curve", choices=("daily", "flat"), default=sim.get("curve", "daily"))
     parser.add_argument("--start-hour", type=float, default=float(sim.get("start_hour", 7.0)))
     parser.add_argument("--face-share", type=float, default=float(sim.get("face_share", 0.3)))
+    parser.add_argument("--cloned-pairs", type=int, default=int(sim.get("cloned_pairs", 1)),
+                        help="pairs of vehicles sharing one plate in two districts (the cloned-plate check's quarry)")
     parser.add_argument("--first-sequence", type=int, default=0,
                         help="device sequence numbers (hence record ids) continue after this")
     parser.add_argument("--partitions", type=int, default=topic_partitions(config),
@@ -222,7 +224,7 @@ def make_traffic(args: argparse.Namespace) -> tuple[City, Traffic]:
     city = build_city(args.seed, args.checkpoints)
     config = TrafficConfig(seed=args.seed, failure_rate=args.failure_rate, malformed_rate=args.malformed_rate,
                            face_share=args.face_share, curve=args.curve, start_hour=args.start_hour,
-                           speedup=args.speedup, first_sequence=args.first_sequence)
+                           speedup=args.speedup, first_sequence=args.first_sequence, cloned_pairs=args.cloned_pairs)
     return city, Traffic(city, config)
 
 

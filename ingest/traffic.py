@@ -15,9 +15,10 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from contracts.deployment_map import haversine_km
 from contracts.records import CITY_TZ, RECOGNIZED_FIELDS, UNRECOGNIZED, Kind, encode, format_time
 
 from . import values
@@ -41,7 +42,12 @@ class TrafficConfig:
     target_plates: int = 4
     target_faces: int = 2
     target_every: int = 150
-    """One capture in this many is a target's next sighting along its route."""
+    """One capture in this many is a target's turn: its next sighting along its route, once it can be there."""
+    target_speed_kmh: float = 40.0
+    """How fast targets drive between the checkpoints of their routes (a city car; far below a clone's speed)."""
+    cloned_pairs: int = 0
+    """Pairs of vehicles that share one plate (套牌), each pair on routes in two districts: what the cloned-plate
+    check must find (every other plate belongs to one vehicle)."""
     failing_device_share: float = 0.1
     first_sequence: int = 0
     """Device sequence numbers continue after this: runs that must not reuse record ids start higher."""
@@ -97,17 +103,24 @@ def plan_failures(city: City, config: TrafficConfig) -> dict[str, DeviceFailure]
 
 @dataclass
 class Target:
-    """A watched plate or face that recurs along a route of neighbouring checkpoints."""
+    """A watched plate or face that recurs along a route of neighbouring checkpoints, at road speed."""
 
     kind: Kind
     route: list[str]
     plate: str | None = None
     identity: list[float] | None = None
     position: int = 0
+    due: datetime | None = None
+    """Not at the next checkpoint of its route before this capture time."""
 
-    def next_checkpoint(self) -> str:
+    def next_checkpoint(self, now: datetime, distance_km: Callable[[str, str], float], speed_kmh: float) -> str | None:
+        """Where the target is seen at ``now``, or None while it is still driving to its next checkpoint."""
+        if self.due is not None and now < self.due:
+            return None
         checkpoint = self.route[self.position % len(self.route)]
         self.position += 1
+        following = self.route[self.position % len(self.route)]
+        self.due = now + timedelta(hours=distance_km(checkpoint, following) / speed_kmh)
         return checkpoint
 
 
@@ -133,7 +146,13 @@ class Traffic:
         self.rng = random.Random(self.config.seed)
         self.failures = plan_failures(self.city, self.config)
         self.sequences: dict[str, int] = {}
+        self._places = {c.checkpoint_id: c for c in self.city.checkpoints}
         self.targets = self._plan_targets()
+        self._target_plates = {t.plate for t in self.targets if t.plate}
+        self._plates = random.Random(f"plates-{self.config.seed}").randrange(values.PLATE_TAILS) + \
+            self.config.first_sequence * len(self.city.devices)
+        """Number of the next passer-by's plate (:func:`values.numbered_plate`); a restart continues after
+        the records of the run before (``first_sequence`` per device)."""
         self._captured = 0
         self._by_kind = {
             kind: [d for d in self.city.devices.values() if d.kind == kind.value] for kind in (Kind.VEHICLE, Kind.FACE)
@@ -168,16 +187,29 @@ class Traffic:
                 targets.append(Target(kind, route, plate=values.plate(rng, "blue")))
             else:
                 targets.append(Target(kind, route, identity=values.unit_vector(rng)))
+        for _ in range(self.config.cloned_pairs):
+            first = self._route(rng, Kind.VEHICLE)
+            districts = sorted({c.district for c in self.city.checkpoints} - {self._places[first[0]].district})
+            if not districts:
+                break  # a one-district city has nowhere for the twin to be
+            plate = values.plate(rng, "blue")
+            second = self._route(rng, Kind.VEHICLE, rng.choice(districts))
+            targets += [Target(Kind.VEHICLE, first, plate=plate), Target(Kind.VEHICLE, second, plate=plate)]
         return targets
 
-    def _route(self, rng: random.Random, kind: Kind) -> list[str]:
+    def distance_km(self, a: str, b: str) -> float:
+        first, second = self._places[a], self._places[b]
+        return haversine_km(first.lat, first.lon, second.lat, second.lon)
+
+    def _route(self, rng: random.Random, kind: Kind, district: str | None = None) -> list[str]:
         """Consecutive crossroads of one district, one checkpoint (with a camera of ``kind``) at each."""
         usable = [
             c for c in self.city.checkpoints if kind is Kind.VEHICLE or c.face_device is not None
         ]
         if not usable:
             return []
-        district = rng.choice(sorted({c.district for c in usable}))
+        if district is None or district not in {c.district for c in usable}:
+            district = rng.choice(sorted({c.district for c in usable}))
         route = []
         for crossroad in sorted({c.crossroad for c in usable if c.district == district}):
             choices = [c for c in usable if c.district == district and c.crossroad == crossroad]
@@ -203,13 +235,13 @@ class Traffic:
         self._captured += 1
         kind = Kind.FACE if rng.random() < self.config.face_share else Kind.VEHICLE
         target = None
-        if self.targets and self._captured % self.config.target_every == 0:
-            target = self.targets[(self._captured // self.config.target_every) % len(self.targets)]
-            kind = target.kind
         devices = active[kind]
-        if target is not None:
-            wanted = target.next_checkpoint()
-            devices = [d for d in devices if d.checkpoint_id == wanted] or devices
+        if self.targets and self._captured % self.config.target_every == 0:
+            turn = self.targets[(self._captured // self.config.target_every) % len(self.targets)]
+            wanted = turn.next_checkpoint(self.clock(), self.distance_km, self.config.target_speed_kmh)
+            at_wanted = [d for d in active[turn.kind] if d.checkpoint_id == wanted]
+            if at_wanted:  # else still on its way, or passing a camera that is down: unseen
+                target, kind, devices = turn, turn.kind, at_wanted
         if not devices:
             return None
         device = rng.choice(devices)
@@ -240,12 +272,22 @@ class Traffic:
             attrs = values.vehicle_attributes(rng)
             if target is not None and target.plate:
                 attrs["plate_number"] = target.plate
+            else:
+                attrs["plate_number"] = self._passer_by_plate(str(attrs["plate_number"]))
             lanes = next(c.lanes for c in self.city.checkpoints if c.checkpoint_id == device.checkpoint_id)
             return {**head, **attrs, "lane": rng.randint(1, lanes), "speed_kmh": round(rng.uniform(12, 75), 1),
                     "image_url": image_url}
         attrs = values.face_attributes(rng)
         identity = target.identity if target is not None else None
         return {**head, **attrs, "feature": values.feature(rng, identity), "image_url": image_url}
+
+    def _passer_by_plate(self, drawn: str) -> str:
+        """A plate no other vehicle of this run carries (``drawn`` keeps the province and city letter)."""
+        while True:
+            self._plates += 1
+            plate = values.numbered_plate(drawn, self._plates)
+            if plate not in self._target_plates:
+                return plate
 
     def _unreadable(self, kind: Kind, device: Device, elapsed_s: float) -> list[str]:
         """Fields this capture's recogniser could not read: rarely for a healthy device, mostly when blurred."""

@@ -75,6 +75,23 @@ def plate(rng: random.Random, color: str) -> str:
     return f"{province}{letter}{tail}"
 
 
+PLATE_TAILS = len(PLATE_ALPHABET) ** 5
+_TAIL_STRIDE = 7_368_787
+"""A prime, so coprime with 34**5 = 2**5 * 17**5: n -> n * stride mod 34**5 visits every tail once."""
+
+
+def numbered_plate(drawn: str, n: int) -> str:
+    """``drawn`` (a plate from :func:`plate`) with its last five characters replaced by the ``n``-th tail of a
+    fixed permutation: distinct ``n`` below 34**5 give distinct plates, and consecutive ones look random.
+    One car, one plate: a passer-by's plate reused elsewhere in the city would look like a cloned plate."""
+    index = (n % PLATE_TAILS) * _TAIL_STRIDE % PLATE_TAILS
+    tail = []
+    for _ in range(5):
+        index, digit = divmod(index, len(PLATE_ALPHABET))
+        tail.append(PLATE_ALPHABET[digit])
+    return drawn[:-5] + "".join(tail)
+
+
 def vehicle_attributes(rng: random.Random) -> dict[str, object]:
     """Everything a vehicle recogniser reports, consistent with itself (yellow plates on trucks, ...)."""
     plate_color, _, types = weighted(rng, PLATE_COLORS)

@@ -9,23 +9,10 @@ a city has hundreds of checkpoints, a busy minute tens of thousands of sightings
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any
 
-from contracts.deployment_map import Checkpoint, DeploymentMap
-
-EARTH_RADIUS_KM = 6371.0088
-"""Mean Earth radius (IUGG), what haversine distances are usually quoted against."""
-
-
-def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle distance in kilometres between two points given in degrees."""
-    phi1, phi2 = math.radians(lat1), math.radians(lat2)
-    dphi = phi2 - phi1
-    dlambda = math.radians(lon2 - lon1)
-    a = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlambda / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
+from contracts.deployment_map import Checkpoint, DeploymentMap, haversine_km
 
 
 def district_of(checkpoint_id: str) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.deployment_map import Checkpoint, DeploymentMap
+from contracts.deployment_map import Checkpoint, DeploymentMap, haversine_km
 from surveillance.cloned import CloneDetector, CloneRules, Sighting
-from surveillance.geo import Geo, haversine_km
+from surveillance.geo import Geo
 
 PLATE = "浙A12345"
 T0 = 1_800_000_000_000
