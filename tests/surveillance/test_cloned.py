@@ -8,6 +8,7 @@ consumer group has committed every sighting, so "no hit" is not "not yet").
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ from ingest import values
 from surveillance.cloned_stage import ALERT_NAME, CLONED_GROUP, SIGHTINGS_GROUP
 from tests.surveillance._support import (
     CHECKPOINTS,
+    ServiceProcess,
     Site,
     capture_time,
     plate_watch,
@@ -132,3 +134,36 @@ def test_kill_9_between_two_sightings_loses_no_pair(site: Site) -> None:
     assert set(clone_hits(hits)) == expected
     ids = [h["hit_id"] for h in hits if h["kind"] == "cloned_plate"]
     assert len(ids) == len(set(ids)) == len(expected)   # the rebuilt sightings raised nothing again
+
+
+@pytest.mark.slow
+def test_two_instances_share_the_sightings_and_one_survives_the_others_kill_9(site: Site) -> None:
+    """Each plate's sightings meet in one instance; after a kill -9 the survivor takes the partitions over,
+    rebuilds their plates and finds every pair (a replayed hit keeps its id)."""
+    rng = random.Random(24)
+    first, second = site.service().start(), site.service().start()
+
+    def owns_sightings(service: ServiceProcess) -> bool:
+        lines = [line for line in service.text().splitlines() if "cloned: assigned" in line]
+        return bool(lines) and T.plate_sightings in lines[-1]
+
+    deadline = time.monotonic() + 60
+    while not (owns_sightings(first) and owns_sightings(second)):   # the partitions are split between them
+        assert time.monotonic() < deadline, "the two instances did not share the sightings' partitions"
+        time.sleep(0.3)
+    firsts, seconds, expected = [], [], set()
+    for n in range(60):
+        plate = f"浙D{n:05d}"
+        firsts.append(vehicle(f"t{n}-a", CHECKPOINTS[n % 4], plate, rng, capture_time(-90)))
+        seconds.append(vehicle(f"t{n}-b", CHECKPOINTS[4 + n % 4], plate, rng, capture_time(-30)))
+        expected.add((f"t{n}-a", f"t{n}-b"))
+    site.publisher.captures(T.vehicle, background(rng, 300) + firsts)
+    wait_processed(site)
+    first.kill()
+    site.publisher.captures(T.vehicle, seconds)
+    hits = site.reader(T.surveillance_hits).read(lambda got: len(clone_hits(got)) >= len(expected), timeout=90)
+    wait_processed(site)
+    hits = site.readers[-1].read(lambda _got: True, quiet_s=1.0)
+    assert set(clone_hits(hits)) == expected
+    ids = [h["hit_id"] for h in hits if h["kind"] == "cloned_plate"]
+    assert set(ids) == {cloned_hit_id(a, b) for a, b in expected}
