@@ -279,16 +279,26 @@ class Drill:
             site.start_hbase()
             create_topics(site.bootstrap)  # the DR ingest job subscribes before the mirror's first copy
         self.mirror = self.start_mirror(self.primary, self.dr)
-        for site in (self.primary, self.dr):
-            site.start_ingest(self.config)
         self.t0 = time.time()
         self.fleet.start()
         self.loader.start()
-        # A loaded machine starts Spark slowly: the failure comes once the load flows and both ingest jobs run.
         _wait(lambda: bool(self.fleet.acked) and any(v for _, v in self.probes[0].samples), 120, "load mirrored")
-        if self.args.ingest:
-            _wait(lambda: self.primary.ingest_running() and self.dr.ingest_running(), 300, "both ingest jobs running")
-        self.event("load steady")
+        for site in (self.primary, self.dr) if self.args.ingest else ():
+            self.start_ingest(site)
+        self.event("load steady")  # the failure comes once the load flows and both ingest jobs run
+
+    def start_ingest(self, site: Site, attempts: int = 3) -> None:
+        """One job at a time (Spark's start is the heaviest thing a drill does); a job that dies while starting
+        (on a loaded machine its Python worker can miss Spark's 10 s connect-back) is restarted, as a supervisor
+        would, from its own checkpoint."""
+        for attempt in range(1, attempts + 1):
+            site.start_ingest(self.config)
+            try:
+                _wait(site.ingest_running, 300, f"the {site.name} ingest job running")
+                return
+            except RuntimeError:
+                if attempt == attempts:
+                    raise
 
     def teardown(self) -> None:
         for thread in (self.fleet, self.loader, *self.probes):

@@ -27,6 +27,7 @@ from web.routers import (
     bus,
     captures,
     devices,
+    dr,
     events,
     health,
     monitoring,
@@ -37,6 +38,7 @@ from web.routers import (
     video,
     watchlist,
 )
+from web.services.dr import DrService, DrSettings
 from web.services.runtime import DataServices
 from web.services.surveillance import SurveillanceConsole
 from web.settings import ConsoleSettings
@@ -45,7 +47,7 @@ log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
            captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
-           watchlist.router, stats.router, pages.router)
+           watchlist.router, stats.router, dr.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
@@ -56,7 +58,9 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
         app.state.hub.start(asyncio.get_running_loop())
         app.state.overview.start(backends)
         app.state.data.start()  # the lag-history sampler
+        app.state.dr.start()  # the DR mirror's lag sampler
         yield
+        app.state.dr.stop()
         app.state.data.stop()
         await app.state.overview.stop()
         app.state.hub.stop()
@@ -69,6 +73,7 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.auth = Auth(settings, backends)
     app.state.audit = AuditLog(backends.hbase)
     app.state.data = DataServices(settings, backends)
+    app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()
     app.state.metrics = metrics
     app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))

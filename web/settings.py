@@ -34,6 +34,8 @@ class ConsoleSettings:
     lag_sample_interval_s: float = 30.0
     """How often the console records every consumer group's lag (kept in HBase for the lag charts)."""
     topics: Topics = field(default_factory=Topics)
+    dr: dict[str, object] = field(default_factory=dict)
+    """The ``[dr]`` section as it is (the DR page reads the mirror's metrics port and the drill reports dir)."""
 
     @classmethod
     def from_config(cls, config: Config, **overrides: object) -> ConsoleSettings:
@@ -55,6 +57,7 @@ class ConsoleSettings:
             "map_path": map_path(config),
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
+            "dr": config.section("dr"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

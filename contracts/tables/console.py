@@ -37,10 +37,12 @@ AUDIT_TABLE = "console_audit"
 LAG_TABLE = "console_lag_history"
 LAG_TTL_S = 24 * 3600
 ACK_TABLE = "console_alert_ack"
+DR_LAG_TABLE = "console_dr_lag"  # the DR mirror's lag samples: the lag-history row layout, keyed by mirror
 ACK_TTL_S = 30 * 24 * 3600
 TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}},
                                LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}},
-                               ACK_TABLE: {"k": {"max_versions": 1, "time_to_live": ACK_TTL_S}}}
+                               ACK_TABLE: {"k": {"max_versions": 1, "time_to_live": ACK_TTL_S}},
+                               DR_LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}}}
 
 
 def user_row_key(username: str) -> bytes:

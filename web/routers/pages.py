@@ -56,6 +56,7 @@ PAGES = (
     Page("watchlist", "/watchlist", Role.VIEWER),
     Page("stats", "/stats", Role.VIEWER),
     Page("video", "/video", Role.VIEWER),
+    Page("dr", "/dr", Role.VIEWER),
     Page("audit", "/audit", Role.ADMIN),
     Page("users", "/users", Role.ADMIN),
 )

@@ -1,0 +1,106 @@
+"""The DR page in a real browser (chromium via Playwright) against ``python -m web`` with a real mirror between
+two brokers and a real drill's report on disk. test_browser's watch applies: a console error, an uncaught
+exception or a request leaving 127.0.0.1 fails the test. Screenshots go to test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from playwright.sync_api import expect
+
+from contracts.config import load
+from deploy.dr_site import mirror_properties
+from tests.hbase.conftest import start_gateway
+from tests.support.broker_process import ROOT, BrokerProcess
+from tests.support.ports import free_port
+from tests.web.conftest import ROLES, Backing, password_of, start_console
+from tests.web.test_browser import Browsing, Site, browser, browsing  # noqa: F401 - fixtures
+from tests.web.test_dr_api import dr_console
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(600)]
+TOPIC = "capture.vehicle"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """A primary broker with captures and a committed group, a DR broker, the mirror, a drill report, a console."""
+    root = tmp_path_factory.mktemp("browser-dr")
+    broker, dr = BrokerProcess(root / "broker").start(), BrokerProcess(root / "dr").start()
+    gateway = mirror = console = None
+    try:
+        gateway = start_gateway(root / "hbase", log_dir=root)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(500):
+            producer.produce(TOPIC, f'{{"n": {i}}}'.encode(), str(i).encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "surveillance-loader"})
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 200)], asynchronous=False)
+        consumer.close()
+        metrics_port = free_port()
+        (root / "mm2.properties").write_text(mirror_properties(broker.bootstrap, dr.bootstrap, load(), intervals_s=1))
+        with (root / "mirror.log").open("wb") as log:
+            mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
+                                       "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT)
+        first = start_console(Backing(broker, gateway, root))
+        console = dr_console(first, dr, metrics_port)
+        drill = subprocess.run([sys.executable, "-m", "dr_mirror.drill", "--scenario", "mirror-crash", "--no-ingest",
+                                "--seconds", "3", "--after", "2", "--outage", "2", "--report",
+                                str(root / "drills" / "20261124T000000Z-mirror-crash")],
+                               cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert drill.returncode == 0, drill.stderr[-3000:]
+        for role in ROLES:
+            result = console.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
+            assert result.returncode == 0, result.stderr
+        yield Site(console, {}, [], [])
+    finally:
+        if console is not None:
+            console.stop()
+        if mirror is not None:
+            mirror.terminate()
+            mirror.wait(20)
+        if gateway is not None:
+            gateway.kill()
+        dr.stop()
+        broker.stop()
+
+
+def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) -> None:  # noqa: F811
+    page = browsing.page
+    browsing.login("viewer")
+    browsing.goto("/dr")
+    expect(page.locator("nav a[data-page=dr]")).to_have_class("active")
+    rows = page.locator("#lag-table tbody tr")
+    expect(rows.filter(has_text=TOPIC)).to_have_count(2, timeout=60_000)
+    expect(page.locator("#lag-total")).to_have_text("落后 0 条", timeout=60_000)
+    expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_have_count(
+        1, timeout=60_000)
+    expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_contain_text("200")
+    expect(page.locator("#lag-chart canvas")).to_have_count(1)
+    expect(page.locator("#drill-form")).to_have_count(0)  # starting a drill is for admins
+    drills = page.locator("#drills-table tbody tr")
+    expect(drills).to_have_count(1)
+    expect(drills.first).to_contain_text("镜像崩溃")
+    drills.first.locator("a").click()
+    expect(page.locator("#drill-panel")).to_be_visible()
+    expect(page.locator("#drill-md")).to_contain_text("# DR drill: mirror-crash")
+    page.wait_for_function("document.querySelector('#drill-chart').naturalWidth > 0")
+    browsing.snap("dr-zh")
+
+
+def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F811
+    page = browsing.page
+    browsing.login("admin")
+    browsing.goto("/lang/en?next=/dr")
+    expect(page.locator("h1")).to_have_text("Disaster recovery")
+    expect(page.locator("#drill-form")).to_be_visible()
+    expect(page.locator("#drill-scenario option")).to_have_count(3)
+    expect(page.locator("#drills-table tbody tr")).to_have_count(1)
+    page.locator("#drills-table tbody tr a").first.click()
+    page.wait_for_function("document.querySelector('#drill-chart').naturalWidth > 0")
+    browsing.snap("dr-en")

@@ -1,0 +1,162 @@
+"""``/api/v1/dr/*`` against a real console, two brokers and a real mirror between them (`python -m dr_mirror`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from contracts.config import load
+from deploy.dr_site import mirror_properties
+from tests.support.broker_process import ROOT, BrokerProcess
+from tests.support.ports import free_port
+from tests.web.conftest import ConsoleProcess, start_console
+
+TOPIC = "capture.vehicle"
+GROUP = "dr-api-loader"
+
+
+@dataclass
+class DrSetup:
+    dr: BrokerProcess
+    mirror: subprocess.Popen[bytes]
+    metrics_port: int
+    console: ConsoleProcess
+    reports: Path
+
+
+def dr_console(console: ConsoleProcess, dr: BrokerProcess, metrics_port: int) -> ConsoleProcess:
+    """A console on the session's backends whose ``[dr]`` names this DR broker and mirror."""
+    proc = start_console(console.backing, lag_sample_interval_s=1)
+    proc.stop()  # restarted below with [dr] appended to its config: the console reads it once at start
+    with proc.config.open("a") as config:
+        config.write(f'[dr]\nbootstrap_servers = "{dr.bootstrap}"\nmirror_metrics_port = {metrics_port}\n'
+                     'reports_dir = "drills"\n')
+    with proc.log_path.open("ab") as log:
+        proc.proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(proc.config)], cwd=ROOT,
+                                     stdout=log, stderr=subprocess.STDOUT)
+    wait_for(lambda: _answers(proc), 60, "console restarted with [dr]")
+    proc._clients.clear()
+    proc._shared.clear()
+    return proc
+
+
+def _answers(proc: ConsoleProcess) -> bool:
+    try:
+        return httpx.get(f"{proc.url}/api/v1/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
+    root = tmp_path_factory.mktemp("dr-api")
+    dr = BrokerProcess(root / "dr").start()
+    primary = console.backing.broker.bootstrap
+    producer = Producer({"bootstrap.servers": primary})
+    for i in range(200):
+        producer.produce(TOPIC, f'{{"n": {i}}}'.encode(), str(i).encode())
+    assert producer.flush(30) == 0
+    metrics_port = free_port()
+    (root / "mm2.properties").write_text(mirror_properties(primary, dr.bootstrap, load(), intervals_s=1))
+    with (root / "mirror.log").open("wb") as log:
+        mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
+                                   "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
+                                  stderr=subprocess.STDOUT)
+    proc = dr_console(console, dr, metrics_port)
+    try:
+        yield DrSetup(dr, mirror, metrics_port, proc, proc.data_dir.parent / "drills")
+    finally:
+        proc.stop()
+        mirror.terminate()
+        mirror.wait(20)
+        dr.stop()
+
+
+def test_lag_is_live_per_partition_and_sampled_into_the_last_hour(setup: DrSetup) -> None:
+    viewer = setup.console.client("viewer")
+    assert setup.console.client(None).get("/api/v1/dr/lag").status_code == 401
+
+    def mirrored() -> bool:
+        response = viewer.get("/api/v1/dr/lag")
+        if response.status_code != 200:
+            return False
+        rows = [p for p in response.json()["partitions"] if p["topic"] == TOPIC]
+        return bool(rows) and all(p["lag"] == 0 and not p["stopped"] for p in rows)
+
+    wait_for(mirrored, 60, "the mirror reports capture.vehicle caught up")
+    wait_for(lambda: len(viewer.get("/api/v1/dr/lag/history").json()) >= 2, 30, "two lag samples")
+    history = viewer.get("/api/v1/dr/lag/history").json()
+    assert history == sorted(history, key=lambda s: s["time_ms"])
+    assert any(p["topic"] == TOPIC for p in history[-1]["partitions"]) and history[-1]["total"] >= 0
+
+
+def test_checkpoints_show_the_group_offset_translated_to_dr(setup: DrSetup) -> None:
+    consumer = Consumer({"bootstrap.servers": setup.console.backing.broker.bootstrap, "group.id": GROUP,
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(TOPIC, 0, 150)], asynchronous=False)
+    consumer.close()
+    viewer = setup.console.client("viewer")
+
+    def checkpoint() -> dict | None:
+        rows = [c for c in viewer.get("/api/v1/dr/checkpoints").json() if c["group"] == GROUP]
+        return rows[0] if rows else None
+
+    wait_for(lambda: checkpoint() is not None, 60, "a checkpoint for the group")
+    found = checkpoint()
+    assert found is not None
+    assert (found["topic"], found["partition"], found["upstream_offset"]) == (TOPIC, 0, 150)
+    assert found["downstream_offset"] == 150  # identity offsets: the mirror alone writes the DR topic
+
+
+def test_lag_answers_503_naming_the_mirror_when_it_is_down(setup: DrSetup) -> None:
+    setup.mirror.terminate()
+    setup.mirror.wait(20)
+    response = setup.console.client("viewer").get("/api/v1/dr/lag")
+    assert response.status_code == 503 and response.json()["backend"] == "dr_mirror"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_drills_are_admin_only_one_at_a_time_audited_and_listed(setup: DrSetup) -> None:
+    admin, viewer = setup.console.client("admin"), setup.console.client("viewer")
+    body = {"scenario": "mirror-crash", "ingest": False}
+    for user in ("viewer", "operator"):
+        assert setup.console.client(user).post("/api/v1/dr/drills", json=body).status_code == 403
+    assert admin.post("/api/v1/dr/drills", json={"scenario": "meteor"}).status_code == 422
+    started = admin.post("/api/v1/dr/drills", json=body)
+    assert started.status_code == 202, started.text
+    name = started.json()["name"]
+    assert admin.post("/api/v1/dr/drills", json=body).status_code == 409  # one at a time
+    audit = [e for e in admin.get("/api/v1/audit", params={"limit": 50}).json()["items"]
+             if e["action"] == "dr.drill.start"]
+    assert [e["outcome"] for e in audit[:2]] == ["refused: drill " + name + " is still running", "ok"]
+    wait_for(lambda: not viewer.get("/api/v1/dr/drills/running").json()["running"], 360, "the drill ended")
+    assert viewer.get("/api/v1/dr/drills/running").json()["exit_code"] == 0, \
+        (setup.reports / name / "drill.log").read_text()[-3000:]
+    listed = viewer.get("/api/v1/dr/drills").json()
+    assert listed[0]["name"] == name and listed[0]["scenario"] == "mirror-crash"
+    assert listed[0]["report"]["missing_at_dr"] == 0
+    report = viewer.get(f"/api/v1/dr/drills/{name}").json()
+    assert report["markdown"].startswith("# DR drill: mirror-crash") and report["has_chart"]
+    png = viewer.get(f"/api/v1/dr/drills/{name}/png")
+    assert png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
+    assert viewer.get(f"/api/v1/dr/drills/{name}/md").text == report["markdown"]
+    assert viewer.get("/api/v1/dr/drills/no-such-drill").status_code == 404
+    assert viewer.get("/api/v1/dr/drills/..%2F..%2Fconsole/json").status_code == 404
+    assert viewer.get(f"/api/v1/dr/drills/{name}/exe").status_code == 422

@@ -1,0 +1,73 @@
+"""``/api/v1/dr/*``: the DR mirror's lag (now and over the last hour), its checkpoints, and the drills."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+
+class PartitionLag(BaseModel):
+    topic: str
+    partition: int
+    lag: int
+    """Source high watermark minus the mirror's position (records)."""
+    stopped: bool = False
+    """An error stopped this partition (e.g. a record larger than the target accepts); the mirror log says why."""
+
+
+class LagNow(BaseModel):
+    total: int
+    partitions: list[PartitionLag]
+
+
+class LagPartitionSample(BaseModel):
+    topic: str
+    partition: int
+    lag: int | None
+
+
+class LagSample(BaseModel):
+    time_ms: int
+    total: int
+    partitions: list[LagPartitionSample]
+
+
+class CheckpointOut(BaseModel):
+    """MirrorMaker 2's checkpoint: the group's committed offset on the primary and its translation on DR."""
+
+    group: str
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    time_ms: int
+
+
+class DrillSummary(BaseModel):
+    name: str
+    finished: str
+    scenario: str | None
+    has_chart: bool
+    report: dict[str, Any]
+    """The drill's JSON figures (RPO, RTO, rows, duplicates, ...), as the drill wrote them."""
+
+
+class DrillReport(BaseModel):
+    name: str
+    finished: str
+    report: dict[str, Any]
+    markdown: str | None
+    has_chart: bool
+
+
+class DrillStart(BaseModel):
+    scenario: Literal["primary-loss", "mirror-crash", "failback"]
+    ingest: bool = True
+    """False: a bus-only drill (no HBase gateways, no Spark ingest jobs; a minute instead of several)."""
+
+
+class DrillRunning(BaseModel):
+    name: str
+    running: bool
+    exit_code: int | None

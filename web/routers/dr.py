@@ -1,0 +1,85 @@
+"""``/api/v1/dr/*``: the DR page's API. Viewers read lag, checkpoints and drill reports; admins start drills.
+
+A drill starts two throw-away sites of its own (`python -m dr_mirror.drill`), so it never touches the
+running DR site; it is still a heavy job for the machine, hence admin-only, audited and one at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi.responses import FileResponse, PlainTextResponse
+
+from web.dependencies import AdminDep, AuditDep, ViewerDep
+from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample
+from web.routers.data_common import answering, audited
+from web.services.dr import DrService
+
+router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
+
+
+def get_dr(request: Request) -> DrService:
+    return request.app.state.dr
+
+
+DrDep = Annotated[DrService, Depends(get_dr)]
+ReportName = Annotated[str, Path(max_length=128, description="a drill report's directory name")]
+
+
+@router.get("/lag", response_model=LagNow)
+def lag(_user: ViewerDep, dr: DrDep) -> LagNow:
+    """The mirror's lag per topic and partition now (503 ``dr_mirror`` when the mirror does not answer)."""
+    partitions = dr.lag_now()
+    return LagNow(total=sum(p["lag"] for p in partitions), partitions=partitions)
+
+
+@router.get("/lag/history", response_model=list[LagSample])
+def lag_history(_user: ViewerDep, dr: DrDep) -> list[LagSample]:
+    """The last hour of the mirror's lag, sampled by the console, oldest first."""
+    return [LagSample(**s) for s in dr.history()]
+
+
+@router.get("/checkpoints", response_model=list[CheckpointOut])
+def checkpoints(_user: ViewerDep, dr: DrDep) -> list[CheckpointOut]:
+    """The newest checkpoint per group and partition (what a group resumes from on DR after a failover)."""
+    return [CheckpointOut(**c) for c in dr.checkpoints()]
+
+
+@router.get("/drills", response_model=list[DrillSummary])
+def drills(_user: ViewerDep, dr: DrDep) -> list[DrillSummary]:
+    """Finished drills, newest first, with their figures."""
+    return [DrillSummary(**r) for r in dr.reports()]
+
+
+@router.get("/drills/running", response_model=DrillRunning | None)
+def running(_user: ViewerDep, dr: DrDep) -> DrillRunning | None:
+    """The drill this console started last, whether it still runs (null when none was started)."""
+    state = dr.running()
+    return None if state is None else DrillRunning(**state)
+
+
+@router.post("/drills", response_model=DrillRunning, status_code=status.HTTP_202_ACCEPTED)
+def start_drill(body: DrillStart, user: AdminDep, audit: AuditDep, dr: DrDep) -> DrillRunning:
+    """Start a drill (admin; 409 while another runs); its report appears in the list when it ends."""
+    detail = body.model_dump()
+    with answering("body"), audited(audit, user, "dr.drill.start", body.scenario, detail):
+        name = dr.start_drill(body.scenario, body.ingest)
+    return DrillRunning(name=name, running=True, exit_code=None)
+
+
+@router.get("/drills/{name}", response_model=DrillReport)
+def drill(name: ReportName, _user: ViewerDep, dr: DrDep) -> DrillReport:
+    with answering("path"):
+        return DrillReport(**dr.report(name))
+
+
+@router.get("/drills/{name}/{kind}", response_model=None)
+def drill_file(name: ReportName, kind: Literal["json", "md", "png"], _user: ViewerDep,
+               dr: DrDep) -> FileResponse | PlainTextResponse:
+    """The report's files as the drill wrote them: drill.json, drill.md (text/markdown), drill.png."""
+    with answering("path"):
+        path = dr.report_file(name, kind)
+    if kind == "md":
+        return PlainTextResponse(path.read_text(), media_type="text/markdown; charset=utf-8")
+    return FileResponse(path, media_type={"json": "application/json", "png": "image/png"}[kind])

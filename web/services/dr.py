@@ -1,0 +1,253 @@
+"""The DR page's data: the mirror's lag (live and over the last hour), its checkpoints, and the drills.
+
+- Live lag per topic and partition comes from the mirror's own Prometheus endpoint (``[dr]
+  mirror_metrics_port``): the mirror knows each source high watermark and its position, the console
+  does not have to ask two clusters.
+- The last hour is sampled server-side (every ``lag_sample_interval_s``, like the groups' lag history in
+  ``lag_history.py``) into ``console_dr_lag`` with the same row layout, so a reload or a console
+  restart keeps the chart.
+- Checkpoints are MirrorMaker 2's records in ``<source>.checkpoints.internal`` on the DR cluster, read
+  with ``dr_mirror.formats``; the newest per group and partition.
+- Drills are ``python -m dr_mirror.drill`` runs, each in its own directory under ``[dr] reports_dir``
+  (``drill.json``, ``drill.md``, ``drill.png``). One runs at a time, as a subprocess of the console.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from contracts.config import Config
+from contracts.tables import console as tables
+from dr_mirror.formats import Checkpoint, FormatError
+from web.auth.table import ConsoleTable
+
+from ..backends import Backends, BackendUnavailable
+from ..settings import ConsoleSettings
+from .errors import Conflict, NotFound
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+WINDOW_MS = 3600 * 1000
+SCENARIOS = ("primary-loss", "mirror-crash", "failback")
+REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+REPORT_FILES = {"json": "drill.json", "md": "drill.md", "png": "drill.png"}
+MIRROR_ID = "primary->dr"  # the lag rows' id: the one mirror the DR site runs
+
+
+@dataclass(frozen=True)
+class DrSettings:
+    """What the console needs of ``[dr]``; paths relative to make up's data dir (the console's data dir's parent)."""
+
+    bootstrap: str = "127.0.0.1:19092"
+    metrics_url: str = "http://127.0.0.1:9320/metrics"
+    source_alias: str = "primary"
+    reports_dir: Path = Path("data/dr/drills")
+    timeout_s: float = 3.0
+
+    @classmethod
+    def from_console(cls, settings: ConsoleSettings) -> DrSettings:
+        dr = Config({"dr": settings.dr})
+        return cls(bootstrap=str(dr.get("dr", "bootstrap_servers", cls.bootstrap)).split(",")[0],
+                   metrics_url=f"http://127.0.0.1:{dr.get('dr', 'mirror_metrics_port', 9320)}/metrics",
+                   reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
+                   timeout_s=settings.backend_timeout_s)
+
+
+def parse_lag(text: str) -> list[dict[str, Any]]:
+    """Per partition: lag and whether an error stopped it, from the mirror's exposition text."""
+    lag: dict[tuple[str, int], float] = {}
+    stopped: dict[tuple[str, int], bool] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if "topic" not in sample.labels:
+                continue
+            key = (sample.labels["topic"], int(sample.labels["partition"]))
+            if sample.name == "dr_mirror_partition_lag_records":
+                lag[key] = sample.value
+            elif sample.name == "dr_mirror_partition_stopped":
+                stopped[key] = sample.value > 0
+    return [{"topic": t, "partition": p, "lag": int(lag[(t, p)]), "stopped": stopped.get((t, p), False)}
+            for t, p in sorted(lag)]
+
+
+class DrService:
+    def __init__(self, settings: DrSettings, backends: Backends, interval_s: float) -> None:
+        self.settings, self.backends = settings, backends
+        self.interval_ms = max(int(interval_s * 1000), 1)
+        self._table = ConsoleTable(backends.hbase, tables.DR_LAG_TABLE)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drill: tuple[str, subprocess.Popen[bytes]] | None = None
+        self._drill_lock = threading.Lock()
+
+    # -- lag ---------------------------------------------------------------------------------------
+    def lag_now(self) -> list[dict[str, Any]]:
+        """The mirror's lag per partition now; 503 naming ``dr_mirror`` when it does not answer."""
+        try:
+            with urllib.request.urlopen(self.settings.metrics_url, timeout=self.settings.timeout_s) as response:
+                return parse_lag(response.read().decode())
+        except OSError as exc:
+            raise BackendUnavailable("dr_mirror", exc) from None
+
+    def sample(self, now_ms: int | None = None) -> int:
+        """Record the mirror's lag now (time rounded down to the interval); returns how many partitions."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        at = now_ms - now_ms % self.interval_ms
+        partitions = self.lag_now()
+        with self._table.open() as table:
+            table.put(tables.lag_row_key(MIRROR_ID, at),
+                      tables.lag_row(at, [(p["topic"], p["partition"], p["lag"]) for p in partitions]))
+        return len(partitions)
+
+    def history(self, window_ms: int = WINDOW_MS, now_ms: int | None = None) -> list[dict[str, Any]]:
+        """The samples of the last ``window_ms``, oldest first."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        with self._table.open() as table:
+            rows = list(table.scan(row_start=tables.lag_row_key(MIRROR_ID, now_ms),
+                                   row_stop=tables.lag_row_key(MIRROR_ID, max(now_ms - window_ms, 1) - 1),
+                                   limit=window_ms // self.interval_ms + 2))
+        points = []
+        for _key, cells in reversed(rows):
+            sample = tables.read_lag(cells)
+            points.append({"time_ms": sample["time_ms"], "total": sample["total"],
+                           "partitions": [{"topic": t, "partition": p, "lag": lag}
+                                          for t, p, lag in sample["partitions"]]})
+        return points
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """The newest MM2 checkpoint per (group, topic, partition) on the DR cluster, with its record time."""
+        topic = f"{self.settings.source_alias}.checkpoints.internal"
+        consumer = Consumer({"bootstrap.servers": self.settings.bootstrap, "group.id": "console-dr",
+                             "enable.auto.commit": False, "log_level": 0})
+        latest: dict[tuple[str, str, int], dict[str, Any]] = {}
+        try:
+            metadata = consumer.list_topics(topic, timeout=self.settings.timeout_s).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                return []
+            ends = {}
+            for p in metadata.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.settings.timeout_s)
+                if high > low:
+                    ends[p] = high
+            consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+            deadline = time.monotonic() + 10
+            while ends and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, 0.5):
+                    if msg.error():
+                        continue
+                    if msg.offset() + 1 >= ends.get(msg.partition(), 0):
+                        ends.pop(msg.partition(), None)
+                    try:
+                        cp = Checkpoint.decode(msg.key() or b"", msg.value() or b"")
+                    except FormatError:
+                        continue  # not ours to judge: another tool's record in the topic
+                    latest[(cp.group, cp.topic, cp.partition)] = {
+                        "group": cp.group, "topic": cp.topic, "partition": cp.partition,
+                        "upstream_offset": cp.upstream_offset, "downstream_offset": cp.downstream_offset,
+                        "time_ms": msg.timestamp()[1]}
+        except KafkaException as exc:
+            raise BackendUnavailable("dr_bus", exc) from None
+        finally:
+            consumer.close()
+        return [latest[k] for k in sorted(latest)]
+
+    # -- drills ------------------------------------------------------------------------------------
+    def _report_dir(self, name: str) -> Path:
+        path = self.settings.reports_dir / name
+        if not REPORT_NAME.fullmatch(name) or not (path / "drill.json").is_file():
+            raise NotFound("drill report", name)
+        return path
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Every finished drill, newest first: its name, when it ended, and its JSON figures."""
+        found = []
+        root = self.settings.reports_dir
+        for path in root.iterdir() if root.is_dir() else ():
+            try:
+                report = json.loads((path / "drill.json").read_text())
+            except (OSError, ValueError):
+                continue  # running, or not a drill directory
+            found.append({"name": path.name, "finished": _iso((path / "drill.json").stat().st_mtime),
+                          "scenario": report.get("scenario"), "has_chart": (path / "drill.png").is_file(),
+                          "report": report})
+        return sorted(found, key=lambda r: r["finished"], reverse=True)
+
+    def report(self, name: str) -> dict[str, Any]:
+        path = self._report_dir(name)
+        return {"name": name, "finished": _iso((path / "drill.json").stat().st_mtime),
+                "report": json.loads((path / "drill.json").read_text()),
+                "markdown": (path / "drill.md").read_text() if (path / "drill.md").is_file() else None,
+                "has_chart": (path / "drill.png").is_file()}
+
+    def report_file(self, name: str, kind: str) -> Path:
+        path = self._report_dir(name) / REPORT_FILES[kind]
+        if not path.is_file():
+            raise NotFound("drill report file", f"{name}/{REPORT_FILES[kind]}")
+        return path
+
+    def running(self) -> dict[str, Any] | None:
+        with self._drill_lock:
+            if self._drill is None:
+                return None
+            name, proc = self._drill
+            code = proc.poll()
+            return {"name": name, "running": code is None, "exit_code": code}
+
+    def start_drill(self, scenario: str, ingest: bool = True) -> str:
+        """Start ``python -m dr_mirror.drill`` into a new report directory; Conflict while one runs."""
+        with self._drill_lock:
+            if self._drill is not None and self._drill[1].poll() is None:
+                raise Conflict(f"drill {self._drill[0]} is still running")
+            name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{scenario}"
+            report = self.settings.reports_dir / name
+            report.mkdir(parents=True)
+            with (report / "drill.log").open("wb") as out:
+                args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"])]
+                proc = subprocess.Popen([sys.executable, "-m", "dr_mirror.drill", *args], cwd=ROOT, stdout=out,
+                                        stderr=subprocess.STDOUT)
+            self._drill = (name, proc)
+            return name
+
+    # -- the sampler thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.sample()
+            except BackendUnavailable as exc:
+                log.debug("DR lag sample skipped: %s", exc)  # no mirror running: nothing to record
+            except Exception:
+                log.exception("DR lag sample failed")
+            self._stop.wait(max(self.interval_ms / 1000 - (time.monotonic() - started), 0.1))
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="dr-lag-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")

@@ -1,0 +1,114 @@
+// The DR page: the mirror's lag (live and the last hour), checkpoints, drill reports; admins start drills.
+"use strict";
+
+(() => {
+  const { api, el, fillRows, showError, time, number, t, timeChart } = Console;
+  const error = document.getElementById("dr-error");
+  let chart = null;
+  let selected = null;
+
+  async function loadLag() {
+    const node = document.getElementById("lag-error");
+    try {
+      const { data } = await api("/api/v1/dr/lag");
+      document.getElementById("lag-total").textContent = t("dr.total", { n: number(data.total) });
+      fillRows(document.querySelector("#lag-table tbody"), data.partitions.map((p) => [
+        p.topic, String(p.partition), number(p.lag), p.stopped ? t("dr.stopped") : t("dr.running")]),
+      (i) => (data.partitions[i].stopped ? { class: "stopped" } : {}));
+      showError(node, null);
+    } catch (e) {
+      document.getElementById("lag-total").textContent = "—";
+      showError(node, e);
+    }
+  }
+
+  async function loadHistory() {
+    const { data } = await api("/api/v1/dr/lag/history");
+    document.getElementById("lag-history-empty").hidden = data.length > 0;
+    const series = [data.map((s) => s.time_ms / 1000), data.map((s) => s.total)];
+    const container = document.getElementById("lag-chart");
+    if (chart) chart.setData(series);
+    else chart = timeChart(container, [{ label: t("dr.lag"), stroke: "#b42318" }], series,
+      (now) => [now - 3600, now], t("dr.records"));
+  }
+
+  async function loadCheckpoints() {
+    const node = document.getElementById("checkpoints-error");
+    try {
+      const { data } = await api("/api/v1/dr/checkpoints");
+      fillRows(document.querySelector("#checkpoints-table tbody"), data.map((c) => [
+        c.group, c.topic, String(c.partition), number(c.upstream_offset), number(c.downstream_offset), time(c.time_ms)]));
+      document.getElementById("checkpoints-empty").hidden = data.length > 0;
+      showError(node, null);
+    } catch (e) {
+      showError(node, e);
+    }
+  }
+
+  function figure(report, keys) {
+    for (const key of keys) if (report[key] !== undefined && report[key] !== null) return `${number(report[key])}`;
+    return null;
+  }
+
+  async function showDrill(name) {
+    selected = name;
+    const { data } = await api(`/api/v1/dr/drills/${encodeURIComponent(name)}`);
+    const base = `/api/v1/dr/drills/${encodeURIComponent(name)}`;
+    document.getElementById("drill-panel").hidden = false;
+    document.getElementById("drill-title").textContent = name;
+    document.getElementById("drill-json").href = `${base}/json`;
+    document.getElementById("drill-md-link").href = `${base}/md`;
+    const img = document.getElementById("drill-chart");
+    img.hidden = !data.has_chart;
+    if (data.has_chart) img.src = `${base}/png`;
+    document.getElementById("drill-md").textContent = data.markdown || JSON.stringify(data.report, null, 2);
+    for (const row of document.querySelectorAll("#drills-table tbody tr")) row.classList.toggle("selected", row.dataset.name === name);
+  }
+
+  async function loadDrills() {
+    const { data } = await api("/api/v1/dr/drills");
+    fillRows(document.querySelector("#drills-table tbody"), data.map((d) => [
+      time(d.finished), t(`dr.scenario.${d.scenario}`),
+      figure(d.report, ["rpo_records", "behind_at_restart_records"]),
+      figure(d.report, ["rto_rows_s", "rto_producers_s", "catch_up_s"]),
+      figure(d.report, ["missing_in_dr_hbase", "missing_in_primary_hbase", "lost_in_dr_topics", "missing_at_dr"]),
+      el("a", { href: "#", class: "mono", onclick: (ev) => { ev.preventDefault(); showDrill(d.name).catch((e) => showError(error, e)); } }, d.name)]),
+    (i) => ({ dataset: { name: data[i].name }, class: data[i].name === selected ? "selected" : "" }));
+    document.getElementById("drills-empty").hidden = data.length > 0;
+  }
+
+  async function loadRunning() {
+    const { data } = await api("/api/v1/dr/drills/running");
+    const node = document.getElementById("drill-running");
+    node.hidden = !data;
+    if (data) node.textContent = data.running ? t("dr.drill_running", { name: data.name }) : t("dr.drill_ended", { name: data.name, code: data.exit_code });
+    const button = document.getElementById("drill-start");
+    if (button) button.disabled = Boolean(data && data.running);
+  }
+
+  async function refresh() {
+    await loadLag();
+    try {
+      await Promise.all([loadHistory(), loadCheckpoints(), loadDrills(), loadRunning()]);
+      showError(error, null);
+    } catch (e) {
+      showError(error, e);
+    }
+  }
+
+  const form = document.getElementById("drill-form");
+  if (form) {
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        await api("/api/v1/dr/drills", { method: "POST", json: { scenario: document.getElementById("drill-scenario").value } });
+        await loadRunning();
+        showError(error, null);
+      } catch (e) {
+        showError(error, e);
+      }
+    });
+  }
+  refresh();
+  setInterval(refresh, 5000);
+})();
