@@ -16,6 +16,7 @@
   let watches = [];
   let pending = null;
   let audio = null;
+  let shown = null;  // the selected watch: { watchId, watch, points, total }
 
   const districtNames = new Map();  // code -> name, once the map is loaded
 
@@ -80,34 +81,49 @@
     if (!pending) pending = setTimeout(refresh, 300);
   }
 
+  /** The selected watch's trajectory: its hits (from HBase, then merged live from SSE) oldest first, on the map. */
+  function drawSelected() {
+    const { watch: w, points, total } = shown;
+    document.getElementById("trajectory-heading").textContent =
+      `${t("sv.trajectory")} · ${w.kind === "plate" ? w.plate : t("sv.kind.face")} · ${t("sv.n_hits", { n: total })}`;
+    points.sort((a, b) => Date.parse(a.capture_time) - Date.parse(b.capture_time));
+    document.querySelector("#hit-table tbody").replaceChildren(...points.map((p, i) => el("tr", { dataset: { hit: p.hit_id } },
+      el("td", {}, String(i + 1)),
+      el("td", { class: "mono nowrap" }, time(p.capture_time)),
+      el("td", { class: "mono nowrap" }, p.checkpoint_id),
+      el("td", { class: "wrap" }, place(p.location)),
+      el("td", {}, p.match ? t(`sv.match.${p.match}`) : "—"),
+      el("td", { class: "num" }, p.score === undefined || p.score === null ? "—" : p.score.toFixed(3)))));
+    if (city) {
+      if (points.length) city.showTrajectory(points);
+      else city.clearTrajectory();
+    }
+  }
+
   async function select(watchId) {
     selected = watchId;
     history.replaceState(null, "", `/watchlist?watch=${encodeURIComponent(watchId)}`);
     drawWatches();
     try {
       const { data } = await api(`/api/v1/watchlist/${encodeURIComponent(watchId)}/hits`, { params: { limit: 200 } });
-      const w = data.watch;
-      document.getElementById("trajectory-heading").textContent =
-        `${t("sv.trajectory")} · ${w.kind === "plate" ? w.plate : t("sv.kind.face")} · ${t("sv.n_hits", { n: w.hits })}`;
-      const points = data.trajectory;
-      document.querySelector("#hit-table tbody").replaceChildren(...points.map((p, i) => {
-        const hit = data.items.find((h) => h.hit_id === p.hit_id) || {};
-        return el("tr", { dataset: { hit: p.hit_id } },
-          el("td", {}, String(i + 1)),
-          el("td", { class: "mono nowrap" }, time(p.capture_time)),
-          el("td", { class: "mono nowrap" }, p.checkpoint_id),
-          el("td", { class: "wrap" }, place(p.location)),
-          el("td", {}, hit.match ? t(`sv.match.${hit.match}`) : "—"),
-          el("td", { class: "num" }, hit.score === undefined || hit.score === null ? "—" : hit.score.toFixed(3)));
-      }));
-      if (city) {
-        if (points.length) city.showTrajectory(points);
-        else city.clearTrajectory();
-      }
+      const hits = new Map(data.items.map((h) => [h.hit_id, h]));
+      // The API's trajectory has the map's location where a hit carries none; the match and score come from the hit.
+      const points = data.trajectory.map((p) => ({ ...hits.get(p.hit_id), ...p }));
+      if (selected !== watchId) return;  // another watch was clicked meanwhile
+      shown = { watchId, watch: data.watch, points, total: Math.max(data.watch.hits, points.length) };
+      drawSelected();
       showError(error, null);
     } catch (e) {
       showError(error, e);
     }
+  }
+
+  /** A live hit of the selected watch joins its trajectory at once (the loader writes HBase a moment later). */
+  function addToSelected(hit) {
+    if (!shown || shown.watchId !== hit.watch_id || shown.points.some((p) => p.hit_id === hit.hit_id)) return;
+    shown.points.push(hit);
+    shown.total += 1;
+    drawSelected();
   }
 
   async function remove(w) {
@@ -143,17 +159,32 @@
     return w ? target(w) : el("span", { class: "mono" }, hit.watch_id || "—");
   }
 
-  function onHit(event) {
-    const hit = JSON.parse(event.data);
-    const tbody = document.querySelector("#live-hits tbody");
-    const row = el("tr", { class: "flash", dataset: { hit: hit.hit_id, watch: hit.watch_id || "" } },
+  function hitRow(hit, className) {
+    return el("tr", { class: className, dataset: { hit: hit.hit_id, watch: hit.watch_id || "" } },
       el("td", { class: "mono nowrap" }, time(hit.capture_time)),
       el("td", { class: "nowrap" }, t(`sv.hit_kind.${hit.kind}`)),
-      el("td", {}, hitTarget(hit)),
+      el("td", { class: "nowrap" }, hitTarget(hit)),
       el("td", {}, hit.kind === "cloned_plate" && hit.speed_kmh ? t("sv.implied_speed", { speed: Math.round(hit.speed_kmh) })
         : hit.match ? t(`sv.match.${hit.match}`) : hit.score ? hit.score.toFixed(3) : "—"),
       el("td", { class: "wrap" }, place(hit.location)));
-    tbody.prepend(row);
+  }
+
+  /** The city's newest hits as the page opens (from HBase), so a reload does not start from an empty list. */
+  async function recentHits() {
+    const { data } = await api("/api/v1/hits", { params: { limit: LIVE_ROWS } });
+    const tbody = document.querySelector("#live-hits tbody");
+    for (const hit of data) {  // after any that arrived live meanwhile (those are newer)
+      if (!tbody.querySelector(`tr[data-hit="${CSS.escape(hit.hit_id)}"]`) && tbody.children.length < LIVE_ROWS) {
+        tbody.append(hitRow(hit, ""));
+      }
+    }
+  }
+
+  function onHit(event) {
+    const hit = JSON.parse(event.data);
+    const tbody = document.querySelector("#live-hits tbody");
+    if (tbody.querySelector(`tr[data-hit="${CSS.escape(hit.hit_id)}"]`)) return;  // a replayed hit: same id, shown once
+    tbody.prepend(hitRow(hit, "flash"));
     while (tbody.children.length > LIVE_ROWS) tbody.lastChild.remove();
     banner.hidden = false;
     banner.textContent = `${t("sv.new_hit")}: ${t(`sv.hit_kind.${hit.kind}`)} · ${hitTarget(hit).textContent} · ${place(hit.location)} · ${time(hit.capture_time)}`;
@@ -161,7 +192,7 @@
     void banner.offsetWidth;  // restart the animation
     banner.classList.add("flash");
     beep();
-    if (hit.watch_id && hit.watch_id === selected) select(selected);
+    addToSelected(hit);
     soon();
   }
 
@@ -221,6 +252,7 @@
 
   await refresh();
   connect();
+  recentHits().catch((e) => showError(error, e));
   try {
     const { data } = await api("/api/v1/map");
     city = CityMap.create(document.getElementById("map"), data);
