@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import Kind, encode, epoch_ms, now_time, parse
 from contracts.records import Status as RecordStatus
-from contracts.surveillance import CommandError, cloned_hit_id, hit_record, parse_watch
+from contracts.surveillance import CommandError, WatchCommand, cloned_hit_id, hit_record, parse_watch
 
 from . import metrics
 from .bus import CommandLog, Output, Stage, TopicSpec, ensure_topics, make_consumer, make_producer, run_stage
@@ -126,26 +126,25 @@ class ClonedPlates:
         self.rules = CloneRules(speed_limit_kmh=settings.clone_speed_kmh, horizon_s=horizon,
                                 max_per_plate=max(2, settings.sighting_max_per_plate))
         self.detector = CloneDetector(self.rules, geo.distance_km)
-        self.watches: dict[str, str] = {}
-        """watch id -> plate, for the plate watches."""
+        self.watches: dict[str, WatchCommand] = {}
+        """The plate watches by id."""
 
     def apply_watch(self, key: bytes | None, value: bytes | None) -> None:
-        """A ``control.watchlist`` record: only plate watches matter here; bad ones are the watch stage's to answer."""
-        watch_id = key.decode("utf-8", "replace") if key is not None else None
+        """A ``control.watchlist`` record: only plate watches matter here. The latest record of a key is the
+        watch (as compaction will leave it), so a rejected one removes the watch it replaces; the watch stage
+        answers it."""
+        if key is not None:
+            self.watches.pop(key.decode("utf-8", "replace"), None)
         try:
             command = parse_watch(key, value)
         except CommandError:
             return
-        if command is None:
-            if watch_id is not None:
-                self.watches.pop(watch_id, None)
-        elif command.kind == "plate" and command.plate is not None:
-            self.watches[command.watch_id] = command.plate
-        else:
-            self.watches.pop(command.watch_id, None)
+        if command is not None and command.kind == "plate":
+            self.watches[command.watch_id] = command
 
-    def watch_of(self, plate: str) -> str | None:
-        return min((w for w, p in self.watches.items() if p == plate), default=None)
+    def watch_of(self, plate: str, now_ms: int) -> str | None:
+        """The watch that names this plate (the first by id when several do), if one is active."""
+        return min((w for w, c in self.watches.items() if c.plate == plate and c.active(now_ms)), default=None)
 
     def reset(self, _partitions: list[TopicPartition] | None = None) -> None:
         """Forget every plate (revoked: the next assignment rebuilds from the topic)."""
@@ -174,7 +173,7 @@ class ClonedPlates:
         """The hit (named after the later sighting, keyed by the watch or the plate) and its alert."""
         topics = self.settings.topics
         later = clone.second
-        watch_id = self.watch_of(clone.plate)
+        watch_id = self.watch_of(clone.plate, round(time.time() * 1000))
         hit = hit_record(
             hit_id=cloned_hit_id(clone.first.record_id, later.record_id), watch_id=watch_id, kind="cloned_plate",
             record_id=later.record_id, checkpoint_id=later.checkpoint_id, capture_time=later.capture_time,

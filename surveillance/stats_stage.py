@@ -60,13 +60,15 @@ class LiveStats:
             self.replies.send(stat_id, "stat", status, reason)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
-        """A ``control.stats`` record: start, redefine, stop, or reject with the reason."""
+        """A ``control.stats`` record: start, redefine, stop, or reject with the reason. The latest record of a
+        key is the statistic (as compaction will leave it), so a rejected one stops the statistic it replaces."""
         stat_id = key.decode("utf-8", "replace") if key is not None else ""
         try:
             command = parse_stat(key, value)
         except CommandError as exc:
             log.info("statistic %r rejected: %s", stat_id, exc)
-            self._reply(stat_id, REJECTED, str(exc))
+            self.windows.apply(stat_id, None)
+            self._reply(stat_id or "?", REJECTED, str(exc))
             return
         if command is None:
             self.windows.apply(stat_id, None)
