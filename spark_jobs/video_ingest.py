@@ -45,7 +45,7 @@ from spark_jobs.video_scheduler import Scheduler
 from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S
 
 TICK_S = 0.5
-QUERY_RESTARTS = 5
+QUERY_RESTARTS = 12
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
@@ -107,6 +107,7 @@ class Handler:
 
     def __init__(self, args: argparse.Namespace, scheduler: Scheduler | None, publisher: TaskPublisher) -> None:
         self.args, self.scheduler, self.publisher = args, scheduler, publisher
+        self.batches = 0
 
     def connect(self) -> Any:
         import happybase
@@ -148,6 +149,7 @@ class Handler:
             self.publisher.flush()
             snapshot = self.scheduler.snapshot()
         counts.update(results=len(results), statuses=len(statuses))
+        self.batches += 1
         print(json.dumps({"batch": batch_id, **counts, **snapshot, "seconds": round(time.time() - started, 3)}),
               flush=True)
 
@@ -250,18 +252,22 @@ def main(argv: list[str] | None = None) -> int:
     if scheduler is not None:
         handler.clock(scheduler, stopping)
     failure: Exception | None = None
-    for restart in range(QUERY_RESTARTS + 1):
+    failures = 0
+    while failures <= QUERY_RESTARTS:
+        batches = handler.batches
         try:
             failure = run_until_stopped(start_query(spark, args, handler))
         except StreamingQueryException as exc:  # awaitTermination raises a failed query's error
             failure = exc
         if failure is None:
             break
-        # E.g. a Python worker that could not connect back in time on a loaded machine: the checkpoint holds
-        # the place, so the same query resumes where it failed (a bounded number of times).
-        print(f"video_ingest: query failed ({restart + 1}/{QUERY_RESTARTS + 1}): {str(failure)[:300]}",
+        # E.g. a Python worker that could not connect back within Spark's fixed 10 s on a loaded machine: the
+        # checkpoint holds the place, so the same query resumes where it failed. Only failures in a row count
+        # against the limit (a query that got batches through was working).
+        failures = 1 if handler.batches > batches else failures + 1
+        print(f"video_ingest: query failed ({failures} in a row, limit {QUERY_RESTARTS + 1}): {str(failure)[:300]}",
               file=sys.stderr, flush=True)
-        time.sleep(2.0)
+        time.sleep(min(30.0, 2.0 * failures))
     stopping.set()
     if scheduler is not None:
         scheduler.stop()
