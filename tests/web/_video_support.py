@@ -69,7 +69,8 @@ def start_video_site(root: Path, **console: Any) -> Iterator[VideoSite]:
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in wanted]).values():
             future.result(30)
         build_city(7, 12).save(root / "deployment_map.json")
-        proc = start_console(Backing(broker, gateway, root), s3=(store.url, store.access_key, store.secret_key),
+        proc = start_console(Backing(broker, gateway, root), timeout=180,
+                             s3=(store.url, store.access_key, store.secret_key),
                              **console)
         for role in ROLES:
             result = proc.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")

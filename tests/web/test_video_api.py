@@ -40,6 +40,15 @@ def clips(video_site: VideoSite) -> dict[str, storage.StoredVideo]:
     }
 
 
+def test_before_any_task_was_loaded_lists_are_empty(video_site: VideoSite) -> None:
+    """No video table exists until the job's loader makes them: empty answers, not errors (runs first)."""
+    viewer = video_site.console.client("viewer")
+    assert viewer.get("/api/v1/video/tasks").json() == []
+    assert viewer.get("/api/v1/video/tasks/t-none").status_code == 404
+    window = {"camera": "cam-a", "start": "2024-05-01T00:00:00+08:00", "end": "2024-05-03T00:00:00+08:00"}
+    assert viewer.get("/api/v1/video/objects", params=window).json() == []
+
+
 def test_cameras_days_and_videos_by_city_day(video_site: VideoSite, clips: dict[str, Any]) -> None:
     viewer = video_site.console.client("viewer")
     assert viewer.get("/api/v1/video/cameras").json() == ["cam-a", "cam-b"]

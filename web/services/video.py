@@ -21,11 +21,13 @@ from typing import Any
 
 import happybase
 from confluent_kafka import KafkaException, Producer
+from thriftpy2.thrift import TException
 
 from contracts import video as contract
 from contracts.tables import video as layout
 from video import storage
 from web.backends import BUS, Backends, BackendUnavailable
+from web.services.captures import is_missing_table
 from web.services.errors import Invalid, NotFound
 from web.services.video_media import VideoMedia
 from web.settings import ConsoleSettings
@@ -98,9 +100,6 @@ class VideoService:
         with self._backends.hbase() as connection:
             yield connection.table(name)
 
-    def _missing_table(self, exc: Exception) -> bool:
-        return "TableNotFound" in type(exc).__name__ or "not found" in str(exc).lower()
-
     def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
         """Tasks, newest request first: the task list's first ``limit`` rows, then their task rows in one call."""
         try:
@@ -108,12 +107,10 @@ class VideoService:
                 listed = [_cells(row, "t") for _key, row in connection.table(layout.TASK_LIST_TABLE).scan(limit=limit)]
                 keys = [layout.task_row_key(entry["task_id"]) for entry in listed]
                 rows = dict(connection.table(layout.TASK_TABLE).rows(keys)) if keys else {}
-        except BackendUnavailable:
-            raise
-        except Exception as exc:
-            if self._missing_table(exc):
-                return []
-            raise
+        except TException as exc:  # no task was ever loaded: the job creates the tables
+            if not is_missing_table(exc):
+                raise
+            return []
         # A task listed before its first status row landed shows as what was asked for.
         return [self._task({**entry, "status": contract.QUEUED, **_cells(rows.get(key, {}), "t")})
                 for entry, key in zip(listed, keys, strict=True)]
@@ -130,40 +127,39 @@ class VideoService:
                         found.append(json.loads(row[b"o:record"]))
                         if len(found) >= limit:
                             break
-        except BackendUnavailable:
-            raise
-        except Exception as exc:
-            if self._missing_table(exc):
-                return []
-            raise
-        starts: dict[str, dt.datetime | None] = {}
-        for record in found:
-            if record["video_url"] not in starts:
-                starts[record["video_url"]] = self._video_start(record["video_url"])
-        return [self._object(r, starts[r["video_url"]]) for r in found]
+        except TException as exc:  # no task was ever loaded: the job creates the tables
+            if not is_missing_table(exc):
+                raise
+            return []
+        return self._with_offsets(found)
 
     def task(self, task_id: str) -> dict[str, Any]:
         try:
             with self._table(layout.TASK_TABLE) as table:
                 row = table.row(layout.task_row_key(task_id))
-        except BackendUnavailable:
-            raise
-        except Exception as exc:
-            if self._missing_table(exc):
-                raise NotFound("task", task_id) from None
-            raise
+        except TException as exc:
+            if not is_missing_table(exc):
+                raise
+            raise NotFound("task", task_id) from None
         if not row:
             raise NotFound("task", task_id)
         return self._task(_cells(row, "t"))
 
     def objects(self, task_id: str) -> list[dict[str, Any]]:
         """Every object of a task (one prefix scan), with its offset into the original video."""
-        task = self.task(task_id)
+        self.task(task_id)  # 404 for an unknown task rather than an empty list
         with self._table(layout.OBJECT_TABLE) as table:
             rows = table.scan(row_prefix=layout.object_prefix(task_id))
             records = [json.loads(row[b"o:record"]) for _key, row in rows if b"o:record" in row]
-        start = self._video_start(task.get("video_url", ""))
-        return [self._object(r, start) for r in sorted(records, key=lambda r: r["object_id"])]
+        return self._with_offsets(sorted(records, key=lambda r: r["object_id"]))
+
+    def _with_offsets(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each record with its offset into its video (whose start is looked up once per video)."""
+        starts: dict[str, dt.datetime | None] = {}
+        for record in records:
+            if record["video_url"] not in starts:
+                starts[record["video_url"]] = self._video_start(record["video_url"])
+        return [self._object(r, starts[r["video_url"]]) for r in records]
 
     def _video_start(self, video_url: str) -> dt.datetime | None:
         try:
@@ -196,9 +192,3 @@ class VideoService:
                 with contextlib.suppress(ValueError):
                     task[name] = json.loads(cells[name])
         return task
-
-    def close(self) -> None:
-        with self._lock:
-            if self._producer is not None:
-                self._producer.flush(1)
-                self._producer = None

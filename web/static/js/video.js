@@ -14,6 +14,7 @@
   let tasks = new Map();
   let openTask = params.get("task");
   let pending = null;
+  const live = new Map(); // task id -> the latest state the bus told of, until the task rows show it
 
   const original = VideoPlayers.original({
     video: document.getElementById("original-player"), name: document.getElementById("original-name"),
@@ -131,7 +132,14 @@
       for (const [id, task] of tasks) if (!fresh.has(id)) fresh.set(id, task); // asked for, not loaded yet
       tasks = fresh;
       drawTasks();
-      if (openTask && tasks.has(openTask)) await showTask(openTask, true);
+      // The bus may tell of a state before the job's loader has written it: read again until the rows agree.
+      for (const [id, state] of live) {
+        const row = fresh.get(id);
+        if (row && (row.status === state || TERMINAL.has(row.status))) live.delete(id);
+      }
+      if ([...live.keys()].some((id) => fresh.has(id)) && !pending) pending = setTimeout(refreshTasks, 1000);
+      // A task just asked for has no row until the job's loader writes one: open it once the list has it.
+      if (openTask && data.some((task) => task.task_id === openTask)) await showTask(openTask, true);
       showError(error, null);
     } catch (e) {
       showError(error, e);
@@ -190,6 +198,7 @@
       const warning = task.error || (motion && motion.reliable === false ? t("video.unreliable", { reason: motion.reason }) : "");
       taskError.hidden = !warning;
       taskError.textContent = warning;
+      document.getElementById("synopsis-area").hidden = task.status !== "done";
       if (task.status !== "done" || shownDone === taskId) return;
       const { data: objects } = await api(`/api/v1/video/tasks/${encodeURIComponent(taskId)}/objects`);
       shownDone = taskId;
@@ -233,6 +242,7 @@
   // -- live ---------------------------------------------------------------------------------------------
   function onStatus(event) {
     const status = JSON.parse(event.data);
+    live.set(status.task_id, status.state);
     const known = tasks.get(status.task_id);
     if (known) {
       tasks.set(status.task_id, { ...known, status: status.state, progress: status.progress, error: status.error || known.error });

@@ -118,7 +118,8 @@ const VideoPlayers = (() => {
         g.fillText(label, x + 3, Math.max(12, y - 4));
         hits.push({ o, x, y: Math.max(0, y - 16), w: Math.max(w, tw), h: h + 16 });
       }
-      canvas.dataset.visible = hits.map((h) => h.o.object_id).join(",");
+      // Where each clickable box is (CSS pixels of the canvas): for tests and for anyone inspecting the page.
+      canvas.dataset.boxes = JSON.stringify(hits.map((h) => ({ object_id: h.o.object_id, x: h.x, y: h.y, w: h.w, h: h.h })));
     }
 
     function loop() {
