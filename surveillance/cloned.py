@@ -96,7 +96,8 @@ class CloneDetector:
                   if abs(other.capture_ms - sighting.capture_ms) <= horizon_ms
                   and (clone := self.judge(other, sighting)) is not None]
         history.insert(index, sighting)
-        if len(history) > self.rules.max_per_plate:
+        cutoff = self.stream_ms - horizon_ms
+        while len(history) > self.rules.max_per_plate or (len(history) > 1 and history[0].capture_ms < cutoff):
             del history[0]
         heapq.heappush(self._expiry, (history[-1].capture_ms, sighting.plate))
         self.sightings += 1
