@@ -76,13 +76,13 @@ class Rewind:
 
     def replaying(self, message: Message) -> bool:
         """Whether this record only rebuilds state; a partition leaves replay at its committed offset."""
-        key = (message.topic(), message.partition())
+        key, offset = (message.topic() or "", message.partition() or 0), message.offset()
         until = self.replay_until.get(key)
-        if until is None:
+        if until is None or offset is None:
             return False
-        if message.offset() + 1 >= until:
+        if offset + 1 >= until:
             del self.replay_until[key]
-        return message.offset() < until
+        return offset < until
 
     @property
     def rebuilding(self) -> bool:

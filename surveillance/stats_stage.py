@@ -97,7 +97,7 @@ class LiveStats:
         out: list[list[Output]] = []
         for message in messages:
             replaying = self.rewind is not None and self.rewind.replaying(message)
-            kind = self.settings.topics.kind_of(message.topic()) or Kind.VEHICLE
+            kind = self.settings.topics.kind_of(message.topic() or "") or Kind.VEHICLE
             checked = parse(kind, message.value())
             if checked.status is RecordStatus.INVALID or checked.record is None:
                 metrics.SKIPPED.labels(STAGE, "malformed").inc()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.records import CITY_TZ, UNRECOGNIZED, Kind, epoch_ms, format_time, is_plate
+from contracts.records import CITY_TZ, Kind, epoch_ms, format_time, is_plate
 from contracts.surveillance import StatCommand
 
 
@@ -50,7 +50,7 @@ class Cell:
         self.dirty = True
         if measure == "distinct_plates":
             plate = record.get("plate_number")
-            if plate != UNRECOGNIZED and is_plate(plate):
+            if isinstance(plate, str) and is_plate(plate):  # not UNRECOGNIZED
                 self.plates.add(plate)
         elif measure == "avg_speed":
             speed = record.get("speed_kmh")
@@ -133,7 +133,7 @@ class StatWindows:
 
     def close(self, stream_ms: int) -> list[Result]:
         """Final results of every window that stream time has moved past (plus lateness); forgets them."""
-        out = []
+        out: list[Result] = []
         for start in sorted(s for s in self.open if s + self.window_ms + self.lateness_ms <= stream_ms):
             cells = self.open.pop(start)
             out.extend(self._result(start, group, cell, final=True) for group, cell in sorted(cells.items()))
