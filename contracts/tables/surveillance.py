@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import epoch_ms
-from . import Families, ensure_tables, reversed_ms, salt
+from . import MAX_MS, Families, ensure_tables, reversed_ms, salt
 
 BY_WATCH_TABLE = "surveillance_hit"
 BY_TIME_TABLE = "surveillance_hit_by_time"
@@ -65,6 +65,11 @@ def hit_rows(hit: Mapping[str, Any]) -> list[Put]:
     if watch_id:
         rows.append((BY_WATCH_TABLE, watch_prefix(str(watch_id)) + f"{rev}|{hit_id}".encode(), cells))
     return rows
+
+
+def capture_ms_of(row_key: bytes) -> int:
+    """The hit's capture time (epoch ms) from either table's row key (``...|rev_ms|hit_id``): no cell read."""
+    return MAX_MS - int(row_key.rsplit(b"|", 2)[1])
 
 
 def read_hit(cells: Mapping[bytes, bytes]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from thriftpy2.thrift import TException
 
-from contracts.records import Kind
+from contracts.records import CITY_TZ, Kind, format_time
 from contracts.surveillance import CommandError, StatCommand, stat_from_json, watch_from_json
 from contracts.tables import surveillance as layout
 
@@ -299,14 +299,13 @@ def _scan(conn: happybase.Connection, table: str, **kwargs: Any) -> Iterator[tup
 
 
 def hit_count(conn: happybase.Connection, watch_id: str) -> tuple[int, str | None]:
-    """How many hits a watch has (up to COUNT_CAP) and the capture time of the newest."""
-    prefix = layout.watch_prefix(watch_id)
-    count = sum(1 for _ in _scan(conn, layout.BY_WATCH_TABLE, row_prefix=prefix, filter=layout.COUNT_FILTER,
-                                 limit=COUNT_CAP, batch_size=1000))
-    if not count:
+    """How many hits a watch has (up to COUNT_CAP) and the newest one's capture time: one key-only scan."""
+    keys = [key for key, _cells in _scan(conn, layout.BY_WATCH_TABLE, row_prefix=layout.watch_prefix(watch_id),
+                                         filter=layout.COUNT_FILTER, limit=COUNT_CAP, batch_size=1000)]
+    if not keys:
         return 0, None
-    newest = next(_scan(conn, layout.BY_WATCH_TABLE, row_prefix=prefix, limit=1), None)
-    return count, layout.read_hit(newest[1]).get("capture_time") if newest else None
+    newest = datetime.fromtimestamp(layout.capture_ms_of(keys[0]) / 1000, CITY_TZ)
+    return len(keys), format_time(newest)
 
 
 def watch_hits(conn: happybase.Connection, watch_id: str, limit: int,
