@@ -14,6 +14,12 @@ emit nothing (their finals went out before), so a restarted stage emits each fin
 
 A capture time more than a minute ahead of this host's clock would close every open window at once;
 such a record is skipped and counted (``future``), as is a malformed one.
+
+Scaling: a checkpoint's captures share one partition, so ``group_by = checkpoint`` results are whole with
+any number of instances. A district or the city spans partitions: with several instances each would
+publish its own share under the same key, so the stats stage runs in one process
+(``python -m surveillance --stages stats``) until a second-level merge (partial aggregates re-keyed by
+statistic and group, as the cloned-plate stage re-keys sightings by plate) is added.
 """
 
 from __future__ import annotations
