@@ -33,9 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from contracts.config import load as load_config
 from contracts.records import encode, encode_feature
 from contracts.topics import Topics
 from ingest import values
+from surveillance.bus import ensure_topics, service_topics
+from surveillance.settings import Settings
 from tests.support.broker_process import BrokerProcess
 from tests.surveillance._support import CHECKPOINTS, ServiceProcess, capture_time, face, vehicle, write_config
 
@@ -182,6 +185,8 @@ def main() -> None:
         bootstrap = args.bootstrap or broker.bootstrap
         config = write_config(directory, bootstrap)
         service = ServiceProcess(config, directory / "service.log", ("--stages", "watch"))
+        settings = Settings.from_config(load_config(config))
+        ensure_topics(settings, service_topics(settings))  # as deployed: control topics compacted
         try:
             started = time.monotonic()
             identities = publish_watches(bootstrap, args.plates, args.faces, random.Random(7))

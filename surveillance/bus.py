@@ -106,7 +106,10 @@ class CommandLog:
                                    "topic.metadata.refresh.interval.ms": 5_000})
 
     def catch_up(self, apply: Apply, timeout: float = 60.0) -> int:
-        """Apply every command up to the end offsets seen now; returns how many records were applied."""
+        """Apply every command up to the end offsets seen now; returns how many records were applied.
+
+        ``timeout`` bounds a stall (no record for that long), not the whole read: a big watchlist takes
+        as long as it takes."""
         metadata = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
         if metadata.error is not None:
             raise RuntimeError(f"control topic {self.topic}: {metadata.error}")
@@ -114,12 +117,17 @@ class CommandLog:
                 for p in metadata.partitions}
         self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         pending = {p for p, end in ends.items() if end > 0}
+        reached = dict.fromkeys(ends, 0)
         applied = 0
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"control topic {self.topic}: not read to its end within {timeout} s")
-            for message in self._consumer.consume(500, 0.2):
+                raise TimeoutError(f"control topic {self.topic}: nothing read for {timeout} s before its end "
+                                   f"(read up to {reached}, ends {ends})")
+            messages = self._consumer.consume(500, 0.2)
+            if messages:
+                deadline = time.monotonic() + timeout
+            for message in messages:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
@@ -129,6 +137,7 @@ class CommandLog:
                     continue
                 apply(message.key(), message.value())
                 applied += 1
+                reached[message.partition()] = message.offset() + 1
                 if message.offset() + 1 >= ends[message.partition()]:
                     pending.discard(message.partition())
         return applied
