@@ -7,7 +7,7 @@ Each trial makes one healthy device silent and another blurred, and records the 
 webhook receives their DeviceSilent / DeviceDegraded alert; then the faults are cleared and the next
 trial picks other devices. Prints p50/p99 per fault and the monitor's CPU seconds per wall second,
 scaled per 1,000 devices, with the load average. (Ingest throughput with and without
-``ingest.stats`` is the ingest job's to measure: ``benchmarks/ingest_latency.py``.)
+``ingest.stats``: ``benchmarks/ingest_stats_cost.py``.)
 
     .venv/bin/python benchmarks/monitoring.py [--devices 1000] [--trials 5]
 """

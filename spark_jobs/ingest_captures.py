@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--deadletter-topic", default=topics.deadletter)
     parser.add_argument("--stats-topic", default=topics.ingest_stats,
                         help="one record per micro-batch: counts per device, latency per stage")
+    parser.add_argument("--no-stats", dest="publish_stats", action="store_false",
+                        default=bool(ingest.get("publish_stats", True)),
+                        help="publish no ingest.stats (to measure what publishing costs; the monitor goes blind)")
     parser.add_argument("--job-id", default=str(ingest.get("job_id", "ingest_captures")),
                         help="key of this job's ingest.stats records (several jobs can share the topic)")
     parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
@@ -106,7 +109,7 @@ def source(spark: Any, args: argparse.Namespace) -> Any:
             .load())
 
 
-def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPublisher, tasks: int) -> Any:
+def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPublisher | None, tasks: int) -> Any:
     """The foreachBatch body: one action (collect of the per-task tallies) per micro-batch.
 
     ``tasks`` caps the tasks per batch (coalesce, no shuffle: a task reads several topic-partition
@@ -120,7 +123,8 @@ def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPu
         rows = batch.mapInArrow(functools.partial(process_partition, settings=settings), RESULT_SCHEMA).collect()
         tally = summarize(row.tally for row in rows)
         seconds = time.time() - started
-        stats.publish(batch_id, tally, seconds)
+        if stats is not None:
+            stats.publish(batch_id, tally, seconds)
         line = status.record(batch_id, tally, seconds)
         if line is not None:
             print(json.dumps(line), flush=True)
@@ -137,7 +141,7 @@ def warm_workers(spark: Any, settings: WriterSettings) -> int:
 
 
 def start_query(spark: Any, args: argparse.Namespace, settings: WriterSettings, status: IngestStatus,
-                stats: StatsPublisher, tasks: int) -> Any:
+                stats: StatsPublisher | None, tasks: int) -> Any:
     writer = (source(spark, args).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
@@ -173,10 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     cores = warm_workers(spark, settings)
     status = IngestStatus(args.status_file)
     stats = StatsPublisher(open_producer(args.bootstrap_server, {"client.id": "ingest-stats", "acks": "1"}),
-                           args.stats_topic, args.job_id)
+                           args.stats_topic, args.job_id) if args.publish_stats else None
     failure = run_until_stopped(start_query(spark, args, settings, status, stats, args.tasks or cores))
-    stats.close()
-    print(json.dumps({"final": status.totals(), "stats_not_delivered": stats.failures}), flush=True)
+    if stats is not None:
+        stats.close()
+    print(json.dumps({"final": status.totals(), "stats_not_delivered": stats.failures if stats else 0}), flush=True)
     with contextlib.suppress(Exception):
         spark.stop()
     if failure is not None:
