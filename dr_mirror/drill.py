@@ -294,7 +294,7 @@ class Drill:
         for attempt in range(1, attempts + 1):
             site.start_ingest(self.config)
             try:
-                _wait(site.ingest_running, 300, f"the {site.name} ingest job running")
+                _wait(site.ingest_running, self.args.ready_timeout, f"the {site.name} ingest job's first batch")
                 return
             except RuntimeError:
                 if attempt == attempts:
@@ -469,6 +469,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", type=float, default=30.0, help="seconds of sent records devices re-send to DR")
     p.add_argument("--outage", type=float, default=5.0, help="seconds the mirror (or the primary room) stays down")
     p.add_argument("--settle", type=float, default=180.0, help="at most this long for rows to land at the end")
+    p.add_argument("--ready-timeout", type=float, default=600.0,
+                   help="at most this long for each ingest job's first micro-batch (Spark starts slowly when loaded)")
     p.add_argument("--no-ingest", dest="ingest", action="store_false",
                    help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
     return p

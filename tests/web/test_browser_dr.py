@@ -18,7 +18,7 @@ from deploy.dr_site import mirror_properties
 from tests.hbase.conftest import start_gateway
 from tests.support.broker_process import ROOT, BrokerProcess
 from tests.support.ports import free_port
-from tests.web.conftest import ROLES, Backing, password_of, start_console
+from tests.web.conftest import Backing
 from tests.web.test_browser import Browsing, Site, browser, browsing  # noqa: F401 - fixtures
 from tests.web.test_dr_api import dr_console
 
@@ -30,7 +30,7 @@ TOPIC = "capture.vehicle"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """A primary broker with captures and a committed group, a DR broker, the mirror, a drill report, a console."""
     root = tmp_path_factory.mktemp("browser-dr")
-    broker, dr = BrokerProcess(root / "broker").start(), BrokerProcess(root / "dr").start()
+    broker, dr = BrokerProcess(root / "broker").start(timeout=120), BrokerProcess(root / "dr").start(timeout=120)
     gateway = mirror = console = None
     try:
         gateway = start_gateway(root / "hbase", log_dir=root)
@@ -47,16 +47,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
                                        "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
                                       stderr=subprocess.STDOUT)
-        first = start_console(Backing(broker, gateway, root))
-        console = dr_console(first, dr, metrics_port)
+        console = dr_console(Backing(broker, gateway, root), dr, metrics_port, root)
         drill = subprocess.run([sys.executable, "-m", "dr_mirror.drill", "--scenario", "mirror-crash", "--no-ingest",
                                 "--seconds", "3", "--after", "2", "--outage", "2", "--report",
                                 str(root / "drills" / "20261124T000000Z-mirror-crash")],
                                cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert drill.returncode == 0, drill.stderr[-3000:]
-        for role in ROLES:
-            result = console.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
-            assert result.returncode == 0, result.stderr
         yield Site(console, {}, [], [])
     finally:
         if console is not None:

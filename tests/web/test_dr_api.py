@@ -17,7 +17,7 @@ from contracts.config import load
 from deploy.dr_site import mirror_properties
 from tests.support.broker_process import ROOT, BrokerProcess
 from tests.support.ports import free_port
-from tests.web.conftest import ConsoleProcess, start_console
+from tests.web.conftest import ROLES, Backing, ConsoleProcess, password_of, write_config
 
 TOPIC = "capture.vehicle"
 GROUP = "dr-api-loader"
@@ -32,20 +32,32 @@ class DrSetup:
     reports: Path
 
 
-def dr_console(console: ConsoleProcess, dr: BrokerProcess, metrics_port: int) -> ConsoleProcess:
-    """A console on the session's backends whose ``[dr]`` names this DR broker and mirror."""
-    proc = start_console(console.backing, lag_sample_interval_s=1)
-    proc.stop()  # restarted below with [dr] appended to its config: the console reads it once at start
-    with proc.config.open("a") as config:
-        config.write(f'[dr]\nbootstrap_servers = "{dr.bootstrap}"\nmirror_metrics_port = {metrics_port}\n'
+def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Path) -> ConsoleProcess:
+    """A console on ``backing`` whose ``[dr]`` names this DR broker and mirror, with a user of each role.
+
+    Started here rather than by ``start_console`` for the ``[dr]`` section, and with a longer start-up wait:
+    importing the app takes most of a minute on the shared machine when it is loaded.
+    """
+    port = free_port()
+    config = write_config(root / "console.toml", backing, port, root / "console", lag_sample_interval_s=1)
+    with config.open("a") as handle:
+        handle.write(f'[dr]\nbootstrap_servers = "{dr.bootstrap}"\nmirror_metrics_port = {metrics_port}\n'
                      'reports_dir = "drills"\n')
-    with proc.log_path.open("ab") as log:
-        proc.proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(proc.config)], cwd=ROOT,
-                                     stdout=log, stderr=subprocess.STDOUT)
-    wait_for(lambda: _answers(proc), 60, "console restarted with [dr]")
-    proc._clients.clear()
-    proc._shared.clear()
-    return proc
+    log_path = root / "console.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(config)], cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT)
+    console = ConsoleProcess(proc, port, config, root / "console", log_path, backing)
+    try:
+        wait_for(lambda: _answers(console) or proc.poll() is not None, 240, "the console answers")
+        assert proc.poll() is None, console.log()[-3000:]
+        for role in ROLES:
+            result = console.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
+            assert result.returncode == 0, result.stderr
+    except BaseException:
+        console.stop()
+        raise
+    return console
 
 
 def _answers(proc: ConsoleProcess) -> bool:
@@ -64,10 +76,10 @@ def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-u
 
 
 @pytest.fixture(scope="module")
-def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
+def setup(console_backing: Backing, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
     root = tmp_path_factory.mktemp("dr-api")
-    dr = BrokerProcess(root / "dr").start()
-    primary = console.backing.broker.bootstrap
+    dr = BrokerProcess(root / "dr").start(timeout=120)  # a loaded machine starts processes slowly
+    primary = console_backing.broker.bootstrap
     producer = Producer({"bootstrap.servers": primary})
     for i in range(200):
         producer.produce(TOPIC, f'{{"n": {i}}}'.encode(), str(i).encode())
@@ -78,9 +90,14 @@ def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> 
         mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
                                    "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
                                   stderr=subprocess.STDOUT)
-    proc = dr_console(console, dr, metrics_port)
     try:
-        yield DrSetup(dr, mirror, metrics_port, proc, proc.data_dir.parent / "drills")
+        proc = dr_console(console_backing, dr, metrics_port, root)
+    except BaseException:
+        mirror.terminate()
+        dr.stop()
+        raise
+    try:
+        yield DrSetup(dr, mirror, metrics_port, proc, root / "drills")
     finally:
         proc.stop()
         mirror.terminate()

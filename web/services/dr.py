@@ -74,7 +74,7 @@ def parse_lag(text: str) -> list[dict[str, Any]]:
     stopped: dict[tuple[str, int], bool] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if "topic" not in sample.labels:
+            if "topic" not in sample.labels or "partition" not in sample.labels:
                 continue
             key = (sample.labels["topic"], int(sample.labels["partition"]))
             if sample.name == "dr_mirror_partition_lag_records":
