@@ -9,6 +9,7 @@ whole tube.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import numpy as np
 
 from video.classify import hog_person, label, sample_color
 from video.detect import Detector, DetectorConfig
+from video.motion import MOVED, MotionConfig, MotionStats, Stabilizer, Verdict, verdict
 from video.track import Tracker, Tube, iou
 
 COLOR_EVERY = 3  # sample colour on every 3rd observation of a tube
@@ -37,6 +39,8 @@ class AnalysisConfig:
     warmup_frames: int = 50
     keep_crops: bool = True
     hog: bool = True
+    motion: MotionConfig | None = field(default_factory=MotionConfig)  # None: assume a fixed camera
+    settle_rate: float = 0.1  # background learning rate while settling after a view change
 
 
 @dataclass(frozen=True)
@@ -83,26 +87,58 @@ def read_frames(path: Path, start: int = 0, end: int | None = None) -> Iterator[
         capture.release()
 
 
+@dataclass(frozen=True)
+class SegmentResult:
+    tubes: list[Tube]
+    motion: MotionStats
+
+
 def analyze_frames(frames: Iterable[tuple[int, np.ndarray]], fps: float, config: AnalysisConfig | None = None,
                    record_from: int = 0) -> list[Tube]:
     """Unlabelled tubes from ``(index, frame)`` pairs; frames before ``record_from`` only train the
     background model."""
+    return analyze_frames_motion(frames, fps, config, record_from).tubes
+
+
+def analyze_frames_motion(frames: Iterable[tuple[int, np.ndarray]], fps: float, config: AnalysisConfig | None = None,
+                          record_from: int = 0) -> SegmentResult:
+    """:func:`analyze_frames` plus what the camera did (video.motion): shake is undone before the
+    background model sees a frame; a view change re-learns the background, ends every open tube
+    (what follows is another view) and the frames until it settles show no objects."""
     config = config or AnalysisConfig()
     detector = Detector(config.detector)
+    stabilizer = Stabilizer(config.motion, fps) if config.motion is not None else None
+    settle = round((config.motion.settle_s if config.motion else 0) * fps)
+    settled_at = -1
+    stats = MotionStats()
     tracker: Tracker | None = None
-    for index, frame in frames:
+    for index, raw in frames:
+        registered = stabilizer.register(raw) if stabilizer is not None else None
+        frame, valid = (registered.frame, registered.valid) if registered is not None else (raw, None)
+        if registered is not None and registered.state == MOVED:
+            detector.relearn(raw)
+            settled_at = index + settle
+            if tracker is not None:
+                tracker.cut()
         if index < record_from:
-            detector.learn(frame)
+            if registered is None or registered.state != MOVED:
+                detector.learn(frame)
             continue
         if tracker is None:
             tracker = Tracker(max_missed=max(2, round(config.max_missed_s * fps)),
                               min_observations=max(3, round(config.min_tube_s * fps)),
                               gate=1.2 if fps >= 10 else 2.0,
                               max_area=config.detector.max_box * frame.shape[0] * frame.shape[1])
-        boxes, mask = detector.detect(frame)
+        if registered is not None:
+            stats.add(index, registered, lost=index <= settled_at)
+        if index <= settled_at:
+            if registered is not None and registered.state != MOVED:
+                detector.learn(frame, config.settle_rate)
+            continue
+        boxes, mask = detector.detect(frame, valid)
         for tube, box in tracker.update(index, boxes):
             _observe(tube, frame, mask, box, index, config)
-    return tracker.finish() if tracker is not None else []
+    return SegmentResult(tracker.finish() if tracker is not None else [], stats)
 
 
 def _observe(tube: Tube, frame: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int], index: int,
@@ -121,9 +157,16 @@ def _observe(tube: Tube, frame: np.ndarray, mask: np.ndarray, box: tuple[int, in
 
 def analyze_segment(path: Path, start: int, end: int, fps: float, config: AnalysisConfig | None = None) -> list[Tube]:
     """Tubes observed in frames ``[start, end)``, after warming the background on frames before it."""
+    return analyze_segment_motion(path, start, end, fps, config).tubes
+
+
+def analyze_segment_motion(path: Path, start: int, end: int, fps: float,
+                           config: AnalysisConfig | None = None) -> SegmentResult:
+    """:func:`analyze_segment` with the segment's camera-motion counts (they add up with
+    :meth:`MotionStats.merge` into the whole video's, for :func:`video.motion.verdict`)."""
     config = config or AnalysisConfig()
     warm = max(0, start - config.warmup_frames)
-    return analyze_frames(read_frames(path, warm, end), fps, config, record_from=start)
+    return analyze_frames_motion(read_frames(path, warm, end), fps, config, record_from=start)
 
 
 def segments(frames: int, count: int) -> list[tuple[int, int]]:
@@ -162,9 +205,25 @@ def finalize(tubes: list[Tube], info: VideoInfo, min_observations: int | None = 
     return ordered
 
 
-def analyze_video(path: Path, config: AnalysisConfig | None = None, parts: int = 1) -> tuple[VideoInfo, list[Tube]]:
+@dataclass(frozen=True)
+class Analysis:
+    info: VideoInfo
+    tubes: list[Tube]
+    motion: MotionStats
+    verdict: Verdict  # camera_motion, reliable, reason: what the task reports
+
+
+def analyze(path: Path, config: AnalysisConfig | None = None, parts: int = 1) -> Analysis:
     """The whole video in one process (``parts`` > 1 exercises the segment-and-stitch path)."""
+    config = config or AnalysisConfig()
     info = probe(path)
     bounds = segments(info.frames, parts)
-    results = [analyze_segment(path, a, b, info.fps, config) for a, b in bounds]
-    return info, finalize(stitch(results, [a for a, _ in bounds[1:]]), info)
+    results = [analyze_segment_motion(path, a, b, info.fps, config) for a, b in bounds]
+    motion = functools.reduce(MotionStats.merge, (r.motion for r in results), MotionStats())
+    tubes = finalize(stitch([r.tubes for r in results], [a for a, _ in bounds[1:]]), info)
+    return Analysis(info, tubes, motion, verdict(motion, info.fps, config.motion))
+
+
+def analyze_video(path: Path, config: AnalysisConfig | None = None, parts: int = 1) -> tuple[VideoInfo, list[Tube]]:
+    result = analyze(path, config, parts)
+    return result.info, result.tubes

@@ -53,14 +53,25 @@ class Detector:
         self.camera_moves = 0  # frames dropped as camera motion
         self._previous: np.ndarray | None = None
 
-    def learn(self, frame: np.ndarray) -> None:
-        """Update the background only (warm-up before a segment's first recorded frame)."""
-        self.model.apply(frame)
+    def learn(self, frame: np.ndarray, rate: float = -1) -> None:
+        """Update the background only (warm-up before a segment's first recorded frame; settling after
+        a view change, at a faster ``rate`` so what moved away leaves no ghost)."""
+        self.model.apply(frame, learningRate=rate)
+        self._previous = None
 
-    def detect(self, frame: np.ndarray) -> tuple[list[Box], np.ndarray]:
+    def relearn(self, frame: np.ndarray) -> None:
+        """The camera shows another view: it is the background from now on."""
+        self.model.apply(frame, learningRate=1.0)
+        self._previous = None
+
+    def detect(self, frame: np.ndarray, valid: np.ndarray | None = None) -> tuple[list[Box], np.ndarray]:
+        """Blobs of ``frame``; ``valid`` (0 = no picture there, e.g. the edge a stabilising warp left
+        empty) keeps those pixels out of the foreground."""
         moved = self._camera_moved(frame)
         raw = self.model.apply(frame)
         _, mask = cv2.threshold(raw, 200, 255, cv2.THRESH_BINARY)
+        if valid is not None:
+            mask = cv2.bitwise_and(mask, valid)
         if moved and cv2.countNonZero(mask) > self.config.jolt_foreground * mask.size:
             self.model.apply(frame, learningRate=1.0)  # re-learn the background from the new view
             self.camera_moves += 1

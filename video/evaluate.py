@@ -3,11 +3,16 @@
 A ground-truth object is found when one tube covers at least half of its visible frames with boxes
 overlapping the true ones (IoU >= 0.3 on the shared frames); a tube is a true positive when it
 matches some object. Recall, precision, time-span errors and class accuracy follow.
+:func:`contact_sheet` tiles frames into one PNG, for a person to look at what the engine rendered.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
 
 from video.scene import Scene, SceneObject
 from video.track import Tube, iou
@@ -58,3 +63,22 @@ def score(tubes: list[Tube], scene: Scene, min_coverage: float = 0.5) -> Score:
             result.matches[obj.object_id] = best
     result.true_tubes = len(matched_tubes)
     return result
+
+
+def contact_sheet(frames: list[np.ndarray], out: Path, tiles: int = 12, columns: int = 4, width: int = 320) -> Path:
+    """``tiles`` frames spread evenly over ``frames``, each labelled with its index, in a grid."""
+    if not frames:
+        raise ValueError("no frames for a contact sheet")
+    picked = sorted({int(i) for i in np.linspace(0, len(frames) - 1, min(tiles, len(frames)))})
+    height = round(frames[0].shape[0] * width / frames[0].shape[1])
+    cells = []
+    for index in picked:
+        cell = cv2.resize(frames[index], (width, height), interpolation=cv2.INTER_AREA)
+        cv2.putText(cell, str(index), (6, 18), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (0, 255, 255), 1, cv2.LINE_AA)
+        cells.append(cell)
+    cells += [np.zeros_like(cells[0])] * (-len(cells) % columns)
+    grid = np.vstack([np.hstack(cells[i:i + columns]) for i in range(0, len(cells), columns)])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not cv2.imwrite(str(out), grid):
+        raise OSError(f"cannot write {out}")
+    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +31,16 @@ class Timebase:
         return self.start + dt.timedelta(seconds=frame / self.fps)
 
 
-def background_from(path: Path, samples: int = 25) -> np.ndarray:
-    """Median of frames spread over the video: moving objects vanish from it."""
+def background_from(path: Path, samples: int = 25, span: tuple[int, int] | None = None) -> np.ndarray:
+    """Median of frames spread over the video: moving objects vanish from it. ``span`` (first, last
+    frame) limits it to where the objects are: a camera that moved shows other views elsewhere, and
+    their median is a smear no object belongs on."""
     capture = cv2.VideoCapture(str(path))
     try:
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        first, last = span if span is not None else (0, max(0, count - 1))
         frames = []
-        for index in np.linspace(0, max(0, count - 1), samples).astype(int):
+        for index in np.linspace(first, min(last, max(0, count - 1)), samples).astype(int):
             capture.set(cv2.CAP_PROP_POS_FRAMES, int(index))
             ok, frame = capture.read()
             if ok:
@@ -48,10 +52,20 @@ def background_from(path: Path, samples: int = 25) -> np.ndarray:
     return np.median(np.stack(frames), axis=0).astype(np.uint8)
 
 
-def render_synopsis(tubes: list[Tube], plan: Schedule, background: np.ndarray, timebase: Timebase,
-                    out: Path) -> Path:
-    """Write the condensed video; each object carries its original time (HH:MM:SS) above its box."""
-    height, width = background.shape[:2]
+def backgrounds_for(path: Path, plan: Schedule) -> list[np.ndarray]:
+    """One background per view of the schedule (a camera that moved shows several), for
+    :func:`render_synopsis`."""
+    if not plan.views:
+        return [background_from(path)]
+    return [background_from(path, span=(view.first, view.last)) for view in plan.views]
+
+
+def render_synopsis(tubes: list[Tube], plan: Schedule, background: np.ndarray | Sequence[np.ndarray],
+                    timebase: Timebase, out: Path) -> Path:
+    """Write the condensed video; each object carries its original time (HH:MM:SS) above its box.
+    ``background`` is one image, or one per view of ``plan`` (:func:`backgrounds_for`)."""
+    backgrounds = [background] if isinstance(background, np.ndarray) else list(background)
+    height, width = backgrounds[0].shape[:2]
     writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*FOURCC), timebase.fps, (width, height))
     if not writer.isOpened():
         raise RuntimeError(f"no {FOURCC} writer for {out}")
@@ -62,7 +76,7 @@ def render_synopsis(tubes: list[Tube], plan: Schedule, background: np.ndarray, t
                 by_frame.setdefault(plan.synopsis_frame(tube, frame), []).append((tube.crops[frame], box, frame))
     try:
         for index in range(max(1, plan.length)):
-            canvas = background.copy()
+            canvas = backgrounds[min(plan.view_at(index), len(backgrounds) - 1)].copy()
             for crop, box, _ in by_frame.get(index, []):
                 _paste(canvas, crop, box)
             for _, (x, y, _, _), frame in by_frame.get(index, []):
@@ -95,6 +109,7 @@ def index(tubes: list[Tube], plan: Schedule, timebase: Timebase) -> dict[str, ob
     """The JSON index: per object, class, colour, original span and where it is in the synopsis."""
     return {
         "synopsis_frames": plan.length,
+        "capped": plan.capped,
         "fps": timebase.fps,
         "objects": [{
             "object_id": tube.tube_id, "class": tube.cls, "color": tube.color,

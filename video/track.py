@@ -166,14 +166,18 @@ class Tracker:
         self.active = still
         return observed
 
+    def cut(self) -> None:
+        """The view changed: every open tube ends here (nothing continues into another view)."""
+        for tube in self.active:
+            self._retire(tube)
+        self.active = []
+
     def _retire(self, tube: Tube) -> None:
         if len(tube.frames) >= self.min_observations:
             self.done.append(tube)
 
     def finish(self) -> list[Tube]:
-        for tube in self.active:
-            self._retire(tube)
-        self.active = []
+        self.cut()
         return link(sorted(self.done, key=lambda tube: (tube.first, tube.tube_id)), self.max_missed)
 
 

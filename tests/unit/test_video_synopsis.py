@@ -50,6 +50,47 @@ def test_chronological_order_is_kept_within_a_lane() -> None:
         assert plan.placements[tube.tube_id].start <= tube.first
 
 
+def _crowd(count: int, span: int, gap: int) -> list[Tube]:
+    """``count`` big objects, one every ``gap`` frames, all on the same spot: they cannot share time."""
+    tubes = []
+    for i in range(count):
+        tube = Tube(i)
+        for f in range(i * gap, i * gap + span):
+            tube.add(f, (100, 100, 300, 150))
+        tubes.append(tube)
+    return tubes
+
+
+def test_synopsis_is_never_longer_than_its_original_and_says_when_it_was_capped() -> None:
+    tubes = _crowd(count=10, span=100, gap=20)  # the original is 280 frames; side by side they need 1000
+    plan = schedule(tubes, 640, 360, max_length=280)
+    assert plan.length <= 280
+    assert plan.capped
+    assert set(plan.placements) == {t.tube_id for t in tubes}, "every object is still shown"
+    assert collision_rate(tubes, plan) > 0.05  # the honest price: they overlap
+    default = schedule(tubes, 640, 360)  # no limit given: the end of the last object is the limit
+    assert default.length <= max(t.last for t in tubes) + 1
+    roomy = schedule(_crowd(count=3, span=100, gap=200), 640, 360, max_length=500)
+    assert not roomy.capped and collision_rate(_crowd(3, 100, 200), roomy) == 0
+
+
+def test_views_split_by_camera_cuts_follow_each_other() -> None:
+    """Objects of two shots are condensed per shot, so a synopsis frame never mixes two views."""
+    tubes = [*_crowd(count=2, span=50, gap=60), Tube(2), Tube(3)]
+    for f in range(300, 340):
+        tubes[2].add(f, (0, 0, 50, 50))
+        tubes[3].add(f + 10, (400, 200, 50, 50))
+    plan = schedule(tubes, 640, 360, max_length=400, cuts=[250])
+    assert [(v.first, v.last) for v in plan.views] == [(0, 249), (250, 399)]
+    first, second = plan.views
+    for tube in tubes:
+        start = plan.placements[tube.tube_id].start
+        view = first if tube.first < 250 else second
+        assert view.start <= start and start + tube.span <= view.end
+    assert plan.length == second.end <= 400
+    assert plan.placements[3].start - plan.placements[2].start == 0  # apart in space: shown together
+
+
 def test_collision_rate_counts_overlap() -> None:
     a, b = Tube(0), Tube(1)
     for f in range(10):
