@@ -102,13 +102,19 @@
       ` ${Math.round(share * 100)} %`];
   }
 
+  /** A task row with the newer state the bus told of, until the loader has written it (no flicker back). */
+  function withLive(task) {
+    const state = live.get(task.task_id);
+    return state ? { ...task, ...state } : task;
+  }
+
   function drawTasks() {
     const tbody = document.querySelector("#tasks-table tbody");
     if (!tasks.size) {
       fillRows(tbody, [[t("video.no_tasks"), null, null, null, null, null, null, null]]);
       return;
     }
-    tbody.replaceChildren(...[...tasks.values()].map((task) => el("tr", {
+    tbody.replaceChildren(...[...tasks.values()].map(withLive).map((task) => el("tr", {
       class: task.task_id === openTask ? "selected" : null, dataset: { task: task.task_id, state: task.status },
     },
     el("td", { class: "mono" }, task.task_id),
@@ -135,7 +141,7 @@
       // The bus may tell of a state before the job's loader has written it: read again until the rows agree.
       for (const [id, state] of live) {
         const row = fresh.get(id);
-        if (row && (row.status === state || TERMINAL.has(row.status))) live.delete(id);
+        if (row && (row.status === state.status || TERMINAL.has(row.status))) live.delete(id);
       }
       if ([...live.keys()].some((id) => fresh.has(id)) && !pending) pending = setTimeout(refreshTasks, 1000);
       // A task just asked for has no row until the job's loader writes one: open it once the list has it.
@@ -242,12 +248,8 @@
   // -- live ---------------------------------------------------------------------------------------------
   function onStatus(event) {
     const status = JSON.parse(event.data);
-    live.set(status.task_id, status.state);
-    const known = tasks.get(status.task_id);
-    if (known) {
-      tasks.set(status.task_id, { ...known, status: status.state, progress: status.progress, error: status.error || known.error });
-      drawTasks();
-    }
+    live.set(status.task_id, { status: status.state, progress: status.progress, error: status.error || "" });
+    if (tasks.has(status.task_id)) drawTasks();
     if (!pending) pending = setTimeout(refreshTasks, 400); // the loader writes the row right after the record
   }
 
