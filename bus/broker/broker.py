@@ -142,6 +142,7 @@ class Broker:
 
     async def start(self) -> None:
         await self.groups.start()  # loads __consumer_offsets before the first request can ask
+        self.replicas.serving = True
         await self.network.start()
         self.metrics.start()
         served = [(h.api_key, h.min_version, h.max_version) for h in self.apis.handlers.values()]

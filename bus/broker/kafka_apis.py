@@ -25,6 +25,7 @@ from bus.broker.apis import ApiHandler, handlers
 from bus.broker.context import BrokerServices, RequestContext
 from bus.broker.errors import CloseConnection, InvalidRequest
 from bus.broker.metrics import RequestMetrics
+from bus.broker.replica_manager import ReplicaManager
 from bus.controller.metadata_log import MetadataLog
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec
@@ -36,8 +37,10 @@ API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
-async def _after_sync(metadata_log: MetadataLog, result: Any) -> Any:
+async def _after_sync(metadata_log: MetadataLog, replicas: ReplicaManager, result: Any) -> Any:
+    """A request that changed metadata answers once the change is fsynced and its new logs exist."""
     await metadata_log.sync()
+    await replicas.settled()
     return await result if inspect.isawaitable(result) else result
 
 
@@ -88,7 +91,7 @@ class KafkaApis:
         except Exception:
             return self._failed(ctx, request)
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
-            result = _after_sync(metadata_log, result)
+            result = _after_sync(metadata_log, self.services.replicas, result)
         if inspect.isawaitable(result):
             return self._finish(ctx, request, result, started)
         response = self._frame(ctx, result)

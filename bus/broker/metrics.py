@@ -157,7 +157,7 @@ class LoopMonitor:
 
 
 class StallWatchdog(threading.Thread):
-    """Says what the loop was doing when it stalled: the loop thread's stack, logged once per stall.
+    """Says what the loop was doing when it stalled: the loop thread's stack, logged as the stall grows.
 
     A number says that the loop stalled, not why; a thread that looks at the loop thread's frame while the
     stall lasts does (as Go's and the JVM's blocked-thread detectors do). It wakes every 10 ms and costs
@@ -177,12 +177,14 @@ class StallWatchdog(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        reported = 0.0
+        stalled_tick, next_report = 0.0, 0.0
         while not self._stop_event.wait(self.POLL):
             tick = self.monitor.last_tick
+            if tick != stalled_tick:  # the loop moved on: a new stall starts at the threshold again
+                stalled_tick, next_report = tick, self.monitor.log_threshold
             stalled = time.monotonic() - tick - self.monitor.interval
-            if tick and tick != reported and stalled > self.monitor.log_threshold:
-                reported = tick
+            if tick and stalled > next_report:
+                next_report *= 2  # a long stall is sampled at 0.1, 0.2, 0.4, ... s: where it went, not one spot
                 frame = sys._current_frames().get(self.loop_thread)
                 if frame is not None:
                     stack = "".join(traceback.format_stack(frame, limit=12))

@@ -292,17 +292,23 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.partitions_by_id: dict[uuid.UUID, list[Partition]] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._image: MetadataImage | None = None
+        self._opening: dict[TopicPartition, asyncio.Future[list[Partition]]] = {}  # new logs being created in a worker
+        self.serving = False
+        """Set once the broker takes connections: from then on new logs are created off the loop."""
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
         return effective_topic_configs(topic.configs, self.broker_static)
 
     def load(self, image: MetadataImage) -> None:
         """Open the logs of every partition this broker leads (start-up, after log recovery)."""
+        self._image = image
         for topic in image.topics.values():
             self._sync_topic(topic)
 
     def apply(self, image: MetadataImage, records: Iterable[dict[str, Any]]) -> None:
         """Metadata publisher: bring hosted partitions in line with the committed records."""
+        self._image = image
         touched: set[str] = set()
         for record in records:
             kind = record["type"]
@@ -323,13 +329,17 @@ class ReplicaManager:
         effective = self.effective_configs(topic)
         config = LogConfig.from_properties(effective)
         hosted = self.partitions_by_id.setdefault(topic.topic_id, [])
+        missing: list[int] = []
         for index, state in sorted(topic.partitions.items()):
             tp = TopicPartition(topic.name, index)
             partition = self.partitions.get(tp)
             if partition is None:
                 if state.leader != self.node_id and self.node_id not in state.replicas:
                     continue
-                log_ = self.logs.get_or_create(topic.name, index, config)
+                log_ = self.logs.get(tp)
+                if log_ is None:
+                    missing.append(index)
+                    continue
                 partition = Partition(topic, index, log_, config, state.leader_epoch, self.producer_id_expiration_ms)
                 self.partitions[tp] = partition
                 hosted.append(partition)
@@ -341,6 +351,64 @@ class ReplicaManager:
                 partition.watchers.complete_all()  # waiting fetches answer with the new epoch's error at once
             partition.min_insync_replicas = int(effective["min.insync.replicas"])
             partition.target_codec = CODECS.get(effective["compression.type"])
+        if missing:
+            self._create_logs(topic, config, missing)
+
+    def _create_logs(self, topic: TopicImage, config: LogConfig, indexes: list[int]) -> None:
+        """Create new partitions' logs (directories, segment and index files) in a worker thread.
+
+        A topic of a thousand partitions takes seconds of file system calls to create, which on the loop
+        stalled every connection (Kafka creates logs on its controller-event thread, not a network thread).
+        Meanwhile those partitions answer NOT_LEADER_OR_FOLLOWER, which clients retry, and requests that
+        created them await `settled` before answering. Once created, the topic is synced again from the
+        image of that moment, so a deletion or config change meanwhile is honoured.
+        """
+        wanted = [i for i in indexes if TopicPartition(topic.name, i) not in self._opening]
+        if not wanted:
+            return
+
+        def create() -> list[Partition]:  # the log's files and its (empty) producer state, read from disk
+            return [Partition(topic, i, self.logs.get_or_create(topic.name, i, config), config,
+                              topic.partitions[i].leader_epoch, self.producer_id_expiration_ms) for i in wanted]
+
+        if not self.serving:  # start-up (internal topics): nobody to keep waiting, and coordinators read them next
+            self._register(topic, create())
+            return
+        future = asyncio.get_running_loop().run_in_executor(None, create)
+        for index in wanted:
+            self._opening[TopicPartition(topic.name, index)] = future
+        future.add_done_callback(lambda done: self._logs_created(topic, wanted, done))
+
+    def _logs_created(self, topic: TopicImage, indexes: list[int], future: asyncio.Future[list[Partition]]) -> None:
+        for index in indexes:
+            self._opening.pop(TopicPartition(topic.name, index), None)
+        if future.exception() is not None:
+            log.error("cannot create the logs of %s", topic.name, exc_info=future.exception())
+            return
+        current = self._image.topics.get(topic.name) if self._image is not None else None
+        if current is not None and current.topic_id == topic.topic_id:
+            self._register(current, future.result())
+            return
+        for index in indexes:  # deleted while its logs were being created
+            if TopicPartition(topic.name, index) not in self.partitions:
+                remove = self.logs.delete(topic.name, index)
+                if remove is not None:
+                    self._off_loop(remove)
+        if current is not None:  # and created again under a new id: that topic gets logs of its own
+            self._sync_topic(current)
+
+    def _register(self, topic: TopicImage, created: list[Partition]) -> None:
+        hosted = self.partitions_by_id.setdefault(topic.topic_id, [])
+        for partition in created:
+            self.partitions[TopicPartition(partition.topic, partition.index)] = partition
+            hosted.append(partition)
+        self._sync_topic(topic)  # epochs and configs as they are now
+
+    async def settled(self) -> None:
+        """Wait until the logs of partitions created so far exist (the answer to a request that created them)."""
+        while self._opening:
+            await asyncio.gather(*set(self._opening.values()), return_exceptions=True)
+            await asyncio.sleep(0)  # let the done callbacks register the partitions
 
     def _drop_topic(self, topic_id: uuid.UUID) -> None:
         """Forget a deleted topic's partitions at once; their files are removed in a worker thread."""
@@ -392,7 +460,10 @@ class ReplicaManager:
         return sum(p.producers.remove_expired(now, self.producer_id_expiration_ms) for p in self.partitions.values())
 
     def get(self, topic: str, partition: int) -> Partition:
-        found = self.partitions.get(TopicPartition(topic, partition))
+        tp = TopicPartition(topic, partition)
+        found = self.partitions.get(tp)
         if found is None:
+            if tp in self._opening:  # created a moment ago; not led here until its log exists
+                raise PartitionError(ErrorCode.not_leader_or_follower)
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return found

@@ -12,8 +12,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
-from bus.broker.replica_manager import ReplicaManager
+from bus.broker.replica_manager import PartitionError, ReplicaManager
 from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
@@ -74,4 +75,64 @@ def test_snapshots_flushes_and_deletion_do_not_stall_the_loop(tmp_path: Path, mo
     # test machine (two cores shared by many processes); the 20 ms target is measured on a quiet machine by
     # benchmarks/broker_requests.py.
     assert max(stalls) < 0.25, stalls
+    assert list(tmp_path.iterdir()) == []
+
+
+def _new_topic(image: MetadataImage, name: str) -> TopicImage:
+    topic = TopicImage(name, uuid.uuid4(), {p: PartitionState(p, [1], [1], 1) for p in range(PARTITIONS)})
+    image.topics[name] = topic
+    image.topics_by_id[topic.topic_id] = topic
+    return topic
+
+
+def _slow_mkdir(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_mkdir = Path.mkdir
+
+    def slow_mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        time.sleep(SLOW_FSYNC_S)
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", slow_mkdir)
+
+
+def test_creating_a_thousand_partitions_does_not_stall_the_loop(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new topic's logs are created in a worker thread (on the loop: a 1,000-partition topic stalled every
+    connection for seconds); meanwhile its partitions answer NOT_LEADER_OR_FOLLOWER, which clients retry."""
+    replicas = ReplicaManager(1, LogManager([tmp_path], LogConfig()), {})
+    replicas.serving = True
+    image = MetadataImage()
+    _slow_mkdir(monkeypatch)
+
+    async def scenario() -> float:
+        topic = _new_topic(image, "wide")
+        replicas.apply(image, [{"type": "topic", "name": "wide", "topic_id": str(topic.topic_id)}])
+        with pytest.raises(PartitionError) as refused:
+            replicas.get("wide", 0)
+        assert refused.value.code == ErrorCode.not_leader_or_follower
+        return await _worst_stall(asyncio.ensure_future(replicas.settled()))
+
+    stall = asyncio.run(scenario())
+    assert stall < 0.25, stall  # on the loop: 1,000 slow mkdirs, over 2 s
+    assert all(replicas.get("wide", p).log.directory.is_dir() for p in range(PARTITIONS))
+
+
+def test_a_topic_deleted_while_its_logs_are_created_leaves_nothing(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    replicas = ReplicaManager(1, LogManager([tmp_path], LogConfig()), {})
+    replicas.serving = True
+    image = MetadataImage()
+    _slow_mkdir(monkeypatch)
+
+    async def scenario() -> None:
+        topic = _new_topic(image, "brief")
+        replicas.apply(image, [{"type": "topic", "name": "brief", "topic_id": str(topic.topic_id)}])
+        del image.topics["brief"], image.topics_by_id[topic.topic_id]
+        replicas.apply(image, [{"type": "remove_topic", "topic_id": str(topic.topic_id)}])
+        await replicas.settled()
+        await replicas.drain_background()
+
+    asyncio.run(scenario())
+    with pytest.raises(PartitionError):
+        replicas.get("brief", 0)
     assert list(tmp_path.iterdir()) == []
