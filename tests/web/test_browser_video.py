@@ -1,0 +1,170 @@
+"""The video page end to end in a real browser (Debian's chromium via Playwright): an operator picks a
+recording, asks for its analysis, watches the task finish live, plays the synopsis and clicks an object,
+which seeks the original video to the moment the object first shows.
+
+Everything is real: ``python -m web`` on its own broker, HBase gateway and SeaweedFS, and the video
+ingest job (``spark_jobs/video_ingest.py``, started as the deployment starts it), which launches the
+synopsis batch job and loads the results the page reads. The page is watched as in test_browser: a
+console error, an uncaught exception or a request off 127.0.0.1 fails the test. Screenshots go to
+test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from contracts.records import CITY_TZ
+from tests.video._support import IngestJob, VideoServices, start_ingest
+from tests.web._video_support import VideoSite, start_video_site
+from tests.web.test_browser import Browsing, Watch, browser  # noqa: F401 - the browser fixture
+from video import storage
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(1800)]
+
+CAMERA = "cam-e2e"
+TASK_TIMEOUT_MS = 900_000
+"""Spark starts a JVM for the streaming job and another for the batch job: minutes on a loaded machine."""
+
+
+def until(page: Page, expression: str, timeout: float = 30) -> None:
+    """Poll a page expression until it is truthy. Playwright's wait_for_function polls with eval(), which the
+    console's content-security policy (no 'unsafe-eval') refuses; evaluate() goes through the debugger."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"not true within {timeout} s: {expression}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VideoSite]:
+    yield from start_video_site(tmp_path_factory.mktemp("video-browser"))
+
+
+@pytest.fixture(scope="module")
+def ingest(site: VideoSite) -> Iterator[IngestJob]:
+    """The video ingest job on the console's own config (it names the same broker, gateway and store)."""
+    services = VideoServices(site.store, site.console.backing.broker, site.console.backing.gateway,
+                             site.console.config, site.root)
+    job = start_ingest(services, "ingest", "--max-concurrent", "1")
+    yield job
+    job.job.stop()
+
+
+@pytest.fixture(scope="module")
+def recording(site: VideoSite) -> storage.StoredVideo:
+    """A clip recorded ten minutes ago (so the page's default day and search window hold it)."""
+    start = (dt.datetime.now(CITY_TZ) - dt.timedelta(minutes=10)).replace(microsecond=0)
+    return site.record(CAMERA, start, seconds=6, seed=4, n_objects=3)
+
+
+@pytest.fixture
+def browsing(browser: Browser, site: VideoSite, tmp_path: Path) -> Iterator[Browsing]:  # noqa: F811
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, locale="zh-CN",
+                                  timezone_id="Asia/Shanghai")
+    page = context.new_page()
+    watch = Watch()
+    page.on("console", watch.on_console)
+    page.on("pageerror", lambda exc: watch.errors.append(f"uncaught: {exc}"))
+    page.on("request", watch.on_request)
+    page.set_default_timeout(30_000)
+    yield Browsing(page, watch, site, tmp_path)  # type: ignore[arg-type]  # Browsing needs only .url of its site
+    context.close()
+    assert watch.outside == [], "requests left 127.0.0.1"
+    assert watch.errors == [], "errors in the browser console"
+
+
+def test_request_analysis_watch_it_finish_play_synopsis_click_object(browsing: Browsing, ingest: IngestJob,
+                                                                     recording: storage.StoredVideo) -> None:
+    page = browsing.page
+    browsing.login("operator")
+    browsing.goto("/video")
+    expect(page.locator("#live-state")).to_have_class("badge live")
+    expect(page.locator("#camera")).to_have_value(CAMERA)
+    row = page.locator(f'#videos-table tr[data-url="{recording.url}"]')
+    expect(row).to_be_visible()
+    # The original plays through the console (WebM as uploaded).
+    row.locator(".play-button").click()
+    original = page.locator("#original-player")
+    expect(original).to_have_attribute("data-url", recording.url)
+    until(page, "document.querySelector('#original-player').readyState >= 1")
+    # Ask for the analysis: the task appears and goes to done live (SSE), with no reload.
+    row.locator(".analyze-button").click()
+    task_row = page.locator("#tasks-table tbody tr.selected")
+    expect(task_row).to_have_count(1)
+    task_id = task_row.get_attribute("data-task")
+    assert task_id
+    try:
+        expect(page.locator(f'#tasks-table tr[data-task="{task_id}"]')).to_have_attribute(
+            "data-state", "done", timeout=TASK_TIMEOUT_MS)
+    except AssertionError as exc:
+        batch = "".join(p.read_text(errors="replace")[-3000:] for p in ingest.batch_logs(task_id))
+        raise AssertionError(f"{exc}\n--- ingest job ---\n{ingest.log_tail()}\n--- batch ---\n{batch}") from None
+    browsing.snap("video-task-done-zh")
+    # The bus tells of "done" before the loader has written the task row; the panel follows the row.
+    panel = page.locator("#task-panel")
+    expect(panel).to_have_attribute("data-state", "done", timeout=180_000)
+    thumbs = page.locator("#task-objects .thumb")
+    expect(thumbs.first).to_be_visible()
+    found = thumbs.count()
+    assert found >= 1, ingest.log_tail()
+    expect(page.locator("#objects-count")).to_have_text(str(found))
+    # The synopsis plays (it is a WebM Chromium decodes, served with ranges).
+    synopsis = page.locator("#synopsis-player")
+    until(page, "document.querySelector('#synopsis-player').readyState >= 2", 60)
+    assert synopsis.evaluate("v => v.duration") > 0
+    synopsis.evaluate("v => v.play()")
+    until(page, "document.querySelector('#synopsis-player').currentTime > 0.3")
+    browsing.snap("video-synopsis-playing-zh")
+    # A thumbnail click pauses the synopsis on that object and seeks the original to its first frame.
+    objects = page.evaluate(f"fetch('/api/v1/video/tasks/{task_id}/objects').then(r => r.json())")
+    first = objects[0]
+    thumbs.first.click()
+    expect(original).to_have_attribute("data-url", first["video_url"])
+    until(page, f"Math.abs(document.querySelector('#original-player').currentTime - {first['offset_s']})"
+                           " < 0.2")
+    # The overlay draws the object with its original time; a click on its box seeks the original to it.
+    until(page, "JSON.parse(document.querySelector('#synopsis-overlay').dataset.boxes || '[]').length > 0")
+    boxes = json.loads(page.locator("#synopsis-overlay").get_attribute("data-boxes") or "[]")
+    target = next((b for b in boxes if b["object_id"] == first["object_id"]), boxes[0])
+    chosen = next(o for o in objects if o["object_id"] == target["object_id"])
+    original.evaluate("v => { v.pause(); v.currentTime = 0; }")
+    page.locator("#synopsis-overlay").click(position={"x": target["x"] + target["w"] / 2,
+                                                      "y": target["y"] + target["h"] / 2})
+    until(page, f"Math.abs(document.querySelector('#original-player').currentTime - {chosen['offset_s']})"
+                           " < 0.2")
+    clock = page.locator("#original-clock").inner_text()
+    first_seen_city = dt.datetime.fromisoformat(chosen["first_seen"]).astimezone(CITY_TZ)
+    assert clock.startswith(first_seen_city.strftime("%Y-%m-%d %H:%M")), clock
+    browsing.snap("video-object-clicked-zh")
+    # Object search finds what the job indexed, with thumbnails.
+    page.select_option("#search-class", chosen["class"])
+    page.click("#search-form button[type=submit]")
+    hits = page.locator("#search-results .thumb")
+    expect(hits.first).to_be_visible()
+    assert hits.count() == sum(1 for o in objects if o["class"] == chosen["class"])
+    until(page, "[...document.querySelectorAll('#search-results img')].every(i => i.complete && "
+                           "i.naturalWidth > 0)")
+    browsing.snap("video-search-zh")
+
+
+def test_viewer_plays_but_may_not_command_in_english(browsing: Browsing, recording: storage.StoredVideo) -> None:
+    page = browsing.page
+    page.context.add_cookies([{"name": "lang", "value": "en", "url": browsing.site.url}])
+    browsing.login("viewer")
+    browsing.goto("/video")
+    expect(page.locator("h1")).to_have_text("Video")
+    expect(page.locator("#live-state")).to_have_class("badge live")
+    row = page.locator(f'#videos-table tr[data-url="{recording.url}"]')
+    expect(row.locator(".play-button")).to_have_text("Play")
+    expect(page.locator(".analyze-button")).to_have_count(0)
+    expect(page.locator(".cancel-button")).to_have_count(0)
+    row.locator(".play-button").click()
+    until(page, "document.querySelector('#original-player').readyState >= 1")
+    browsing.snap("video-viewer-en")
