@@ -336,6 +336,8 @@ class ReplicaManager:
             if partition is None:
                 if state.leader != self.node_id and self.node_id not in state.replicas:
                     continue
+                if tp in self._opening:  # its worker makes the Partition: a second one here would share the log
+                    continue
                 log_ = self.logs.get(tp)
                 if log_ is None:
                     missing.append(index)
@@ -400,8 +402,10 @@ class ReplicaManager:
     def _register(self, topic: TopicImage, created: list[Partition]) -> None:
         hosted = self.partitions_by_id.setdefault(topic.topic_id, [])
         for partition in created:
-            self.partitions[TopicPartition(partition.topic, partition.index)] = partition
-            hosted.append(partition)
+            tp = TopicPartition(partition.topic, partition.index)
+            if tp not in self.partitions:  # one Partition per log, ever: two would assign the same offsets
+                self.partitions[tp] = partition
+                hosted.append(partition)
         self._sync_topic(topic)  # epochs and configs as they are now
 
     async def settled(self) -> None:

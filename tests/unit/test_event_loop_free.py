@@ -19,6 +19,7 @@ from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol import records as rb
+from bus.protocol.topic_partition import TopicPartition
 
 PARTITIONS = 1000
 SLOW_FSYNC_S = 0.002
@@ -136,3 +137,31 @@ def test_a_topic_deleted_while_its_logs_are_created_leaves_nothing(tmp_path: Pat
     with pytest.raises(PartitionError):
         replicas.get("brief", 0)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_metadata_applied_again_during_creation_keeps_one_partition_per_log(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config change (or any record naming the topic) applied while its logs are being created must not open
+    a second Partition over a log the worker already made: two Partitions over one log assign the same offsets
+    (a surveillance benchmark saw two batches at one base offset and a fetch that returned nothing after it)."""
+    replicas = ReplicaManager(1, LogManager([tmp_path], LogConfig()), {})
+    replicas.serving = True
+    image = MetadataImage()
+    _slow_mkdir(monkeypatch)
+
+    async def scenario() -> None:
+        topic = _new_topic(image, "twice")
+        replicas.apply(image, [{"type": "topic", "name": "twice", "topic_id": str(topic.topic_id)}])
+        while replicas.logs.get(TopicPartition("twice", 0)) is None:  # some logs made, no Partition registered
+            await asyncio.sleep(0.001)
+        replicas.apply(image, [{"type": "config", "name": "twice"}])
+        await replicas.settled()
+
+    asyncio.run(scenario())
+    topic = image.topics["twice"]
+    assert len(replicas.partitions_by_id[topic.topic_id]) == PARTITIONS
+    assert len({id(replicas.get("twice", p)) for p in range(PARTITIONS)}) == PARTITIONS
+    for p in (0, PARTITIONS - 1):
+        first = replicas.get("twice", p).append(_idempotent_batch(7, 0))
+        second = replicas.get("twice", p).append(_idempotent_batch(7, 1))
+        assert (first.base_offset, second.base_offset) == (0, 1)
