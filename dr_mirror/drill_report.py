@@ -7,6 +7,7 @@ switch back) as vertical lines, so a reader sees how far behind the mirror was w
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import urllib.request
@@ -61,7 +62,8 @@ def chart(path: Path, title: str, t0: float, probes: list[LagProbe], acks: list[
     end = max([t for p in probes for t, _ in p.samples] + [t for t, _ in acks] + [t0 + 1])
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, constrained_layout=True)
     for probe in probes:
-        points = [(t - t0, v) for t, v in probe.samples if v is not None]
+        # A mirror that does not answer (killed, not yet started) leaves a gap, not a line across its outage.
+        points = [(t - t0, math.nan if v is None else v) for t, v in probe.samples]
         if points:
             top.plot(*zip(*points, strict=True), label=f"mirror {probe.name}", linewidth=1.5)
     top.set_ylabel("mirror lag (records)")
