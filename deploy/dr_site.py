@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import re
 import signal
 import socket
@@ -181,13 +180,13 @@ class DrSite:
         status = self.dr.data_dir / "ingest-status.json"
         self._spark("dr ingest job", "ingest_captures.py", ["--status-file", str(status)])
         lines = [f"  {'dr ingest job':<14} {self.dr.bootstrap} -> DR HBase (config {self.config_file})"]
-        if importlib.util.find_spec("surveillance.loader") is not None:
-            self._python("dr surveillance loader", ["-m", "surveillance.loader", "--config", str(self.config_file)])
-            lines.append(f"  {'dr surveillance':<14} surveillance.hits -> DR HBase")
-        if (ROOT / "spark_jobs" / "video_ingest.py").exists():
-            self._spark("dr video ingest", "video_ingest.py", ["--checkpoint", str(self.dr.data_dir / "spark" /
-                                                                                    "video_ingest")])
-            lines.append(f"  {'dr video':<14} video.status / video.results -> DR HBase")
+        self._python("dr surveillance loader", ["-m", "surveillance.loader", "--config", str(self.config_file)])
+        lines.append(f"  {'dr surveillance':<14} surveillance.hits -> DR HBase")
+        # --loader-only: the DR site loads the mirrored video.status/results; it never launches analyses
+        # (video.commands is a control topic, not mirrored, and a queued task must not start twice).
+        self._spark("dr video ingest", "video_ingest.py",
+                    ["--loader-only", "--checkpoint", str(self.dr.data_dir / "spark" / "video_ingest")])
+        lines.append(f"  {'dr video':<14} video.status / video.results -> DR HBase")
         return lines
 
     def failed(self) -> str | None:
