@@ -7,20 +7,25 @@
 
 The video ingest job (:mod:`spark_jobs.video_ingest`) launches one per task. The video is cut into
 time segments, one RDD element each; every task fetches the video from S3 itself (executors share
-nothing with the driver) and returns its tubes; the driver stitches them across borders, labels,
-schedules and renders. The job writes no table: it publishes its progress to ``video.status``
-(running, per stage, with the seconds each stage took) and one ``video.results`` record per object,
-then ``done``; the ingest job's loader turns those into HBase rows, so a DR site receiving the mirrored
-topics rebuilds the same tables. Keys everywhere derive from the task id, so a re-run rewrites the same
-objects and records (at-least-once, keyed by task id; the object id in the value tells duplicates
-apart). A bad video (missing, corrupt, unsupported codec, longer than the limit) publishes ``failed``
-with the reason and the job exits with code 3, without a traceback.
+nothing with the driver) and returns its tubes and camera-motion counts; the driver stitches the tubes
+across borders, labels, schedules (views split at camera cuts, never longer than the original) and
+renders each view on its own background. The job writes no table: it publishes its progress to
+``video.status`` (running, per stage, with the seconds each stage took) and one ``video.results``
+record per object, then ``done`` with what the camera did (``camera_motion``: the
+:func:`video.motion.verdict` of all segments' counts; a moving camera's result may miss objects) and
+whether the synopsis reached the original's length (``capped``: objects then overlap more); the ingest
+job's loader turns those into HBase rows, so a DR site receiving the mirrored topics rebuilds the same
+tables. Keys everywhere derive from the task id, so a re-run rewrites the same objects and records
+(at-least-once, keyed by task id; the object id in the value tells duplicates apart). A bad video
+(missing, corrupt, unsupported codec, longer than the limit) publishes ``failed`` with the reason and
+the job exits with code 3, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -30,11 +35,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts.topics import Topics
 from contracts.video import DONE, FAILED, RUNNING, CommandError, validate_options
 from spark_jobs.video_bus import TaskPublisher
+
+if TYPE_CHECKING:  # the engine (OpenCV) is imported where it runs
+    from video.analyze import SegmentResult
 
 EXIT_BAD_VIDEO = 3
 DEFAULT_MAX_DURATION_S = 4 * 3600.0
@@ -72,12 +80,12 @@ def fetch(settings: S3Settings, url: str, task_id: str) -> Path:
     return local
 
 
-def process_segment(job: tuple[S3Settings, str, str, int, int, float]) -> list:
-    """Runs on an executor: tubes of frames [start, end)."""
-    from video.analyze import analyze_segment
+def process_segment(job: tuple[S3Settings, str, str, int, int, float]) -> SegmentResult:
+    """Runs on an executor: tubes of frames [start, end) and what the camera did meanwhile."""
+    from video.analyze import analyze_segment_motion
 
     settings, url, task_id, start, end, fps = job
-    return analyze_segment(fetch(settings, url, task_id), start, end, fps)
+    return analyze_segment_motion(fetch(settings, url, task_id), start, end, fps)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -165,7 +173,8 @@ def run(args: argparse.Namespace, task_id: str, settings: S3Settings, progress: 
 
     from video import storage
     from video.analyze import VideoError, finalize, probe, segments, stitch
-    from video.render import Timebase, background_from, index_json, render_synopsis, thumbnail
+    from video.motion import MotionStats, verdict
+    from video.render import Timebase, backgrounds_for, index_json, render_synopsis, thumbnail
     from video.results import object_records
     from video.synopsis import collision_rate, schedule
 
@@ -187,14 +196,15 @@ def run(args: argparse.Namespace, task_id: str, settings: S3Settings, progress: 
     finally:
         analysed.set()
         watcher.join()
-    tubes = selected(finalize(stitch(parts, [a for a, _ in bounds[1:]]), info), options, info.fps)
+    motion = functools.reduce(MotionStats.merge, (p.motion for p in parts), MotionStats())
+    tubes = selected(finalize(stitch([p.tubes for p in parts], [a for a, _ in bounds[1:]]), info), options, info.fps)
     progress.lap("analysis")
     progress.running("render", RENDER_FROM)
     timebase = Timebase(start_time(args, settings), info.fps)
-    plan = schedule(tubes, info.width, info.height)
+    plan = schedule(tubes, info.width, info.height, max_length=info.frames, cuts=motion.cuts)
     client = settings.client()
     with tempfile.TemporaryDirectory() as tmp:
-        out = render_synopsis(tubes, plan, background_from(local), timebase, Path(tmp) / "synopsis.webm")
+        out = render_synopsis(tubes, plan, backgrounds_for(local, plan), timebase, Path(tmp) / "synopsis.webm")
         synopsis_url = storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/{out.name}",
                                          out.read_bytes(), content_type(out))
     thumbs = {t.tube_id: storage.put_bytes(client, storage.SYNOPSIS_BUCKET, f"{task_id}/thumbs/{t.tube_id:06d}.jpg",
@@ -205,7 +215,8 @@ def run(args: argparse.Namespace, task_id: str, settings: S3Settings, progress: 
     progress.lap("render")
     return {"records": records, "synopsis_url": synopsis_url, "index_url": index_url, "frames": info.frames,
             "fps": info.fps, "synopsis_frames": plan.length, "segments": len(bounds),
-            "collision_rate": collision_rate(tubes, plan), "analysis_s": progress.timings["analysis"]}
+            "collision_rate": collision_rate(tubes, plan), "analysis_s": progress.timings["analysis"],
+            "camera_motion": verdict(motion, info.fps).as_dict(), "capped": plan.capped}
 
 
 def content_type(path: Path) -> str:

@@ -11,6 +11,7 @@ All objects of a task are one contiguous scan under the task's prefix; all objec
 two times are one scan of the index (newest first), class and colour being cell values filtered on
 the scan (:func:`index_matches`). Only the video ingest job's loader writes these tables, from
 ``video.status`` and ``video.results`` (a DR site rebuilds them from the mirrored topics).
+A done task's row also holds the job's camera verdict (``camera_motion``) and ``capped``.
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ def object_row(record: dict[str, Any]) -> dict[bytes, bytes]:
 
 
 def task_row(task_id: str, status: str, **fields: Any) -> dict[bytes, bytes]:
-    """Cells of a task row; dict and list values (``timings``, ``options``, ``camera_motion``) as JSON."""
+    """Cells of a task row; dict, list and bool values (``timings``, ``options``, ``camera_motion``,
+    ``capped``) as JSON, so a reader in any language parses them (``true``, not Python's ``True``)."""
     cells = {b"t:task_id": task_id.encode(), b"t:status": status.encode()}
     for name, value in fields.items():
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+        text = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list | bool) else str(value)
         cells[f"t:{name}".encode()] = text.encode()
     return cells
 

@@ -68,6 +68,9 @@ def test_job_end_to_end_and_rerun_is_idempotent(services, tmp_path: Path) -> Non
     assert all(r["task_id"] == "task-1" and r["first_seen"].startswith("2024-05-01T08:00") for r in records)
     statuses = read_topic(broker.bootstrap, "video.status", 3)
     assert [s["state"] for s in statuses][-1] == "done" and statuses[-1]["objects"] == summary["objects"]
+    motion = statuses[-1]["camera_motion"]  # the synthetic street is filmed by a fixed camera
+    assert (motion["camera_motion"], motion["reliable"]) == ("none", True), motion["reason"]
+    assert statuses[-1]["capped"] is False and statuses[-1]["synopsis_frames"] <= statuses[-1]["frames"]
     assert {s["stage"] for s in statuses if s["state"] == "running"} == {"analysis", "render"}
 
     code, again = _submit(store, broker, video.url, "task-1", tmp_path / "job.log")

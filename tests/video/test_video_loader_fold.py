@@ -27,6 +27,13 @@ def test_statuses_fold_in_order_and_timings_merge() -> None:
     assert json.loads(row["timings"]) == {"queue": 1.5, "spark_start": 7, "analysis": 3, "render": 2, "load": 0.25}
 
 
+def test_done_keeps_the_camera_verdict_and_the_cap_as_json() -> None:
+    verdict = {"camera_motion": "moving", "reliable": False, "reason": "the camera moved 1 time(s)"}
+    done = status_record("t", "done", time=T0, objects=2, camera_motion=verdict, capped=True)
+    row = _cells(fold({}, [done], parse_time(T0).timestamp()))
+    assert json.loads(row["camera_motion"]) == verdict and json.loads(row["capped"]) is True
+
+
 def test_a_terminal_task_stays_terminal() -> None:
     current = {b"t:status": b"cancelled", b"t:timings": b"{}"}
     late = [status_record("t", "running", progress=0.5, time=T0), status_record("t", "done", time=T0)]

@@ -169,6 +169,9 @@
     const parts = [`${t("video.requested")}: ${task.requested_by || "—"} ${time(task.requested_at)}`];
     if (task.stage) parts.push(`${t("video.stage")}: ${Console.tOr(`video.stage.${task.stage}`, task.stage)}`);
     if (task.attempt) parts.push(`${t("video.attempt")}: ${task.attempt}`);
+    const motion = task.camera_motion && task.camera_motion.camera_motion;
+    if (motion) parts.push(`${t("video.camera")}: ${Console.tOr(`video.camera.${motion}`, motion)}`);
+    if (task.capped === "true") parts.push(t("video.capped"));
     if (task.timings && Object.keys(task.timings).length) {
       parts.push(Object.entries(task.timings).map(([k, v]) => `${Console.tOr(`video.stage.${k}`, k)} ${v.toFixed(1)} s`).join(" · "));
     }
