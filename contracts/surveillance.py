@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from contracts.commands import CommandError
+
 from .records import FEATURE_DIM, FIELDS, Kind, epoch_ms, is_checkpoint_id, is_plate
 
 WATCH_KINDS = ("plate", "face")
@@ -38,15 +40,6 @@ ACCEPTED, REJECTED, REMOVED = "accepted", "rejected", "removed"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _DISTRICT = re.compile(r"\d{6}")
 _FEATURE_BYTES = 4 * FEATURE_DIM
-
-
-class CommandError(ValueError):
-    """A command the service must not apply: ``field`` names what is wrong, ``reason`` says how."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.commands import CommandError
+
 from .records import now_time, parse_time
 
 ANALYZE, CANCEL = "analyze", "cancel"
@@ -50,15 +52,6 @@ OPTIONS = ("classes", "window")
 """Known options: ``classes`` (a subset of :data:`CLASSES`: only these objects are reported) and
 ``window`` (``[from_s, to_s]`` seconds into the video: only objects seen inside it). Other keys are
 refused, so a typo is an error rather than silently ignored."""
-
-
-class CommandError(ValueError):
-    """A command that cannot be carried out: which field, and why (the console answers 422 with both)."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True)
