@@ -66,6 +66,7 @@ def monitor_metrics(port: int, timeout: float = 60) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("spark")  # with the DR site's make up test: both start a DR broker on 19092/19093
 def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
     ports = {"bus": free_port(), "hbase": free_port(), "s3": free_port(), "console": free_port(),
              "monitor": free_port()}
