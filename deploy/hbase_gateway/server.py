@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
 from thriftpy2.transport import TSocket, TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.framed import TCyFramedTransport
+from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from .errors import HBaseError
 from .idl import Hbase
@@ -50,7 +52,16 @@ class _BoundedSocket(TSocket):
 
 
 class GatewayProcessor(TProcessor):
-    """thriftpy2's processor, except that no exception escapes a decoded request."""
+    """thriftpy2's processor, except that no exception escapes a decoded request, and a reply
+    reaches the socket whole or not at all.
+
+    Why whole: the connection's buffered transport sends its buffer as soon as a reply outgrows it
+    (256 KiB: a big ``scannerGetList``), so a reply whose encoding failed half-way used to leave its
+    first part on the wire, followed by the error answer. The client then decoded the mix as one
+    reply, and thriftpy2's C decoder skips unknown type codes without reading, so a garbage list
+    length kept it spinning where neither its socket timeout nor SIGALRM can reach it. Each reply is
+    encoded into memory first and written in one piece.
+    """
 
     def process(self, iprot: Any, oprot: Any) -> None:
         api, seqid, result, call = self.process_in(iprot)
@@ -67,16 +78,15 @@ class GatewayProcessor(TProcessor):
                 return
             setattr(result, field, error)
         try:
-            self.send_result(oprot, api, result, seqid)
-        except TTransportException:
-            raise
+            reply = _encode(oprot, api, TMessageType.REPLY, result, seqid)
         except Exception as exc:  # a reply that cannot be encoded is a gateway bug: still answer
-            oprot.trans.clean()  # drop the half-written reply
             field, error = self._thrift_error(api, exc, getattr(self._service, api + "_result")())
             if field is None:
                 self.send_exception(oprot, api, error, seqid)
-            else:
-                self.send_result(oprot, api, getattr(self._service, api + "_result")(**{field: error}), seqid)
+                return
+            reply = _encode(oprot, api, TMessageType.REPLY,
+                            getattr(self._service, api + "_result")(**{field: error}), seqid)
+        _send(oprot, reply)
 
     @staticmethod
     def _thrift_error(api: str, exc: Exception, result: Any) -> tuple[str | None, Any]:
@@ -88,8 +98,10 @@ class GatewayProcessor(TProcessor):
         else:
             field = "io"
             kind = "storage" if isinstance(exc, sqlite3.Error) else "internal"
-            message = f"{kind} error: {type(exc).__name__}: {exc}"
-            log.exception("request failed", extra={"api": api})
+            message = f"{kind} error: {type(exc).__name__}: {_clip(str(exc))}"
+            # The message, clipped, and where it came from: not the exception's own text, which can be megabytes.
+            where = traceback.format_tb(exc.__traceback__)[-3:]
+            log.error("request failed", extra={"api": api, "error": message, "traceback": "".join(where)})
         if field not in declared:
             field = "io"
         if field not in declared:
@@ -97,10 +109,27 @@ class GatewayProcessor(TProcessor):
         return field, _THRIFT_ERROR[field](message=message)
 
     def send_exception(self, oprot: Any, api: str, exc: Any, seqid: int) -> None:
-        oprot.write_message_begin(api, TMessageType.EXCEPTION, seqid)
-        exc.write(oprot)
-        oprot.write_message_end()
-        oprot.trans.flush()
+        _send(oprot, _encode(oprot, api, TMessageType.EXCEPTION, exc, seqid))
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    """An exception's text bounded: thriftpy2's encode errors quote the whole offending value."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _encode(oprot: Any, api: str, kind: int, payload: Any, seqid: int) -> bytes:
+    """One whole message in the connection's protocol, encoded in memory."""
+    memory = TCyMemoryBuffer()
+    proto = type(oprot)(memory)
+    proto.write_message_begin(api, kind, seqid)
+    payload.write(proto)
+    proto.write_message_end()
+    return memory.getvalue()
+
+
+def _send(oprot: Any, message: bytes) -> None:
+    oprot.trans.write(message)
+    oprot.trans.flush()
 
 
 def _transport_factory(name: str) -> Callable[[Any], Any]:

@@ -32,8 +32,12 @@ class DrSetup:
     reports: Path
 
 
-def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Path) -> ConsoleProcess:
+def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Path, *,
+               add_users: bool = True) -> ConsoleProcess:
     """A console on ``backing`` whose ``[dr]`` names this DR broker and mirror, with a user of each role.
+
+    ``add_users=False`` when the backing already holds them (the session's shared gateway, where the
+    ``console`` fixture made them: adding them twice is refused).
 
     Started here rather than by ``start_console`` for the ``[dr]`` section, and with a longer start-up wait:
     importing the app takes most of a minute on the shared machine when it is loaded.
@@ -51,7 +55,7 @@ def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Pat
     try:
         wait_for(lambda: _answers(console) or proc.poll() is not None, 240, "the console answers")
         assert proc.poll() is None, console.log()[-3000:]
-        for role in ROLES:
+        for role in ROLES if add_users else ():
             result = console.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")
             assert result.returncode == 0, result.stderr
     except BaseException:
@@ -76,7 +80,8 @@ def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-u
 
 
 @pytest.fixture(scope="module")
-def setup(console_backing: Backing, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
+def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
+    console_backing = console.backing
     root = tmp_path_factory.mktemp("dr-api")
     dr = BrokerProcess(root / "dr").start(timeout=120)  # a loaded machine starts processes slowly
     primary = console_backing.broker.bootstrap
@@ -91,7 +96,7 @@ def setup(console_backing: Backing, tmp_path_factory: pytest.TempPathFactory) ->
                                    "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
                                   stderr=subprocess.STDOUT)
     try:
-        proc = dr_console(console_backing, dr, metrics_port, root)
+        proc = dr_console(console_backing, dr, metrics_port, root, add_users=False)
     except BaseException:
         mirror.terminate()
         dr.stop()
