@@ -47,8 +47,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts import config as solution_config
 from contracts.topics import Topics
-from dr_mirror.drill_report import LagProbe, chart, markdown
+from dr_mirror.drill_report import LagProbe, chart, markdown, mirror_lag
 from dr_mirror.drill_sites import MirrorProcess, Site
+from dr_mirror.drill_supervisor import Supervisor
 from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 
@@ -258,6 +259,9 @@ class Drill:
         self.mirrors: list[MirrorProcess] = []  # every mirror started, for the teardown
         self.probes: list[LagProbe] = []
         self.events: dict[str, float] = {}
+        self.supervisor = Supervisor(args.max_restarts,
+                                     on_restart=lambda name, n: self.event(f"{name} restarted ({n})"))
+        self.setup_s: float | None = None
         self.t0 = time.time()
 
     def event(self, name: str) -> float:
@@ -265,42 +269,57 @@ class Drill:
         return now
 
     def start_mirror(self, source: Site, target: Site) -> MirrorProcess:
+        name = f"{source.name}->{target.name}"
         mirror = MirrorProcess(f"mirror-{source.name}-{target.name}", self.work, source, target, self.config).start()
         self.mirrors.append(mirror)
-        again = " (resumed)" if any(p.name.startswith(f"{source.name}->{target.name}") for p in self.probes) else ""
-        probe = LagProbe(mirror.metrics_port, f"{source.name}->{target.name}{again}")
+        self.supervisor.watch(f"mirror {name}", mirror.exited, mirror.child.start)  # resumes at the target's log end
+        again = " (resumed)" if any(p.name.startswith(name) for p in self.probes) else ""
+        probe = LagProbe(mirror.metrics_port, f"{name}{again}")
         probe.start()
         self.probes.append(probe)
         return mirror
 
+    def start_ingest(self, site: Site) -> None:
+        """Start a site's ingest job under supervision: restarted from its checkpoint if it exits."""
+        site.start_ingest(self.config)
+        self.supervisor.watch(f"{site.name} ingest", site.ingest_exited, lambda: site.start_ingest(self.config))
+
     def setup(self) -> None:
+        """Both sites and the mirror first, the load only once both are ready: devices that send while Spark
+        still starts (minutes on a loaded machine) let the mirror fall behind by more than their replay window,
+        and records would really be lost. Ready: each ingest job has finished a first micro-batch, the mirror
+        answers on its metrics port."""
+        began = time.time()
+        self.supervisor.start()
         for site in (self.primary, self.dr):
             site.start_broker()
             site.start_hbase()
             create_topics(site.bootstrap)  # the DR ingest job subscribes before the mirror's first copy
         self.mirror = self.start_mirror(self.primary, self.dr)
-        self.t0 = time.time()
+        ingest = [site for site in (self.primary, self.dr) if self.args.ingest]
+        for site in ingest:  # both at once: nothing flows yet, and a job that dies while starting is restarted
+            self.start_ingest(site)
+        _wait(lambda: self._sites_ready(ingest), self.args.ready_timeout, "both sites ready")
+        self.t0 = self.event("sites ready")
+        self.setup_s = round(self.t0 - began, 1)
         self.fleet.start()
         self.loader.start()
         _wait(lambda: bool(self.fleet.acked) and any(v for _, v in self.probes[0].samples), 120, "load mirrored")
-        for site in (self.primary, self.dr) if self.args.ingest else ():
-            self.start_ingest(site)
-        self.event("load steady")  # the failure comes once the load flows and both ingest jobs run
+        self.event("load steady")
 
-    def start_ingest(self, site: Site, attempts: int = 3) -> None:
-        """One job at a time (Spark's start is the heaviest thing a drill does); a job that dies while starting
-        (on a loaded machine its Python worker can miss Spark's 10 s connect-back) is restarted, as a supervisor
-        would, from its own checkpoint."""
-        for attempt in range(1, attempts + 1):
-            site.start_ingest(self.config)
-            try:
-                _wait(site.ingest_running, self.args.ready_timeout, f"the {site.name} ingest job's first batch")
-                return
-            except RuntimeError:
-                if attempt == attempts:
-                    raise
+    def _sites_ready(self, ingest: list[Site]) -> bool:
+        """Every ingest job has run a batch and the mirror answers; RuntimeError once the supervisor gave up."""
+        for site in ingest:
+            if f"{site.name} ingest" in self.supervisor.summary()["gave_up_on"]:
+                raise RuntimeError(f"the {site.name} ingest job exited {self.args.max_restarts + 1} times: "
+                                   f"{site.ingest_errors()}; see {self.work}")
+        assert self.mirror is not None
+        return all(site.ingest_ready() for site in ingest) and mirror_lag(self.mirror.metrics_port) is not None
 
     def teardown(self) -> None:
+        self.supervisor.stopping.set()  # first: what the teardown stops must stay stopped
+        if self.supervisor.is_alive():
+            self.supervisor.join(30)
         for thread in (self.fleet, self.loader, *self.probes):
             thread.stopping.set()
         for thread in (self.fleet, self.loader, *self.probes):
@@ -335,6 +354,8 @@ class Drill:
 
     def primary_loss(self) -> dict[str, Any]:
         failed = self.event("primary lost")
+        self.supervisor.unwatch("primary ingest")  # killed on purpose, with its room
+        self.supervisor.unwatch("mirror primary->dr")  # its source is gone: the drill no longer needs it
         self.primary.lose()
         time.sleep(1.0)  # what the mirror had copied: nothing more can arrive from a dead primary
         mirrored = record_ids(self.dr.bootstrap)
@@ -373,11 +394,13 @@ class Drill:
 
     def mirror_crash(self) -> dict[str, Any]:
         assert self.mirror is not None
+        self.supervisor.unwatch("mirror primary->dr")  # the deliberate kill window
         self.event("mirror killed")
         self.mirror.child.kill()
         time.sleep(self.args.outage)
         behind = end_total(self.primary.bootstrap) - end_total(self.dr.bootstrap)  # the RPO at its worst
         self.mirror.child.start()
+        self.supervisor.watch("mirror primary->dr", self.mirror.exited, self.mirror.child.start)
         restart = self.event("mirror restarted")
         caught_up = None
         deadline = time.monotonic() + 120
@@ -410,8 +433,10 @@ class Drill:
         hold = self.event("switch back")
         self.fleet.switch(HOLD)
         _wait(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap), 60, "DR drained")
+        self.supervisor.unwatch("mirror dr->primary")
         reverse.child.stop()  # the primary's topics are DR's, offset for offset; from here the primary writes them
-        self.primary.start_ingest(self.config)
+        if self.args.ingest:
+            self.start_ingest(self.primary)  # a new checkpoint: the old one's offsets were of the lost log
         self.fleet.switch("primary")
         self.mirror = self.start_mirror(self.primary, self.dr)
         self.event("mirror primary->dr resumed")
@@ -449,6 +474,8 @@ class Drill:
                 report.update(self.failback())
         finally:
             self.teardown()
+        report["setup_s"] = self.setup_s
+        report.update(self.supervisor.summary())
         lags = [v for p in self.probes for _, v in p.samples if v is not None]
         report["max_mirror_lag_records"] = max(lags, default=None)
         if self.args.report:
@@ -470,7 +497,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--outage", type=float, default=5.0, help="seconds the mirror (or the primary room) stays down")
     p.add_argument("--settle", type=float, default=180.0, help="at most this long for rows to land at the end")
     p.add_argument("--ready-timeout", type=float, default=600.0,
-                   help="at most this long for each ingest job's first micro-batch (Spark starts slowly when loaded)")
+                   help="at most this long for both sites to be ready before the load starts (each ingest job's "
+                        "first micro-batch: Spark starts slowly when loaded)")
+    p.add_argument("--max-restarts", type=int, default=3,
+                   help="restarts per ingest job or mirror that exits while the drill needs it (each one reported)")
     p.add_argument("--no-ingest", dest="ingest", action="store_false",
                    help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
     return p

@@ -86,7 +86,16 @@ def chart(path: Path, title: str, t0: float, probes: list[LagProbe], acks: list[
     plt.close(fig)
 
 
+def _cell(value: Any) -> str:
+    """A table cell: a mapping (restarts per process) as ``name: n`` pairs, a list comma-separated, "none" if empty."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# DR drill: {report['scenario']}", "", "| measure | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in report.items() if k != "scenario"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in report.items() if k != "scenario"]
     return "\n".join(lines) + "\n"

@@ -9,12 +9,14 @@ must be the only writer of a topic it mirrors into.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import happybase
@@ -28,6 +30,16 @@ from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE_TABLES = ("vehicle", "face", "capture_unrecognized")
+TASK_RETRIES = 4
+"""Attempts per task of a drill's ingest job. Local mode gives a task one attempt (``spark.task.maxFailures``
+is ignored there), so a Python worker lost mid-task fails the batch, the query and the job; ``local[N,F]``
+retries the task instead (its rows are idempotent writes)."""
+
+
+def with_task_retries(master: str, retries: int = TASK_RETRIES) -> str:
+    """``local[N]`` -> ``local[N,retries]``; any other master (already ``local[N,F]``, a cluster) as it is."""
+    match = re.fullmatch(r"local\[(\d+|\*)\]", master)
+    return f"local[{match.group(1)},{retries}]" if match else master
 
 
 def free_port() -> int:
@@ -110,12 +122,19 @@ class Site:
         return self.work / f"{self.name}-ingest-status-{self.generation}.json"
 
     def start_ingest(self, config: Config) -> None:
-        """The capture ingest job over this site's bus into its HBase, from a checkpoint of this generation."""
+        """The capture ingest job over this site's bus into its HBase, from a checkpoint of this generation.
+
+        Started again with the same generation (by the drill's supervisor) it resumes from that checkpoint: Spark
+        replays the uncommitted batch onto the same row keys, nothing is lost. Its status file is removed first,
+        so :meth:`ingest_ready` means a batch of this very process.
+        """
         if not self.ingest:
             return
         topics = Topics.from_config(config)
         own = ["--stats-topic", DR_PREFIX + topics.ingest_stats, "--deadletter-topic",
                DR_PREFIX + topics.deadletter] if self.dr else []
+        self.status_file.unlink(missing_ok=True)
+        settings = launch.SparkSettings.from_config(config.section("spark"))
         with open(self.work / f"{self.name}-ingest.log", "ab") as log:
             self.job = launch.submit(
                 ROOT / "spark_jobs" / "ingest_captures.py",
@@ -123,16 +142,21 @@ class Site:
                  "--hbase-port", str(self.hbase_port),
                  "--checkpoint", str(self.work / f"{self.name}-checkpoint-{self.generation}"),
                  "--status-file", str(self.status_file), "--trigger-ms", "500", *own],
-                launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
+                replace(settings, master=with_task_retries(settings.master)), stdout=log, stderr=subprocess.STDOUT)
 
-    def ingest_running(self) -> bool:
-        """The job has finished a micro-batch (its status file exists); RuntimeError if it exited."""
-        if self.job is not None and self.job.poll() is not None:
-            log = self.work / f"{self.name}-ingest.log"
-            errors = [line for line in log.read_text(errors="replace").splitlines() if "Exception" in line]
-            code = self.job.proc.returncode
-            raise RuntimeError(f"the {self.name} ingest job exited ({code}): {errors[-2:]}; see {log}")
-        return self.job is not None and self.status_file.exists()
+    def ingest_exited(self) -> int | None:
+        """The ingest job's exit status, None while it runs (or none was started)."""
+        return None if self.job is None else self.job.poll()
+
+    def ingest_ready(self) -> bool:
+        """The running job has finished a micro-batch (its status file exists)."""
+        return self.job is not None and self.ingest_exited() is None and self.status_file.exists()
+
+    def ingest_errors(self) -> list[str]:
+        """The last exception lines of the ingest job's log, for a message."""
+        log = self.work / f"{self.name}-ingest.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return [line for line in lines if "Exception" in line][-2:]
 
     def lose(self) -> None:
         """The machine room is lost: kill -9 of everything in it."""
@@ -189,3 +213,7 @@ class MirrorProcess:
     def start(self) -> MirrorProcess:
         self.child.start()
         return self
+
+    def exited(self) -> int | None:
+        """The mirror's exit status, None while it runs."""
+        return None if self.child.proc is None else self.child.proc.poll()
