@@ -99,7 +99,7 @@ def test_simulated_captures_land_in_hbase(tmp_path: Path, broker: BrokerProcess,
         for _, data in conn.table(table).scan(batch_size=2000):
             ingested = records.parse_time(data[b"r:ingest_time"].decode())
             assert ingested >= records.parse_time(data[b"r:capture_time"].decode())
-    letters = _count(broker, "capture.deadletter")
+    letters = _records_on(broker, "capture.deadletter")
     assert letters == sum(summary["malformed"].values())
     lines = (tmp_path / "job.log").read_text().splitlines()
     final = [json.loads(line) for line in lines if line.startswith('{"final"')]
@@ -127,8 +127,9 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     expected = expected_counts(summary)
     log = tmp_path / "job.log"
     # Small batches, so the kill lands with part of the backlog written and part not.
+    # Both runs with --no-stats: this test is about rows, and it checks the switch publishes nothing.
     first = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log,
-                       "--trigger-ms", "100", "--max-offsets-per-trigger", "800")
+                       "--trigger-ms", "100", "--max-offsets-per-trigger", "800", "--no-stats")
     try:
         poll(lambda: count_rows(conn, "vehicle") > 0 or first.poll() is not None, JOB_DEADLINE_S, 0.3,
              "first rows in HBase")
@@ -138,7 +139,7 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     partial = row_counts(conn)
     assert 0 < partial["vehicle"] + partial["face"] + partial["capture_unrecognized"] < total
 
-    second = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--once")
+    second = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--once", "--no-stats")
     try:
         assert second.wait(JOB_DEADLINE_S) == 0, log.read_text()[-5000:]
     finally:
@@ -149,12 +150,18 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     ids = table_record_ids(conn)
     assert len(ids) == len(set(ids)) == total  # no duplicate row
     assert set(ids) == bus_record_ids(broker)  # no record missing
+    assert _records_on(broker, TOPICS.ingest_stats) == 0  # --no-stats
 
 
-def _count(broker: BrokerProcess, topic: str) -> int:
+def _records_on(broker: BrokerProcess, topic: str) -> int:
+    """Records on every partition of ``topic``; 0 when it does not exist."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        return high - low
+        described = consumer.list_topics(timeout=10).topics.get(topic)
+        if described is None:
+            return 0
+        marks = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in described.partitions]
+        return sum(high - low for low, high in marks)
     finally:
         consumer.close()
+
