@@ -1,10 +1,15 @@
 """Failover drills: `python -m dr_mirror.drill --scenario primary-loss|mirror-crash|failback [--report DIR]`.
 
 Self-contained: starts two sites (`dr_mirror.drill_sites`: a `bus broker`, an HBase gateway and the real
-capture ingest job each, on free ports), the mirror primary -> dr (`python -m dr_mirror` with the
-properties `make up` generates), a device fleet (the simulator's traffic generator `ingest.traffic`:
-real records and ids) and a consumer group standing in for the group-based loaders; waits until both
-ingest jobs run, then injects the failure and measures.
+capture ingest job each, on free ports) and the mirror primary -> dr (`python -m dr_mirror` with the
+properties `make up` generates); only once both sites are ready (each ingest job has finished a first
+micro-batch, the mirror answers) does it start the device fleet (the simulator's traffic generator
+`ingest.traffic`: real records and ids) and a consumer group standing in for the group-based loaders, so
+a slow Spark start never becomes mirror lag (`setup_s` in the report says how long getting ready took).
+A supervisor (`dr_mirror.drill_supervisor`) restarts an ingest job (from its checkpoint) or a mirror (from
+the target's log end) that exits while the drill needs it, at most `--max-restarts` times each, and the
+report counts every restart; what a scenario kills on purpose is never restarted. Then the drill injects
+the failure and measures. `--no-ingest` runs the same at the bus level (no HBase, no Spark).
 - primary-loss: the primary machine room is lost (kill -9 of its broker, gateway and ingest job).
   Devices that hear no acknowledgement for `--failover-after` seconds switch to the DR bootstrap and
   re-send their replay window (the last `--replay` seconds they sent; recognition servers have disks);

@@ -125,15 +125,13 @@ class Site:
         """The capture ingest job over this site's bus into its HBase, from a checkpoint of this generation.
 
         Started again with the same generation (by the drill's supervisor) it resumes from that checkpoint: Spark
-        replays the uncommitted batch onto the same row keys, nothing is lost. Its status file is removed first,
-        so :meth:`ingest_ready` means a batch of this very process.
+        replays the uncommitted batch onto the same row keys, nothing is lost.
         """
         if not self.ingest:
             return
         topics = Topics.from_config(config)
         own = ["--stats-topic", DR_PREFIX + topics.ingest_stats, "--deadletter-topic",
                DR_PREFIX + topics.deadletter] if self.dr else []
-        self.status_file.unlink(missing_ok=True)
         settings = launch.SparkSettings.from_config(config.section("spark"))
         with open(self.work / f"{self.name}-ingest.log", "ab") as log:
             self.job = launch.submit(
@@ -149,7 +147,8 @@ class Site:
         return None if self.job is None else self.job.poll()
 
     def ingest_ready(self) -> bool:
-        """The running job has finished a micro-batch (its status file exists)."""
+        """The job runs and a micro-batch has finished on its checkpoint (the status file exists). A job restarted
+        on an idle bus runs no batch until records come, so its predecessor's batch counts."""
         return self.job is not None and self.ingest_exited() is None and self.status_file.exists()
 
     def ingest_errors(self) -> list[str]:
