@@ -119,7 +119,10 @@ def test_creating_a_thousand_partitions_does_not_stall_the_loop(serving: tuple[R
         return await _worst_stall(asyncio.ensure_future(replicas.settled()))
 
     stall = asyncio.run(scenario())
-    assert stall < 0.25, stall  # on the loop: 1,000 slow mkdirs, over 2 s
+    # On the loop, the 1,000 slow mkdirs alone stall it over 2 s. Off it, the worst stall is 5-25 ms on a quiet
+    # machine, but CI's loaded one once took 0.52 s (the loop thread waiting for the GIL or a core): the bound
+    # separates the two cases, not a latency target (the broker benchmark measures that).
+    assert stall < 1.0, stall
     assert all(replicas.get("wide", p).log.directory.is_dir() for p in range(PARTITIONS))
 
 
