@@ -46,7 +46,7 @@ down:
 test: install system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
 
 lint: install
 	$(BIN)/ruff check .
