@@ -36,10 +36,11 @@ class Topics:
     surveillance_replies: str = "surveillance.replies"
     alerts: str = "alerts"
     plate_sightings: str = "surveillance.plate-sightings"
+    stat_events: str = "surveillance.stat-events"
 
     CONTROL = ("video_commands", "control_watchlist", "control_stats")
     """Field names of the control topics; every other topic carries data, except the internal ones."""
-    INTERNAL = ("plate_sightings",)
+    INTERNAL = ("plate_sightings", "stat_events")
     """A service's private repartition topics (Kafka Streams' ``-repartition``): rebuilt from data, not mirrored."""
 
     @classmethod

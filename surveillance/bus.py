@@ -79,6 +79,17 @@ def service_topics(settings: Settings) -> dict[str, TopicSpec]:
             t.surveillance_replies: TopicSpec(1, COMPACTED)}
 
 
+def repartition_topic(settings: Settings, topic: str, inputs: Sequence[str],
+                      retention_s: float) -> dict[str, TopicSpec]:
+    """An internal repartition topic (Kafka Streams' ``-repartition``): as many partitions as the largest of
+    ``inputs`` has (or will be created with), delete policy, ``retention_s``."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
+    existing = admin.list_topics(timeout=15).topics
+    counts = [len(existing[t].partitions) for t in inputs if t in existing and existing[t].error is None]
+    config = {"cleanup.policy": "delete", "retention.ms": str(round(retention_s * 1000))}
+    return {topic: TopicSpec(max(counts, default=settings.partitions), config)}
+
+
 def ensure_topics(settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 15.0) -> None:
     """Create the topics that do not exist yet (existing ones are left as they are)."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
@@ -140,6 +151,20 @@ class CommandLog:
                 reached[message.partition()] = message.offset() + 1
                 if message.offset() + 1 >= ends[message.partition()]:
                     pending.discard(message.partition())
+        return applied
+
+    def poll_to_end(self, apply: Apply, timeout: float = 10.0) -> int:
+        """Apply, from where tailing left off, every command published up to now (the end offsets seen now):
+        for a stage that meets a record naming a command it has not read yet."""
+        assigned = self._consumer.assignment()
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=timeout)[1] for tp in assigned}
+        applied = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in self._consumer.position(assigned)}
+            if all(positions[p] >= end or end == 0 for p, end in ends.items()):
+                break
+            applied += self.poll(apply, 0.1)
         return applied
 
     def poll(self, apply: Apply, timeout: float = 0.0) -> int:
@@ -326,6 +351,38 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
         producer.flush(10.0)
         for command_log, _apply in stage.commands:
             command_log.close()
+
+
+Runner = Callable[[threading.Event, threading.Event], None]
+"""A stage's run function bound to its settings: ``(stop, ready)``."""
+
+
+def run_together(name: str, runners: Sequence[Runner], stop: threading.Event,
+                 ready: threading.Event | None = None) -> None:
+    """Sub-stages that make one stage (e.g. a repartition and its consumer), each in its own thread; ``ready``
+    once all are. One failing stops the others and fails the whole (the service then exits)."""
+    readies = [threading.Event() for _ in runners]
+    failed: list[BaseException] = []
+
+    def run(runner: Runner, own: threading.Event) -> None:
+        try:
+            runner(stop, own)
+        except BaseException as exc:
+            failed.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=(r, e), name=f"{name}-{n}")
+               for n, (r, e) in enumerate(zip(runners, readies, strict=True))]
+    for thread in threads:
+        thread.start()
+    while not stop.is_set() and not all(e.is_set() for e in readies):
+        time.sleep(0.05)
+    if ready is not None and not stop.is_set():
+        ready.set()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise RuntimeError(f"{name}: a sub-stage failed") from failed[0]
 
 
 def _next_batch(consumer: Consumer, size: int) -> list[Message]:

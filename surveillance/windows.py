@@ -14,19 +14,23 @@ gone out.
 While a window is open, every group that received records gets a partial result at most once per
 ``partial_interval_s`` (so a busy checkpoint does not turn every capture into an output record).
 
-A statistic counts the captures taken at or after its ``requested_at`` (when the command has one): a
-replay that starts earlier than the command then counts exactly what the live run counted.
+The input is the statistics' repartition events (:mod:`surveillance.stats_events`): which statistic and
+group a capture counts for was decided upstream, so one group's events all arrive here whatever the number
+of instances. Late records are counted per statistic and group (the key of the events, so the count is
+whole on one instance) and reported on that group's results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.records import CITY_TZ, Kind, epoch_ms, format_time, is_plate
+from contracts.records import CITY_TZ, format_time
 from contracts.surveillance import StatCommand
+
+from .stats_events import StatEvent, version
 
 
 def iso(ms: int) -> str:
@@ -45,18 +49,15 @@ class Cell:
     dirty: bool = False
     partial_at: float = float("-inf")
 
-    def add(self, measure: str, record: Mapping[str, Any]) -> None:
+    def add(self, event: StatEvent) -> None:
+        """Fold in one event (its plate and speed are set only where the statistic's measure needs them)."""
         self.count += 1
         self.dirty = True
-        if measure == "distinct_plates":
-            plate = record.get("plate_number")
-            if isinstance(plate, str) and is_plate(plate):  # not UNRECOGNIZED
-                self.plates.add(plate)
-        elif measure == "avg_speed":
-            speed = record.get("speed_kmh")
-            if isinstance(speed, int | float) and not isinstance(speed, bool):
-                self.speed_sum += speed
-                self.speeds += 1
+        if event.plate is not None:
+            self.plates.add(event.plate)
+        if event.speed_kmh is not None:
+            self.speed_sum += event.speed_kmh
+            self.speeds += 1
 
     def value(self, measure: str) -> float | int | None:
         if measure == "distinct_plates":
@@ -88,38 +89,32 @@ class Result:
 class StatWindows:
     """The open windows of one statistic."""
 
-    def __init__(self, command: StatCommand, lateness_ms: int, group_of: Callable[[str], str]) -> None:
+    def __init__(self, command: StatCommand, lateness_ms: int) -> None:
         self.command = command
+        self.version = version(command)
         self.lateness_ms = lateness_ms
-        self.group_of = group_of
         self.window_ms = command.window_s * 1000
-        self.since_ms = epoch_ms(command.requested_at) if command.requested_at else None
         self.open: dict[int, dict[str, Cell]] = {}
-        self.late = 0
+        self.late: dict[str, int] = {}
+        """group -> records found late."""
 
-    def group(self, checkpoint_id: str) -> str:
-        by = self.command.group_by
-        return checkpoint_id if by == "checkpoint" else self.group_of(checkpoint_id) if by == "district" else "city"
-
-    def add(self, record: Mapping[str, Any], event_ms: int, stream_ms: int) -> bool:
-        """Fold in one capture of the statistic's kind; False when it is late (its window has closed)."""
-        if (self.since_ms is not None and event_ms < self.since_ms) or not self.command.matches(record):
-            return True
+    def add(self, event: StatEvent, stream_ms: int) -> bool:
+        """Fold in one event; False when it is late (its window has closed)."""
+        event_ms = event.capture_ms
         start = event_ms - event_ms % self.window_ms
         if start + self.window_ms + self.lateness_ms <= stream_ms:
-            self.late += 1
+            self.late[event.group] = self.late.get(event.group, 0) + 1
             return False
         cells = self.open.setdefault(start, {})
-        group = self.group(record["checkpoint_id"])
-        cell = cells.get(group)
+        cell = cells.get(event.group)
         if cell is None:
-            cell = cells[group] = Cell()
-        cell.add(self.command.measure, record)
+            cell = cells[event.group] = Cell()
+        cell.add(event)
         return True
 
     def _result(self, start: int, group: str, cell: Cell, final: bool) -> Result:
         return Result(self.command.stat_id, start, start + self.window_ms, group, cell.value(self.command.measure),
-                      cell.count, final, self.late)
+                      cell.count, final, self.late.get(group, 0))
 
     def partials(self, now_s: float, interval_s: float) -> list[Result]:
         """Partial results of the groups that changed, each at most once per ``interval_s``."""
@@ -143,11 +138,9 @@ class StatWindows:
 class Windows:
     """Every active statistic's windows, and the stream time they share."""
 
-    def __init__(self, lateness_s: float, partial_interval_s: float, group_of: Callable[[str], str],
-                 idle_s: float = 2.0) -> None:
+    def __init__(self, lateness_s: float, partial_interval_s: float, idle_s: float = 2.0) -> None:
         self.lateness_ms = round(lateness_s * 1000)
         self.partial_interval_s = partial_interval_s
-        self.group_of = group_of
         self.idle_s = idle_s
         self.stats: dict[str, StatWindows] = {}
         self.sources: dict[Hashable, tuple[int, float]] = {}
@@ -160,19 +153,22 @@ class Windows:
         if command is None:
             self.stats.pop(stat_id, None)
         elif current is None or current.command != command:
-            self.stats[stat_id] = StatWindows(command, self.lateness_ms, self.group_of)
+            self.stats[stat_id] = StatWindows(command, self.lateness_ms)
 
-    def add(self, kind: Kind, record: Mapping[str, Any], event_ms: int, source: Hashable = None,
-            now_s: float = 0.0) -> list[str]:
-        """Fold one capture (read from ``source`` at ``now_s``) into every statistic of its kind; returns the
-        ids of those that found it late."""
-        late = [stat_id for stat_id, windows in self.stats.items()
-                if windows.command.kind is kind and not windows.add(record, event_ms, self.stream_ms)]
-        newest, _seen = self.sources.get(source, (event_ms, now_s))
-        self.sources[source] = (max(newest, event_ms), now_s)
+    def knows(self, event: StatEvent) -> bool:
+        """Whether the event's statistic is active here with the definition the event was routed for."""
+        windows = self.stats.get(event.stat_id)
+        return windows is not None and windows.version == event.version
+
+    def add(self, event: StatEvent, source: Hashable = None, now_s: float = 0.0) -> bool:
+        """Fold one event of a statistic it :meth:`knows` (read from ``source`` at ``now_s``); False when it
+        is late."""
+        on_time = self.stats[event.stat_id].add(event, self.stream_ms)
+        newest, _seen = self.sources.get(source, (event.capture_ms, now_s))
+        self.sources[source] = (max(newest, event.capture_ms), now_s)
         active = [ms for ms, seen in self.sources.values() if now_s - seen < self.idle_s]
         self.stream_ms = max(self.stream_ms, min(active))
-        return late
+        return on_time
 
     def expect(self, sources: Iterable[Hashable], now_s: float) -> None:
         """Newly assigned sources hold stream time back until they deliver or go idle (their backlog may

@@ -10,7 +10,8 @@ from contracts.records import encode
 from surveillance.cloned_stage import ClonedPlates, parse_sighting
 from surveillance.geo import Geo
 from surveillance.settings import Settings
-from surveillance.stats_stage import LiveStats
+from surveillance.stats_stage import StatsRepartition
+from surveillance.stats_windows_stage import WindowedStats
 
 SETTINGS = Settings.from_config(Config({"surveillance": {"instance": "test"}, "map": {"path": "/nonexistent"}},
                                        Path("test.toml")))
@@ -19,21 +20,32 @@ NOW = 1795478400000 + 1
 
 
 def test_statistics_start_redefine_stop_and_a_bad_command_stops_the_one_it_replaces() -> None:
-    live = LiveStats(SETTINGS, GEO)
+    """Both statistics stages apply the same records to the same effect (stage A routes, stage B windows)."""
+    stage_a, stage_b = StatsRepartition(SETTINGS, GEO), WindowedStats(SETTINGS)
+
+    def apply(key: bytes, value: bytes | None) -> None:
+        stage_a.apply(key, value)
+        stage_b.apply(key, value)
+
+    def active() -> dict[str, int]:
+        windows = {k: w.window_ms for k, w in stage_b.windows.stats.items()}
+        assert windows == {k: c.window_s * 1000 for k, (c, _v, _since) in stage_a.router.stats.items()}
+        return windows
+
     command = {"stat_id": "s1", "measure": "vehicle_count", "group_by": "city", "window_s": 10}
-    live.apply(b"s1", encode(command))
-    assert live.windows.stats["s1"].window_ms == 10_000
-    live.apply(b"s1", encode({**command, "window_s": 60}))
-    assert live.windows.stats["s1"].window_ms == 60_000
-    live.apply(b"s2", encode({**command, "stat_id": "s2", "measure": "loudness"}))
-    live.apply(b"s3", encode({**command, "stat_id": "other"}))        # id differs from the key
-    assert set(live.windows.stats) == {"s1"} and live.windows.stats["s1"].window_ms == 60_000
-    assert live.back_ms() == 60_000 + 10_000 + 60_000                  # longest window + lateness + slack
-    live.apply(b"s1", None)
-    assert live.windows.stats == {}
-    live.apply(b"s1", encode(command))
-    live.apply(b"s1", b"{not json")                                     # what compaction keeps: no statistic
-    assert live.windows.stats == {}
+    apply(b"s1", encode(command))
+    assert active() == {"s1": 10_000}
+    apply(b"s1", encode({**command, "window_s": 60}))
+    assert active() == {"s1": 60_000}
+    apply(b"s2", encode({**command, "stat_id": "s2", "measure": "loudness"}))
+    apply(b"s3", encode({**command, "stat_id": "other"}))        # id differs from the key
+    assert active() == {"s1": 60_000}
+    assert stage_b.back_ms() == 60_000 + 10_000 + 60_000          # longest window + lateness + slack
+    apply(b"s1", None)
+    assert active() == {}
+    apply(b"s1", encode(command))
+    apply(b"s1", b"{not json")                                     # what compaction keeps: no statistic
+    assert active() == {}
 
 
 def test_cloned_stage_knows_the_watched_plates_only() -> None:

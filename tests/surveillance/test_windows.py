@@ -1,4 +1,7 @@
-"""Tumbling event-time windows (pure logic): counts against an independent tally, lateness, partials."""
+"""Tumbling event-time windows (pure logic): counts against an independent tally, lateness, partials.
+
+Captures go through stage A's router into stage B's windows, as the two statistics stages do over the
+repartition topic."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pytest
 from contracts.records import UNRECOGNIZED, Kind
 from contracts.surveillance import stat_from_json
 from surveillance.geo import district_of
+from surveillance.stats_events import Router
 from surveillance.windows import Windows, iso
 
 T0 = 1_800_000_000_000 - 1_800_000_000_000 % 60_000   # a whole minute
@@ -29,8 +33,27 @@ def vehicle(n: int, checkpoint: str, plate: str, speed: float, vehicle_type: str
             "vehicle_type": vehicle_type}
 
 
-def windows(*commands: Any, lateness_s: float = 2.0) -> Windows:
-    w = Windows(lateness_s, 1.0, district_of)
+class Pipeline:
+    """Stage A's router feeding stage B's windows (each capture's events, in order)."""
+
+    def __init__(self, lateness_s: float) -> None:
+        self.router = Router(district_of)
+        self.windows = Windows(lateness_s, 1.0)
+        self.offset = 0
+
+    def apply(self, stat_id: str, command: Any) -> None:
+        self.router.apply(stat_id, command)
+        self.windows.apply(stat_id, command)
+
+    def add(self, kind: Kind, record: dict[str, Any], t: int, source: Any = None, now_s: float = 0.0) -> list[str]:
+        """Route and fold one capture; the ids of the statistics that found it late."""
+        self.offset += 1
+        events = self.router.route(kind, record, t, "capture", 0, self.offset)
+        return [e.stat_id for e in events if not self.windows.add(e, source, now_s)]
+
+
+def windows(*commands: Any, lateness_s: float = 2.0) -> Pipeline:
+    w = Pipeline(lateness_s)
     for command in commands:
         w.apply(command.stat_id, command)
     return w
@@ -55,9 +78,9 @@ def test_every_measure_and_grouping_equals_an_independent_tally() -> None:
     out = []
     for t, record in records:
         assert w.add(Kind.VEHICLE, record, t) == []
-        out += w.close()
-    w.advance(T0 + 10**7)
-    out += w.close()
+        out += w.windows.close()
+    w.windows.advance(T0 + 10**7)
+    out += w.windows.close()
     got = finals(out)
 
     expected: dict[tuple[str, int, str], Any] = {}
@@ -85,16 +108,16 @@ def test_every_measure_and_grouping_equals_an_independent_tally() -> None:
 def test_late_records_are_counted_not_folded_into_a_final() -> None:
     w = windows(stat("vehicle_count", "city"), lateness_s=2)
     w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0 + 1_000)
-    assert w.close() == []
+    assert w.windows.close() == []
     w.add(Kind.VEHICLE, vehicle(2, CHECKPOINTS[0], "浙A00002", 40), T0 + 11_500)   # window 0 still open
     w.add(Kind.VEHICLE, vehicle(3, CHECKPOINTS[0], "浙A00003", 40), T0 + 9_000)    # 2.5 s late: within lateness
-    assert w.close() == []
+    assert w.windows.close() == []
     w.add(Kind.VEHICLE, vehicle(4, CHECKPOINTS[0], "浙A00004", 40), T0 + 12_000)   # stream time: end + lateness
-    [final] = w.close()
+    [final] = w.windows.close()
     assert (final.window_start_ms, final.value, final.final, final.late_records) == (T0, 2, True, 0)
     assert w.add(Kind.VEHICLE, vehicle(5, CHECKPOINTS[0], "浙A00005", 40), T0 + 9_999) == ["vehicle_count-city"]
-    w.advance(T0 + 22_000)
-    [second] = w.close()
+    w.windows.advance(T0 + 22_000)
+    [second] = w.windows.close()
     assert (second.window_start_ms, second.value, second.late_records) == (T0 + 10_000, 2, 1)
     assert second.to_json()["window_start"] == iso(T0 + 10_000)
     assert second.to_json()["window_end"].endswith("+08:00")
@@ -104,12 +127,12 @@ def test_partials_are_rate_limited_per_group() -> None:
     w = windows(stat("vehicle_count", "checkpoint"))
     w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0)
     w.add(Kind.VEHICLE, vehicle(2, CHECKPOINTS[1], "浙A00002", 40), T0)
-    first = sorted((r.group, r.value, r.final) for r in w.partials(100.0))
+    first = sorted((r.group, r.value, r.final) for r in w.windows.partials(100.0))
     assert first == [(CHECKPOINTS[0], 1, False), (CHECKPOINTS[1], 1, False)]
-    assert w.partials(100.5) == []                                   # nothing changed
+    assert w.windows.partials(100.5) == []                                   # nothing changed
     w.add(Kind.VEHICLE, vehicle(3, CHECKPOINTS[0], "浙A00003", 40), T0 + 1)
-    assert w.partials(100.5) == []                                   # changed, but within the second
-    assert [(r.group, r.value) for r in w.partials(101.0)] == [(CHECKPOINTS[0], 2)]
+    assert w.windows.partials(100.5) == []                                   # changed, but within the second
+    assert [(r.group, r.value) for r in w.windows.partials(101.0)] == [(CHECKPOINTS[0], 2)]
 
 
 def test_kinds_requested_at_stop_and_restart() -> None:
@@ -118,22 +141,23 @@ def test_kinds_requested_at_stop_and_restart() -> None:
     w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 4_000)   # before the statistic was asked for
     w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 6_000)
     w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0 + 6_000)
-    assert w.longest_window_ms() == 10_000
-    w.advance(T0 + 20_000)
-    assert sorted((r.stat_id, r.value) for r in w.close()) == [("face_count-city", 1), ("vehicle_count-city", 1)]
+    assert w.windows.longest_window_ms() == 10_000
+    w.windows.advance(T0 + 20_000)
+    got = sorted((r.stat_id, r.value) for r in w.windows.close())
+    assert got == [("face_count-city", 1), ("vehicle_count-city", 1)]
     w.apply("face_count-city", None)                                 # stopped: nothing more
     w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 21_000)
-    w.advance(T0 + 40_000)
-    assert w.close() == []
+    w.windows.advance(T0 + 40_000)
+    assert w.windows.close() == []
     w.apply("vehicle_count-city", stat("vehicle_count", "city", window_s=60))   # redefined: fresh windows
-    assert w.stats["vehicle_count-city"].window_ms == 60_000
+    assert w.windows.stats["vehicle_count-city"].window_ms == 60_000
 
 
 def test_avg_speed_of_a_window_without_speeds_is_none() -> None:
     w = windows(stat("avg_speed", "city"))
     w.add(Kind.VEHICLE, {"checkpoint_id": CHECKPOINTS[0], "speed_kmh": "fast"}, T0)
-    w.advance(T0 + 60_000)
-    [result] = w.close()
+    w.windows.advance(T0 + 60_000)
+    [result] = w.windows.close()
     assert (result.value, result.count) == (None, 1)
     assert json.loads(json.dumps(result.to_json(), allow_nan=False)) == result.to_json()   # plain JSON
 
@@ -141,15 +165,15 @@ def test_avg_speed_of_a_window_without_speeds_is_none() -> None:
 def test_a_partition_behind_holds_stream_time_until_it_goes_idle() -> None:
     """A consumer catching up reads one partition's backlog before another's: neither is late."""
     w = windows(stat("vehicle_count", "city"), lateness_s=2)
-    w.expect(["p0", "p1"], 100.0)            # both assigned
+    w.windows.expect(["p0", "p1"], 100.0)            # both assigned
     for n in range(60):                      # partition 0: a minute of traffic at once
         assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[0], "浙A00001", 40), T0 + n * 1000, "p0", 100.0) == []
     for n in range(60):                      # partition 1: the same minute, read a moment later
         assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[1], "浙A00001", 40), T0 + n * 1000, "p1", 100.5) == []
-    assert sorted(r.value for r in w.close()) == [20] * 5   # both partitions in every closed window
+    assert sorted(r.value for r in w.windows.close()) == [20] * 5   # both partitions in every closed window
     # p1 stops delivering: after idle_s it no longer holds stream time back, and its stragglers are late.
     w.add(Kind.VEHICLE, vehicle(200, CHECKPOINTS[0], "浙A00001", 40), T0 + 120_000, "p0", 103.0)
-    assert w.stream_ms == T0 + 120_000
+    assert w.windows.stream_ms == T0 + 120_000
     assert w.add(Kind.VEHICLE, vehicle(201, CHECKPOINTS[1], "浙A00001", 40), T0 + 61_000, "p1", 103.1) != []
-    w.reset()
-    assert (w.stream_ms, w.sources) == (0, {})
+    w.windows.reset()
+    assert (w.windows.stream_ms, w.windows.sources) == (0, {})
