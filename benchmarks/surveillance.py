@@ -120,11 +120,13 @@ def latency(bootstrap: str, plates: int, identities: list[list[float]], rate: in
     took = 0.0
     deadline = time.monotonic() + seconds + 60
     while time.monotonic() < deadline:
-        for message in hits.consume(1000, 0.05):
-            if message.error() is None:
-                hit = json.loads(message.value())
-                if hit["kind"] != "cloned_plate":
-                    arrived.setdefault(hit["record_id"], time.time())
+        # poll, not consume(1000, timeout): consume waits until it has 1,000 hits or the timeout passes, which
+        # stamped each hit up to 50 ms after it had arrived (p50 +25 ms in last session's figures).
+        message = hits.poll(0.05)
+        if message is not None and message.error() is None:
+            hit = json.loads(message.value())
+            if hit["kind"] != "cloned_plate":
+                arrived.setdefault(hit["record_id"], time.time())
         if stamps is None and not sent.empty():
             stamps, took = sent.get()
         if stamps is not None and set(stamps) <= set(arrived):
