@@ -32,11 +32,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Output:
-    """One record to publish; ``value`` None is a tombstone."""
+    """One record to publish; ``value`` None is a tombstone; ``partition`` None: the key's partition."""
 
     topic: str
     key: bytes | None
     value: bytes | None
+    partition: int | None = None
 
 
 Handler = Callable[[Sequence[Message]], Sequence[Sequence[Output]]]
@@ -235,9 +236,10 @@ class CommitAfterAck:
             metrics.DELIVERY_RETRIES.labels(self.stage).inc()
             self._retry.append((output, done))
 
+        placed = {} if output.partition is None else {"partition": output.partition}
         while True:
             try:
-                self.producer.produce(output.topic, output.value, output.key, on_delivery=report)
+                self.producer.produce(output.topic, output.value, output.key, on_delivery=report, **placed)
                 return
             except BufferError:  # local queue full: serve acks until there is room (back-pressure)
                 self.producer.poll(0.05)

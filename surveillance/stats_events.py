@@ -13,6 +13,12 @@ only after its events are acknowledged, so a kill -9 makes the next owner of a c
 again the events between the last commit and the crash. :class:`Dedup` drops those copies: one stage A
 instance at a time owns a capture partition and its idempotent producer keeps order per partition, so in
 one event partition the sources of a capture partition only ever increase, except for such a replay.
+
+Between the events, stage A sends each partition of the topic a :class:`Progress` mark per capture
+partition it owns: the newest capture time it has published events for (the wall clock once it has read
+the partition to its end). Stage B's stream time is the oldest of those marks (:mod:`surveillance.windows`),
+so a window closes only when every capture partition has moved past it, and it closes at the same record
+when a restarted stage B re-reads the partition.
 """
 
 from __future__ import annotations
@@ -64,6 +70,10 @@ class StatEvent:
     source: Source
 
     @property
+    def capture_partition(self) -> tuple[str, int]:
+        return self.source[0], self.source[1]
+
+    @property
     def key(self) -> bytes:
         return f"{self.stat_id}|{self.group}".encode()
 
@@ -73,17 +83,33 @@ class StatEvent:
                            "source": list(self.source)}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def parse_event(raw: bytes | None) -> StatEvent:
+@dataclass(frozen=True)
+class Progress:
+    """Stage A has published the events of ``source``'s captures up to ``capture_ms`` (see the docstring)."""
+
+    source: tuple[str, int]
+    capture_ms: int
+
+    def encode(self) -> bytes:
+        return json.dumps({"progress": list(self.source), "capture_ms": self.capture_ms},
+                          ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_record(raw: bytes | None) -> StatEvent | Progress:
     """A record of the repartition topic; ValueError/KeyError/TypeError for anything else."""
     data = json.loads(raw) if raw is not None else None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    if "progress" in data:
+        topic, partition = data["progress"]
+        if not isinstance(topic, str) or not _integers(partition, data["capture_ms"]):
+            raise ValueError("progress must be [topic, partition] and capture_ms an integer")
+        return Progress((topic, partition), data["capture_ms"])
     texts = [data["stat_id"], data["version"], data["group"]]
     if not all(isinstance(t, str) and t for t in texts):
         raise ValueError("stat_id, version and group must be non-empty strings")
     topic, partition, offset, index = data["source"]
-    numbers = [data["capture_ms"], partition, offset, index]
-    if not isinstance(topic, str) or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+    if not isinstance(topic, str) or not _integers(data["capture_ms"], partition, offset, index):
         raise ValueError("capture_ms and source must be integers (source: topic, partition, offset, index)")
     plate, speed = data["plate"], data["speed_kmh"]
     if plate is not None and not isinstance(plate, str):
@@ -92,6 +118,10 @@ def parse_event(raw: bytes | None) -> StatEvent:
         raise ValueError("speed_kmh must be a number or null")
     return StatEvent(data["stat_id"], data["version"], data["group"], data["capture_ms"], plate, speed,
                      (topic, partition, offset, index))
+
+
+def _integers(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 class Router:
@@ -136,21 +166,17 @@ class Router:
 
 
 class Dedup:
-    """Drops the events a stage A replay published again (see the module docstring)."""
+    """Drops the events a stage A replay published again into one partition (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.newest: dict[tuple[Any, str, int], tuple[int, int]] = {}
-        """(event partition, capture topic, capture partition) -> the newest (offset, index) seen."""
+        self.newest: dict[tuple[str, int], tuple[int, int]] = {}
+        """capture partition -> the newest (offset, index) seen."""
 
-    def duplicate(self, partition: Any, event: StatEvent) -> bool:
-        """Whether ``event``, read from ``partition`` of the repartition topic, was read there before."""
+    def duplicate(self, event: StatEvent) -> bool:
+        """Whether ``event`` was read before (in the partition this filter belongs to)."""
         topic, capture_partition, offset, index = event.source
-        key = (partition, topic, capture_partition)
-        newest = self.newest.get(key)
+        newest = self.newest.get((topic, capture_partition))
         if newest is not None and (offset, index) <= newest:
             return True
-        self.newest[key] = (offset, index)
+        self.newest[(topic, capture_partition)] = (offset, index)
         return False
-
-    def reset(self) -> None:
-        self.newest.clear()

@@ -9,6 +9,9 @@ Streams does before a keyed aggregation) the statistics repartition first:
   (:mod:`surveillance.stats_events`). A capture's offset is committed only once its events are
   acknowledged. Statistics come from the compacted ``control.stats`` (read whole at start, then tailed);
   each command applied, stopped or rejected gets a reply on ``surveillance.replies`` from this stage.
+  Every ``MARK_INTERVAL_S`` it also sends every partition of the topic a progress mark per capture
+  partition it owns (the newest capture time it has published; the wall clock once it has read the
+  partition to its end): stage B's stream time, carried through the repartition like Flink's watermarks.
 - stage B (:mod:`surveillance.stats_windows_stage`, group ``surveillance-stats-windows``): folds the
   events into tumbling event-time windows and publishes partial and final results.
 
@@ -28,7 +31,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from confluent_kafka import Message
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from contracts.records import Kind, epoch_ms, parse
 from contracts.records import Status as RecordStatus
@@ -48,23 +51,42 @@ from .bus import (
     run_together,
 )
 from .geo import Geo
+from .rewind import EAGER
 from .settings import Settings
-from .stats_events import Router, read_command
+from .stats_events import Progress, Router, read_command
 from .stats_windows_stage import REWIND_SLACK_MS, run_windows
 from .watch_stage import load_geo
 
 log = logging.getLogger(__name__)
 GROUP, STAGE = "surveillance-stats", "stats"
 FUTURE_TOLERANCE_MS = 60_000
+MARK_INTERVAL_S = 0.5
+"""How often stage A marks its progress: a window's final goes out at most this much after it could."""
 
 
 class StatsRepartition:
-    """Stage A's work: captures in, one event per statistic that counts each out."""
+    """Stage A's work: captures in, one event per statistic that counts each out, progress marks."""
 
-    def __init__(self, settings: Settings, geo: Geo, replies: Replies | None = None) -> None:
+    def __init__(self, settings: Settings, geo: Geo, replies: Replies | None = None,
+                 event_partitions: int = 1) -> None:
         self.topics = settings.topics
         self.replies = replies
         self.router = Router(geo.district)
+        self.event_partitions = event_partitions
+        self.consumer: Consumer | None = None
+        """The stage's consumer: how far each owned capture partition has been read."""
+        self.newest: dict[tuple[str, int], int] = {}
+        """Owned capture partition -> the newest capture time published (absent: none since assigned)."""
+        self.marked: dict[tuple[str, int], int] = {}
+        self.next_mark = 0.0
+
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        """The whole new assignment (eager protocol): what was read before belongs to other owners now."""
+        self.newest = dict.fromkeys(((tp.topic, tp.partition) for tp in partitions), -1)
+        self.marked = {}
+
+    def revoked(self, _partitions: list[TopicPartition]) -> None:
+        self.newest, self.marked = {}, {}
 
     def _reply(self, stat_id: str, status: str, reason: str = "") -> None:
         if self.replies is not None:
@@ -97,10 +119,48 @@ class StatsRepartition:
                 metrics.SKIPPED.labels(STAGE, "future").inc()
                 out.append([])
                 continue
-            events = self.router.route(kind, checked.record, capture_ms, topic, message.partition() or 0,
-                                       message.offset() or 0)
+            partition = message.partition() or 0
+            events = self.router.route(kind, checked.record, capture_ms, topic, partition, message.offset() or 0)
             out.append([Output(self.topics.stat_events, e.key, e.encode()) for e in events])
+            self.newest[(topic, partition)] = max(self.newest.get((topic, partition), -1), capture_ms)
         return out
+
+    def tick(self) -> list[Output]:
+        """Progress marks, each capture partition's only when it moved, to every partition of the topic
+        (after the events they cover: one producer keeps the order per partition)."""
+        now = time.monotonic()
+        if now < self.next_mark:
+            return []
+        self.next_mark = now + MARK_INTERVAL_S
+        wall_ms = round(time.time() * 1000)
+        out: list[Output] = []
+        for source, newest in self.newest.items():
+            mark = max(newest, wall_ms) if self.read_to_end(source) else newest
+            if mark < 0 or mark <= self.marked.get(source, -1):
+                continue
+            self.marked[source] = mark
+            value = Progress(source, mark).encode()
+            out += [Output(self.topics.stat_events, None, value, p) for p in range(self.event_partitions)]
+        return out
+
+    def read_to_end(self, source: tuple[str, int]) -> bool:
+        """Whether every capture appended to ``source`` so far has been read (and its events published)."""
+        if self.consumer is None:
+            return False
+        tp = TopicPartition(*source)
+        try:
+            [at] = self.consumer.position([tp])
+            position = at.offset
+            if position < 0:   # nothing read since assigned: it starts at the committed offset
+                [at] = self.consumer.committed([tp], timeout=5)
+                position = at.offset
+            low, high = self.consumer.get_watermark_offsets(tp, timeout=5, cached=True)
+            if high < 0:       # no fetch answered yet
+                low, high = self.consumer.get_watermark_offsets(tp, timeout=5)
+        except KafkaException as exc:
+            log.info("%s: how far %s[%d] is read is unknown (%s)", STAGE, *source, exc)
+            return False
+        return max(position, low) >= high
 
 
 def events_retention_s(settings: Settings) -> float:
@@ -111,10 +171,14 @@ def events_retention_s(settings: Settings) -> float:
 
 def run_repartition(settings: Settings, stop: threading.Event, ready: threading.Event | None = None) -> None:
     producer = make_producer(settings, STAGE)
-    stage_a = StatsRepartition(settings, load_geo(settings), Replies(settings, producer))
+    topic = settings.topics.stat_events
+    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    stage_a = StatsRepartition(settings, load_geo(settings), Replies(settings, producer), partitions)
     commands = CommandLog(settings, settings.topics.control_stats, f"{STAGE}-commands")
-    stage = Stage(STAGE, GROUP, settings.topics.captures, stage_a.handle, commands=((commands, stage_a.apply),))
-    run_stage(settings, stage, make_consumer(settings, GROUP, STAGE), producer, stop, ready)
+    stage = Stage(STAGE, GROUP, settings.topics.captures, stage_a.handle, commands=((commands, stage_a.apply),),
+                  tick=stage_a.tick, on_assign=stage_a.assigned, on_revoke=stage_a.revoked)
+    stage_a.consumer = make_consumer(settings, GROUP, STAGE, **EAGER)
+    run_stage(settings, stage, stage_a.consumer, producer, stop, ready)
 
 
 def run_stats(settings: Settings, stop: threading.Event, ready: threading.Event | None = None) -> None:
@@ -122,4 +186,4 @@ def run_stats(settings: Settings, stop: threading.Event, ready: threading.Event 
     topics = settings.topics
     ensure_topics(settings, repartition_topic(settings, topics.stat_events, topics.captures,
                                               events_retention_s(settings)))
-    run_together(STAGE, [partial(run_repartition, settings), partial(run_windows, settings, GROUP)], stop, ready)
+    run_together(STAGE, [partial(run_repartition, settings), partial(run_windows, settings)], stop, ready)

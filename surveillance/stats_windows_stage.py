@@ -2,25 +2,24 @@
 
 Stage A (:mod:`surveillance.stats_stage`) publishes one event per capture and statistic keyed by statistic
 and group, so every event of a group reaches one partition here and one instance folds it: a district's or
-the city's result is whole with any number of instances. The events go into the tumbling windows
-(:mod:`surveillance.windows`); the finals an event's arrival closes are that event's outputs, so its
-offset is committed only once they are acknowledged. Partial results, and finals closed by the clock
-while the input is idle, come from the loop's tick.
+the city's result is whole with any number of instances. Each partition of the topic has its own windows
+(:mod:`surveillance.windows`) whose stream time comes from that partition's records alone (the events and
+stage A's progress marks for every capture partition), like a Kafka Streams task's state. The finals a
+record's arrival closes are that record's outputs, so its offset is committed only once they are
+acknowledged; partial results come from the loop's tick. A capture partition whose stage A owner died
+sends no marks, so the windows stay open until its next owner has caught up: its backlog is not late.
 
-Open windows hold events from before the committed offsets, so on every assignment each partition
+Open windows hold records from before the committed offsets, so on every assignment each partition
 rewinds (:mod:`surveillance.rewind`) by the longest window plus the allowed lateness before its last
-committed event: windows open at a crash are rebuilt whole, and events below the committed offset emit
-nothing (their finals went out before), so a restarted stage emits each final with the same value. Events
-a stage A replay published twice are dropped (:class:`surveillance.stats_events.Dedup`).
+committed record: windows open at a crash are rebuilt whole, and records below the committed offset emit
+nothing (their finals went out before, closed by the same records), so a restarted stage emits each final
+once with the same value. Events a stage A replay published twice are dropped
+(:class:`surveillance.stats_events.Dedup`).
 
 This stage follows ``control.stats`` itself (silently: stage A answers the commands) to know each
-statistic's window, measure and definition; an event routed for a definition it has not read yet makes it
-read the control topic up to its end first, and an event of a statistic stopped or redefined since is
-dropped (counted).
-
-The clock closes windows only when this stage has read its partitions to their end *and* stage A has
-repartitioned every capture appended before that moment (its committed offsets): a capture partition
-waiting for a new owner after a kill -9 holds the windows open instead of turning its backlog late.
+statistic's window and measure; an event routed for a definition it has not read yet makes it read the
+control topic up to its end first, and an event of a statistic stopped or redefined since is dropped
+(counted).
 """
 
 from __future__ import annotations
@@ -29,192 +28,152 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Message, TopicPartition
 
 from contracts.records import encode
+from contracts.surveillance import StatCommand
 
 from . import metrics
 from .bus import CommandLog, Output, Stage, make_consumer, make_producer, run_stage
 from .rewind import EAGER, Rewind
 from .settings import Settings
-from .stats_events import Dedup, StatEvent, parse_event, read_command
+from .stats_events import Dedup, Progress, StatEvent, parse_record, read_command
 from .windows import Result, Windows
 
 log = logging.getLogger(__name__)
 GROUP, STAGE = "surveillance-stats-windows", "stats-windows"
-IDLE_S = 2.0
-"""No event for this long and everything upstream repartitioned: the wall clock moves stream time on."""
 REWIND_SLACK_MS = 60_000
 """Added to the rewind (capture clocks behind the bus clock, the pipeline's own delay)."""
-UPSTREAM_SNAPSHOTS = 64
 
 
-class Upstream:
-    """How far stage A has got: the latest moment before which every capture appended has its events
-    published (stage A commits a capture only once its events are acknowledged)."""
+@dataclass
+class PartitionState:
+    """What one partition of the repartition topic has built: its windows and its replay filter."""
 
-    def __init__(self, settings: Settings, group: str) -> None:
-        self.topics = settings.topics.captures
-        self._consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": group,
-                                   "client.id": f"{STAGE}-upstream@{settings.instance}",
-                                   "enable.auto.commit": False, "log_level": 3})
-        """Reads ``group``'s committed offsets; never subscribes, so never joins the group."""
-        self._snapshots: list[tuple[int, dict[tuple[str, int], int]]] = []
-        """(wall clock ms, the capture partitions' end offsets then), oldest first."""
-
-    def settled_ms(self, timeout: float = 5.0) -> int | None:
-        """The newest moment (of the ones this was asked at) whose end offsets stage A has committed."""
-        now_ms = round(time.time() * 1000)
-        partitions = [TopicPartition(topic, p) for topic in self.topics
-                      for p in self._consumer.list_topics(topic, timeout=timeout).topics[topic].partitions]
-        ends, done = {}, {}
-        for tp in partitions:
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
-            ends[(tp.topic, tp.partition)], done[(tp.topic, tp.partition)] = high, low
-        for tp in self._consumer.committed(partitions, timeout=timeout):
-            done[(tp.topic, tp.partition)] = max(tp.offset, done[(tp.topic, tp.partition)])
-        self._snapshots = [*self._snapshots, (now_ms, ends)][-UPSTREAM_SNAPSHOTS:]
-        for n in range(len(self._snapshots) - 1, -1, -1):
-            at, wanted = self._snapshots[n]
-            if all(done.get(key, 0) >= end for key, end in wanted.items()):
-                del self._snapshots[:n + 1]
-                return at
-        return None
-
-    def close(self) -> None:
-        self._consumer.close()
+    windows: Windows
+    dedup: Dedup = field(default_factory=Dedup)
 
 
 class WindowedStats:
-    """Stage B's work: events in, partial and final results out; the statistics' definitions on the side."""
+    """Stage B's work: events and marks in, partial and final results out; the statistics on the side."""
 
-    def __init__(self, settings: Settings, rewind: Rewind | None = None, upstream: Upstream | None = None,
+    def __init__(self, settings: Settings, rewind: Rewind | None = None,
                  refresh: Callable[[], object] | None = None) -> None:
         self.settings = settings
         self.rewind = rewind
-        self.upstream = upstream
         self.refresh = refresh
         """Reads ``control.stats`` up to its end now (applying what it reads)."""
-        self.windows = Windows(settings.allowed_lateness_s, settings.partial_interval_s, IDLE_S)
-        self.dedup = Dedup()
+        self.commands: dict[str, StatCommand] = {}
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.capture_partitions: list[tuple[str, int]] = []
+        """Every capture partition: each holds stream time back until its progress is known."""
         self.stale: set[tuple[str, str]] = set()
         """(stat id, version) of events found stopped or redefined even after a refresh."""
-        self.last_input = time.monotonic()
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """A ``control.stats`` record: start, redefine (fresh windows) or stop (open windows dropped)."""
         stat_id, command, _reason = read_command(key, value)
-        self.windows.apply(stat_id, command)
+        if command is None:
+            self.commands.pop(stat_id, None)
+        else:
+            self.commands[stat_id] = command
+        for state in self.partitions.values():
+            state.windows.apply(stat_id, command)
 
     def back_ms(self) -> int:
-        """How far before the last committed event a rewound partition starts."""
-        return self.windows.longest_window_ms() + self.windows.lateness_ms + REWIND_SLACK_MS
+        """How far before the last committed record a rewound partition starts."""
+        longest = max((c.window_s * 1000 for c in self.commands.values()), default=0)
+        return longest + round(self.settings.allowed_lateness_s * 1000) + REWIND_SLACK_MS
+
+    def state(self, partition: tuple[str, int]) -> PartitionState:
+        state = self.partitions.get(partition)
+        if state is None:
+            windows = Windows(self.settings.allowed_lateness_s, self.settings.partial_interval_s,
+                              self.capture_partitions)
+            for stat_id, command in self.commands.items():
+                windows.apply(stat_id, command)
+            state = self.partitions[partition] = PartitionState(windows)
+        return state
 
     def assigned(self, partitions: list[TopicPartition]) -> None:
+        consumer = self.rewind.consumer if self.rewind is not None else None
+        if consumer is not None:
+            metadata = consumer.list_topics(timeout=30).topics
+            self.capture_partitions = [(t, p) for t in self.settings.topics.captures if t in metadata
+                                       for p in metadata[t].partitions]
         if self.rewind is not None:
             self.rewind.on_assign(partitions)
-        self.windows.expect(((p.topic, p.partition) for p in partitions), time.monotonic())
+        for tp in partitions:
+            self.state((tp.topic, tp.partition))
 
     def reset(self, _partitions: list[TopicPartition] | None = None) -> None:
-        self.windows.reset()
-        self.dedup.reset()
+        """Forget everything (revoked: the next assignment rebuilds from the topic)."""
+        self.partitions.clear()
 
     def output(self, result: Result) -> Output:
         return Output(self.settings.topics.surveillance_stats, result.stat_id.encode(), encode(result.to_json()))
 
-    def known(self, event: StatEvent) -> bool:
+    def known(self, windows: Windows, event: StatEvent) -> bool:
         """Whether the event's definition is the active one, reading the newest commands once if need be."""
-        if self.windows.knows(event):
+        if windows.knows(event):
             return True
         if (event.stat_id, event.version) in self.stale:
             return False
         if self.refresh is not None:
             self.refresh()
-            if self.windows.knows(event):
+            if windows.knows(event):
                 return True
         self.stale.add((event.stat_id, event.version))
         return False
 
+    def fold(self, state: PartitionState, record: StatEvent | Progress, replaying: bool) -> bool:
+        """One record into its partition's windows; False when it is skipped."""
+        if isinstance(record, Progress):
+            state.windows.progress(record.source, record.capture_ms)
+            return True
+        if state.dedup.duplicate(record):
+            metrics.SKIPPED.labels(STAGE, "duplicate").inc()
+            return False
+        if not self.known(state.windows, record):
+            metrics.SKIPPED.labels(STAGE, "stopped statistic").inc()
+            return False
+        if not state.windows.add(record, record.capture_partition) and not replaying:
+            metrics.LATE.labels(record.stat_id).inc()
+        return True
+
     def handle(self, messages: Sequence[Message]) -> list[list[Output]]:
-        now_s = time.monotonic()
         out: list[list[Output]] = []
         for message in messages:
             replaying = self.rewind is not None and self.rewind.replaying(message)
-            source = (message.topic(), message.partition())
+            partition = (message.topic() or "", message.partition() or 0)
             try:
-                event = parse_event(message.value())
+                record = parse_record(message.value())
             except (ValueError, KeyError, TypeError) as exc:
-                log.info("%s[%s]@%s: not an event (%s)", *source, message.offset(), exc)
+                log.info("%s[%s]@%s: not an event (%s)", *partition, message.offset(), exc)
                 metrics.SKIPPED.labels(STAGE, "malformed").inc()
                 out.append([])
                 continue
-            if self.dedup.duplicate(source, event):
-                metrics.SKIPPED.labels(STAGE, "duplicate").inc()
+            state = self.state(partition)
+            if not self.fold(state, record, replaying):
                 out.append([])
                 continue
-            if not self.known(event):
-                metrics.SKIPPED.labels(STAGE, "stopped statistic").inc()
-                out.append([])
-                continue
-            if not self.windows.add(event, source, now_s) and not replaying:
-                metrics.LATE.labels(event.stat_id).inc()
-            finals = self.windows.close()
+            finals = state.windows.close()
             out.append([] if replaying else [self.output(r) for r in finals])
-        if messages:
-            self.last_input = time.monotonic()
         return out
 
     def tick(self) -> list[Output]:
-        """Partial results; finals by the wall clock once the input is idle. Nothing while rebuilding."""
+        """Partial results (none while rebuilding: they would show half-rebuilt windows)."""
         if self.rewind is not None and self.rewind.rebuilding:
             return []
         now = time.monotonic()
-        results = self.windows.partials(now)
-        if now - self.last_input >= IDLE_S:
-            self.last_input = now  # look again in IDLE_S: the end offsets are round trips to the broker
-            settled = self.settled_ms()
-            if settled is not None and self.caught_up():   # in this order: stage A's acks, then our reads
-                self.windows.advance(settled)
-                results += self.windows.close()
-        return [self.output(r) for r in results]
-
-    def settled_ms(self) -> int | None:
-        if self.upstream is None:
-            return round(time.time() * 1000)
-        try:
-            return self.upstream.settled_ms()
-        except KafkaException as exc:
-            log.info("%s: stage A's progress unknown (%s)", STAGE, exc)
-            return None
-
-    def caught_up(self) -> bool:
-        """Every assigned partition read to its end: the events still to come are the ones not published yet.
-        (Quiet for a moment is not enough: a restarted stage waits for its first fetch with a backlog behind it.)"""
-        consumer = self.rewind.consumer if self.rewind is not None else None
-        if consumer is None:
-            return True
-        try:
-            positions = consumer.position(consumer.assignment())
-            unknown = [tp for tp in positions if tp.offset < 0]   # nothing read yet: the committed offset
-            at = {(tp.topic, tp.partition): tp.offset for tp in positions}
-            if unknown:
-                at.update({(tp.topic, tp.partition): tp.offset for tp in consumer.committed(unknown, timeout=5)})
-            for tp in positions:
-                low, high = consumer.get_watermark_offsets(tp, timeout=5)
-                if max(at[(tp.topic, tp.partition)], low) < high:
-                    return False
-        except KafkaException as exc:
-            log.info("%s: end offsets unknown (%s)", STAGE, exc)
-            return False
-        return True
+        return [self.output(r) for state in self.partitions.values() for r in state.windows.partials(now)]
 
 
-def run_windows(settings: Settings, upstream_group: str, stop: threading.Event,
-                ready: threading.Event | None = None) -> None:
-    """Stage B; ``upstream_group`` is stage A's group (its committed offsets tell how far it has got)."""
+def run_windows(settings: Settings, stop: threading.Event, ready: threading.Event | None = None) -> None:
     commands = CommandLog(settings, settings.topics.control_stats, f"{STAGE}-commands")
-    live = WindowedStats(settings, upstream=Upstream(settings, upstream_group))
+    live = WindowedStats(settings)
     live.refresh = lambda: commands.poll_to_end(live.apply)
     rewind = live.rewind = Rewind(settings, STAGE, live.back_ms)
     stage = Stage(STAGE, GROUP, [settings.topics.stat_events], live.handle, commands=((commands, live.apply),),
@@ -224,5 +183,3 @@ def run_windows(settings: Settings, upstream_group: str, stop: threading.Event,
         run_stage(settings, stage, consumer, make_producer(settings, STAGE), stop, ready)
     finally:
         rewind.close()
-        if live.upstream is not None:
-            live.upstream.close()

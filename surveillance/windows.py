@@ -1,25 +1,25 @@
 """Tumbling event-time windows for the live statistics (pure: no I/O, the stage feeds and drains it).
 
 Time is the captures' own ``capture_time`` (event time), not when a record happens to be read, so a
-replay after a restart computes the same windows. Stream time is a watermark: each input partition
-(``source``) has its newest capture time, and stream time is the oldest of those among the sources
-that delivered something in the last ``idle_s`` (Flink's per-partition watermarks with idleness; a
-consumer catching up on a backlog reads one partition's batch ahead of another's, and the global
-newest time would make the slower partition's records look late). A window ``[start, end)`` closes
-when stream time reaches ``end`` plus the allowed lateness, and then emits its final result per group
-once and forgets the window. A record whose window has already closed is *late*: it is counted per
-statistic (``late_records`` on every result and in the metrics), never folded into a final that has
-gone out.
+replay after a restart computes the same windows. Stream time is a watermark: each capture partition
+(``source``) has its newest capture time, and stream time is the oldest of those (Flink's per-partition
+watermarks: a consumer catching up on a backlog reads one partition's batch ahead of another's, and the
+global newest time would make the slower partition's records look late). A source that delivers nothing
+holds stream time back: a partition waiting for a new owner after a crash keeps the windows open instead
+of turning its backlog late. A window ``[start, end)`` closes when stream time reaches ``end`` plus the
+allowed lateness, and then emits its final result per group once and forgets the window. A record whose
+window has already closed is *late*: it is counted, never folded into a final that has gone out.
 
 While a window is open, every group that received records gets a partial result at most once per
 ``partial_interval_s`` (so a busy checkpoint does not turn every capture into an output record).
 
-The input is the statistics' repartition events (:mod:`surveillance.stats_events`): which statistic and
-group a capture counts for was decided upstream, so one group's events all arrive here whatever the number
-of instances. Late records are counted per statistic and group (the key of the events, so the count is
-whole on one instance) and reported on that group's results.
+The input is the statistics' repartition topic (:mod:`surveillance.stats_events`): which statistic and
+group a capture counts for was decided upstream, and each capture partition's progress arrives as marks
+between the events (as Flink forwards watermarks across a shuffle), so the windows of one repartition
+partition depend on that partition's records alone and a replay closes them at the same records. Late
+records are counted per statistic and group (the key of the events, so the count is whole on one
+instance) and reported on that group's results.
 """
-
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
@@ -136,15 +136,14 @@ class StatWindows:
 
 
 class Windows:
-    """Every active statistic's windows, and the stream time they share."""
+    """Every active statistic's windows over one input, and the stream time they share."""
 
-    def __init__(self, lateness_s: float, partial_interval_s: float, idle_s: float = 2.0) -> None:
+    def __init__(self, lateness_s: float, partial_interval_s: float, sources: Iterable[Hashable] = ()) -> None:
         self.lateness_ms = round(lateness_s * 1000)
         self.partial_interval_s = partial_interval_s
-        self.idle_s = idle_s
         self.stats: dict[str, StatWindows] = {}
-        self.sources: dict[Hashable, tuple[int, float]] = {}
-        """source -> (its newest capture ms, when it last delivered)."""
+        self.sources: dict[Hashable, int] = dict.fromkeys(sources, 0)
+        """source -> its newest capture ms; the sources given hold stream time until they deliver."""
         self.stream_ms = 0
 
     def apply(self, stat_id: str, command: StatCommand | None) -> None:
@@ -160,35 +159,19 @@ class Windows:
         windows = self.stats.get(event.stat_id)
         return windows is not None and windows.version == event.version
 
-    def add(self, event: StatEvent, source: Hashable = None, now_s: float = 0.0) -> bool:
-        """Fold one event of a statistic it :meth:`knows` (read from ``source`` at ``now_s``); False when it
-        is late."""
+    def add(self, event: StatEvent, source: Hashable = None) -> bool:
+        """Fold one event of a statistic it :meth:`knows` (captured in ``source``); False when it is late."""
         on_time = self.stats[event.stat_id].add(event, self.stream_ms)
-        newest, _seen = self.sources.get(source, (event.capture_ms, now_s))
-        self.sources[source] = (max(newest, event.capture_ms), now_s)
-        active = [ms for ms, seen in self.sources.values() if now_s - seen < self.idle_s]
-        self.stream_ms = max(self.stream_ms, min(active))
+        self.progress(source, event.capture_ms)
         return on_time
 
-    def expect(self, sources: Iterable[Hashable], now_s: float) -> None:
-        """Newly assigned sources hold stream time back until they deliver or go idle (their backlog may
-        be older than what the others have delivered)."""
-        for source in sources:
-            self.sources.setdefault(source, (0, now_s))
-
-    def reset(self) -> None:
-        """Forget every open window and stream time (the input is re-read from the start of the oldest)."""
-        for windows in self.stats.values():
-            windows.open.clear()
-        self.sources.clear()
-        self.stream_ms = 0
+    def progress(self, source: Hashable, capture_ms: int) -> None:
+        """``source`` has delivered captures up to ``capture_ms`` (an event, or a progress mark)."""
+        self.sources[source] = max(self.sources.get(source, capture_ms), capture_ms)
+        self.stream_ms = max(self.stream_ms, min(self.sources.values()))
 
     def longest_window_ms(self) -> int:
         return max((w.window_ms for w in self.stats.values()), default=0)
-
-    def advance(self, stream_ms: int) -> None:
-        """Move stream time on without a record (an idle input: the wall clock stands in)."""
-        self.stream_ms = max(self.stream_ms, stream_ms)
 
     def partials(self, now_s: float) -> list[Result]:
         return [r for w in self.stats.values() for r in w.partials(now_s, self.partial_interval_s)]

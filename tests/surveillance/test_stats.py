@@ -8,80 +8,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
-from contracts.records import UNRECOGNIZED, encode, epoch_ms
-from contracts.topics import Topics
 from ingest import values
 from surveillance.stats_stage import GROUP
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, face, vehicle
+from tests.surveillance._support import CHECKPOINTS, Site, capture_time, vehicle
 from tests.surveillance._support_s2 import wait_committed
-
-T = Topics()
-GROUP_OF = {"checkpoint": lambda cp: cp, "district": lambda cp: cp.split("#")[0], "city": lambda _cp: "city"}
-
-
-def stat(stat_id: str, measure: str, group_by: str, window_s: int, **extra: Any) -> dict[str, Any]:
-    return {"stat_id": stat_id, "measure": measure, "group_by": group_by, "window_s": window_s,
-            "requested_by": "tester", "requested_at": capture_time(-600), **extra}
-
-
-def tally(command: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[str, int, str], Any]:
-    """(stat id, window start ms, group) -> value, computed from scratch."""
-    size = command["window_s"] * 1000
-    cells: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        if all(record.get(k) == v for k, v in command.get("filter", {}).items()):
-            t = epoch_ms(record["capture_time"])
-            cells[(t - t % size, GROUP_OF[command["group_by"]](record["checkpoint_id"]))].append(record)
-    out = {}
-    for (start, group), members in cells.items():
-        value: Any = len(members)
-        if command["measure"] == "distinct_plates":
-            value = len({r["plate_number"] for r in members} - {UNRECOGNIZED})
-        elif command["measure"] == "avg_speed":
-            value = round(sum(r["speed_kmh"] for r in members) / len(members), 2)
-        out[(command["stat_id"], start, group)] = value
-    return out
-
-
-def finals(results: list[dict[str, Any]]) -> dict[tuple[str, int, str], list[Any]]:
-    out: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
-    for r in results:
-        if r["final"]:
-            out[(r["stat_id"], epoch_ms(r["window_start"]), r["group"])].append(r["value"])
-    return out
-
-
-def live_traffic(bootstrap: str, rng: random.Random, seconds: float) -> tuple[list[dict], list[dict]]:
-    """Cameras at work for ``seconds``: vehicles (plates from a small pool, so distinct counts differ from
-    counts; some unreadable) and faces, each sent as it is captured (give or take half a second)."""
-    pool = [values.plate(rng, "blue") for _ in range(30)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3})
-    vehicles: list[dict] = []
-    faces: list[dict] = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for _ in range(6):
-            n = len(vehicles)
-            record = vehicle(f"sv{n}", rng.choice(CHECKPOINTS), rng.choice(pool), rng, capture_time(-rng.random() / 2))
-            record["speed_kmh"] = round(rng.uniform(10, 90), 1)
-            if rng.random() < 0.05:
-                record["plate_number"] = UNRECOGNIZED
-            vehicles.append(record)
-            producer.produce(T.vehicle, encode(record), record["checkpoint_id"].encode())
-            if n % 3 == 0:
-                person = face(f"sf{n}", rng.choice(CHECKPOINTS), rng)
-                faces.append(person)
-                producer.produce(T.face, encode(person), person["checkpoint_id"].encode())
-        producer.poll(0)
-        time.sleep(0.05)
-    assert producer.flush(30) == 0
-    return vehicles, faces
+from tests.surveillance._support_stats import T, finals, live_traffic, stat, tally
 
 
 def test_statistics_equal_an_independent_tally_and_late_records_are_counted(site: Site) -> None:

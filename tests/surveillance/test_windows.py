@@ -36,24 +36,29 @@ def vehicle(n: int, checkpoint: str, plate: str, speed: float, vehicle_type: str
 class Pipeline:
     """Stage A's router feeding stage B's windows (each capture's events, in order)."""
 
-    def __init__(self, lateness_s: float) -> None:
+    def __init__(self, lateness_s: float, sources: tuple[str, ...] = ()) -> None:
         self.router = Router(district_of)
-        self.windows = Windows(lateness_s, 1.0)
+        self.windows = Windows(lateness_s, 1.0, sources)
         self.offset = 0
 
     def apply(self, stat_id: str, command: Any) -> None:
         self.router.apply(stat_id, command)
         self.windows.apply(stat_id, command)
 
-    def add(self, kind: Kind, record: dict[str, Any], t: int, source: Any = None, now_s: float = 0.0) -> list[str]:
-        """Route and fold one capture; the ids of the statistics that found it late."""
+    def add(self, kind: Kind, record: dict[str, Any], t: int, source: Any = None) -> list[str]:
+        """Route and fold one capture (read from ``source``); the ids of the statistics that found it late."""
         self.offset += 1
         events = self.router.route(kind, record, t, "capture", 0, self.offset)
-        return [e.stat_id for e in events if not self.windows.add(e, source, now_s)]
+        return [e.stat_id for e in events if not self.windows.add(e, source)]
+
+    def advance(self, t: int) -> None:
+        """Every source has moved on to ``t`` (stage A's progress marks)."""
+        for source in list(self.windows.sources):
+            self.windows.progress(source, t)
 
 
-def windows(*commands: Any, lateness_s: float = 2.0) -> Pipeline:
-    w = Pipeline(lateness_s)
+def windows(*commands: Any, lateness_s: float = 2.0, sources: tuple[str, ...] = ()) -> Pipeline:
+    w = Pipeline(lateness_s, sources)
     for command in commands:
         w.apply(command.stat_id, command)
     return w
@@ -79,7 +84,7 @@ def test_every_measure_and_grouping_equals_an_independent_tally() -> None:
     for t, record in records:
         assert w.add(Kind.VEHICLE, record, t) == []
         out += w.windows.close()
-    w.windows.advance(T0 + 10**7)
+    w.advance(T0 + 10**7)
     out += w.windows.close()
     got = finals(out)
 
@@ -116,7 +121,7 @@ def test_late_records_are_counted_not_folded_into_a_final() -> None:
     [final] = w.windows.close()
     assert (final.window_start_ms, final.value, final.final, final.late_records) == (T0, 2, True, 0)
     assert w.add(Kind.VEHICLE, vehicle(5, CHECKPOINTS[0], "浙A00005", 40), T0 + 9_999) == ["vehicle_count-city"]
-    w.windows.advance(T0 + 22_000)
+    w.advance(T0 + 22_000)
     [second] = w.windows.close()
     assert (second.window_start_ms, second.value, second.late_records) == (T0 + 10_000, 2, 1)
     assert second.to_json()["window_start"] == iso(T0 + 10_000)
@@ -142,12 +147,12 @@ def test_kinds_requested_at_stop_and_restart() -> None:
     w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 6_000)
     w.add(Kind.VEHICLE, vehicle(1, CHECKPOINTS[0], "浙A00001", 40), T0 + 6_000)
     assert w.windows.longest_window_ms() == 10_000
-    w.windows.advance(T0 + 20_000)
+    w.advance(T0 + 20_000)
     got = sorted((r.stat_id, r.value) for r in w.windows.close())
     assert got == [("face_count-city", 1), ("vehicle_count-city", 1)]
     w.apply("face_count-city", None)                                 # stopped: nothing more
     w.add(Kind.FACE, {"checkpoint_id": CHECKPOINTS[0]}, T0 + 21_000)
-    w.windows.advance(T0 + 40_000)
+    w.advance(T0 + 40_000)
     assert w.windows.close() == []
     w.apply("vehicle_count-city", stat("vehicle_count", "city", window_s=60))   # redefined: fresh windows
     assert w.windows.stats["vehicle_count-city"].window_ms == 60_000
@@ -156,24 +161,27 @@ def test_kinds_requested_at_stop_and_restart() -> None:
 def test_avg_speed_of_a_window_without_speeds_is_none() -> None:
     w = windows(stat("avg_speed", "city"))
     w.add(Kind.VEHICLE, {"checkpoint_id": CHECKPOINTS[0], "speed_kmh": "fast"}, T0)
-    w.windows.advance(T0 + 60_000)
+    w.advance(T0 + 60_000)
     [result] = w.windows.close()
     assert (result.value, result.count) == (None, 1)
     assert json.loads(json.dumps(result.to_json(), allow_nan=False)) == result.to_json()   # plain JSON
 
 
-def test_a_partition_behind_holds_stream_time_until_it_goes_idle() -> None:
-    """A consumer catching up reads one partition's backlog before another's: neither is late."""
-    w = windows(stat("vehicle_count", "city"), lateness_s=2)
-    w.windows.expect(["p0", "p1"], 100.0)            # both assigned
+def test_a_partition_behind_holds_stream_time_until_it_progresses() -> None:
+    """A consumer catching up reads one partition's backlog before another's: neither is late. A partition
+    that delivers nothing (its owner died) holds the windows open until it moves on."""
+    w = windows(stat("vehicle_count", "city"), lateness_s=2, sources=("p0", "p1"))
     for n in range(60):                      # partition 0: a minute of traffic at once
-        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[0], "浙A00001", 40), T0 + n * 1000, "p0", 100.0) == []
+        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[0], "浙A00001", 40), T0 + n * 1000, "p0") == []
+    assert w.windows.close() == [] and w.windows.stream_ms == 0
     for n in range(60):                      # partition 1: the same minute, read a moment later
-        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[1], "浙A00001", 40), T0 + n * 1000, "p1", 100.5) == []
+        assert w.add(Kind.VEHICLE, vehicle(n, CHECKPOINTS[1], "浙A00001", 40), T0 + n * 1000, "p1") == []
     assert sorted(r.value for r in w.windows.close()) == [20] * 5   # both partitions in every closed window
-    # p1 stops delivering: after idle_s it no longer holds stream time back, and its stragglers are late.
-    w.add(Kind.VEHICLE, vehicle(200, CHECKPOINTS[0], "浙A00001", 40), T0 + 120_000, "p0", 103.0)
-    assert w.windows.stream_ms == T0 + 120_000
-    assert w.add(Kind.VEHICLE, vehicle(201, CHECKPOINTS[1], "浙A00001", 40), T0 + 61_000, "p1", 103.1) != []
-    w.windows.reset()
-    assert (w.windows.stream_ms, w.windows.sources) == (0, {})
+    # p1 stops delivering: p0 runs on for minutes, and p1's backlog, when it comes, is on time.
+    w.add(Kind.VEHICLE, vehicle(200, CHECKPOINTS[0], "浙A00001", 40), T0 + 300_000, "p0")
+    assert w.windows.stream_ms == T0 + 59_000
+    assert w.add(Kind.VEHICLE, vehicle(201, CHECKPOINTS[1], "浙A00001", 40), T0 + 59_500, "p1") == []
+    w.windows.progress("p1", T0 + 200_000)                # p1's progress mark: everything up to there is in
+    assert w.windows.stream_ms == T0 + 200_000
+    assert sorted(r.value for r in w.windows.close()) == [21]   # the last window of the minute, with 201
+    assert w.add(Kind.VEHICLE, vehicle(202, CHECKPOINTS[1], "浙A00001", 40), T0 + 61_000, "p1") != []
