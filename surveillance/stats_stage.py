@@ -76,7 +76,7 @@ class StatsRepartition:
         self.consumer: Consumer | None = None
         """The stage's consumer: how far each owned capture partition has been read."""
         self.newest: dict[tuple[str, int], int] = {}
-        """Owned capture partition -> the newest capture time published (absent: none since assigned)."""
+        """Owned capture partition -> the newest capture time published (-1: none since assigned)."""
         self.marked: dict[tuple[str, int], int] = {}
         self.next_mark = 0.0
 
