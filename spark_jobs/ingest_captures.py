@@ -23,6 +23,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ from contracts.topics import Topics
 from ingest.producer import open_producer
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
 from spark_jobs.ingest_status import IngestStatus, StatsPublisher
+
+QUERY_RESTARTS = 3
+"""Failed query starts in a row after which the job gives up and exits 1 (see :func:`run_restarting`)."""
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
@@ -167,6 +171,35 @@ def run_until_stopped(query: Any) -> Exception | None:
     return query.exception()
 
 
+def run_restarting(start: Callable[[], Any], batches: Callable[[], int],
+                   limit: int = QUERY_RESTARTS) -> Exception | None:
+    """Run the query until stopped, starting it again from its checkpoint in this session when it fails.
+
+    On a loaded machine the Python process that plans the bus source for the query misses Spark's fixed 10 s
+    connect-back (``PythonWorkerFactory.createSimpleWorker``, not configurable) and the query dies before its
+    first batch; a new query in the same session costs seconds (the JVM stays up), and the checkpoint plus
+    deterministic row keys make the replay harmless. Only failures in a row count against ``limit`` (a query
+    that got ``batches`` through was working). Returns the last failure when it gives up.
+    """
+    from pyspark.errors import StreamingQueryException
+
+    failures = 0
+    while True:
+        before = batches()
+        try:
+            failure = run_until_stopped(start())
+        except StreamingQueryException as exc:  # awaitTermination raises a failed query's error
+            failure = exc
+        if failure is None:
+            return None
+        failures = 1 if batches() > before else failures + 1
+        print(f"ingest_captures: query failed ({failures} in a row, limit {limit + 1}): {str(failure)[:300]}",
+              file=sys.stderr, flush=True)
+        if failures > limit:
+            return failure
+        time.sleep(2.0 * failures)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, _config = parse_args(argv)
     from pyspark.sql import SparkSession
@@ -178,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     status = IngestStatus(args.status_file)
     stats = StatsPublisher(open_producer(args.bootstrap_server, {"client.id": "ingest-stats", "acks": "1"}),
                            args.stats_topic, args.job_id) if args.publish_stats else None
-    failure = run_until_stopped(start_query(spark, args, settings, status, stats, args.tasks or cores))
+    failure = run_restarting(lambda: start_query(spark, args, settings, status, stats, args.tasks or cores),
+                             lambda: status.batches)
     if stats is not None:
         stats.close()
     print(json.dumps({"final": status.totals(), "stats_not_delivered": stats.failures if stats else 0}), flush=True)
