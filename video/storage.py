@@ -69,7 +69,8 @@ def video_key(camera_id: str, start_time: dt.datetime, name: str) -> str:
     return f"{camera_id}/{start.strftime(_KEY_TIME)}_{Path(name).name}"
 
 
-def _start_from_key(key: str) -> dt.datetime | None:
+def start_from_key(key: str) -> dt.datetime | None:
+    """The recording start a key made by ``video_key`` carries; None for any other key."""
     parts = key.split("/")
     if len(parts) != 5:
         return None
@@ -97,7 +98,7 @@ def list_videos(client: Minio, camera_id: str, since: dt.datetime | None = None,
     """Videos of one camera whose start time lies in ``[since, until)``, oldest first."""
     found = []
     for obj in client.list_objects(bucket, prefix=f"{camera_id}/", recursive=True):
-        start = _start_from_key(obj.object_name or "")
+        start = start_from_key(obj.object_name or "")
         if start is None or (since and start < since) or (until and start >= until):
             continue
         found.append(StoredVideo(bucket, obj.object_name or "", camera_id, start, obj.size or 0))

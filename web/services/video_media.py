@@ -119,7 +119,7 @@ class VideoMedia:
         with _s3_call(camera_id):
             for obj in client.list_objects(storage.VIDEOS_BUCKET, prefix=f"{camera_id}/", recursive=True):
                 key = obj.object_name or ""
-                start = storage._start_from_key(key)  # the key layout is video.storage's
+                start = storage.start_from_key(key)
                 if start is not None:
                     found.append(VideoFile(f"s3://{storage.VIDEOS_BUCKET}/{key}", camera_id, start, obj.size or 0,
                                            key.rsplit("/", 1)[-1].split("_", 1)[-1]))
@@ -147,7 +147,7 @@ class VideoMedia:
     def start_time(self, url: str) -> dt.datetime | None:
         """When the video's first frame was recorded: from its key, else its ``start-time`` metadata."""
         bucket, key = self.parse(url)
-        start = storage._start_from_key(key)
+        start = storage.start_from_key(key)
         if start is not None:
             return start
         with _s3_call(url):
