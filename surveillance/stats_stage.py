@@ -144,7 +144,10 @@ class StatsRepartition:
         return out
 
     def read_to_end(self, source: tuple[str, int]) -> bool:
-        """Whether every capture appended to ``source`` so far has been read (and its events published)."""
+        """Whether every capture appended to ``source`` so far has been read (and its events published).
+
+        The end offset comes from the broker itself (a fetch's cached one may be stale, e.g. while the broker
+        is unreachable, and the wall clock mark would then overtake the records still to come)."""
         if self.consumer is None:
             return False
         tp = TopicPartition(*source)
@@ -154,9 +157,10 @@ class StatsRepartition:
             if position < 0:   # nothing read since assigned: it starts at the committed offset
                 [at] = self.consumer.committed([tp], timeout=5)
                 position = at.offset
-            low, high = self.consumer.get_watermark_offsets(tp, timeout=5, cached=True)
-            if high < 0:       # no fetch answered yet
-                low, high = self.consumer.get_watermark_offsets(tp, timeout=5)
+            low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0 and max(position, low) < high:
+                return False   # behind, known without asking
+            low, high = self.consumer.get_watermark_offsets(tp, timeout=5)
         except KafkaException as exc:
             log.info("%s: how far %s[%d] is read is unknown (%s)", STAGE, *source, exc)
             return False
