@@ -62,7 +62,7 @@ def test_statistics_equal_an_independent_tally_and_late_records_are_counted(site
 def test_kill_9_with_an_open_window_re_emits_nothing_and_the_final_counts_everything(site: Site) -> None:
     """Half of a window's records before a kill -9, half after the restart: its one final counts all."""
     rng = random.Random(32)
-    window_s = 60
+    window_s = 20   # long enough for a kill -9 and a restart, short enough to wait for
     service = site.service(allowed_lateness_s=2).start()
     command = stat("s-open", "vehicle_count", "district", window_s)
     site.publisher.command(T.control_stats, "s-open", command)
