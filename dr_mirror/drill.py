@@ -355,6 +355,17 @@ class Drill:
                 f"missing_in_{site.name}_hbase": len(expected - rows.keys()),
                 f"duplicate_rows_in_{site.name}_hbase": sum(rows.values()) - len(rows)}
 
+    def steady_load(self) -> None:
+        """The load before the failure; with ``--crash-dr-ingest`` the DR ingest job is killed -9 halfway through,
+        an accident the supervisor has to repair (from its checkpoint, nothing lost) and the report counts."""
+        if not (self.args.crash_dr_ingest and self.args.ingest and self.dr.job is not None):
+            time.sleep(self.args.seconds)
+            return
+        time.sleep(self.args.seconds / 2)
+        self.event("dr ingest crashed")
+        self.dr.job.kill()
+        time.sleep(self.args.seconds / 2)
+
     # -- scenarios ------------------------------------------------------------------------------
 
     def primary_loss(self) -> dict[str, Any]:
@@ -469,7 +480,7 @@ class Drill:
                                   "ingest": self.args.ingest}
         try:
             self.setup()
-            time.sleep(self.args.seconds)
+            self.steady_load()
             if self.args.scenario == "primary-loss":
                 report.update(self.primary_loss())
                 report.update(self.after_primary_loss())
@@ -508,6 +519,8 @@ def parser() -> argparse.ArgumentParser:
                    help="restarts per ingest job or mirror that exits while the drill needs it (each one reported)")
     p.add_argument("--no-ingest", dest="ingest", action="store_false",
                    help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
+    p.add_argument("--crash-dr-ingest", action="store_true",
+                   help="also kill -9 the DR ingest job halfway through the steady load (the supervisor restarts it)")
     return p
 
 

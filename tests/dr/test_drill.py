@@ -1,14 +1,15 @@
 """The failover drills end to end with real processes, each writing its report and measuring no loss where none
 is allowed.
 
-- primary-loss and failback run WITH the ingest slice: each site is a broker, an HBase gateway and the real
-  Spark capture ingest job (`spark_jobs/ingest_captures.py`), the load starts only once both sites are ready,
-  and the zero end-to-end loss is asserted in HBase: every record acknowledged by either site has its row in
-  DR HBase (primary-loss) and in the primary's HBase after failback (and in DR's, which the resumed mirror
-  feeds). Duplicates may only be rewritten rows: row keys are deterministic, so no record has two rows.
-- mirror-crash runs at the bus level (`--no-ingest`, time budget): DR's topics hold exactly the primary's
-  records after the kill -9 and restart of the mirror.
-A restart by the drill's supervisor (an ingest job or mirror that fell over on a loaded machine) is allowed and
+- Every scenario runs WITH the ingest slice: each site is a broker, an HBase gateway and the real Spark capture
+  ingest job (`spark_jobs/ingest_captures.py`), the load starts only once both sites are ready, and the zero
+  end-to-end loss is asserted in HBase: every record acknowledged by either site has its row in DR HBase
+  (primary-loss, mirror-crash) and in the primary's HBase after failback (and in DR's, which the resumed
+  mirror feeds). Duplicates may only be rewritten rows: row keys are deterministic, so no record has two rows.
+- mirror-crash also kills -9 the DR ingest job during the load (`--crash-dr-ingest`): the drill's supervisor
+  restarts it from its checkpoint, the report counts the restart, and still nothing is missing.
+- mirror-crash once more at the bus level (`--no-ingest`): the mode without HBase and Spark keeps working.
+A restart by the supervisor (an ingest job or mirror that fell over on a loaded machine) is allowed and
 reported; giving up on one is not.
 """
 
@@ -46,12 +47,20 @@ def _no_loss_in_hbase(report: dict, site: str) -> None:
     assert report[f"duplicate_rows_in_{site}_hbase"] == 0, report  # a replayed record rewrote its own row
 
 
-def test_mirror_crash_drill(tmp_path: Path) -> None:
-    report = _drill(tmp_path, "--scenario", "mirror-crash", "--no-ingest")
+def test_mirror_crash_drill_with_ingest_and_a_crashed_dr_ingest_job(tmp_path: Path) -> None:
+    report = _drill(tmp_path, "--scenario", "mirror-crash", "--crash-dr-ingest")
     assert report["primary_records"] > 0 and report["behind_at_restart_records"] > 0
     assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0)
     assert report["catch_up_s"] is not None
-    assert "missing_in_dr_hbase" not in report  # nothing measured is never reported as zero
+    assert report["restarts"] == {"dr ingest": 1}  # the supervisor restarted the crashed job, from its checkpoint
+    _no_loss_in_hbase(report, "dr")
+    assert report["dr_hbase_rows"] == report["primary_records"]  # every record, one row each
+
+
+def test_bus_only_mirror_crash_drill(tmp_path: Path) -> None:
+    report = _drill(tmp_path, "--scenario", "mirror-crash", "--no-ingest")
+    assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0) and report["behind_at_restart_records"] > 0
+    assert "missing_in_dr_hbase" not in report and report["restarts"] == {}  # nothing measured is never zero
 
 
 def test_primary_loss_drill_with_ingest(tmp_path: Path) -> None:
