@@ -63,7 +63,8 @@ def chart(path: Path, title: str, t0: float, probes: list[LagProbe], acks: list[
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, constrained_layout=True)
     for probe in probes:
         # A mirror that does not answer (killed, not yet started) leaves a gap, not a line across its outage.
-        points = [(t - t0, math.nan if v is None else v) for t, v in probe.samples]
+        # The set-up before the load (minutes of Spark start, nothing to mirror) is left out.
+        points = [(t - t0, math.nan if v is None else v) for t, v in probe.samples if t >= t0]
         if points:
             top.plot(*zip(*points, strict=True), label=f"mirror {probe.name}", linewidth=1.5)
     top.set_ylabel("mirror lag (records)")
@@ -79,9 +80,10 @@ def chart(path: Path, title: str, t0: float, probes: list[LagProbe], acks: list[
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
             axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-    for name, when in events.items():
-        top.annotate(name, (when - t0, 0.97), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
-                     fontsize="small", color="dimgrey", backgroundcolor="white")
+    for index, (name, when) in enumerate(sorted(events.items(), key=lambda event: event[1])):
+        height = 0.97 if index % 2 == 0 else 0.5  # events seconds apart: their labels alternate in height
+        top.annotate(name, (when - t0, height), xycoords=("data", "axes fraction"), rotation=90, va="top",
+                     ha="right", fontsize="small", color="dimgrey", backgroundcolor="white")
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
