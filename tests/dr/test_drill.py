@@ -24,7 +24,9 @@ import pytest
 
 from tests.support.broker_process import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
+# Its own group, not "spark": the drills (about ten minutes of Spark ingest on two sites) would make the one
+# worker running every Spark test the last to finish by far; on free ports, they can overlap the others.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drills"), pytest.mark.timeout(900)]
 SHORT = ("--seconds", "4", "--after", "4", "--failover-after", "3", "--outage", "3", "--rate", "200")
 REPLAY_S = 30.0  # the devices' replay window (the drill's default --replay)
 
