@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import signal
 import sys
 import tempfile
 import threading
@@ -369,10 +370,18 @@ class Drill:
     # -- scenarios ------------------------------------------------------------------------------
 
     def primary_loss(self) -> dict[str, Any]:
+        self.supervisor.unwatch("mirror primary->dr")  # its source is about to go: the drill no longer needs it
+        if self.args.mirror_behind > 0:  # a mirror that is behind when the room is lost: what the replay is for
+            assert self.mirror is not None and self.mirror.child.proc is not None
+            self.event("mirror frozen")
+            self.mirror.child.proc.send_signal(signal.SIGSTOP)
+            time.sleep(self.args.mirror_behind)
         failed = self.event("primary lost")
         self.supervisor.unwatch("primary ingest")  # killed on purpose, with its room
-        self.supervisor.unwatch("mirror primary->dr")  # its source is gone: the drill no longer needs it
         self.primary.lose()
+        if self.args.mirror_behind > 0:
+            assert self.mirror is not None and self.mirror.child.proc is not None
+            self.mirror.child.proc.send_signal(signal.SIGCONT)  # nothing more can come from a dead primary
         time.sleep(1.0)  # what the mirror had copied: nothing more can arrive from a dead primary
         mirrored = record_ids(self.dr.bootstrap)
         acked_primary = {r: t for r, (site, t) in list(self.fleet.acked.items()) if site == "primary"}
@@ -511,6 +520,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--failover-after", type=float, default=5.0, help="seconds without acks before devices switch")
     p.add_argument("--replay", type=float, default=30.0, help="seconds of sent records devices re-send to DR")
     p.add_argument("--outage", type=float, default=5.0, help="seconds the mirror (or the primary room) stays down")
+    p.add_argument("--mirror-behind", type=float, default=0.0,
+                   help="primary-loss/failback: freeze the mirror (SIGSTOP) this many seconds before the room is "
+                        "lost, so records the primary acknowledged are missing at DR (RPO > 0) and only the "
+                        "devices' replay window (--replay) can bring them back")
     p.add_argument("--settle", type=float, default=180.0, help="at most this long for rows to land at the end")
     p.add_argument("--ready-timeout", type=float, default=600.0,
                    help="at most this long for both sites to be ready before the load starts (each ingest job's "
