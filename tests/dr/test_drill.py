@@ -1,16 +1,17 @@
 """The failover drills end to end with real processes, each writing its report and measuring no loss where none
 is allowed.
 
-- Every scenario runs WITH the ingest slice: each site is a broker, an HBase gateway and the real Spark capture
-  ingest job (`spark_jobs/ingest_captures.py`), the load starts only once both sites are ready, and the zero
-  end-to-end loss is asserted in HBase: every record acknowledged by either site has its row in DR HBase
-  (primary-loss, mirror-crash) and in the primary's HBase after failback (and in DR's, which the resumed
-  mirror feeds). Duplicates may only be rewritten rows: row keys are deterministic, so no record has two rows.
+- primary-loss and failback run WITH the ingest slice: each site is a broker, an HBase gateway and the real
+  Spark capture ingest job (`spark_jobs/ingest_captures.py`), the load starts only once both sites are ready,
+  and the zero end-to-end loss is asserted in HBase: every record acknowledged by either site has its row in
+  DR HBase (primary-loss) and in the primary's HBase after failback (and in DR's, which the resumed mirror
+  feeds). Duplicates may only be rewritten rows: row keys are deterministic, so no record has two rows.
 - primary-loss freezes the mirror for 3 s before the room is lost (`--mirror-behind`), so records the primary
   acknowledged are missing at DR (RPO > 0) and the devices' replay window is what brings them back.
-- mirror-crash also kills -9 the DR ingest job during the load (`--crash-dr-ingest`): the drill's supervisor
+- primary-loss also kills -9 the DR ingest job during the load (`--crash-dr-ingest`): the drill's supervisor
   restarts it from its checkpoint, the report counts the restart, and still nothing is missing.
-- mirror-crash once more at the bus level (`--no-ingest`): the mode without HBase and Spark keeps working.
+- mirror-crash runs at the bus level (`--no-ingest`) in the suite, to keep CI under 30 minutes; with the ingest
+  slice it is `python -m dr_mirror.drill --scenario mirror-crash --crash-dr-ingest` (passed at load 8-20).
 A restart by the supervisor (an ingest job or mirror that fell over on a loaded machine) is allowed and
 reported; giving up on one is not.
 """
@@ -51,16 +52,6 @@ def _no_loss_in_hbase(report: dict, site: str) -> None:
     assert report[f"duplicate_rows_in_{site}_hbase"] == 0, report  # a replayed record rewrote its own row
 
 
-def test_mirror_crash_drill_with_ingest_and_a_crashed_dr_ingest_job(tmp_path: Path) -> None:
-    report = _drill(tmp_path, "--scenario", "mirror-crash", "--crash-dr-ingest")
-    assert report["primary_records"] > 0 and report["behind_at_restart_records"] > 0
-    assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0)
-    assert report["catch_up_s"] is not None
-    assert report["restarts"] == {"dr ingest": 1}  # the supervisor restarted the crashed job, from its checkpoint
-    _no_loss_in_hbase(report, "dr")
-    assert report["dr_hbase_rows"] == report["primary_records"]  # every record, one row each
-
-
 def test_bus_only_mirror_crash_drill(tmp_path: Path) -> None:
     report = _drill(tmp_path, "--scenario", "mirror-crash", "--no-ingest")
     assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0) and report["behind_at_restart_records"] > 0
@@ -70,8 +61,10 @@ def test_bus_only_mirror_crash_drill(tmp_path: Path) -> None:
 def test_primary_loss_drill_with_ingest(tmp_path: Path) -> None:
     # The mirror is frozen 3 s before the room is lost, so it IS behind (with both sites ready it otherwise
     # keeps up and RPO is 0): only the devices' replay brings those records to DR.
-    report = _drill(tmp_path, "--scenario", "primary-loss", "--mirror-behind", "3")
+    # And the DR ingest job is killed -9 halfway through the load: the supervisor restarts it from its checkpoint.
+    report = _drill(tmp_path, "--scenario", "primary-loss", "--mirror-behind", "3", "--crash-dr-ingest")
     assert report["ingest"] is True and report["setup_s"] > 0
+    assert report["restarts"] == {"dr ingest": 1}
     assert report["acknowledged_by_primary"] > 0
     assert report["rpo_records"] > 0 and 0 < report["rpo_span_s"] < REPLAY_S  # behind, within the replay window
     assert report["lost_in_dr_topics"] == 0  # the replay window covers what the mirror had not copied

@@ -127,6 +127,15 @@ class Watch:
 
 
 @dataclass
+def until(page: Page, expression: str, timeout: float = 30) -> None:
+    """Poll a page expression until it is truthy. Playwright's wait_for_function polls with eval(), which the
+    console's content-security policy (no 'unsafe-eval') refuses; evaluate() goes through the debugger."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"not true within {timeout} s: {expression}"
+        time.sleep(0.2)
+
+
 class Browsing:
     page: Page
     watch: Watch
@@ -285,7 +294,7 @@ def test_map_draws_the_deployment_and_a_checkpoint_panel_escapes_names(browsing:
     expect(page.locator("#cp-devices tbody tr")).to_have_count(len(devices))
     expect(page.locator("#cp-captures tbody tr").first).not_to_have_text("加载中…")
     # The click zooms the map in: wait for Leaflet's zoom animation to end, or the picture is mid-scale.
-    page.wait_for_function("!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
+    until(page, "!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
     page.wait_for_timeout(300)
     browsing.snap("map-checkpoint-zh")
 

@@ -19,7 +19,7 @@ from tests.hbase.conftest import start_gateway
 from tests.support.broker_process import ROOT, BrokerProcess
 from tests.support.ports import free_port
 from tests.web.conftest import Backing
-from tests.web.test_browser import Browsing, Site, browser, browsing  # noqa: F401 - fixtures
+from tests.web.test_browser import Browsing, Site, browser, browsing, until  # noqa: F401 - fixtures
 from tests.web.test_dr_api import dr_console
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(1200)]
@@ -86,7 +86,7 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
     drills.first.locator("a").click()
     expect(page.locator("#drill-panel")).to_be_visible()
     expect(page.locator("#drill-md")).to_contain_text("# DR drill: mirror-crash")
-    page.wait_for_function("document.querySelector('#drill-chart').naturalWidth > 0")
+    until(page, "document.querySelector('#drill-chart').naturalWidth > 0")
     browsing.snap("dr-zh")
 
 
@@ -99,5 +99,5 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
     expect(page.locator("#drill-scenario option")).to_have_count(3)
     expect(page.locator("#drills-table tbody tr")).to_have_count(1)
     page.locator("#drills-table tbody tr a").first.click()
-    page.wait_for_function("document.querySelector('#drill-chart').naturalWidth > 0")
+    until(page, "document.querySelector('#drill-chart').naturalWidth > 0")
     browsing.snap("dr-en")

@@ -21,7 +21,7 @@ from monitoring.config import Rule
 from monitoring.rules import summary_annotations
 from monitoring.store import Store
 from tests.web._monitoring_support import DAY, Monitored, write_monitoring
-from tests.web.test_browser import Browsing, Site, browser, browsing, site  # noqa: F401 - fixtures
+from tests.web.test_browser import Browsing, Site, browser, browsing, site, until  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]
 
@@ -58,7 +58,7 @@ def test_monitoring_page_draws_the_day_health_table_and_map(browsing: Browsing, 
     # The map marks them: a larger ringed marker per unhealthy checkpoint.
     expect(page.locator('#map path[data-state="degraded"]')).to_have_count(1)
     expect(page.locator('#map path[data-state="silent"]')).to_have_count(1)
-    page.wait_for_function("!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
+    until(page, "!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
     browsing.snap("monitoring-zh")
     # A click on the degraded device's checkpoint shows its history: its facts and its own quality curve.
     page.locator('#map path[data-state="degraded"]').dispatch_event("click")

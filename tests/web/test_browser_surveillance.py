@@ -23,7 +23,16 @@ from contracts.records import CITY_TZ, now_time
 from contracts.surveillance import hit_record, reply_record, watch_hit_id
 from contracts.topics import Topics
 from tests.web.conftest import ROOT
-from tests.web.test_browser import PLATE, Browsing, Site, browser, browsing, produce, site  # noqa: F401 - fixtures
+from tests.web.test_browser import (  # noqa: F401 - fixtures
+    PLATE,
+    Browsing,
+    Site,
+    browser,
+    browsing,
+    produce,
+    site,
+    until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]
 TOPICS = Topics()
@@ -87,7 +96,7 @@ def test_watch_a_plate_from_its_capture_then_hits_arrive_live_with_the_trajector
     expect(row.locator(".hit-count")).to_have_text("6")
     expect(page.locator("#map path.trajectory-line")).to_have_count(1)
     assert page.locator("#hit-table tbody tr").first.get_attribute("data-hit") == hits[0]["hit_id"]  # oldest first
-    page.wait_for_function("!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
+    until(page, "!document.querySelector('#map').classList.contains('leaflet-zoom-anim')")
     browsing.snap("watchlist-zh")
     # A replayed hit (the service after kill -9: same id) is shown once; after a reload the list comes from HBase.
     for hit in (hits[0], hits[6]):

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from contracts.records import CITY_TZ
 from tests.video._support import IngestJob, VideoServices, start_ingest
 from tests.web._video_support import VideoSite, start_video_site
-from tests.web.test_browser import Browsing, Watch, browser  # noqa: F401 - the browser fixture
+from tests.web.test_browser import Browsing, Watch, browser, until  # noqa: F401 - the browser fixture
 from video import storage
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(1800)]
@@ -31,15 +30,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pyte
 CAMERA = "cam-e2e"
 TASK_TIMEOUT_MS = 900_000
 """Spark starts a JVM for the streaming job and another for the batch job: minutes on a loaded machine."""
-
-
-def until(page: Page, expression: str, timeout: float = 30) -> None:
-    """Poll a page expression until it is truthy. Playwright's wait_for_function polls with eval(), which the
-    console's content-security policy (no 'unsafe-eval') refuses; evaluate() goes through the debugger."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        assert time.monotonic() < deadline, f"not true within {timeout} s: {expression}"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
