@@ -126,7 +126,6 @@ class Watch:
             self.outside.append(request.url)
 
 
-@dataclass
 def until(page: Page, expression: str, timeout: float = 30) -> None:
     """Poll a page expression until it is truthy. Playwright's wait_for_function polls with eval(), which the
     console's content-security policy (no 'unsafe-eval') refuses; evaluate() goes through the debugger."""
@@ -136,6 +135,7 @@ def until(page: Page, expression: str, timeout: float = 30) -> None:
         time.sleep(0.2)
 
 
+@dataclass
 class Browsing:
     page: Page
     watch: Watch
