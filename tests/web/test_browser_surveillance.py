@@ -105,7 +105,7 @@ def test_watch_a_plate_from_its_capture_then_hits_arrive_live_with_the_trajector
     # Live rows come over SSE, the table above from HBase: on a loaded machine either may be first.
     expect(page.locator("#live-hits tbody tr")).to_have_count(7, timeout=15_000)
     page.reload()
-    expect(page.locator("#live-hits tbody tr")).to_have_count(7)
+    expect(page.locator("#live-hits tbody tr")).to_have_count(7, timeout=15_000)  # from HBase's by-time table
     expect(page.locator("#live-hits tbody tr").first).to_have_attribute("data-hit", hits[6]["hit_id"])
     # A bad command is refused naming the field, and nothing is added.
     browsing.watch.expected.append("422 (Unprocessable Entity)")
