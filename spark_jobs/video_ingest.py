@@ -136,6 +136,7 @@ class Handler:
             loader = VideoLoader(conn)
             loader.load_results(results)
             loader.load_statuses(statuses)
+            counts["promoted"] = len(loader.promote_held(r["task_id"] for r in results))
             if self.scheduler is not None:
                 for status in statuses:
                     self.scheduler.observe(status)

@@ -5,6 +5,13 @@ that receives the mirrored topics rebuilds the same tables with the same code. E
 idempotent: objects and index rows have deterministic keys (a replayed batch rewrites the same cells),
 and a task row folds its status records in bus order with one rule that makes replays and late or
 duplicate records harmless: a task in a terminal state (done, failed, cancelled) stays in it.
+
+A task says ``done`` only once all its objects are in HBase. The batch job puts its results on the bus
+before ``done``, but on their own topic, and a micro-batch's offsets are read topic by topic (on a
+cluster, broker by broker), so a ``done`` can arrive a micro-batch before the last results. Such a
+``done`` is held in the row (``t:held_done``, the row keeps its state) and promoted by the micro-batch
+that loads the task's last object. The hold is in HBase, not in memory: the micro-batch that carried the
+``done`` is committed, and a restarted job must still promote it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from contracts.tables.video import (
     TASK_LIST_TABLE,
     TASK_TABLE,
     index_row_key,
+    object_prefix,
     object_row,
     object_row_key,
     task_list_key,
@@ -32,6 +40,7 @@ from contracts.video import DONE, TERMINAL
 
 RESULT_FIELDS = ("task_id", "object_id", "camera_id", "first_seen")
 _STATUS_CORE = ("task_id", "state", "timings")
+HELD = b"t:held_done"
 
 
 def check_result(record: Any) -> dict[str, Any]:
@@ -46,17 +55,22 @@ def check_result(record: Any) -> dict[str, Any]:
     return record
 
 
-def fold(current: Mapping[bytes, bytes], statuses: Iterable[Mapping[str, Any]], now: float) -> dict[bytes, bytes]:
+def fold(current: Mapping[bytes, bytes], statuses: Iterable[Mapping[str, Any]], now: float,
+         loaded: int) -> dict[bytes, bytes]:
     """The cells a task row gets from its current cells and new status records (oldest first).
 
-    Timings merge stage by stage; reaching ``done`` adds the ``load`` stage: the seconds from the done
-    record's time to this write (the results precede it on the bus, so they are loaded by now)."""
+    ``loaded`` is how many of the task's objects HBase holds. A ``done`` announcing more is held (see the
+    module docstring). Timings merge stage by stage; reaching ``done`` adds the ``load`` stage: the seconds
+    from the done record's time to the write that makes the task done."""
     state = current.get(b"t:status", b"").decode()
     timings = json.loads(current.get(b"t:timings", b"{}") or b"{}")
     cells: dict[bytes, bytes] = {}
     for status in statuses:
         if state in TERMINAL:
             break
+        if status["state"] == DONE and loaded < int(status.get("objects") or 0):
+            cells[HELD] = json.dumps(status, ensure_ascii=False).encode()
+            continue
         state = status["state"]
         timings.update(status.get("timings") or {})
         if state == DONE:
@@ -64,6 +78,10 @@ def fold(current: Mapping[bytes, bytes], statuses: Iterable[Mapping[str, Any]], 
         extra = {k: v for k, v in status.items() if k not in _STATUS_CORE}
         cells.update(task_row(status["task_id"], state, timings=timings, **extra))
     return cells
+
+
+def _announces_objects(statuses: Iterable[Mapping[str, Any]]) -> bool:
+    return any(s["state"] == DONE and int(s.get("objects") or 0) > 0 for s in statuses)
 
 
 class VideoLoader:
@@ -92,7 +110,7 @@ class VideoLoader:
             for task_id, records in by_task.items():
                 key = task_row_key(task_id)
                 old = current.get(key, {})
-                cells = fold(old, records, now)
+                cells = fold(old, records, now, self.loaded(task_id) if _announces_objects(records) else 0)
                 if not cells:
                     continue
                 batch.put(key, cells)
@@ -103,6 +121,34 @@ class VideoLoader:
                                 task_list_row(task_id, str(first.get("camera_id", "")),
                                               str(first.get("video_url", "")), requested_at))
 
+    def promote_held(self, task_ids: Iterable[str]) -> list[str]:
+        """Make ``done`` the tasks (of those given: the ones this micro-batch loaded results for) whose held
+        ``done`` now has all its objects in HBase; returns their ids."""
+        keys = {task_row_key(t): t for t in set(task_ids)}
+        if not keys:
+            return []
+        tasks = self.connection.table(TASK_TABLE)
+        now = time.time()
+        promoted = []
+        with tasks.batch() as batch:
+            for key, cells in tasks.rows(list(keys)):
+                if HELD not in cells:
+                    continue
+                task_id = keys[key]
+                current = {k: v for k, v in cells.items() if k != HELD}
+                done = fold(current, [json.loads(cells[HELD])], now, self.loaded(task_id))
+                if done.get(b"t:status") == DONE.encode():
+                    batch.put(key, done)
+                    batch.delete(key, columns=[HELD])
+                    promoted.append(task_id)
+        return promoted
+
+    def loaded(self, task_id: str) -> int:
+        """How many of the task's objects ``video_object`` holds."""
+        scan = self.connection.table(OBJECT_TABLE).scan(row_prefix=object_prefix(task_id),
+                                                        columns=[b"o:object_id"])
+        return sum(1 for _ in scan)
+
     def stored_states(self, task_ids: Iterable[str]) -> dict[str, str]:
         """The state each task's row holds, for the tasks that have one."""
         keys = {task_row_key(t): t for t in set(task_ids)}
@@ -112,9 +158,10 @@ class VideoLoader:
         return {keys[key]: cells[b"t:status"].decode() for key, cells in rows if b"t:status" in cells}
 
     def unfinished(self) -> list[dict[str, str]]:
-        """Rows of tasks not in a terminal state (what a restarted job takes over), as text cells."""
+        """Rows of tasks not in a terminal state (what a restarted job takes over), as text cells; a task
+        with a held ``done`` is finished (its results are on the bus) and is not taken over."""
         found = []
         for _key, cells in self.connection.table(TASK_TABLE).scan():
-            if cells.get(b"t:status", b"").decode() not in TERMINAL:
+            if cells.get(b"t:status", b"").decode() not in TERMINAL and HELD not in cells:
                 found.append({k.decode()[2:]: v.decode() for k, v in cells.items()})
         return found
