@@ -350,9 +350,11 @@ class RaftNode:
             )
             if now_ms >= state.election_deadline:
                 self._become_candidate(now_ms)
+                self._poll(now_ms)
         elif self.is_voter:
             if now_ms >= state.election_deadline:
                 self._become_candidate(now_ms)
+                self._poll(now_ms)
         else:
             self._send_to_any_voter(now_ms)
 
@@ -567,6 +569,11 @@ class RaftNode:
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
         response = self._try_complete_fetch(envelope.source, request, now_ms)
+        if isinstance(self.state, Leader) and response.error_code == ErrorCode.none:
+            # Check quorum counts when fetches arrive, not when long polls complete.
+            self.state.record_voter_contact(
+                envelope.source, self.config.majority, self.config.check_quorum_timeout_ms, now_ms
+            )
         if (
             response.error_code != ErrorCode.none
             or response.records
@@ -599,7 +606,6 @@ class RaftNode:
         else:
             assert offset_and_epoch is not None
             snapshot_id = SnapshotId(offset_and_epoch.offset, offset_and_epoch.epoch)
-        state.record_voter_contact(replica_id, self.config.majority, self.config.check_quorum_timeout_ms, now_ms)
         return FetchResponse(
             ErrorCode.none,
             high_watermark=self.high_watermark if self._leader_has_high_watermark(state) else -1,
