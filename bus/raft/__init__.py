@@ -10,5 +10,6 @@ the broker plugs in whatever transport it has:
 - `log`: the narrow interface the core needs from the replicated log, and an in-memory log.
 - `quorum_state`: the persisted election state (Kafka's `quorum-state` file).
 - `roles`: the election states (Unattached, Voted, Candidate, Leader, Follower, Resigned).
+- `requests`: one outbound request in flight per destination, timeouts, retry backoff.
 - `node`: `RaftNode`, driven by `tick(now_ms)` and `handle(envelope, now_ms)`.
 """

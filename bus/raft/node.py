@@ -55,6 +55,7 @@ from bus.raft.messages import (
     VoteResponse,
 )
 from bus.raft.quorum_state import ElectionState, QuorumStateError, QuorumStateStore
+from bus.raft.requests import RequestManager
 from bus.raft.roles import Candidate, Follower, Leader, Resigned, Role, State, Unattached, Voted
 
 # KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of a candidate's binary exponential backoff.
@@ -105,15 +106,6 @@ class Step:
 
 
 @dataclass(slots=True)
-class _Connection:
-    """At most one request in flight per destination (KRaft's RequestManager.ConnectionState)."""
-
-    in_flight: int | None = None
-    sent_ms: int = 0
-    backoff_until: int = 0
-
-
-@dataclass(slots=True)
 class _ParkedFetch:
     envelope: Envelope
     request: FetchRequest
@@ -140,8 +132,7 @@ class RaftNode:
         self.is_voter = node_id in config.voters
         self.high_watermark = log.start_offset()
         self._step = Step()
-        self._connections: dict[int, _Connection] = {}
-        self._next_correlation = 0
+        self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._parked: dict[int, _ParkedFetch] = {}
         self._wake_parked = False
         self.state: State = self._initial_state(now_ms)
@@ -166,11 +157,9 @@ class RaftNode:
         if isinstance(body, Request):
             self._handle_request(envelope, body, now_ms)
         else:
-            connection = self._connections.get(envelope.source)
-            if connection is not None and connection.in_flight == envelope.correlation_id:
-                connection.in_flight = None
-                if not self._handle_response(envelope.source, body, now_ms):
-                    connection.backoff_until = now_ms + self.config.retry_backoff_ms
+            expected = self._requests.take_response(envelope.source, envelope.correlation_id)
+            if expected and not self._handle_response(envelope.source, body, now_ms):
+                self._requests.on_failed(envelope.source, now_ms)
         self._poll(now_ms)
         return self._drain()
 
@@ -264,7 +253,7 @@ class RaftNode:
                 self._reply(parked.envelope, self._fetch_error(ErrorCode.not_leader_or_follower))
             self._parked.clear()
         self.state = state
-        self._connections.clear()  # responses to requests of the old state are no longer expected
+        self._requests.reset()
         self._emit_role()
 
     def _emit_role(self) -> None:
@@ -424,9 +413,9 @@ class RaftNode:
 
     def _send_to_any_voter(self, now_ms: int) -> None:
         """An observer without a leader asks a random voter, whose answer names the leader."""
-        if any(c.in_flight is not None for c in self._connections.values() if not self._timed_out(c, now_ms)):
+        if self._requests.any_in_flight(now_ms):
             return
-        ready = [voter for voter in sorted(self.config.voters) if self._ready(voter, now_ms)]
+        ready = [voter for voter in sorted(self.config.voters) if self._requests.is_ready(voter, now_ms)]
         if ready:
             self._send(self.rng.choice(ready), now_ms, self._fetch_request)
 
@@ -439,26 +428,11 @@ class RaftNode:
         base = self.config.election_backoff_max_ms >> (successors - 1)
         return min(self.config.election_backoff_max_ms, base << (position - 1))
 
-    def _timed_out(self, connection: _Connection, now_ms: int) -> bool:
-        return connection.in_flight is not None and now_ms >= connection.sent_ms + self.config.request_timeout_ms
-
-    def _ready(self, destination: int, now_ms: int) -> bool:
-        connection = self._connections.get(destination)
-        if connection is None:
-            return True
-        if self._timed_out(connection, now_ms):
-            connection.in_flight = None
-            connection.backoff_until = now_ms + self.config.retry_backoff_ms
-        return connection.in_flight is None and now_ms >= connection.backoff_until
-
     def _send(self, destination: int, now_ms: int, build: Callable[[], Request]) -> None:
-        if destination == self.node_id or not self._ready(destination, now_ms):
+        if destination == self.node_id or not self._requests.is_ready(destination, now_ms):
             return
-        self._next_correlation += 1
-        connection = self._connections.setdefault(destination, _Connection())
-        connection.in_flight = self._next_correlation
-        connection.sent_ms = now_ms
-        self._step.messages.append(Envelope(self.node_id, destination, self._next_correlation, build()))
+        correlation_id = self._requests.on_sent(destination, now_ms)
+        self._step.messages.append(Envelope(self.node_id, destination, correlation_id, build()))
 
     def _send_all(self, destinations: set[int] | frozenset[int], now_ms: int, build: Callable[[], Request]) -> None:
         for destination in sorted(destinations):

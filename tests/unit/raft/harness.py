@@ -59,7 +59,7 @@ class Net:
         )
         self.nodes[node_id] = node
         self.down.discard(node_id)
-        self.absorb(node_id, node._drain())
+        self.absorb(node_id, node.tick(self.now))
         return node
 
     def absorb(self, node_id: int, step: Step) -> None:

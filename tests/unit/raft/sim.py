@@ -103,7 +103,7 @@ class Simulation:
             node.node_id, self.config, node.log, node.store, random.Random(self.rng.random()), self.now
         )
         node.last_hw = node.raft.high_watermark
-        self._absorb(node, node.raft._drain())
+        self._absorb(node, node.raft.tick(self.now))
 
     def _absorb(self, node: SimNode, step: Step) -> None:
         for event in step.events:
