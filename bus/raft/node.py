@@ -462,7 +462,7 @@ class RaftNode:
         elif isinstance(body, EndQuorumEpochRequest):
             response = self._handle_end_quorum_epoch(body, now_ms)
         elif isinstance(body, FetchSnapshotRequest):
-            response = self._handle_fetch_snapshot(envelope.source, body, now_ms)
+            response = self._handle_fetch_snapshot(body, now_ms)
         else:
             response = self._describe_quorum(now_ms)
         self._reply(envelope, response)
@@ -542,11 +542,11 @@ class RaftNode:
         ):
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
-        response = self._try_complete_fetch(envelope.source, request, now_ms)
+        response = self._try_complete_fetch(request, now_ms)
         if isinstance(self.state, Leader) and response.error_code == ErrorCode.none:
             # Check quorum counts when fetches arrive, not when long polls complete.
             self.state.record_voter_contact(
-                envelope.source, self.config.majority, self.config.check_quorum_timeout_ms, now_ms
+                request.replica_id, self.config.majority, self.config.check_quorum_timeout_ms, now_ms
             )
         if (
             response.error_code != ErrorCode.none
@@ -558,9 +558,9 @@ class RaftNode:
             self._reply(envelope, response)
         else:
             # Long poll: answer when the log grows, the high watermark moves or max_wait passes.
-            self._parked[envelope.source] = _ParkedFetch(envelope, request, now_ms + request.max_wait_ms)
+            self._parked[request.replica_id] = _ParkedFetch(envelope, request, now_ms + request.max_wait_ms)
 
-    def _try_complete_fetch(self, replica_id: int, request: FetchRequest, now_ms: int) -> FetchResponse:
+    def _try_complete_fetch(self, request: FetchRequest, now_ms: int) -> FetchResponse:
         error = self._validate_leader_only(request.current_leader_epoch)
         state = self.state
         if error is not None or not isinstance(state, Leader):
@@ -571,8 +571,8 @@ class RaftNode:
         snapshot_id = SnapshotId()
         if kind is ValidationKind.VALID:
             records = tuple(self.log.read(request.fetch_offset, request.partition_max_bytes))
-            state.progress(replica_id).update(request.fetch_offset, self.log.end_offset(), now_ms)
-            state.acknowledged.add(replica_id)
+            state.progress(request.replica_id).update(request.fetch_offset, self.log.end_offset(), now_ms)
+            state.acknowledged.add(request.replica_id)
             self._maybe_advance_leader_high_watermark(state)
         elif kind is ValidationKind.DIVERGING:
             assert offset_and_epoch is not None
@@ -594,9 +594,7 @@ class RaftNode:
         """A new leader knows the high watermark only once it has committed in its own epoch."""
         return self.high_watermark > state.epoch_start_offset
 
-    def _handle_fetch_snapshot(
-        self, replica_id: int, request: FetchSnapshotRequest, now_ms: int
-    ) -> FetchSnapshotResponse:
+    def _handle_fetch_snapshot(self, request: FetchSnapshotRequest, now_ms: int) -> FetchSnapshotResponse:
         current = LeaderIdAndEpoch(self._leader_or_none(), self.epoch)
         error = self._validate_leader_only(request.current_leader_epoch)
         if error is not None:
@@ -610,7 +608,9 @@ class RaftNode:
             return FetchSnapshotResponse(ErrorCode.position_out_of_range, current_leader=current)
         state = self.state
         assert isinstance(state, Leader)
-        state.record_voter_contact(replica_id, self.config.majority, self.config.check_quorum_timeout_ms, now_ms)
+        state.record_voter_contact(
+            request.replica_id, self.config.majority, self.config.check_quorum_timeout_ms, now_ms
+        )
         chunk = snapshot.data[request.position : request.position + min(request.max_bytes, self.config.fetch_max_bytes)]
         return FetchSnapshotResponse(
             ErrorCode.none, request.snapshot_id, current, size=size, position=request.position, unaligned_records=chunk
@@ -758,7 +758,7 @@ class RaftNode:
             if expired_only and now_ms < parked.deadline:
                 continue
             del self._parked[replica_id]
-            self._reply(parked.envelope, self._try_complete_fetch(parked.envelope.source, parked.request, now_ms))
+            self._reply(parked.envelope, self._try_complete_fetch(parked.request, now_ms))
 
     def _advance_high_watermark(self, offset: int) -> None:
         """Move the high watermark up (never down) and report the entries it commits."""
