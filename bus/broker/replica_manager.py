@@ -409,9 +409,13 @@ class ReplicaManager:
         self._sync_topic(topic)  # epochs and configs as they are now
 
     async def settled(self) -> None:
-        """Wait until the logs of partitions created so far exist (the answer to a request that created them)."""
-        while self._opening:
-            await asyncio.gather(*set(self._opening.values()), return_exceptions=True)
+        """Wait until the logs being created when called exist (the answer to a request that created them).
+
+        Only those: creations other requests start meanwhile do not hold this answer up (waiting until none
+        is pending kept a CreateTopics response waiting for as long as anybody kept creating topics)."""
+        pending = set(self._opening.values())
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
             await asyncio.sleep(0)  # let the done callbacks register the partitions
 
     def _drop_topic(self, topic_id: uuid.UUID) -> None:

@@ -79,8 +79,8 @@ def test_snapshots_flushes_and_deletion_do_not_stall_the_loop(tmp_path: Path, mo
     assert list(tmp_path.iterdir()) == []
 
 
-def _new_topic(image: MetadataImage, name: str) -> TopicImage:
-    topic = TopicImage(name, uuid.uuid4(), {p: PartitionState(p, [1], [1], 1) for p in range(PARTITIONS)})
+def _new_topic(image: MetadataImage, name: str, partitions: int = PARTITIONS) -> TopicImage:
+    topic = TopicImage(name, uuid.uuid4(), {p: PartitionState(p, [1], [1], 1) for p in range(partitions)})
     image.topics[name] = topic
     image.topics_by_id[topic.topic_id] = topic
     return topic
@@ -124,6 +124,27 @@ def test_creating_a_thousand_partitions_does_not_stall_the_loop(serving: tuple[R
     # separates the two cases, not a latency target (the broker benchmark measures that).
     assert stall < 1.0, stall
     assert all(replicas.get("wide", p).log.directory.is_dir() for p in range(PARTITIONS))
+
+
+def test_settled_waits_for_its_own_creations_not_later_ones(serving: tuple[ReplicaManager, MetadataImage]) -> None:
+    """A request that created a small topic answers once its logs exist, while a 1,000-partition topic another
+    request created after it is still being made (`settled` used to wait until nothing was pending at all)."""
+    replicas, image = serving
+
+    async def scenario() -> bool:
+        mine = _new_topic(image, "mine", partitions=3)
+        replicas.apply(image, [{"type": "topic", "name": "mine", "topic_id": str(mine.topic_id)}])
+        answer = asyncio.ensure_future(replicas.settled())
+        await asyncio.sleep(0)  # the answer starts waiting; then another request creates a large topic
+        other = _new_topic(image, "other")
+        replicas.apply(image, [{"type": "topic", "name": "other", "topic_id": str(other.topic_id)}])
+        await answer
+        still_opening = any(tp.topic == "other" for tp in replicas._opening)
+        await replicas.settled()
+        return still_opening
+
+    assert asyncio.run(scenario()), "the small topic's answer waited for the large topic created after it"
+    assert replicas.get("mine", 2).log.directory.is_dir() and replicas.get("other", PARTITIONS - 1)
 
 
 def test_a_topic_deleted_while_its_logs_are_created_leaves_nothing(
