@@ -172,7 +172,7 @@ def run_until_stopped(query: Any) -> Exception | None:
 
 
 def run_restarting(start: Callable[[], Any], batches: Callable[[], int],
-                   limit: int = QUERY_RESTARTS) -> Exception | None:
+                   limit: int = QUERY_RESTARTS, name: str = "ingest_captures") -> Exception | None:
     """Run the query until stopped, starting it again from its checkpoint in this session when it fails.
 
     On a loaded machine the Python process that plans the bus source for the query misses Spark's fixed 10 s
@@ -193,11 +193,11 @@ def run_restarting(start: Callable[[], Any], batches: Callable[[], int],
         if failure is None:
             return None
         failures = 1 if batches() > before else failures + 1
-        print(f"ingest_captures: query failed ({failures} in a row, limit {limit + 1}): {str(failure)[:300]}",
+        print(f"{name}: query failed ({failures} in a row, limit {limit + 1}): {str(failure)[:300]}",
               file=sys.stderr, flush=True)
         if failures > limit:
             return failure
-        time.sleep(2.0 * failures)
+        time.sleep(min(30.0, 2.0 * failures))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -225,10 +225,9 @@ def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
-    from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
 
-    from spark_jobs.ingest_captures import run_until_stopped
+    from spark_jobs.ingest_captures import run_restarting
 
     publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, "video-ingest")
     scheduler = None if args.loader_only else Scheduler(
@@ -252,23 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     if scheduler is not None:
         handler.clock(scheduler, stopping)
-    failure: Exception | None = None
-    failures = 0
-    while failures <= QUERY_RESTARTS:
-        batches = handler.batches
-        try:
-            failure = run_until_stopped(start_query(spark, args, handler))
-        except StreamingQueryException as exc:  # awaitTermination raises a failed query's error
-            failure = exc
-        if failure is None:
-            break
-        # E.g. a Python worker that could not connect back within Spark's fixed 10 s on a loaded machine: the
-        # checkpoint holds the place, so the same query resumes where it failed. Only failures in a row count
-        # against the limit (a query that got batches through was working).
-        failures = 1 if handler.batches > batches else failures + 1
-        print(f"video_ingest: query failed ({failures} in a row, limit {QUERY_RESTARTS + 1}): {str(failure)[:300]}",
-              file=sys.stderr, flush=True)
-        time.sleep(min(30.0, 2.0 * failures))
+    # E.g. a Python worker that could not connect back within Spark's fixed 10 s on a loaded machine: the
+    # checkpoint holds the place, so the same query resumes where it failed.
+    failure = run_restarting(lambda: start_query(spark, args, handler), lambda: handler.batches, QUERY_RESTARTS,
+                             "video_ingest")
     stopping.set()
     if scheduler is not None:
         scheduler.stop()
