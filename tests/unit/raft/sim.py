@@ -29,16 +29,9 @@ from bus.raft.messages import Envelope, VoteResponse
 from bus.raft.node import NotLeaderError, RaftNode, RoleChanged, SnapshotInstalled, Step
 from bus.raft.quorum_state import MemoryQuorumStateStore
 from bus.raft.roles import Role
+from tests.unit.raft.harness import TIMINGS
 
-FAST = {
-    "election_timeout_ms": 100,
-    "fetch_timeout_ms": 200,
-    "election_backoff_max_ms": 100,
-    "retry_backoff_ms": 10,
-    "request_timeout_ms": 200,
-    "fetch_max_wait_ms": 50,
-    "fetch_max_bytes": 48,
-}
+FAST = {**TIMINGS, "fetch_max_bytes": 48}  # small reads: followers catch up over several fetches
 
 
 class SafetyViolation(AssertionError):
