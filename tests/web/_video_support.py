@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import happybase
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from contracts.tables import video as layout
 from contracts.topics import Topics
 from deploy.object_store import ObjectStore
 from ingest.city import build_city
@@ -107,3 +109,24 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 20) -> list[tuple[by
         return found
     finally:
         consumer.close()
+
+
+def load_task(video_site: VideoSite, task_id: str, video: storage.StoredVideo, status: str,
+          records: list[dict[str, Any]], **fields: Any) -> None:
+    """Rows as the video ingest job's loader writes them."""
+    connection = happybase.Connection("127.0.0.1", video_site.hbase_port)
+    try:
+        layout.ensure_video_tables(connection)
+        requested = "2024-05-02T09:00:00.000+08:00"
+        connection.table(layout.TASK_LIST_TABLE).put(layout.task_list_key(requested, task_id),
+                                                     layout.task_list_row(task_id, video.camera_id, video.url,
+                                                                          requested))
+        connection.table(layout.TASK_TABLE).put(layout.task_row_key(task_id), layout.task_row(
+            task_id, status, video_url=video.url, camera_id=video.camera_id, requested_by="operator",
+            requested_at=requested, **fields))
+        for record in records:
+            connection.table(layout.OBJECT_TABLE).put(layout.object_row_key(task_id, record["object_id"]),
+                                                      layout.object_row(record))
+            connection.table(layout.INDEX_TABLE).put(layout.index_row_key(record), layout.object_row(record))
+    finally:
+        connection.close()

@@ -21,9 +21,10 @@ from playwright.sync_api import Browser, expect
 
 from contracts.records import CITY_TZ
 from tests.video._support import IngestJob, VideoServices, start_ingest
-from tests.web._video_support import VideoSite, start_video_site
+from tests.web._video_support import VideoSite, load_task, start_video_site
 from tests.web.test_browser import Browsing, Watch, browser, until  # noqa: F401 - the browser fixture
 from video import storage
+from web.services.video import rerun_id_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(1800)]
 
@@ -158,3 +159,28 @@ def test_viewer_plays_but_may_not_command_in_english(browsing: Browsing, recordi
     row.locator(".play-button").click()
     until(page, "document.querySelector('#original-player').readyState >= 1")
     browsing.snap("video-viewer-en")
+
+
+def test_a_failed_task_runs_again_from_its_row(browsing: Browsing, site: VideoSite, ingest: IngestJob,
+                                               tmp_path: Path) -> None:
+    """"Run again" on a failed task asks for a new task (same video and options) that the job runs and, the
+    upload being no video at all, fails again with a reason the page shows."""
+    broken = tmp_path / "broken.webm"
+    broken.write_bytes(b"this upload is not a video" * 100)
+    start = (dt.datetime.now(CITY_TZ) - dt.timedelta(minutes=20)).replace(microsecond=0)
+    video = storage.upload_video(site.s3(), broken, CAMERA, start)
+    load_task(site, "t-broken", video, "failed", [], error="the batch job died")
+    page = browsing.page
+    browsing.login("operator")
+    browsing.goto("/video")
+    failed = page.locator('#tasks-table tr[data-task="t-broken"]')
+    expect(failed).to_have_attribute("data-state", "failed")
+    failed.locator(".rerun-button").click()
+    again = page.locator(f'#tasks-table tr[data-task="{rerun_id_for("t-broken")}"]')
+    expect(again).to_have_class("selected")
+    expect(again).to_have_attribute("data-state", "failed", timeout=TASK_TIMEOUT_MS)
+    expect(again.locator(".error")).not_to_be_empty()
+    expect(again.locator(".rerun-button")).to_be_visible()
+    # The bus tells of "failed" before the loader has written the task row; the panel follows the row.
+    expect(page.locator("#task-panel")).to_have_attribute("data-state", "failed", timeout=180_000)
+    browsing.snap("video-task-rerun-failed-zh")

@@ -12,14 +12,13 @@ import time
 from typing import Any
 
 import cv2
-import happybase
 import pytest
 
 from contracts import video as contract
 from contracts.records import CITY_TZ
-from contracts.tables import video as layout
-from tests.web._video_support import TOPICS, VideoSite, read_topic, video_site
+from tests.web._video_support import TOPICS, VideoSite, load_task, read_topic, video_site
 from video import storage
+from web.services.video import rerun_id_for
 
 __all__ = ["video_site"]  # the fixture, imported for pytest
 
@@ -176,27 +175,6 @@ def test_viewer_may_not_command(video_site: VideoSite, clips: dict[str, Any]) ->
     assert viewer.post("/api/v1/video/tasks/abc/cancel").status_code == 403
 
 
-def _load(video_site: VideoSite, task_id: str, video: storage.StoredVideo, status: str,
-          records: list[dict[str, Any]], **fields: Any) -> None:
-    """Rows as the video ingest job's loader writes them."""
-    connection = happybase.Connection("127.0.0.1", video_site.hbase_port)
-    try:
-        layout.ensure_video_tables(connection)
-        requested = "2024-05-02T09:00:00.000+08:00"
-        connection.table(layout.TASK_LIST_TABLE).put(layout.task_list_key(requested, task_id),
-                                                     layout.task_list_row(task_id, video.camera_id, video.url,
-                                                                          requested))
-        connection.table(layout.TASK_TABLE).put(layout.task_row_key(task_id), layout.task_row(
-            task_id, status, video_url=video.url, camera_id=video.camera_id, requested_by="operator",
-            requested_at=requested, **fields))
-        for record in records:
-            connection.table(layout.OBJECT_TABLE).put(layout.object_row_key(task_id, record["object_id"]),
-                                                      layout.object_row(record))
-            connection.table(layout.INDEX_TABLE).put(layout.index_row_key(record), layout.object_row(record))
-    finally:
-        connection.close()
-
-
 def _object(task_id: str, video: storage.StoredVideo, object_id: int, cls: str, color: str,
             offset_s: float) -> dict[str, Any]:
     first = video.start_time + dt.timedelta(seconds=offset_s)
@@ -211,9 +189,9 @@ def _object(task_id: str, video: storage.StoredVideo, object_id: int, cls: str, 
 def test_tasks_objects_and_search(video_site: VideoSite, clips: dict[str, Any]) -> None:
     late, night = clips["late"], clips["night"]
     objects = [_object("t-late", late, 1, "person", "red", 0.5), _object("t-late", late, 2, "vehicle", "white", 2.0)]
-    _load(video_site, "t-late", late, "done", objects, objects=2, progress=1.0,
+    load_task(video_site, "t-late", late, "done", objects, objects=2, progress=1.0,
           synopsis_url="s3://synopsis/t-late/synopsis.webm", timings={"queue": 0.1, "analysis": 2.5})
-    _load(video_site, "t-night", night, "running", [], progress=0.4, stage="analysis")
+    load_task(video_site, "t-night", night, "running", [], progress=0.4, stage="analysis")
     viewer = video_site.console.client("viewer")
     listed = viewer.get("/api/v1/video/tasks").json()
     assert {t["task_id"]: t["status"] for t in listed}.items() >= {"t-late": "done", "t-night": "running"}.items()
@@ -240,8 +218,8 @@ def test_tasks_objects_and_search(video_site: VideoSite, clips: dict[str, Any]) 
 
 
 def test_cancel_publishes_for_an_open_task_only(video_site: VideoSite, clips: dict[str, Any]) -> None:
-    _load(video_site, "t-cancel", clips["night"], "queued", [])
-    _load(video_site, "t-over", clips["night"], "done", [])
+    load_task(video_site, "t-cancel", clips["night"], "queued", [])
+    load_task(video_site, "t-over", clips["night"], "done", [])
     operator = video_site.console.client("operator")
     answer = operator.post("/api/v1/video/tasks/t-cancel/cancel")
     assert answer.status_code == 202, answer.text
@@ -251,3 +229,25 @@ def test_cancel_publishes_for_an_open_task_only(video_site: VideoSite, clips: di
     over = operator.post("/api/v1/video/tasks/t-over/cancel")
     assert over.status_code == 422 and "already done" in over.text
     assert operator.post("/api/v1/video/tasks/unknown/cancel").status_code == 404
+
+
+def test_a_failed_task_runs_again_as_a_new_task(video_site: VideoSite, clips: dict[str, Any]) -> None:
+    night = clips["night"]
+    load_task(video_site, "t-failed", night, "failed", [], error="cannot read the video: store unavailable",
+          options={"classes": ["person"]})
+    load_task(video_site, "t-running", night, "running", [])
+    operator = video_site.console.client("operator")
+    answer = operator.post("/api/v1/video/tasks/t-failed/rerun")
+    assert answer.status_code == 202, answer.text
+    again = answer.json()
+    assert again["task_id"] == rerun_id_for("t-failed") != "t-failed"
+    assert (again["video_url"], again["camera_id"], again["options"]) == (night.url, "cam-a", {"classes": ["person"]})
+    key, value = _commands(video_site)[-1]
+    assert key == b"cam-a" and value["action"] == "analyze" and value["task_id"] == again["task_id"]
+    assert contract.parse_command(contract.encode(value)).options == {"classes": ["person"]}
+    # Asking twice names the same new task (the job runs a task id once).
+    assert operator.post("/api/v1/video/tasks/t-failed/rerun").json()["task_id"] == again["task_id"]
+    running = operator.post("/api/v1/video/tasks/t-running/rerun")
+    assert running.status_code == 422 and "only a failed or cancelled task" in running.text
+    assert operator.post("/api/v1/video/tasks/unknown/rerun").status_code == 404
+    assert video_site.console.client("viewer").post("/api/v1/video/tasks/t-failed/rerun").status_code == 403

@@ -103,6 +103,14 @@ def cancel(task_id: TaskId, user: OperatorDep, audit: AuditDep, video: VideoDep)
         return CommandOut(**video.cancel(task_id, user.username))
 
 
+@router.post("/tasks/{task_id}/rerun", response_model=CommandOut, status_code=status.HTTP_202_ACCEPTED)
+def rerun(task_id: TaskId, user: OperatorDep, audit: AuditDep, video: VideoDep) -> CommandOut:
+    """Analyse a failed or cancelled task's video again, with its options, as a new task (422 for any other
+    state). Asking twice names the same new task, which runs once."""
+    with answering("path"), audited(audit, user, "video.rerun", task_id, {}):
+        return CommandOut(**video.rerun(task_id, user.username))
+
+
 @router.get("/tasks", response_model=list[TaskOut])
 def tasks(_user: ViewerDep, video: VideoDep,
           limit: Annotated[int, Query(ge=1, le=500)] = 100) -> list[TaskOut]:

@@ -37,6 +37,16 @@ log = logging.getLogger(__name__)
 def task_id_for(video_url: str, options: Mapping[str, Any]) -> str:
     """Stable for the same video and options: asking twice names one task."""
     canonical = json.dumps({"video_url": video_url, "options": dict(options)}, sort_keys=True)
+    return _task_id(canonical)
+
+
+def rerun_id_for(task_id: str) -> str:
+    """The task that runs an ended task again: a task id never runs twice, so a re-run is a new task, and
+    deriving it from the old id makes a second click (or a retried request) name the same one."""
+    return _task_id(f"{task_id}/rerun")
+
+
+def _task_id(canonical: str) -> str:
     return "v" + hashlib.sha1(canonical.encode()).hexdigest()[:15]
 
 
@@ -72,8 +82,9 @@ class VideoService:
             raise BackendUnavailable(BUS, failures[0] if failures else "command not acknowledged in time")
 
     def analyze(self, video_url: str, camera_id: str | None, options: Mapping[str, Any],
-                username: str) -> dict[str, Any]:
-        """Validate, then publish an analyze command; the camera defaults to the key's first part."""
+                username: str, task_id: str | None = None) -> dict[str, Any]:
+        """Validate, then publish an analyze command; the camera defaults to the key's first part, the task id
+        to one derived from the video and options."""
         if self.media.parse(video_url, "video_url")[0] != storage.VIDEOS_BUCKET:
             raise Invalid("video_url", f"only recordings in the {storage.VIDEOS_BUCKET} bucket are analysed")
         camera = camera_id or video_url[len("s3://"):].split("/")[1]
@@ -82,9 +93,19 @@ class VideoService:
             record = contract.command_record("pending", video_url, camera, username, options)
         except contract.CommandError as exc:
             raise Invalid(exc.field, exc.reason) from None
-        record["task_id"] = task_id_for(record["video_url"], record["options"])
+        record["task_id"] = task_id or task_id_for(record["video_url"], record["options"])
         self._publish(record["camera_id"], record)
         return record
+
+    def rerun(self, task_id: str, username: str) -> dict[str, Any]:
+        """Analyse a failed or cancelled task's video again with its options, as a new task."""
+        task = self.task(task_id)  # 404 for a task nobody asked for
+        if task["status"] not in (contract.FAILED, contract.CANCELLED):
+            raise Invalid("task_id", f"task {task_id} is {task['status']}: only a failed or cancelled task runs again")
+        if not task.get("video_url"):
+            raise Invalid("task_id", f"task {task_id} names no video to analyse")
+        return self.analyze(task["video_url"], task.get("camera_id") or None, task.get("options") or {}, username,
+                            rerun_id_for(task_id))
 
     def cancel(self, task_id: str, username: str) -> dict[str, Any]:
         task = self.task(task_id)  # 404 for a task nobody asked for

@@ -79,8 +79,17 @@
   }
 
   async function analyze(v) {
+    await ask("/api/v1/video/tasks", { method: "POST", json: { video_url: v.url, camera_id: v.camera_id } });
+  }
+
+  /** Run a failed or cancelled task again: a new task, opened like a fresh analysis. */
+  async function rerun(taskId) {
+    await ask(`/api/v1/video/tasks/${encodeURIComponent(taskId)}/rerun`, { method: "POST" });
+  }
+
+  async function ask(path, request) {
     try {
-      const { data } = await api("/api/v1/video/tasks", { method: "POST", json: { video_url: v.url, camera_id: v.camera_id } });
+      const { data } = await api(path, request);
       showError(error, null);
       openTask = data.task_id;
       tasks.set(data.task_id, { ...data, status: "queued", progress: 0, ...(tasks.get(data.task_id) || {}) });
@@ -127,7 +136,9 @@
     el("td", { class: "nowrap" },
       el("button", { type: "button", class: "open-button", onclick: () => showTask(task.task_id) }, t("video.open")),
       canCommand && !TERMINAL.has(task.status)
-        ? el("button", { type: "button", class: "danger cancel-button", onclick: () => cancel(task.task_id) }, t("video.cancel")) : null))));
+        ? el("button", { type: "button", class: "danger cancel-button", onclick: () => cancel(task.task_id) }, t("video.cancel")) : null,
+      canCommand && (task.status === "failed" || task.status === "cancelled")
+        ? el("button", { type: "button", class: "rerun-button", onclick: () => rerun(task.task_id) }, t("video.rerun")) : null))));
   }
 
   async function refreshTasks() {
