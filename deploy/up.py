@@ -23,6 +23,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from contracts.config import Config, add_config_flag, preparse_config
@@ -255,12 +257,17 @@ def main(argv: list[str] | None = None) -> int:
                 next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
     print("stopping ...", flush=True)
+    # The video job, the capture pipeline and the DR site stop at once: each finishes its own batch, and one
+    # after another their Spark jobs took longer than `make down` waits on a loaded machine.
+    stops: list[Callable[[], object]] = []
     if video_job is not None:
-        video_job.stop(60)
+        stops.append(lambda: video_job.stop(60))
     if pipeline is not None:
-        pipeline.stop()
+        stops.append(pipeline.stop)
     if site is not None:
-        site.stop()
+        stops.append(site.stop)
+    with ThreadPoolExecutor() as pool:
+        list(pool.map(lambda stop: stop(), stops))
     (data_dir / "up.pid").unlink(missing_ok=True)
     for child in children:
         if child.poll() is None:
