@@ -44,13 +44,16 @@ class LagHistory:
         return len(lags)
 
     def history(self, group_id: str, window_ms: int = WINDOW_MS, now_ms: int | None = None) -> list[dict[str, Any]]:
-        """The group's samples of the last ``window_ms``, oldest first (a chart's order)."""
+        """The group's samples of the last ``window_ms``, oldest first (a chart's order).
+
+        Every console samples at its own interval into the same rows, so the window's key range bounds the
+        read, not this console's interval (a console sampling hourly cut a neighbour's per-second history
+        to its newest three points)."""
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         since = max(now_ms - window_ms, 1)
         with self._table.open() as table:
             rows = list(table.scan(row_start=tables.lag_row_key(group_id, now_ms),
-                                   row_stop=tables.lag_row_key(group_id, since - 1),
-                                   limit=window_ms // self.interval_ms + 2))
+                                   row_stop=tables.lag_row_key(group_id, since - 1)))
         points = []
         for _key, cells in reversed(rows):
             sample = tables.read_lag(cells)
