@@ -13,6 +13,7 @@ from bus.tools import (
     console_producer_cmd,
     consumer_groups_cmd,
     consumer_perf_cmd,
+    metadata_quorum_cmd,
     producer_perf_cmd,
     topics_cmd,
 )
@@ -26,6 +27,7 @@ COMMANDS = {
     "console-consumer": console_consumer_cmd,
     "producer-perf-test": producer_perf_cmd,
     "consumer-perf-test": consumer_perf_cmd,
+    "metadata-quorum": metadata_quorum_cmd,
 }
 
 

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from bus.broker.context import BrokerServices
+from bus.broker.controller_apis import handlers as controller_handlers
 from bus.broker.kafka_apis import KafkaApis
 from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
@@ -32,6 +33,7 @@ from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnC
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol import messages
+from bus.raft.broker_quorum import build_driver
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,8 @@ class Broker:
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.producer_ids = ProducerIdManager(self.controller)
         self._wire_coordinators(config)
-        self.apis = KafkaApis(BrokerServices(
+        self.raft = build_driver(config, self.cluster_id)
+        services = BrokerServices(
             config=config,
             metadata=self.metadata,
             controller=self.controller,
@@ -120,8 +123,15 @@ class Broker:
             transactions=self.transactions,
             producer_ids=self.producer_ids,
             bound_address=lambda listener: self.network.bound.get(listener),
-        ))
-        self.network = SocketServer(config, self.apis)
+            raft=self.raft,
+        )
+        self.apis = KafkaApis(services)
+        # With a quorum, the controller listener serves KRaft's RPCs only; without one it stays as it was.
+        listener_apis: dict[str, KafkaApis] = {}
+        if self.raft:
+            controller_apis = KafkaApis(services, controller_handlers())
+            listener_apis = {name: controller_apis for name in config.controller_listener_names}
+        self.network = SocketServer(config, self.apis, listener_apis)
         self.metrics = BrokerMetrics(config, self.apis, self.network)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -155,6 +165,8 @@ class Broker:
         await self.groups.start()  # loads __consumer_offsets before the first request can ask
         self.replicas.serving = True
         await self.network.start()
+        if self.raft:
+            await self.raft.start()
         self.metrics.start()
         served = [(h.api_key, h.min_version, h.max_version) for h in self.apis.handlers.values()]
         preload = _Preload()
@@ -201,6 +213,8 @@ class Broker:
             task.cancel()
         self.transactions.stop()
         self.consumer_groups.stop()
+        if self.raft:
+            await self.raft.stop()  # first: a leader resigns while its connections still work
         await self.network.stop()
         self.metrics.stop()
         await self.groups.stop()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from bus.coordinator.group.coordinator import GroupCoordinator
     from bus.coordinator.interfaces import MetadataView, ProducerIdSource
     from bus.coordinator.transaction.coordinator import TransactionCoordinator
+    from bus.raft.driver import RaftDriver
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class BrokerServices:
     transactions: TransactionCoordinator
     producer_ids: ProducerIdSource
     bound_address: Callable[[str], tuple[str, int] | None]  # listener name -> the address it bound
+    raft: RaftDriver | None = None  # the KRaft quorum, on a node with the controller role and voters configured
 
     @property
     def node_id(self) -> int:

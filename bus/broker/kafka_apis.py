@@ -45,9 +45,10 @@ async def _after_sync(metadata_log: MetadataLog, replicas: ReplicaManager, resul
 
 
 class KafkaApis:
-    def __init__(self, services: BrokerServices) -> None:
+    def __init__(self, services: BrokerServices, table: dict[int, ApiHandler] | None = None) -> None:
+        """`table`: the APIs served (default: every client API; the controller listener passes its own)."""
         self.services = services
-        self.handlers: dict[int, ApiHandler] = handlers()
+        self.handlers: dict[int, ApiHandler] = handlers() if table is None else table
         self.metrics = RequestMetrics()
 
     def handle(

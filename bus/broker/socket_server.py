@@ -25,9 +25,12 @@ log = logging.getLogger(__name__)
 
 
 class SocketServer:
-    def __init__(self, config: BrokerConfig, apis: KafkaApis) -> None:
+    def __init__(self, config: BrokerConfig, apis: KafkaApis,
+                 listener_apis: dict[str, KafkaApis] | None = None) -> None:
+        """`listener_apis`: listeners (by name) that serve another API table than `apis`, e.g. the controller's."""
         self.config = config
         self.apis = apis
+        self.listener_apis = listener_apis or {}
         self.servers: list[asyncio.Server] = []
         self.connections: set[KafkaConnection] = set()
         self.per_ip: collections.Counter[str] = collections.Counter()
@@ -65,7 +68,7 @@ class SocketServer:
 
     def _connection(self, listener: Listener) -> KafkaConnection:
         return KafkaConnection(
-            self.apis,
+            self.listener_apis.get(listener.name, self.apis),
             listener.name,
             max_frame_bytes=int(self.config["socket.request.max.bytes"]),
             queue=self.queue,

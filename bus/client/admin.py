@@ -57,6 +57,8 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionInfo",
+    "QuorumInfo",
+    "QuorumReplicaState",
     "TopicAlreadyExistsError",
     "TopicDescription",
     "TopicPartition",
@@ -70,6 +72,8 @@ LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8,
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 15, 16, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 32, 33, 37, 42
 INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
+DESCRIBE_QUORUM = 55
+METADATA_TOPIC = "__cluster_metadata"  # the KRaft quorum's one partition
 
 _COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 _CONTROLLER_ERRORS = frozenset({ErrorCode.not_controller})
@@ -254,6 +258,25 @@ class ClusterDescription:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class QuorumReplicaState:
+    """One replica of the metadata quorum as its leader sees it (Kafka's QuorumInfo.ReplicaState)."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int | None  # wall-clock ms, None if unknown
+    last_caught_up_timestamp: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplicaState]
+    observers: list[QuorumReplicaState]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PartitionInfo:
     partition: int
     leader: int | None  # None when the partition has no leader (offline)
@@ -424,6 +447,12 @@ class ListOffsetsResultInfo:
     timestamp: int
     leader_epoch: int | None
 
+
+
+def _timestamp(replica: Any, name: str) -> int | None:
+    """A DescribeQuorum replica timestamp (v1+; -1 or absent: unknown)."""
+    value = int(getattr(replica, name, -1))
+    return None if value < 0 else value
 
 
 # -- the client ---------------------------------------------------------------------------------------
@@ -597,6 +626,31 @@ class AdminClient:
                                       sorted(brokers, key=lambda b: b.node_id))
 
         return self._call(attempt, "describe cluster")
+
+    def describe_metadata_quorum(self) -> QuorumInfo:
+        """The KRaft quorum's leader, epoch, high watermark and replicas (DescribeQuorum, as Kafka's
+        Admin.describeMetadataQuorum); retried while the quorum has no leader."""
+
+        def build(s: Any) -> Any:
+            partition = s.make("PartitionData", partition_index=0)
+            return s.make("DescribeQuorumRequest", topics=(s.make("TopicData", topic_name=METADATA_TOPIC,
+                                                                   partitions=(partition,)),))
+
+        def replicas(states: Any) -> list[QuorumReplicaState]:
+            return [QuorumReplicaState(int(r.replica_id), int(r.log_end_offset), _timestamp(r, "last_fetch_timestamp"),
+                                       _timestamp(r, "last_caught_up_timestamp")) for r in states]
+
+        def attempt() -> QuorumInfo:
+            response = self._send(self._any_node(), DESCRIBE_QUORUM, build)
+            _check(response.error_code, getattr(response, "error_message", None))
+            partition = response.topics[0].partitions[0]
+            if partition.error_code in _LEADER_ERRORS:
+                raise _Retry(AdminError.of(partition.error_code), refresh=False)
+            _check(partition.error_code, getattr(partition, "error_message", None))
+            return QuorumInfo(int(partition.leader_id), int(partition.leader_epoch), int(partition.high_watermark),
+                              replicas(partition.current_voters), replicas(partition.observers))
+
+        return self._call(attempt, "describe metadata quorum")
 
     # -- topics -----------------------------------------------------------------------------------------
 

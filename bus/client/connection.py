@@ -11,23 +11,20 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import io
 import socket
 import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
-from bus.protocol import header as hdr
+from bus.protocol import client_codec
 from bus.protocol.messages import Shapes, request_shapes
 
 API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")
 
 
 class KafkaConnectionError(ConnectionError):
@@ -109,18 +106,10 @@ class BrokerConnection:
         """
         api_key = int(request.__api_key__)
         version = int(request.__version__) if version is None else version
-        out = io.BytesIO()
-        out.write(b"\0\0\0\0")
-        client_id = self.client_id.encode()
         with self._send_lock:
             self._correlation = (self._correlation + 1) & 0x7FFFFFFF
             correlation = self._correlation
-            out.write(_HEADER.pack(api_key, version, correlation, len(client_id)) + client_id)
-            if type(request).__flexible__:
-                out.write(b"\0")  # header v2: empty tagged fields
-            entity_writer(type(request))(out, request)
-            frame = out.getbuffer()
-            _SIZE.pack_into(frame, 0, len(frame) - 4)
+            frame = client_codec.encode_request(correlation, self.client_id, request, version)
             if expect_response:
                 self._pending.append((correlation, api_key, version))
             try:
@@ -148,15 +137,10 @@ class BrokerConnection:
         correlation, api_key, version = self._pending.popleft()
         (size,) = _SIZE.unpack(self._read_exactly(4))
         frame = self._read_exactly(size)
-        (got,) = _SIZE.unpack_from(frame, 0)
+        got = client_codec.response_correlation_id(frame)
         if got != correlation:
             raise KafkaConnectionError(f"correlation id {got} does not match the request's {correlation}")
-        response_cls = load_response_schema(api_key, version)
-        offset = 4
-        if response_cls.__flexible__ and api_key != API_VERSIONS:
-            offset = hdr.skip_tagged_fields(frame, offset)
-        response, _ = entity_reader(response_cls)(frame, offset)
-        return correlation, response
+        return correlation, client_codec.decode_response(frame, api_key, version)
 
     def request(self, request: Any, version: int | None = None) -> Any:
         """Send one request and wait for its response (no other request may be in flight)."""

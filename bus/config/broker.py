@@ -26,6 +26,17 @@ BROKER_CONFIGS = ConfigDef(
                   one_of=("broker", "controller")),
         ConfigKey("controller.quorum.voters", _T.LIST, "", "id@host:port of each controller."),
         ConfigKey("controller.quorum.bootstrap.servers", _T.LIST, "", "host:port of controllers."),
+        # KRaft's timings (QuorumConfig.java's names and defaults).
+        ConfigKey("controller.quorum.election.timeout.ms", _T.INT, "1000",
+                  "Without a leader, a voter waits a random time in [t, 2t) before asking for votes.", at_least=1),
+        ConfigKey("controller.quorum.fetch.timeout.ms", _T.INT, "2000",
+                  "A follower without a successful fetch for this long becomes a candidate.", at_least=1),
+        ConfigKey("controller.quorum.election.backoff.max.ms", _T.INT, "1000",
+                  "Cap of the exponential backoff between elections.", at_least=0),
+        ConfigKey("controller.quorum.request.timeout.ms", _T.INT, "2000",
+                  "A quorum request without a response for this long is given up and retried.", at_least=1),
+        ConfigKey("controller.quorum.retry.backoff.ms", _T.INT, "20",
+                  "Pause before a failed quorum request is retried.", at_least=0),
         ConfigKey("listeners", _T.LIST, "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
                   "Listener URIs name://host:port."),
         ConfigKey("advertised.listeners", _T.LIST, None, "Listeners handed to clients."),
@@ -221,6 +232,11 @@ class BrokerConfig:
         return [lst for lst in self.advertised if lst.name not in self.controller_listener_names]
 
     @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """`controller.quorum.voters` by id: where each voter's controller listener is."""
+        return parse_voters(self.values["controller.quorum.voters"])
+
+    @property
     def retention_check_interval_s(self) -> float:
         return int(self.values["log.retention.check.interval.ms"]) / 1000.0
 
@@ -257,13 +273,37 @@ def _check_roles(values: dict[str, Any], listeners: list[Listener]) -> None:
             raise ConfigError(
                 f"listener {lst.name} uses security protocol {protocol}; only PLAINTEXT is supported"
             )
-    voters = values["controller.quorum.voters"]
-    for voter in voters:
+    voters = parse_voters(values["controller.quorum.voters"])
+    node_id = int(values["node.id"])
+    if voters and "controller" in roles and node_id not in voters:
+        raise ConfigError(
+            f"If process.roles contains the 'controller' role, the node id {node_id} must be included in the set "
+            f"of voters controller.quorum.voters={','.join(values['controller.quorum.voters'])}"
+        )
+    if voters and roles == {"broker"} and node_id in voters:
+        raise ConfigError(
+            f"If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the "
+            f"set of voters controller.quorum.voters={','.join(values['controller.quorum.voters'])}"
+        )
+
+
+def parse_voters(items: list[str]) -> dict[int, tuple[str, int]]:
+    """`controller.quorum.voters` (`id@host:port,...`) as {id: (host, port)}; a malformed entry is a ConfigError."""
+    voters: dict[int, tuple[str, int]] = {}
+    for voter in items:
         node, at, address = voter.partition("@")
-        if not at or not node.isdigit() or ":" not in address:
+        host, colon, port = address.rpartition(":")
+        if not at or not node.isdigit() or not colon or not host or not port.isdigit() or int(port) > 65535:
             raise ConfigError(
                 f"Invalid value {voter} for configuration controller.quorum.voters: expected id@host:port"
             )
+        if int(node) in voters:
+            raise ConfigError(
+                f"Invalid value {','.join(items)} for configuration controller.quorum.voters: voter {node} "
+                "is listed twice"
+            )
+        voters[int(node)] = (host.strip("[]"), int(port))
+    return voters
 
 
 def load_broker_config(props: Mapping[str, str]) -> BrokerConfig:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ MODULES = (
     "consumer_group_heartbeat",
     "consumer_group_describe",
     "txn_offset_commit",
+    "describe_quorum",
 )
 
 
@@ -58,11 +59,16 @@ class ApiHandler:
     handle: Callable[[Any, Any], Any]
 
 
+def handler_table(package: str, modules: Iterable[str]) -> dict[int, ApiHandler]:
+    """The handlers of `package`'s API modules by API key (also the controller listener's table)."""
+    table: dict[int, ApiHandler] = {}
+    for name in modules:
+        module = importlib.import_module(f"{package}.{name}")
+        table[module.API_KEY] = ApiHandler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
+    return dict(sorted(table.items()))
+
+
 @functools.cache
 def handlers() -> dict[int, ApiHandler]:
     """Every handler by API key, loaded once (KafkaApis dispatches on it, ApiVersions lists it)."""
-    table: dict[int, ApiHandler] = {}
-    for name in MODULES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        table[module.API_KEY] = ApiHandler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
-    return dict(sorted(table.items()))
+    return handler_table(__name__, MODULES)

@@ -1,0 +1,182 @@
+"""An asyncio connection from this node to another one (Kafka's NetworkClient for inter-node traffic).
+
+The KRaft driver sends its Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch requests through it, and the
+replica fetchers will: both want many requests in flight on one connection (pipelining) without a thread
+per peer. A `NodeConnection` connects lazily on the first request, negotiates versions once with
+ApiVersions (as every Kafka client does), and pairs each response with its request by correlation id.
+
+A request that gets no response within `request_timeout_s` fails with `NodeConnectionError`, and the
+connection is closed, failing every other request in flight on it, as Kafka's NetworkClient disconnects
+on a request timeout (a late response could otherwise be taken for a newer request's). Any broken
+connection fails what is in flight the same way; the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.protocol import client_codec
+from bus.protocol.messages import request_shapes
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = client_codec.API_VERSIONS
+API_VERSIONS_VERSION = 3
+MAX_RESPONSE_BYTES = 256 << 20  # a sanity bound on a response's size prefix, not a protocol limit
+
+
+class NodeConnectionError(ConnectionError):
+    """The node could not be reached, closed the connection, timed out, or sent something unreadable."""
+
+
+class UnsupportedVersionError(NodeConnectionError):
+    """The node does not serve the API version a request needs."""
+
+
+class NodeConnection:
+    def __init__(self, host: str, port: int, client_id: str, *, request_timeout_s: float = 30.0,
+                 connect_timeout_s: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.api_versions: dict[int, range] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}  # correlation -> (future, key, version)
+        self._correlation = 0
+        self._connecting: asyncio.Lock | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<NodeConnection {self.host}:{self.port}>"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    async def request(self, request: Any, version: int) -> Any:
+        """Send a kio request at `version` and await its response (other requests may be in flight)."""
+        if self._closed:
+            raise NodeConnectionError(f"connection to {self.host}:{self.port} is closed")
+        await self._ensure_connected()
+        api_key = int(request.__api_key__)
+        served = self.api_versions.get(api_key)
+        if served is None or version not in served:
+            raise UnsupportedVersionError(f"{self.host}:{self.port} does not serve api {api_key} v{version} "
+                                          f"(it serves {_describe(served)})")
+        return await self._send(request, version)
+
+    async def _send(self, request: Any, version: int) -> Any:
+        writer = self._writer
+        if writer is None:
+            raise NodeConnectionError(f"connection to {self.host}:{self.port} was lost")
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[correlation] = (future, int(request.__api_key__), version)
+        writer.write(client_codec.encode_request(correlation, self.client_id, request, version))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout_s)
+        except TimeoutError:
+            self._disconnect(NodeConnectionError(
+                f"no response from {self.host}:{self.port} to api {request.__api_key__} in {self.request_timeout_s}s"))
+            raise NodeConnectionError(f"request to {self.host}:{self.port} timed out after "
+                                      f"{self.request_timeout_s}s") from None
+        finally:
+            self._pending.pop(correlation, None)
+
+    async def _ensure_connected(self) -> None:
+        if self._writer is not None:
+            return
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._writer is not None:
+                return
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                                                        self.connect_timeout_s)
+            except (OSError, TimeoutError) as exc:
+                raise NodeConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from None
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read_responses(reader, writer))
+            try:
+                await self._negotiate()
+            except BaseException:
+                self._disconnect(NodeConnectionError(f"ApiVersions with {self.host}:{self.port} failed"))
+                raise
+
+    async def _negotiate(self) -> None:
+        request = request_shapes(API_VERSIONS, API_VERSIONS_VERSION).make(
+            "ApiVersionsRequest", client_software_name="bus-node", client_software_version="0.1")
+        response = await self._send(request, API_VERSIONS_VERSION)
+        if response.error_code != ErrorCode.none:
+            raise UnsupportedVersionError(f"{self.host}:{self.port} refused ApiVersions "
+                                          f"v{API_VERSIONS_VERSION}: {response.error_code.name}")
+        self.api_versions = {int(k.api_key): range(k.min_version, k.max_version + 1) for k in response.api_keys}
+
+    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: NodeConnectionError
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise NodeConnectionError(f"{self.host}:{self.port} sent a response frame of {size} bytes")
+                frame = await reader.readexactly(size)
+                correlation = client_codec.response_correlation_id(frame)
+                entry = self._pending.pop(correlation, None)
+                if entry is None:
+                    continue  # its request timed out or was cancelled
+                future, api_key, version = entry
+                if future.done():
+                    continue
+                try:
+                    future.set_result(client_codec.decode_response(frame, api_key, version))
+                except Exception as exc:  # kio raises assorted errors on a malformed body
+                    raise NodeConnectionError(f"unreadable response to api {api_key} v{version} from "
+                                              f"{self.host}:{self.port}: {exc!r}") from None
+        except asyncio.IncompleteReadError:
+            error = NodeConnectionError(f"{self.host}:{self.port} closed the connection")
+        except OSError as exc:
+            error = NodeConnectionError(f"connection to {self.host}:{self.port} failed: {exc}")
+        except NodeConnectionError as exc:
+            error = exc
+        if self._writer is writer:
+            self._disconnect(error)
+
+    def _disconnect(self, error: NodeConnectionError) -> None:
+        """Close the socket and fail every request in flight with `error`."""
+        writer, self._writer = self._writer, None
+        task, self._reader_task = self._reader_task, None
+        if writer is not None:
+            writer.close()
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        pending, self._pending = self._pending, {}
+        for future, _key, _version in pending.values():
+            if not future.done():
+                future.set_exception(error)
+                future.exception()  # retrieved here: a caller that gave up must not log "never retrieved"
+        self.api_versions = {}
+
+    async def close(self) -> None:
+        """Close for good: requests in flight fail, later ones are refused."""
+        self._closed = True
+        task = self._reader_task
+        self._disconnect(NodeConnectionError(f"connection to {self.host}:{self.port} closed"))
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _describe(served: range | None) -> str:
+    return "no version" if not served else f"v{served.start}-v{served.stop - 1}"

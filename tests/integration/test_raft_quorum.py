@@ -1,0 +1,132 @@
+"""A three-node KRaft quorum of real broker processes (`process.roles=broker,controller`), judged by
+`bus metadata-quorum` as an operator runs it: a leader is elected, a SIGKILLed leader is replaced, and the
+restarted node rejoins as a follower that catches up.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from bus.client.admin import AdminClient, QuorumInfo
+from tests.integration._support_tools import bus, ok
+from tests.support.broker_process import BrokerProcess
+
+T = TypeVar("T")
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"  # one id for all three, as `kafka-storage format -t` gives them
+
+
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
+    nodes = {i: BrokerProcess(tmp_path / f"node{i}", {"node.id": str(i), "cluster.id": CLUSTER_ID})
+             for i in (1, 2, 3)}
+    voters = ",".join(f"{i}@127.0.0.1:{node.controller_port}" for i, node in nodes.items())
+    for node in nodes.values():
+        node.overrides["controller.quorum.voters"] = voters
+    try:
+        for node in nodes.values():
+            node.start()
+        yield nodes
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def until(check: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result is not None:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not within {timeout}s")
+        time.sleep(0.05)
+
+
+def describe(node: BrokerProcess) -> QuorumInfo | None:
+    """The quorum as `node` reports it, or None while it has no leader (or cannot be reached)."""
+    try:
+        with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 500,
+                          "socket.connection.setup.timeout.ms": 500}) as admin:
+            return admin.describe_metadata_quorum()
+    except Exception:
+        return None
+
+
+def fields(output: str) -> dict[str, str]:
+    return dict(re.findall(r"^(\w+):\s+(.*)$", output, re.MULTILINE))
+
+
+def rows(output: str) -> dict[int, list[str]]:
+    lines = output.strip().splitlines()
+    assert lines[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+                                "Status"], output
+    return {int(cells[0]): cells for cells in (line.split() for line in lines[1:])}
+
+
+@pytest.mark.slow
+def test_quorum_elects_fails_over_and_a_restarted_leader_rejoins(quorum: dict[int, BrokerProcess]) -> None:
+    first = until(lambda: describe(quorum[1]), 15, "a leader")
+    assert first.leader_id in quorum and [v.replica_id for v in first.voters] == [1, 2, 3]
+
+    status = fields(ok(bus("metadata-quorum", "--bootstrap-server", quorum[2].bootstrap, "describe", "--status")))
+    assert status["ClusterId"] == CLUSTER_ID
+    assert int(status["LeaderId"]) == first.leader_id
+    assert int(status["LeaderEpoch"]) == first.leader_epoch
+    assert int(status["HighWatermark"]) >= 1  # the leader's LeaderChange record is committed
+    assert status["CurrentVoters"] == "[1,2,3]" and status["CurrentObservers"] == "[]"
+
+    old = first.leader_id
+    survivor = quorum[1 if old != 1 else 2]
+    killed_at = time.monotonic()
+    quorum[old].kill()
+
+    def new_leader() -> QuorumInfo | None:
+        info = describe(survivor)
+        return info if info is not None and info.leader_id != old else None
+
+    second = until(new_leader, 20, "a new leader")
+    failover = time.monotonic() - killed_at
+    print(f"\nleader {old} SIGKILLed: node {second.leader_id} leads epoch {second.leader_epoch} after {failover:.2f}s")
+    assert second.leader_epoch > first.leader_epoch
+    assert failover < 10, f"failover took {failover:.1f}s with the default 2 s fetch timeout"
+
+    restarted_at_ms = int(time.time() * 1000)
+    quorum[old].start()
+
+    def caught_up() -> dict[int, list[str]] | None:
+        result = bus("metadata-quorum", "--bootstrap-server", quorum[old].bootstrap, "describe", "--replication")
+        if result.returncode != 0:
+            return None
+        table = rows(result.stdout)
+        rejoined = table.get(old)
+        if rejoined and rejoined[5] == "Follower" and rejoined[2] == "0" and int(rejoined[4]) >= restarted_at_ms:
+            return table
+        return None
+
+    table = until(caught_up, 20, f"node {old} caught up as a follower")
+    assert table[second.leader_id][5] == "Leader"
+    assert sorted(table) == [1, 2, 3]
+    human = ok(bus("metadata-quorum", "--bootstrap-server", survivor.bootstrap, "describe", "--replication",
+                   "--human-readable"))
+    assert re.search(rf"^{old}\s+\d+\s+0\s+\d+ ms ago\s+\d+ ms ago\s+Follower$", human, re.MULTILINE), human
+
+
+def test_describe_quorum_without_voters_is_a_clear_error(make_broker) -> None:
+    broker = make_broker({"controller.quorum.voters": ""})
+    result = bus("metadata-quorum", "--bootstrap-server", broker.bootstrap, "describe", "--status")
+    assert result.returncode == 1
+    assert "NOT_CONTROLLER" in result.stderr, result.stderr
+
+
+def test_metadata_quorum_flags_are_checked() -> None:
+    for args, message in ((["describe"], "One of --status or --replication"),
+                          (["describe", "--status", "--replication"], "Only one of --status or --replication"),
+                          (["describe", "--status", "--human-readable"], "--human-readable is only supported")):
+        result = bus("metadata-quorum", "--bootstrap-server", "127.0.0.1:1", *args)
+        assert result.returncode == 1 and message in result.stderr, result.stderr
