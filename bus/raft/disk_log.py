@@ -29,7 +29,8 @@ readable by Kafka's tools. What this class adds is the Raft side:
 
 Opening a directory that holds anything a metadata log does not (a broker's log root, a topic's
 partition with producer snapshots), or batches that are not Raft entries in offset and epoch order, is
-a `MetadataLogError` naming it, and nothing is changed.
+a `MetadataLogError` naming it; nothing is deleted or rewritten for it (the Log's own recovery of a
+torn tail aside).
 """
 
 from __future__ import annotations
