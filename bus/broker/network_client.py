@@ -8,7 +8,8 @@ ApiVersions (as every Kafka client does), and pairs each response with its reque
 A request that gets no response within `request_timeout_s` fails with `NodeConnectionError`, and the
 connection is closed, failing every other request in flight on it, as Kafka's NetworkClient disconnects
 on a request timeout (a late response could otherwise be taken for a newer request's). Any broken
-connection fails what is in flight the same way; the next request reconnects.
+connection fails what is in flight the same way; the next request reconnects, unless a connection attempt
+just failed: then requests fail at once until the reconnect backoff passes (Kafka's `reconnect.backoff.ms`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,10 +32,18 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS = client_codec.API_VERSIONS
 API_VERSIONS_VERSION = 3
 MAX_RESPONSE_BYTES = 256 << 20  # a sanity bound on a response's size prefix, not a protocol limit
+# reconnect.backoff.ms and reconnect.backoff.max.ms: after a failed connect, requests fail at once for this
+# long (doubling per failure), so a caller retrying a dead node does not hammer it with connection attempts.
+RECONNECT_BACKOFF_S = 0.05
+RECONNECT_BACKOFF_MAX_S = 1.0
 
 
 class NodeConnectionError(ConnectionError):
     """The node could not be reached, closed the connection, timed out, or sent something unreadable."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out  # the request got no response in time (Kafka's REQUEST_TIMED_OUT)
 
 
 class UnsupportedVersionError(NodeConnectionError):
@@ -55,6 +65,8 @@ class NodeConnection:
         self._correlation = 0
         self._connecting: asyncio.Lock | None = None
         self._closed = False
+        self._connect_failures = 0
+        self._reconnect_at = 0.0  # monotonic time before which no new connection is attempted
 
     def __repr__(self) -> str:
         return f"<NodeConnection {self.host}:{self.port}>"
@@ -90,7 +102,7 @@ class NodeConnection:
             self._disconnect(NodeConnectionError(
                 f"no response from {self.host}:{self.port} to api {request.__api_key__} in {self.request_timeout_s}s"))
             raise NodeConnectionError(f"request to {self.host}:{self.port} timed out after "
-                                      f"{self.request_timeout_s}s") from None
+                                      f"{self.request_timeout_s}s", timed_out=True) from None
         finally:
             self._pending.pop(correlation, None)
 
@@ -102,11 +114,19 @@ class NodeConnection:
         async with self._connecting:
             if self._writer is not None:
                 return
+            wait = self._reconnect_at - time.monotonic()
+            if wait > 0:
+                raise NodeConnectionError(f"cannot connect to {self.host}:{self.port}: backing off {wait:.2f}s "
+                                          "after a failed connection attempt")
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
                                                         self.connect_timeout_s)
             except (OSError, TimeoutError) as exc:
+                self._connect_failures += 1
+                backoff = RECONNECT_BACKOFF_S * 2 ** min(self._connect_failures - 1, 10)
+                self._reconnect_at = time.monotonic() + min(backoff, RECONNECT_BACKOFF_MAX_S)
                 raise NodeConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from None
+            self._connect_failures = 0
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read_responses(reader, writer))
             try:

@@ -7,8 +7,8 @@ The node decides; the driver only moves time and messages:
   twentieth of the default election timeout, so timers fire at most that late);
 - requests the node emits go to their voter through a `NodeConnection` (`wire.to_kio` at `wire.VERSIONS`),
   and their responses come back into `node.handle` with the request's correlation id. A request that
-  fails on the network is dropped: the node's own request timeout retries it, as KRaft's RequestManager
-  does;
+  fails on the network comes back as an error response (`_failed`), which the node retries after its
+  retry backoff, as KafkaNetworkChannel and KRaft's RequestManager do;
 - a request arriving on the controller listener (`handle_request`) is handed to the node with a
   driver-local correlation id, and the handler awaits the reply the node addresses to it, which for a
   Fetch may come later (the leader parks it until data arrives or its max wait passes);
@@ -38,12 +38,24 @@ from bus.raft import wire
 from bus.raft.config import QuorumConfig
 from bus.raft.log import LogEntry, RaftLog, Record, Snapshot
 from bus.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     Envelope,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderIdAndEpoch,
     ReplicaState,
     Request,
     Response,
+    VoteRequest,
+    VoteResponse,
 )
 from bus.raft.node import (
     Committed,
@@ -273,9 +285,9 @@ class RaftDriver:
         try:
             body = await self._exchange(envelope.destination, request)
         except (NodeConnectionError, wire.WireError) as exc:
-            # Dropped: the request stays in flight in the node until its request timeout, then is retried.
             log.debug("raft %d -> %d %s failed: %s", self.node_id, envelope.destination, type(request).__name__, exc)
-            return
+            timed_out = isinstance(exc, NodeConnectionError) and exc.timed_out
+            body = self._failed(request, ErrorCode.request_timed_out if timed_out else ErrorCode.broker_not_available)
         if self._stopped:
             return
         response = Envelope(envelope.destination, self.node_id, envelope.correlation_id, body)
@@ -291,6 +303,25 @@ class RaftDriver:
         if isinstance(response, Request):
             raise wire.WireError(f"node {destination} answered {type(body).__name__} with a request")
         return response
+
+    def _failed(self, request: Request, error: ErrorCode) -> Response:
+        """The response KafkaNetworkChannel makes up for a request lost on the network (BROKER_NOT_AVAILABLE on a
+        disconnect, REQUEST_TIMED_OUT on a timeout): the node retries it after `retry_backoff_ms` instead of
+        waiting out its request timeout, which a follower's fetch timeout would otherwise beat. It names no
+        leader and the node's current epoch, so the node learns nothing from it (a response from an older epoch
+        is ignored anyway)."""
+        epoch = self.node.epoch
+        if isinstance(request, VoteRequest):
+            return VoteResponse(error, NO_LEADER, epoch, False)
+        if isinstance(request, BeginQuorumEpochRequest):
+            return BeginQuorumEpochResponse(error, NO_LEADER, epoch)
+        if isinstance(request, EndQuorumEpochRequest):
+            return EndQuorumEpochResponse(error, NO_LEADER, epoch)
+        if isinstance(request, FetchRequest):
+            return FetchResponse(error, -1, current_leader=LeaderIdAndEpoch(NO_LEADER, epoch))
+        if isinstance(request, FetchSnapshotRequest):
+            return FetchSnapshotResponse(error, current_leader=LeaderIdAndEpoch(NO_LEADER, epoch))
+        return DescribeQuorumResponse(error)
 
     def _connection(self, node_id: int) -> NodeConnection:
         connection = self._connections.get(node_id)

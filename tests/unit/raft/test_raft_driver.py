@@ -231,6 +231,24 @@ async def test_describe_on_a_follower_is_forwarded_to_the_leader_with_wall_clock
 
 
 @in_loop
+async def test_a_dropped_connection_is_retried_at_once_not_after_an_election() -> None:
+    """Fetches lost with a connection come back as BROKER_NOT_AVAILABLE and are retried after the retry
+    backoff; waiting out the request timeout (here as long as the fetch timeout) would start elections."""
+    async with cluster(3) as c:
+        leader = await c.wait_for_leader()
+        epoch = leader.epoch
+        for _ in range(4):  # each time a parked fetch of each follower is cut off
+            await asyncio.sleep(0.25)
+            for writer in list(c.listeners[leader.node_id].writers):
+                writer.close()
+        last = leader.append([b"after the drops"])
+        for driver in c.running():
+            await driver.wait_committed(last, timeout_s=5)
+        assert {d.epoch for d in c.running()} == {epoch}
+        assert leader.role is Role.LEADER
+
+
+@in_loop
 async def test_a_lone_voter_leads_at_once_and_commits_alone() -> None:
     async with cluster(1) as c:
         leader = await c.wait_for_leader(timeout_s=1)
@@ -277,8 +295,11 @@ async def test_node_connection_pipelines_reconnects_and_reports_failures() -> No
         await connection.close()
         await listener.driver.stop()
         await listener.stop()
+    dead = NodeConnection("127.0.0.1", listener.port, "test", connect_timeout_s=1)
     with pytest.raises(NodeConnectionError, match="cannot connect"):
-        await NodeConnection("127.0.0.1", listener.port, "test", connect_timeout_s=1).request(request, 1)
+        await dead.request(request, 1)
+    with pytest.raises(NodeConnectionError, match="backing off"):  # reconnect.backoff.ms: no second attempt yet
+        await dead.request(request, 1)
 
 
 @in_loop
