@@ -2,21 +2,22 @@
 
 A node runs one when its `process.roles` includes `controller` and `controller.quorum.voters` is set;
 without voters it stays the single-node broker it always was (the metadata log is local). The quorum's
-files live where Kafka keeps them: `<metadata.log.dir>/__cluster_metadata-0/` (`quorum-state`, and the
-log once it is on disk).
+log (`FileRaftLog`) and `quorum-state` file live in `<metadata.log.dir>/__cluster_metadata-0/raft/` for now:
+Kafka keeps them in `__cluster_metadata-0/` itself, but that directory still holds the QuorumController's
+own `metadata.log`, which FileRaftLog rightly refuses to share a directory with. When the controller's
+records move into the raft log, the raft log takes the partition directory over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from bus.config.broker import BrokerConfig
 from bus.controller.metadata_log import METADATA_PARTITION_DIR
 from bus.raft.config import QuorumConfig
+from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
-from bus.raft.log import InMemoryRaftLog, RaftLog
 from bus.raft.quorum_state import FileQuorumStateStore
+
+RAFT_DIR = "raft"
 
 
 def quorum_config(config: BrokerConfig) -> QuorumConfig:
@@ -30,15 +31,16 @@ def quorum_config(config: BrokerConfig) -> QuorumConfig:
     )
 
 
-def in_memory_log(_directory: Path) -> RaftLog:
-    """Until the metadata log is on disk (FileRaftLog), it lives in memory: a restarted voter starts empty."""
-    return InMemoryRaftLog()
-
-
-def build_driver(config: BrokerConfig, cluster_id: str,
-                 log_factory: Callable[[Path], RaftLog] = in_memory_log) -> RaftDriver | None:
+def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
     if "controller" not in config["process.roles"] or not config.quorum_voters:
         return None
-    directory = config.metadata_dir / METADATA_PARTITION_DIR
-    return RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, log_factory(directory),
-                      FileQuorumStateStore(directory), cluster_id)
+    directory = config.metadata_dir / METADATA_PARTITION_DIR / RAFT_DIR
+    log = FileRaftLog(directory)
+    try:
+        driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, log,
+                            FileQuorumStateStore(directory), cluster_id)
+    except BaseException:
+        log.close()
+        raise
+    driver.stop_callbacks.append(log.close)
+    return driver

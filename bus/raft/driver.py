@@ -114,6 +114,7 @@ class RaftDriver:
         self.committed_listeners: list[Callable[[tuple[LogEntry, ...]], None]] = []
         self.snapshot_listeners: list[Callable[[Snapshot], None]] = []
         self.role_listeners: list[Callable[[Role, int, int | None], None]] = []
+        self.stop_callbacks: list[Callable[[], None]] = []  # run last in `stop` (e.g. closing the log's files)
         self._connections: dict[int, NodeConnection] = {}
         self._inbound: dict[int, asyncio.Future[Response]] = {}
         self._inbound_correlation = 0
@@ -121,7 +122,8 @@ class RaftDriver:
         self._leader_waiters: list[asyncio.Future[int]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
-        self._stopped = False
+        self._stopped = False  # no longer acting: stopped, or failed (then `failure` says why)
+        self._closed = False  # `stop` ran
         self.failure: BaseException | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -133,9 +135,10 @@ class RaftDriver:
     async def stop(self, resign_timeout_s: float = 1.0) -> None:
         """Resign if leading (EndQuorumEpoch lets the others elect at once instead of after a fetch timeout),
         then stop ticking, fail every waiter and close the connections."""
-        if self._stopped:
+        if self._closed:
             return
-        if self.failure is None and self.node.role is Role.LEADER:
+        self._closed = True
+        if not self._stopped and self.node.role is Role.LEADER:
             with contextlib.suppress(NotLeaderError):
                 self._process(self.node.resign(self.node.epoch, self._now()))
             if self._tasks:
@@ -152,6 +155,8 @@ class RaftDriver:
         self._fail_waiters(RaftStoppedError(f"raft node {self.node_id} stopped"))
         for connection in self._connections.values():
             await connection.close()
+        for callback in self.stop_callbacks:
+            callback()
 
     async def _tick_forever(self) -> None:
         while True:

@@ -5,6 +5,7 @@ restarted node rejoins as a follower that catches up.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -95,6 +96,12 @@ def test_quorum_elects_fails_over_and_a_restarted_leader_rejoins(quorum: dict[in
     print(f"\nleader {old} SIGKILLed: node {second.leader_id} leads epoch {second.leader_epoch} after {failover:.2f}s")
     assert second.leader_epoch > first.leader_epoch
     assert failover < 10, f"failover took {failover:.1f}s with the default 2 s fetch timeout"
+
+    # What the killed leader wrote is on its disk: the raft log (at least its LeaderChange) and its election state.
+    raft_dir = quorum[old].data_dir / "__cluster_metadata-0" / "raft"
+    assert (raft_dir / "00000000000000000000.log").stat().st_size > 0
+    state = json.loads((raft_dir / "quorum-state").read_text())
+    assert state["leaderId"] == old and state["leaderEpoch"] == first.leader_epoch
 
     restarted_at_ms = int(time.time() * 1000)
     quorum[old].start()
