@@ -12,6 +12,7 @@ close it (InvalidRequest), as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import struct
@@ -22,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
+from bus.broker.apis._common import LARGE_RESPONSE_ITEMS
 from bus.broker.context import BrokerServices, RequestContext
 from bus.broker.errors import CloseConnection, InvalidRequest
 from bus.broker.metrics import RequestMetrics
@@ -94,20 +96,31 @@ class KafkaApis:
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
             result = _after_sync(metadata_log, self.services.replicas, result)
         if inspect.isawaitable(result):
-            return self._finish(ctx, request, result, started)
+            return self._finish(ctx, handler, request, result, started)
+        if self._large(handler, result):
+            return self._finish(ctx, handler, request, result, started)
         response = self._frame(ctx, result)
         self.metrics.observe(api_key, time.perf_counter() - started)
         return response
 
-    async def _finish(self, ctx: RequestContext, request: Any, pending: Awaitable[Any],
+    @staticmethod
+    def _large(handler: ApiHandler, response: Any) -> bool:
+        return (handler.response_items is not None and response is not None
+                and handler.response_items(response) > LARGE_RESPONSE_ITEMS)
+
+    async def _finish(self, ctx: RequestContext, handler: ApiHandler, request: Any, pending: Any,
                       started: float) -> memoryview | None:
+        """Await the handler's result if it must wait, then encode it (off the loop if large)."""
         try:
-            result = await pending
+            result = await pending if inspect.isawaitable(pending) else pending
+            if self._large(handler, result):
+                response = await asyncio.to_thread(self._frame, ctx, result)
+            else:
+                response = self._frame(ctx, result)
         except InvalidRequest:
             raise
         except Exception:
             return self._failed(ctx, request)
-        response = self._frame(ctx, result)
         self.metrics.observe(ctx.api_key, time.perf_counter() - started)
         return response
 

@@ -1,6 +1,8 @@
 """One module per Kafka API, named for it (franz-go's kfake layout): find a handler by its API name.
 
-Each module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` and `handle(ctx, request)`.
+Each module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` and `handle(ctx, request)`, and may declare
+`response_items(response)`: how many entries a response holds, for APIs whose responses can grow with the
+cluster (Metadata for thousands of partitions), so that KafkaApis encodes a large one off the event loop.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class ApiHandler:
     min_version: int
     max_version: int
     handle: Callable[[Any, Any], Any]
+    response_items: Callable[[Any], int] | None = None
 
 
 def handler_table(package: str, modules: Iterable[str]) -> dict[int, ApiHandler]:
@@ -64,7 +67,8 @@ def handler_table(package: str, modules: Iterable[str]) -> dict[int, ApiHandler]
     table: dict[int, ApiHandler] = {}
     for name in modules:
         module = importlib.import_module(f"{package}.{name}")
-        table[module.API_KEY] = ApiHandler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
+        table[module.API_KEY] = ApiHandler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle,
+                                           getattr(module, "response_items", None))
     return dict(sorted(table.items()))
 
 

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from bus.broker.context import RequestContext
 
 NULL_TOPIC_ID = uuid.UUID(int=0)
+# A response with more entries than this is built (where the handler can) and encoded in a worker thread.
+# The encoder and builders are pure Python, so the thread still takes the GIL, but hands it back to the loop
+# every `sys.getswitchinterval()` (5 ms) instead of holding the loop for the whole work (~30 us per
+# partition of Metadata). Below it, the thread hop costs more than it saves.
+LARGE_RESPONSE_ITEMS = 200
 
 
 def advertised_endpoint(ctx: RequestContext) -> Listener:
