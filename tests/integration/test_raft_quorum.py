@@ -6,15 +6,21 @@ restarted node rejoins as a follower that catches up.
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from bus.client.admin import AdminClient, QuorumInfo
+from bus.raft import wire
+from bus.raft.messages import FetchRequest, VoteRequest
+from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
 from tests.integration._support_tools import bus, ok
 from tests.support.broker_process import BrokerProcess
 
@@ -137,3 +143,34 @@ def test_metadata_quorum_flags_are_checked() -> None:
                           (["describe", "--status", "--human-readable"], "--human-readable is only supported")):
         result = bus("metadata-quorum", "--bootstrap-server", "127.0.0.1:1", *args)
         assert result.returncode == 1 and message in result.stderr, result.stderr
+
+
+def test_the_controller_listener_serves_only_kraft_and_survives_bad_requests(broker: BrokerProcess) -> None:
+    """The controller listener advertises exactly KRaft's RPCs, answers another cluster's or another topic's
+    request with Kafka's errors, refuses client APIs, and a seeded fuzz of its APIs leaves the quorum working."""
+    controller = f"127.0.0.1:{broker.controller_port}"
+    with RawKafka(controller) as raw:
+        served = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                  for k in raw.request(api_versions_request()).api_keys}
+        assert served == {1: (12, 12), 18: (0, 4), 52: (0, 0), 53: (0, 0), 54: (0, 0), 55: (1, 1), 59: (0, 0)}
+        foreign = raw.request(wire.to_kio(VoteRequest("another-cluster", 7, 1, 0, 0)))
+        assert foreign.topics[0].partitions[0].error_code == ErrorCode.inconsistent_cluster_id
+        fetch = wire.to_kio(FetchRequest(None, 1, 0, 1, 0, 0))
+        not_metadata = replace(fetch, topics=(replace(fetch.topics[0], topic="orders"),))
+        refused = raw.request(not_metadata)  # top-level INVALID_REQUEST without topics, as KRaft answers it
+        assert refused.error_code == ErrorCode.invalid_request and refused.responses == ()
+        raw.send_frame(raw.encode(metadata_request()))  # a client API: UNSUPPORTED_VERSION, as for any unknown API
+        assert raw.read_frame()[4:6] == ErrorCode.unsupported_version.value.to_bytes(2, "big")
+
+    rng = random.Random(16)
+    for i in range(150):
+        key, (low, high) = rng.choice(sorted(served.items()))
+        body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))
+        if rng.random() < 0.5:  # a plausible start: empty tagged fields, small counts
+            body = b"\x00" + bytes(rng.choice([0, 1, 2, 0xFF]) for _ in range(8)) + body
+        with RawKafka(controller, timeout=3) as raw:
+            raw.send_frame(header_only(key, rng.randrange(low, high + 1), i, flexible=rng.random() < 0.5) + body)
+    info = until(lambda: describe(broker), 10, "the quorum after the fuzz")
+    assert info.leader_id == 1 and [v.replica_id for v in info.voters] == [1]
+    logs = broker.logs()
+    assert "Traceback" not in logs and "internal error" not in logs, logs[-3000:]
