@@ -92,6 +92,12 @@ def preload(served: Iterable[tuple[int, int, int]]) -> int:
                 except UnsupportedApi:
                     continue
                 loaded += 1
+        # A builder that names a field its version lacks makes `Shapes.make` look the name up in every
+        # version kio knows (`_fields_in_any_version`), newer ones than we serve included: import them here
+        # too, or the first fetch that does so imports Fetch v17-v18 on the loop (a 50-60 ms stall).
+        for version in schema_name_map[api_key_map[api_key]]:
+            for entity_type in (EntityType.request, EntityType.response):
+                load_payload_module(api_key, version, entity_type)
     return loaded
 
 
