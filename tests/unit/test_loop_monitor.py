@@ -69,3 +69,26 @@ def test_preload_imports_the_versions_a_builder_may_look_names_up_in() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_watchdog_sleeps_while_the_loop_keeps_ticking() -> None:
+    """It used to poll every 10 ms: a hundred GIL-taking wake-ups a second on an idle broker."""
+    monitor = LoopMonitor(log_threshold=0.1)
+    waits: list[float] = []
+
+    async def idle_loop() -> None:
+        monitor.start()
+        assert monitor._watchdog is not None
+        real_wait = monitor._watchdog._stop_event.wait
+
+        def counted(timeout: float | None = None) -> bool:
+            waits.append(timeout or 0.0)
+            return real_wait(timeout)
+
+        monitor._watchdog._stop_event.wait = counted  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)
+        monitor.stop()
+
+    asyncio.run(idle_loop())
+    assert len(waits) <= 15, waits  # about one wake-up per log threshold, not one per 10 ms
+    assert max(waits) >= 0.09
