@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +69,9 @@ def cluster_id(data_dir: Path) -> str:
     return new
 
 
-def node_command(node: Node, cluster: Sequence[Node], cluster_id: str) -> list[str]:
+def node_command(node: Node, cluster: Sequence[Node], cluster_id: str,
+                 extra: Mapping[str, str] | None = None) -> list[str]:
+    """`bus broker` for `node`; `extra` adds or replaces server properties (e.g. the quorum's timeouts)."""
     voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in cluster)
     overrides = {
         "node.id": str(node.node_id),
@@ -78,6 +80,7 @@ def node_command(node: Node, cluster: Sequence[Node], cluster_id: str) -> list[s
         "controller.quorum.voters": voters,
         "log.dirs": str(node.data_dir),
         "cluster.id": cluster_id,
+        **(extra or {}),
     }
     flags = (arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}"))
     return [sys.executable, "-m", "bus", "broker", *flags]
