@@ -6,6 +6,9 @@ swap cleaned segments in. Reads hold the lock across their pread, so a segment's
 closed under a reader and a deleted segment can be unlinked at once (Kafka's file.delete.delay.ms exists
 to protect zero-copy readers that we do not have).
 
+Leader epochs: a leader's append stamps its epoch on the batches and records in the leader-epoch cache
+(leader_epoch_cache.py) where each epoch starts; truncation and retention trim the cache with the log.
+
 Durability: an append is one write(2), so once it returns the data survives a crash of the process.
 Surviving a machine crash needs fsync: per flush.messages / flush.ms, and for every rolled segment at
 the next `flush_if_due`. The `recovery-point` file records the offset below which everything was
@@ -28,7 +31,14 @@ from pathlib import Path
 from bus.log import files
 from bus.log.config import LogConfig
 from bus.log.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close
+from bus.log.leader_epoch_cache import (
+    CHECKPOINT,
+    CorruptCheckpointError,
+    EpochEntry,
+    LeaderEpochFileCache,
+    read_checkpoint,
+)
+from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close, walk_headers
 from bus.log.txn_index import AbortedTxn
 from bus.protocol.records import BatchInfo, assign_offsets
 
@@ -150,8 +160,10 @@ class Log:
         # Checked before Segment() creates any missing index file empty.
         rebuild.update(b for b in bases if not all(p.exists() for p in files.segment_paths(self.directory, b)))
         segments = [Segment(self.directory, base, now) for base in bases]
+        recovered: list[Segment] = []
         for i, segment in enumerate(segments):
             if i >= first_unflushed or segment.base_offset in rebuild or not segment.load():
+                recovered.append(segment)
                 cut = segment.recover(self._config.index_interval_bytes)
                 if cut:
                     log.warning("%s: cut %d bytes of torn or corrupt data from segment %d",
@@ -172,10 +184,41 @@ class Log:
             for segment in segments:
                 segment.close_and_delete()
             self._set_segments([Segment.create(self.directory, self._log_start_offset, now)])
+            recovered = []
+        self._epochs = self._load_epochs(recovered)
         self._recovery_point = min(recovery_point, self.log_end_offset)
         if recovery_point > self._recovery_point:
             # Recovery cut below the checkpoint: never let a stale one exempt new unflushed data from the next scan.
             files.write_offset(self.directory / files.RECOVERY_POINT, self._recovery_point)
+
+    def _load_epochs(self, recovered: Sequence[Segment]) -> LeaderEpochFileCache:
+        """The leader-epoch cache from its checkpoint, brought in line with the log: batches that recovery
+        rescanned assign their epochs again where newer than the cache's (Kafka's LogSegment.recover), then
+        entries outside [log start, log end) go. A missing or corrupt checkpoint is rebuilt from the batch
+        headers of every segment (a log written before the cache existed, or a damaged file)."""
+        path = self.directory / CHECKPOINT
+        path.with_name(CHECKPOINT + ".tmp").unlink(missing_ok=True)  # a write a crash interrupted
+        scan: Sequence[Segment] = recovered
+        try:
+            entries = read_checkpoint(path)
+        except FileNotFoundError:
+            entries, scan = [], self._segments
+        except CorruptCheckpointError as exc:
+            log.warning("%s; rebuilding it from the log", exc)
+            entries, scan = [], self._segments
+        loaded = list(entries)
+        latest = max((e.epoch for e in entries), default=-1)
+        for segment in scan:
+            for header in walk_headers(segment.fd, 0, segment.size):
+                if header.partition_leader_epoch > latest:
+                    latest = header.partition_leader_epoch
+                    entries.append(EpochEntry(latest, header.base_offset))
+        cache = LeaderEpochFileCache(path, entries)
+        wrote = cache.truncate_from_end(self.log_end_offset)
+        wrote = cache.truncate_from_start(self._log_start_offset) or wrote
+        if not wrote and cache.entries != loaded:
+            cache.write()
+        return cache
 
     def _finish_interrupted_swaps(self) -> set[int]:
         """Undo cleaning that had not committed (`.cleaned` files) and complete swaps that had (`.log.swap`):
@@ -260,6 +303,8 @@ class Log:
             first = self.log_end_offset
             assign_offsets(payload, batches, first, log_append_time=append_time,
                            partition_leader_epoch=partition_leader_epoch)  # fmt: skip
+            if partition_leader_epoch is not None and partition_leader_epoch != self._epochs.latest_epoch:
+                self._epochs.assign(partition_leader_epoch, first)
             placements: list[Placement] = []
             offset = first
             for batch in batches:
@@ -281,6 +326,10 @@ class Log:
                     raise ValueError(f"batch at offset {batch.base_offset} is below the next offset {expected}")
                 placements.append((batch.size, batch.last_offset, batch.max_timestamp))
                 expected = batch.next_offset
+            epochs = self._epochs
+            for batch in batches:  # the leader's epochs, as its cache has them (Kafka skips unstamped batches)
+                if batch.partition_leader_epoch != epochs.latest_epoch and batch.partition_leader_epoch >= 0:
+                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             self._write(payload, batches, placements, batches[0].base_offset if batches else expected, self._now_ms())
             return AppendResult(batches[0].base_offset, batches[-1].last_offset, -1, self._log_start_offset)
 
@@ -433,6 +482,38 @@ class Log:
                     return ReadResult(*found) if found[1] is not None else _EMPTY
             return _EMPTY
 
+    # ------------------------------------------------------------------------------------ leader epochs
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch the log knows of, -1 if none."""
+        return self._epochs.latest_epoch
+
+    @property
+    def epoch_entries(self) -> list[EpochEntry]:
+        """(epoch, start offset) of every epoch the log still holds, oldest first."""
+        with self._lock:
+            return self._epochs.entries
+
+    def assign_epoch_start(self, epoch: int) -> None:
+        """A new leader's epoch starts at the log end even before it appends (Kafka's
+        maybeAssignEpochStartOffset on becoming leader), so OffsetsForLeaderEpoch knows the epoch at once."""
+        with self._lock:
+            self._check_open()
+            if epoch != self._epochs.latest_epoch:
+                self._epochs.assign(epoch, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) answering OffsetsForLeaderEpoch for `epoch`; (-1, -1) when undefined."""
+        with self._lock:
+            self._check_open()
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The leader epoch that wrote `offset` (ListOffsets answers it with the offset), None if unknown."""
+        with self._lock:
+            return self._epochs.epoch_for_offset(offset)
+
     # ---------------------------------------------------------------------------- aborted transactions
 
     def add_aborted_txn(self, txn: AbortedTxn) -> None:
@@ -492,8 +573,7 @@ class Log:
                 raise OffsetOutOfRangeError(f"offset {offset} is past the log end offset {self.log_end_offset}")
             doomed: list[Segment] = []
             if offset > self._log_start_offset:
-                self._log_start_offset = offset
-                files.write_offset(self.directory / files.LOG_START_OFFSET, offset)
+                self._move_log_start(offset)
                 doomed = self._detach_oldest(self._count_below_log_start())
             start = self._log_start_offset
         _delete_segments(doomed)
@@ -540,9 +620,14 @@ class Log:
         self._set_segments(self._segments[count:])
         self._dir_dirty = True
         if self._segments[0].base_offset > self._log_start_offset:
-            self._log_start_offset = self._segments[0].base_offset
-            files.write_offset(self.directory / files.LOG_START_OFFSET, self._log_start_offset)
+            self._move_log_start(self._segments[0].base_offset)
         return doomed
+
+    def _move_log_start(self, offset: int) -> None:
+        """Under the lock: the log now starts at `offset`; so does the oldest epoch it still holds."""
+        self._log_start_offset = offset
+        files.write_offset(self.directory / files.LOG_START_OFFSET, offset)
+        self._epochs.truncate_from_start(offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch ending at or after `offset` (replication divergence). A batch straddling
@@ -565,10 +650,13 @@ class Log:
                 self._set_segments(self._segments[:keep])
                 self._segments[-1].truncate_to(offset)
             end = self.log_end_offset
+            if fully:
+                self._epochs.clear()  # nothing is left that any epoch wrote
+            else:
+                self._epochs.truncate_from_end(end)
             start = end if fully else min(self._log_start_offset, end)
             if start != self._log_start_offset:
-                self._log_start_offset = start
-                files.write_offset(self.directory / files.LOG_START_OFFSET, start)
+                self._move_log_start(start)
             if self._recovery_point > end:
                 self._recovery_point = end
                 files.write_offset(self.directory / files.RECOVERY_POINT, end)

@@ -25,8 +25,9 @@ from bus.protocol.records import (
     scan_batches_prefix,
 )
 
-# baseOffset, batchLength, lastOffsetDelta and producerId: what walking a file's batch headers needs.
-_WALK = struct.Struct(">qi11xi16xq")
+# baseOffset, batchLength, partitionLeaderEpoch, lastOffsetDelta and producerId: what walking a file's batch
+# headers needs.
+_WALK = struct.Struct(">qii7xi16xq")
 _LENGTH = struct.Struct(">qi")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _MAX_TIMESTAMP_AT = 35
@@ -45,6 +46,7 @@ class BatchHeader(NamedTuple):
     last_offset: int
     size: int
     producer_id: int
+    partition_leader_epoch: int
 
 
 def walk_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
@@ -55,11 +57,11 @@ def walk_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
         chunk = os.pread(fd, min(_HEADER_CHUNK, end - position), position)
         cursor = 0
         while cursor + _WALK.size <= len(chunk):
-            base_offset, length, last_delta, producer_id = _WALK.unpack_from(chunk, cursor)
+            base_offset, length, leader_epoch, last_delta, producer_id = _WALK.unpack_from(chunk, cursor)
             if length < BATCH_OVERHEAD - LOG_OVERHEAD:
                 return
             size = LOG_OVERHEAD + length
-            yield BatchHeader(position + cursor, base_offset, base_offset + last_delta, size, producer_id)
+            yield BatchHeader(position + cursor, base_offset, base_offset + last_delta, size, producer_id, leader_epoch)
             cursor += size
         if cursor == 0:
             return
