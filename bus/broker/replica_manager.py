@@ -60,6 +60,7 @@ _RECORD_ERRORS: dict[type[Exception], ErrorCode] = {
 REPLAY_CHUNK = 1 << 20
 OFF_LOOP_PREPARE_BYTES = 64 << 10  # a payload past this whose records must be decoded is prepared off the loop
 _LONG_MAX = 2**63 - 1
+NO_PARTITION_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH: a requester that knows no epoch
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,6 +149,23 @@ class Partition:
         high_watermark = self.high_watermark
         return high_watermark if unstable is None else min(unstable, high_watermark)
 
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """A request's `current_leader_epoch` against ours (Kafka's Partition.checkCurrentLeaderEpoch): -1 means
+        the client does not know it; an older one is fenced, a newer one means our metadata lags."""
+        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise PartitionError(ErrorCode.fenced_leader_epoch)
+        raise PartitionError(ErrorCode.unknown_leader_epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch on the leader. Kafka records the leader's own epoch at
+        the log end when it becomes leader; here that happens on the first append or on this first question,
+        so creating thousands of partitions does not write thousands of checkpoints on the event loop."""
+        if self.log.latest_epoch < self.leader_epoch:
+            self.log.assign_epoch_start(self.leader_epoch)
+        return self.log.end_offset_for_epoch(epoch)
+
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         return self.log.collect_aborted_txns(start, end)
 
@@ -226,7 +244,7 @@ class Partition:
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log.log_start_offset)
         try:
-            result = self.log.append(bytearray(payload), batches)
+            result = self.log.append(bytearray(payload), batches, partition_leader_epoch=self.leader_epoch)
         except RecordBatchTooLargeError as exc:
             raise PartitionError(ErrorCode.record_list_too_large, str(exc)) from None
         offset = result.base_offset
@@ -242,7 +260,7 @@ class Partition:
         """Write a transaction's commit/abort control record (WriteTxnMarkers in Kafka); returns its offset."""
         timestamp = int(time.time() * 1000)
         payload = bytearray(marker_batch(producer_id, epoch, commit, coordinator_epoch, timestamp))
-        result = self.log.append(payload, rb.scan_batches(payload))
+        result = self.log.append(payload, rb.scan_batches(payload), partition_leader_epoch=self.leader_epoch)
         aborted = self.producers.complete_txn(producer_id, epoch, result.base_offset, not commit, coordinator_epoch,
                                               timestamp)
         if aborted is not None:

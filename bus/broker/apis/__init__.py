@@ -17,6 +17,7 @@ MODULES = (
     "produce",
     "fetch",
     "list_offsets",
+    "offset_for_leader_epoch",
     "metadata",
     "api_versions",
     "create_topics",

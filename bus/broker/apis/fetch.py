@@ -30,14 +30,6 @@ READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
 
 
-def _check_epoch(partition: Partition, requested: int) -> None:
-    if requested < 0 or requested == partition.leader_epoch:
-        return
-    if requested > partition.leader_epoch:
-        raise PartitionError(ErrorCode.unknown_leader_epoch)
-    raise PartitionError(ErrorCode.fenced_leader_epoch)
-
-
 def _aborted_in(partition: Partition, start: int, stable: int, records: bytes) -> list[Any]:
     """The aborted transactions overlapping the records sent (Kafka bounds them by the fetched data,
     not the LSO, so a consumer far behind does not get every later abort in every response)."""
@@ -90,7 +82,7 @@ class _Read:
             code = ErrorCode.none
             records = b""
             try:
-                _check_epoch(partition, want.leader_epoch)
+                partition.check_leader_epoch(want.leader_epoch)
                 limit = min(want.max_bytes, budget)
                 if limit > 0 or self.total == 0:
                     result = partition.read(want.fetch_offset, max(limit, 0),
