@@ -6,6 +6,7 @@ which validate their positions with this API (KIP-320), must keep reading what t
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import time
 import urllib.request
@@ -16,6 +17,7 @@ from confluent_kafka import TopicPartition as ConfluentTP
 from kio.schema.errors import ErrorCode
 
 from bus.log.leader_epoch_cache import CHECKPOINT
+from bus.protocol import records as rb
 from tests.integration._support_clients import (
     FAST_CLIENT,
     consumer_config,
@@ -116,6 +118,7 @@ def test_kafkas_answers_for_current_future_and_fenced_epochs(broker: BrokerProce
 
 
 def test_fetch_and_list_offsets_check_the_current_leader_epoch(shared_broker: BrokerProcess) -> None:
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
     from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
     topic = "epochs-checked"
@@ -138,7 +141,21 @@ def test_fetch_and_list_offsets_check_the_current_leader_epoch(shared_broker: Br
         [part] = raw.request(request).topics[0].partitions
         return part.error_code, part.offset, part.leader_epoch
 
+    def fetch(raw: RawKafka, current: int) -> tuple[ErrorCode, int]:
+        request = FetchRequest(
+            max_wait=datetime.timedelta(0), min_bytes=0, isolation_level=0, session_id=0, session_epoch=-1,
+            forgotten_topics_data=(), rack_id="",
+            topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                partition=0, current_leader_epoch=current, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+        )  # fmt: skip
+        [part] = raw.request(request).responses[0].partitions
+        return part.error_code, len(rb.scan_batches_prefix(part.records or b"")[0])
+
     with RawKafka(shared_broker.bootstrap) as raw:
+        assert fetch(raw, 0)[0] == fetch(raw, -1)[0] == ErrorCode.none
+        assert fetch(raw, 0)[1] > 0
+        assert fetch(raw, 1) == (ErrorCode.unknown_leader_epoch, 0)
+        assert fetch(raw, -2) == (ErrorCode.fenced_leader_epoch, 0)
         assert list_offsets(raw, 0, -1) == (ErrorCode.none, 3, 0)
         assert list_offsets(raw, -1, -2) == (ErrorCode.none, 0, 0)  # the epoch that wrote the earliest offset
         assert list_offsets(raw, 1, -1)[0] == ErrorCode.unknown_leader_epoch
