@@ -107,7 +107,7 @@ def test_kafkas_answers_for_current_future_and_fenced_epochs(broker: BrokerProce
     assert {b.info.partition_leader_epoch for b in stored_batches(broker.data_dir, topic)} == {0}
     assert (broker.data_dir / f"{topic}-0" / CHECKPOINT).read_text() == "0\n1\n0 0\n"
 
-    broker.stop()
+    broker.kill()  # kill -9: the epoch was recorded when it began, not at shutdown
     broker.start()
     produce(broker.bootstrap, topic, 0, 5)
     with RawKafka(broker.bootstrap) as raw:
