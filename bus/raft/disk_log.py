@@ -44,6 +44,7 @@ from pathlib import Path
 
 from bus.log import files
 from bus.log.config import LogConfig
+from bus.log.leader_epoch_cache import CHECKPOINT
 from bus.log.log import Log
 from bus.protocol.records import BatchInfo, scan_batches
 from bus.raft.log import LogEntry, OffsetAndEpoch, Record, Snapshot
@@ -67,8 +68,8 @@ def _any(*names: str) -> str:
 _KNOWN_FILES = re.compile(
     rf"\d{{20}}{_any(files.LOG, files.INDEX, files.TIME_INDEX, files.TXN_INDEX)}{_any(files.CLEANED, files.SWAP)}?"
     rf"|\d{{20}}-\d{{10}}{re.escape(SUFFIX)}{_any(PART)}?"
-    rf"|{_any(files.RECOVERY_POINT, files.LOG_START_OFFSET, files.CLEANER_CHECKPOINT, QUORUM_STATE)}(\.tmp)?"
-    rf"|{_any(files.CLEAN_SHUTDOWN, 'leader-epoch-checkpoint', 'partition.metadata')}"
+    rf"|{_any(files.RECOVERY_POINT, files.LOG_START_OFFSET, files.CLEANER_CHECKPOINT, QUORUM_STATE, CHECKPOINT)}"
+    rf"(\.tmp)?|{_any(files.CLEAN_SHUTDOWN, 'partition.metadata')}"
 )
 
 

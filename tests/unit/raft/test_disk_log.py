@@ -330,6 +330,17 @@ def test_a_partial_snapshot_is_deleted_on_open(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_leader_epoch_checkpoint_write_cut_by_a_crash_does_not_make_the_log_a_stranger(tmp_path: Path) -> None:
+    """Log writes `leader-epoch-checkpoint` through a `.tmp` file; a crash mid-write leaves it behind."""
+    log = FileRaftLog(tmp_path)
+    _fill(log, [1, 1])
+    log.close()
+    (tmp_path / "leader-epoch-checkpoint.tmp").write_text("0\n1\n")
+    log = FileRaftLog(tmp_path)
+    assert (log.start_offset(), log.end_offset()) == (0, 2)
+    log.close()
+
+
 def test_create_snapshot_interrupted_before_the_prefix_went_is_finished_on_open(tmp_path: Path) -> None:
     log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
     _appends(log)
