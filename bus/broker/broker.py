@@ -1,4 +1,10 @@
-"""The broker process: wires config, storage, controller, replica manager and network together."""
+"""The broker process: wires config, storage, controller, replica manager and network together.
+
+With a quorum of more than one voter the metadata arrives from the other nodes after start: the node serves
+once its quorum runs, registers itself with the active controller, and loads its coordinators once the metadata
+holds their internal topics (which the active controller creates when it becomes active). A lone voter and a
+node without a quorum have their whole metadata at construction, as a single node always had.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from pathlib import Path
 
 from bus.broker.context import BrokerServices
 from bus.broker.controller_apis import handlers as controller_handlers
+from bus.broker.controller_channel import ControllerChannel
 from bus.broker.kafka_apis import KafkaApis
 from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
@@ -25,7 +32,6 @@ from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
 from bus.controller.controller import QuorumController
 from bus.controller.image import ImageView
-from bus.controller.metadata_log import MetadataLog
 from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from bus.coordinator.group.offset_store import OffsetStore
@@ -33,7 +39,7 @@ from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnC
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol import messages
-from bus.raft.broker_quorum import build_driver
+from bus.raft import broker_quorum
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +96,27 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.started_at = time.time()
-        self.metadata_log = MetadataLog(config.metadata_dir)
-        self.controller = QuorumController(
+        quorum = broker_quorum.runs_quorum(config)
+        self.clustered = quorum and len(config.quorum_voters) > 1  # metadata comes from the other nodes
+        configured_id = broker_quorum.quorum_cluster_id(config) if quorum else None
+        self.raft = broker_quorum.build_driver(config, configured_id) if configured_id else None
+        self.metadata_log = broker_quorum.metadata_log(config, self.raft)
+        self.controller = QuorumController(  # opens the log: what is committed is in the image after this
             self.metadata_log,
             node_id=self.node_id,
             default_partitions=int(config["num.partitions"]),
             default_replication_factor=int(config["default.replication.factor"]),
+            broker_session_timeout_ms=int(config["broker.session.timeout.ms"]),
         )
-        self.cluster_id = self.controller.ensure_cluster_id(config.new_cluster_id)
+        if self.clustered:
+            assert configured_id is not None
+            self.cluster_id = configured_id
+            self.controller.activation_listeners.append(
+                lambda: self.controller.ensure_cluster_id(lambda: self.cluster_id))
+        else:
+            broker_quorum.import_local_log(config, self.controller)
+            cluster_id = configured_id or config.new_cluster_id()
+            self.cluster_id = self.controller.ensure_cluster_id(lambda: cluster_id)
         for directory in {*config.log_dirs, config.metadata_dir}:
             _check_meta_properties(directory, self.node_id, self.cluster_id)
         static = config.static_topic_defaults()
@@ -110,9 +129,12 @@ class Broker:
         )
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
-        self.producer_ids = ProducerIdManager(self.controller)
+        self.channel = None if self.raft is None else ControllerChannel(
+            self.node_id, self.raft, self.controller, config.quorum_voters,
+            int(config["controller.socket.timeout.ms"]) / 1000.0)
+        self.producer_ids = ProducerIdManager(
+            self.controller, remote=self.channel.allocate_producer_ids if self.channel else None)
         self._wire_coordinators(config)
-        self.raft = build_driver(config, self.cluster_id)
         services = BrokerServices(
             config=config,
             metadata=self.metadata,
@@ -124,8 +146,11 @@ class Broker:
             producer_ids=self.producer_ids,
             bound_address=lambda listener: self.network.bound.get(listener),
             raft=self.raft,
+            controller_channel=self.channel,
         )
         self.apis = KafkaApis(services)
+        if self.channel is not None:
+            self.channel.local_apis = self.apis  # what an Envelope from another node runs on
         # With a quorum, the controller listener serves KRaft's RPCs only; without one it stays as it was.
         listener_apis: dict[str, KafkaApis] = {}
         if self.raft:
@@ -137,7 +162,8 @@ class Broker:
 
     def _wire_coordinators(self, config: BrokerConfig) -> None:
         """The one place coordinators meet their collaborators (Kafka's BrokerServer does this)."""
-        self.metadata = ImageView(self.controller.image, self.node_id, lambda: self.controller.live_brokers)
+        self.metadata = ImageView(self.controller.image, self.node_id, lambda: self.controller.live_brokers,
+                                  self.cluster_id)
         writer = ReplicaPartitionWriter(self.replicas)
         self.groups = GroupCoordinator(
             OffsetStore(writer, self.controller,
@@ -152,7 +178,10 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
                                                    self.metadata, self.producer_ids)
         self.transactions.completion_listeners.append(self.groups.complete_transaction)
-        self.transactions.load()
+        if self.clustered:  # the active controller creates the coordinators' topics; they load after start
+            self.controller.activation_listeners += [self.groups.store.ensure_topic, self.transactions.topic.ensure]
+        else:
+            self.transactions.load()
         self.controller.listeners.append(
             lambda records: self.groups.on_metadata(records, set(self.metadata.topics)))
 
@@ -162,11 +191,23 @@ class Broker:
         return LogConfig.from_properties(effective_topic_configs(configs, self.config.static_topic_defaults()))
 
     async def start(self) -> None:
-        await self.groups.start()  # loads __consumer_offsets before the first request can ask
+        if not self.clustered:
+            await self.groups.start()  # loads __consumer_offsets before the first request can ask
         self.replicas.serving = True
         await self.network.start()
         if self.raft:
             await self.raft.start()
+        lifecycle: list[asyncio.Task[None]] = []
+        if self.channel is not None:
+            heartbeat_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
+            lifecycle = [
+                asyncio.create_task(self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s)),
+                asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers)),
+            ]
+        if self.clustered:
+            await self._await_coordinator_topics()
+            await self.groups.start()
+            self.transactions.load()
         self.metrics.start()
         served = [(h.api_key, h.min_version, h.max_version) for h in self.apis.handlers.values()]
         preload = _Preload()
@@ -184,10 +225,30 @@ class Broker:
             asyncio.create_task(self._every(30.0, self.replicas.snapshot_producers)),
             asyncio.create_task(self._every(expiry_check_s, self.replicas.remove_expired_producers)),
         ]
+        self._tasks += lifecycle
         self.transactions.start()
         if self.config["log.cleaner.enable"]:
             backoff = int(self.config["log.cleaner.backoff.ms"]) / 1000.0
             self._tasks.append(asyncio.create_task(self._clean_forever(backoff)))
+
+    def _endpoints(self) -> list[tuple[str, str, int]]:
+        """This broker's client endpoints as it registers them (an ephemeral port as the OS bound it)."""
+        endpoints = []
+        for listener in self.config.advertised_client_listeners:
+            port = listener.port or (self.network.bound.get(listener.name) or (listener.host, 0))[1]
+            endpoints.append((listener.name, listener.host, port))
+        return endpoints
+
+    async def _await_coordinator_topics(self) -> None:
+        """Wait until the committed metadata holds the coordinators' topics and their local logs exist."""
+        needed = (self.groups.store.topic.name, self.transactions.topic.name)
+        polls = 0
+        while not all(name in self.controller.image.topics for name in needed):
+            if polls % 200 == 0:  # every 10 s
+                log.info("waiting for the metadata log to hold %s", ", ".join(needed))
+            polls += 1
+            await asyncio.sleep(0.05)
+        await self.replicas.settled()
 
     async def _every(self, interval: float, work: object) -> None:
         while True:
@@ -213,6 +274,8 @@ class Broker:
             task.cancel()
         self.transactions.stop()
         self.consumer_groups.stop()
+        if self.channel is not None:
+            await self.channel.close()
         if self.raft:
             await self.raft.stop()  # first: a leader resigns while its connections still work
         await self.network.stop()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bus.protocol.messages import Shapes
 
 if TYPE_CHECKING:
+    from bus.broker.controller_channel import ControllerChannel
     from bus.broker.replica_manager import ReplicaManager
     from bus.config.broker import BrokerConfig
     from bus.controller.controller import QuorumController
@@ -36,6 +37,7 @@ class BrokerServices:
     producer_ids: ProducerIdSource
     bound_address: Callable[[str], tuple[str, int] | None]  # listener name -> the address it bound
     raft: RaftDriver | None = None  # the KRaft quorum, on a node with the controller role and voters configured
+    controller_channel: ControllerChannel | None = None  # to the active controller, on a node of a quorum
 
     @property
     def node_id(self) -> int:

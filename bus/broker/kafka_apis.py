@@ -8,6 +8,10 @@ A handler that raises (a bug, or a failure it did not foresee) answers UNKNOWN_S
 request, in every error field of the response (`bus.protocol.error_response`), as Kafka's
 `requestHelper.handleError` does, and the connection stays open. Requests that cannot be decoded still
 close it (InvalidRequest), as in Kafka.
+
+On a node of a quorum, an admin request that only the active controller can run is forwarded to it
+(`ControllerChannel`); a metadata change this node made that cannot be committed (it lost the leadership
+first) answers NOT_CONTROLLER in every error field, never the success the handler had built.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.apis._common import LARGE_RESPONSE_ITEMS
 from bus.broker.context import BrokerServices, RequestContext
+from bus.broker.controller_channel import ControllerUnavailable
 from bus.broker.errors import CloseConnection, InvalidRequest
 from bus.broker.metrics import RequestMetrics
 from bus.broker.replica_manager import ReplicaManager
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.controller import ControllerError
+from bus.controller.record_log import MetadataRecordLog
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec
 from bus.protocol.error_response import ERROR_MESSAGES, error_response
@@ -39,9 +45,16 @@ API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
-async def _after_sync(metadata_log: MetadataLog, replicas: ReplicaManager, result: Any) -> Any:
-    """A request that changed metadata answers once the change is fsynced and its new logs exist."""
-    await metadata_log.sync()
+async def _after_sync(ctx: RequestContext, request: Any, metadata_log: MetadataRecordLog, replicas: ReplicaManager,
+                      result: Any) -> Any:
+    """A request that changed metadata answers once the change is committed (fsynced) and its new logs exist."""
+    try:
+        await metadata_log.sync()
+    except ControllerError as exc:
+        log.info("api %d request %d from %s: %s", ctx.api_key, ctx.correlation_id, ctx.peer, exc.message)
+        if inspect.iscoroutine(result):
+            result.close()
+        return error_response(ctx.shapes, messages.response_class(ctx.api_key, ctx.api_version), request, exc.code)
     await replicas.settled()
     return await result if inspect.isawaitable(result) else result
 
@@ -55,7 +68,7 @@ class KafkaApis:
 
     def handle(
         self, frame: bytes, listener: str, peer: str
-    ) -> bytes | memoryview | Awaitable[memoryview | None] | None:
+    ) -> bytes | memoryview | Awaitable[bytes | memoryview | None] | None:
         try:
             api_key, version, correlation_id = hdr.peek_api(frame)
         except hdr.HeaderError as exc:
@@ -85,6 +98,9 @@ class KafkaApis:
             shapes=messages.shapes(api_key, version),
         )
         started = time.perf_counter()
+        channel = self.services.controller_channel
+        if channel is not None and channel.forwards(api_key):
+            return self._forwarded(ctx, request, frame, started)
         metadata_log = self.services.controller.log
         written = metadata_log.written
         try:
@@ -94,7 +110,7 @@ class KafkaApis:
         except Exception:
             return self._failed(ctx, request)
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
-            result = _after_sync(metadata_log, self.services.replicas, result)
+            result = _after_sync(ctx, request, metadata_log, self.services.replicas, result)
         if inspect.isawaitable(result):
             return self._finish(ctx, handler, request, result, started)
         if self._large(handler, result):
@@ -121,6 +137,21 @@ class KafkaApis:
             raise
         except Exception:
             return self._failed(ctx, request)
+        self.metrics.observe(ctx.api_key, time.perf_counter() - started)
+        return response
+
+    async def _forwarded(self, ctx: RequestContext, request: Any, frame: bytes, started: float) -> bytes | memoryview:
+        """The active controller's answer to a request this node may not run (KIP-590 forwarding)."""
+        channel = self.services.controller_channel
+        assert channel is not None
+        try:
+            response: bytes | memoryview = await channel.forward(frame, ctx.peer)
+        except ControllerUnavailable as exc:
+            log.info("api %d request %d from %s not forwarded: %s", ctx.api_key, ctx.correlation_id, ctx.peer, exc)
+            response_cls = messages.response_class(ctx.api_key, ctx.api_version)
+            framed = self._frame(ctx, error_response(ctx.shapes, response_cls, request, ErrorCode.not_controller))
+            assert framed is not None
+            response = framed
         self.metrics.observe(ctx.api_key, time.perf_counter() - started)
         return response
 

@@ -539,14 +539,16 @@ class AdminClient:
         self._nodes.drop(node_id, time.monotonic())
 
     def _any_node(self) -> int:
-        """A broker to send cluster-wide requests to: one already connected if possible."""
+        """A broker to send cluster-wide requests to: one already connected if possible, else one whose last
+        connection attempt did not fail (a cluster's Metadata may still list a broker that just died)."""
         brokers = self._metadata.view.brokers
         for node_id in self._nodes.conns:
             if node_id in brokers:
                 return node_id
         if not brokers:
             self._refresh_brokers()
-        return min(self._metadata.view.brokers)
+        nodes = self._metadata.view.brokers
+        return min((n for n in nodes if not self._nodes.last_attempt_failed(n)), default=min(nodes))
 
     def _controller(self) -> int:
         controller = self._metadata.view.controller_id

@@ -266,6 +266,10 @@ class NodeConnections:
         except KafkaConnectionError:
             return None
 
+    def last_attempt_failed(self, node: int) -> bool:
+        """Whether the latest connection attempt to `node` failed (no connection has succeeded since)."""
+        return node not in self.conns and node in self._blackout
+
     def connect(self, node: int) -> BrokerConnection:
         """The node's connection, opened now if needed whatever its backoff; raises KafkaConnectionError
         (the node then backs off) for callers that report failures, such as the admin client."""

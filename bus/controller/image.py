@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,22 @@ class TopicImage:
         return self.name.startswith("__")
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A broker as it registered with the active controller (Kafka's RegisterBrokerRecord): where clients reach it."""
+
+    broker_id: int
+    endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port)
+    rack: str | None = None
+    fenced: bool = False  # its session with the active controller expired: not offered to clients or placements
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
+
+
 class MetadataImage:
     """Topics by name and id plus the cluster id; `apply` is the only way it changes."""
 
@@ -39,6 +56,7 @@ class MetadataImage:
         self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
         self.offset = 0  # records applied, the image's metadata offset
         self.next_producer_id = 0
+        self.brokers: dict[int, BrokerRegistration] = {}
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record["type"]
@@ -66,6 +84,11 @@ class MetadataImage:
                 topic.configs[record["key"]] = record["value"]
         elif kind == "producer_ids":
             self.next_producer_id = record["next"]
+        elif kind == "broker":
+            endpoints = tuple((name, host, port) for name, host, port in record["endpoints"])
+            self.brokers[record["id"]] = BrokerRegistration(record["id"], endpoints, record.get("rack"))
+        elif kind == "broker_fence":
+            self.brokers[record["id"]] = dataclasses.replace(self.brokers[record["id"]], fenced=record["fenced"])
         elif kind == "remove_topic":
             removed = self.topics_by_id.pop(uuid.UUID(record["topic_id"]))
             del self.topics[removed.name]
@@ -81,18 +104,27 @@ class ImageView:
     latest committed state without being told of changes.
     """
 
-    __slots__ = ("_image", "_live_brokers", "node_id")
+    __slots__ = ("_configured_cluster_id", "_image", "_live_brokers", "node_id")
 
-    def __init__(self, image: MetadataImage, node_id: int, live_brokers: Callable[[], Sequence[int]]) -> None:
+    def __init__(self, image: MetadataImage, node_id: int, live_brokers: Callable[[], Sequence[int]],
+                 cluster_id: str | None = None) -> None:
+        """`cluster_id`: the configured id, shown until the image has its own (a node of a quorum that has not
+        caught up with the metadata log yet)."""
         self._image = image
         self._live_brokers = live_brokers
+        self._configured_cluster_id = cluster_id
         self.node_id = node_id
 
     @property
     def cluster_id(self) -> str:
-        if self._image.cluster_id is None:
+        cluster_id = self._image.cluster_id or self._configured_cluster_id
+        if cluster_id is None:
             raise RuntimeError("the cluster id is committed before the broker serves")
-        return self._image.cluster_id
+        return cluster_id
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerRegistration]:
+        return self._image.brokers
 
     @property
     def topics(self) -> Mapping[str, TopicImage]:

@@ -8,6 +8,9 @@ The write happens at once (a killed process loses nothing written); the fsync, w
 a busy disk, runs in a worker thread when an event loop is running. A request that appended records
 awaits `sync()` before its response goes out (KafkaApis does this for every request that moved
 `written`), so "acknowledged" still means "fsynced". Concurrent requests share one fsync.
+
+It is the `MetadataRecordLog` of a node without a quorum: written means committed (there is nobody to agree
+with), so every append is handed to the controller's commit handler at once and the controller is always active.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +43,22 @@ class MetadataLog:
         self.written = 0  # appends so far (this process); `synced` trails it until the fsync returns
         self.synced = 0
         self._syncing: asyncio.Future[None] | None = None
+        self._on_committed: Callable[[list[dict[str, Any]]], None] | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
         return self._records
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    def open(self, on_committed: Callable[[list[dict[str, Any]]], None],
+             on_active: Callable[[bool], None]) -> None:
+        """Replay what is stored into `on_committed`; later appends go to it as they are written."""
+        self._on_committed = on_committed
+        if self._records:
+            on_committed(list(self._records))
 
     def _replay(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
@@ -73,8 +88,10 @@ class MetadataLog:
         except RuntimeError:
             os.fsync(self._fd)
             self.synced = self.written
-            return
-        self._start_sync()
+        else:
+            self._start_sync()
+        if self._on_committed is not None:
+            self._on_committed(batch)
 
     def _start_sync(self) -> None:
         if self._syncing is None or self._syncing.done():

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from bus.controller.image import TopicImage
+from bus.controller.image import BrokerRegistration, TopicImage
 
 
 class PartitionWriter(Protocol):
@@ -61,6 +61,11 @@ class MetadataView(Protocol):
 
     @property
     def live_brokers(self) -> Sequence[int]: ...
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerRegistration]:
+        """Brokers registered with the controller (a node of a quorum), with their client endpoints."""
+        ...
 
 
 class TopicCreator(Protocol):

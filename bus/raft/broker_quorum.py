@@ -1,23 +1,39 @@
-"""The broker's quorum: a `RaftDriver` built from `server.properties`, or None when the node runs no quorum.
+"""The broker's quorum: a `RaftDriver` built from `server.properties`, or None when the node runs no quorum, and
+the metadata log the controller writes through, decided here for the whole broker (`metadata_log`).
 
-A node runs one when its `process.roles` includes `controller` and `controller.quorum.voters` is set;
-without voters it stays the single-node broker it always was (the metadata log is local). The quorum's
-log (`FileRaftLog`) and `quorum-state` file live in `<metadata.log.dir>/__cluster_metadata-0/raft/` for now:
-Kafka keeps them in `__cluster_metadata-0/` itself, but that directory still holds the QuorumController's
-own `metadata.log`, which FileRaftLog rightly refuses to share a directory with. When the controller's
-records move into the raft log, the raft log takes the partition directory over.
+A node runs one when its `process.roles` includes `controller` and `controller.quorum.voters` is set; then the
+quorum's log IS the metadata log (`RaftMetadataLog`). Without voters it stays the single-node broker it always
+was (the local `MetadataLog`). The quorum's log (`FileRaftLog`) and `quorum-state` file live in
+`<metadata.log.dir>/__cluster_metadata-0/raft/`: Kafka keeps them in `__cluster_metadata-0/` itself, but that
+directory may still hold a `metadata.log` written before the quorum carried the metadata (imported once, see
+`import_local_log`), which FileRaftLog rightly refuses to share a directory with.
+
+Cluster id: every node of a cluster must share it, as `kafka-storage format --cluster-id` gives it to each node's
+storage. With more than one voter `cluster.id` is required; the first active controller commits it as the
+log's cluster record. A lone voter keeps the id its storage has (or makes one), as a single node always did.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+
 from bus.config.broker import BrokerConfig
-from bus.controller.metadata_log import METADATA_PARTITION_DIR
+from bus.config.definitions import ConfigError
+from bus.config.properties import load_properties
+from bus.controller.controller import QuorumController
+from bus.controller.metadata_log import METADATA_PARTITION_DIR, MetadataLog
+from bus.controller.raft_log import RaftMetadataLog
+from bus.controller.record_log import MetadataRecordLog
 from bus.raft.config import QuorumConfig
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
 from bus.raft.quorum_state import FileQuorumStateStore
 
+log = logging.getLogger(__name__)
+
 RAFT_DIR = "raft"
+IMPORTED_SUFFIX = ".imported"
 
 
 def quorum_config(config: BrokerConfig) -> QuorumConfig:
@@ -31,16 +47,61 @@ def quorum_config(config: BrokerConfig) -> QuorumConfig:
     )
 
 
+def runs_quorum(config: BrokerConfig) -> bool:
+    return "controller" in config["process.roles"] and bool(config.quorum_voters)
+
+
+def quorum_cluster_id(config: BrokerConfig) -> str:
+    """The cluster id a node of a quorum starts with (see the module docstring)."""
+    configured = config.values.get("cluster.id")
+    if len(config.quorum_voters) > 1:
+        if not configured:
+            raise ConfigError(
+                "cluster.id is required when controller.quorum.voters names more than one voter: every node of a "
+                "cluster must share one id (as `kafka-storage format --cluster-id` gives it to each node)")
+        return str(configured)
+    stored = config.metadata_dir / "meta.properties"
+    if not configured and stored.exists():
+        existing = load_properties(stored).get("cluster.id")
+        if existing:
+            return existing
+    return config.new_cluster_id()
+
+
 def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
-    if "controller" not in config["process.roles"] or not config.quorum_voters:
+    if not runs_quorum(config):
         return None
     directory = config.metadata_dir / METADATA_PARTITION_DIR / RAFT_DIR
-    log = FileRaftLog(directory)
+    raft_log = FileRaftLog(directory)
     try:
-        driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, log,
+        driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, raft_log,
                             FileQuorumStateStore(directory), cluster_id)
     except BaseException:
-        log.close()
+        raft_log.close()
         raise
-    driver.stop_callbacks.append(log.close)
+    driver.stop_callbacks.append(raft_log.close)
     return driver
+
+
+def metadata_log(config: BrokerConfig, driver: RaftDriver | None) -> MetadataRecordLog:
+    """The log the controller writes through: the quorum's when the node runs one, else its own file."""
+    if driver is None:
+        return MetadataLog(config.metadata_dir)
+    return RaftMetadataLog(driver, close_log=getattr(driver.node.log, "close", None))
+
+
+def import_local_log(config: BrokerConfig, controller: QuorumController) -> None:
+    """A lone voter whose metadata was kept in the local `metadata.log` (before the quorum carried it) commits
+    those records to the quorum's log once, then renames the file, so no topic is forgotten on upgrade."""
+    path = config.metadata_dir / METADATA_PARTITION_DIR / "metadata.log"
+    if not path.exists() or len(config.quorum_voters) != 1 or controller.image.offset or not controller.active:
+        return
+    local = MetadataLog(config.metadata_dir)
+    try:
+        records = list(local.records)
+    finally:
+        local.close()
+    if records:
+        controller.import_records(records)
+    os.replace(path, path.with_name(path.name + IMPORTED_SUFFIX))
+    log.info("imported %d metadata records from %s into the quorum's log", len(records), path)

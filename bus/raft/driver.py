@@ -122,14 +122,22 @@ class RaftDriver:
         self._leader_waiters: list[asyncio.Future[int]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
+        self._opened = False
         self._stopped = False  # no longer acting: stopped, or failed (then `failure` says why)
         self._closed = False  # `stop` ran
         self.failure: BaseException | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
+    def open(self) -> None:
+        """Process the events of the node's start without waiting: a lone voter leads at once and commits its
+        log here, so the metadata it holds is applied before the broker opens its logs and coordinators."""
+        if not self._opened:
+            self._opened = True
+            self._process(self.node.tick(self._now()))
+
     async def start(self) -> None:
-        self._process(self.node.tick(self._now()))  # the events of the node's start (a lone voter leads at once)
+        self.open()
         self._ticker = asyncio.create_task(self._tick_forever(), name=f"raft-{self.node_id}-ticker")
 
     async def stop(self, resign_timeout_s: float = 1.0) -> None:

@@ -4,6 +4,11 @@ A response describing thousands of partitions is built in a worker thread from a
 taken on the loop (building one costs about 10 us per partition; KafkaApis then encodes it off the loop
 too): librdkafka asks for a producer's topics on start and on every refresh, and a 1,000-partition answer
 built on the loop held every other connection for over 20 ms.
+
+On a node of a quorum the brokers are this one plus every registered broker that is not fenced (at its endpoint
+on the listener the request came in on), and `controller_id` is the active controller, the raft leader (-1 while
+none is known). A topic auto-created on a node that is not the active controller is created there (forwarded)
+and answered LEADER_NOT_AVAILABLE meanwhile, which clients retry, as Kafka's brokers answer it.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ def _error_topic(ctx: RequestContext, name: str | None, code: ErrorCode, topic_i
 
 
 def _auto_create(ctx: RequestContext, name: str) -> TopicImage | ErrorCode:
+    channel = ctx.services.controller_channel
+    if channel is not None and not ctx.controller.active:
+        channel.create_topic_soon(name)
+        return ErrorCode.leader_not_available
     try:
         created = ctx.controller.create_topic(TopicSpec(name))
     except ControllerError as exc:
@@ -62,9 +71,30 @@ def _auto_create(ctx: RequestContext, name: str) -> TopicImage | ErrorCode:
     return created
 
 
+def _brokers(ctx: RequestContext) -> list[Any]:
+    endpoint = advertised_endpoint(ctx)
+    brokers = [ctx.make("MetadataResponseBroker", node_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
+                        rack=None)]
+    if ctx.services.raft is not None:
+        for broker_id, registration in sorted(ctx.metadata.brokers.items()):
+            address = registration.endpoint(ctx.listener)
+            if broker_id != ctx.node_id and address is not None and not registration.fenced:
+                brokers.append(ctx.make("MetadataResponseBroker", node_id=broker_id, host=address[0], port=address[1],
+                                        rack=registration.rack))
+    return brokers
+
+
+def controller_id(ctx: RequestContext) -> int:
+    """The active controller as clients see it: the raft leader on a node of a quorum, else this node."""
+    raft = ctx.services.raft
+    if raft is None:
+        return ctx.node_id
+    leader = raft.leader()
+    return -1 if leader is None else leader
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     image = ctx.metadata
-    endpoint = advertised_endpoint(ctx)
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     wanted = request.topics
     topics: list[Any] = []  # a TopicImage to describe, or a finished error entry
@@ -92,18 +122,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # PartitionState on every change, never edits one), so the build may run in a thread.
     described = [(t, sorted(t.partitions.values(), key=lambda s: s.partition)) if isinstance(t, TopicImage) else t
                  for t in topics]
-    brokers = [ctx.make("MetadataResponseBroker", node_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
-                        rack=None)]
+    brokers = _brokers(ctx)
     cluster_id = image.cluster_id
+    controller = controller_id(ctx)
     if sum(len(t.partitions) for t in topics if isinstance(t, TopicImage)) > LARGE_RESPONSE_ITEMS:
-        return asyncio.to_thread(_response, ctx, described, brokers, cluster_id)
-    return _response(ctx, described, brokers, cluster_id)
+        return asyncio.to_thread(_response, ctx, described, brokers, cluster_id, controller)
+    return _response(ctx, described, brokers, cluster_id, controller)
 
 
-def _response(ctx: RequestContext, described: list[Any], brokers: list[Any], cluster_id: str | None) -> Any:
+def _response(ctx: RequestContext, described: list[Any], brokers: list[Any], cluster_id: str | None,
+              controller: int) -> Any:
     topics = [_topic(ctx, *entry) if isinstance(entry, tuple) else entry for entry in described]
     return ctx.make("MetadataResponse", throttle_time=0, brokers=brokers, cluster_id=cluster_id,
-                    controller_id=ctx.node_id, topics=topics)
+                    controller_id=controller, topics=topics)
 
 
 def response_items(response: Any) -> int:

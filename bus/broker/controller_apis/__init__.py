@@ -1,4 +1,6 @@
-"""The controller listener's APIs (`controller.listener.names`): KRaft's own RPCs and ApiVersions, nothing else.
+"""The controller listener's APIs (`controller.listener.names`): KRaft's own RPCs, ApiVersions, and what brokers
+ask the active controller (Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds; see
+`bus.broker.controller_channel`).
 
 One module per API, as in `bus.broker.apis`. Each serves exactly the version the consensus core's wire
 mapping speaks (`bus.raft.wire.VERSIONS`); the peers are our own controllers, which negotiate it with
@@ -20,6 +22,10 @@ MODULES = (
     "end_quorum_epoch",
     "describe_quorum",
     "fetch_snapshot",
+    "envelope",
+    "broker_registration",
+    "broker_heartbeat",
+    "allocate_producer_ids",
 )
 
 

@@ -81,6 +81,8 @@ class TransactionCoordinator:
     def load(self) -> None:
         self.topic.ensure()
         for partition in range(self.topic.partitions):
+            if not self.topic.is_local(partition):  # in a cluster, another node leads it
+                continue
             for _offset, key, value in self.topic.replay(partition):
                 if key is None:
                     continue

@@ -1,0 +1,32 @@
+"""BrokerRegistration (62): a broker tells the active controller where it serves clients.
+
+Committed as a broker record (Kafka's RegisterBrokerRecord) before the answer leaves, so every node's Metadata
+lists the broker and topics may be placed on it. A request from another cluster gets INCONSISTENT_CLUSTER_ID.
+Heartbeats, broker epochs and fencing are a later step: the answer's broker epoch is the log's append count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.context import RequestContext
+from bus.controller.controller import ControllerError
+
+API_KEY = 62
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.cluster_id != ctx.metadata.cluster_id:
+        return ctx.make("BrokerRegistrationResponse", throttle_time=0, error_code=ErrorCode.inconsistent_cluster_id,
+                        broker_epoch=-1)
+    endpoints = [(listener.name, listener.host, int(listener.port)) for listener in request.listeners]
+    try:
+        ctx.controller.register_broker(request.broker_id, endpoints, request.rack)
+    except ControllerError as exc:
+        return ctx.make("BrokerRegistrationResponse", throttle_time=0, error_code=exc.code, broker_epoch=-1)
+    return ctx.make("BrokerRegistrationResponse", throttle_time=0, error_code=ErrorCode.none,
+                    broker_epoch=ctx.controller.log.written)

@@ -1,0 +1,202 @@
+"""This node's requests to the active controller (Kafka's NodeToControllerChannelManager), on a node of a quorum.
+
+- **Forwarding (KIP-590).** An admin request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+  IncrementalAlterConfigs) that reaches a node which is not the active controller is wrapped, frame as
+  received, in an Envelope (API 58) and sent to the active controller's controller listener, which runs it and
+  returns the response frame; the client sees one answer, as if this node had run it. When no controller can be
+  reached, or it stopped being active meanwhile, the client gets NOT_CONTROLLER (retriable) in every error field.
+- **AllocateProducerIds (67)** for a non-active node's InitProducerId.
+- **BrokerRegistration (62)**: where this node serves clients, committed by the active controller so every
+  node's Metadata lists it, then **BrokerHeartbeat (63)** every `broker.heartbeat.interval.ms` to keep its session
+  (the controller fences a broker whose heartbeats stop; the next one unfences it).
+
+The active controller is the raft leader; the controller listener of each voter is in `controller.quorum.voters`.
+Envelope frames carry the request header and body without the size prefix, as Kafka's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import logging
+import struct
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from bus.broker.network_client import NodeConnection, NodeConnectionError
+from bus.controller.controller import ControllerError
+from bus.protocol import client_codec
+from bus.protocol.messages import request_shapes
+from bus.raft.driver import RaftDriver, RaftStoppedError
+
+if TYPE_CHECKING:
+    from bus.broker.kafka_apis import KafkaApis
+    from bus.controller.controller import QuorumController
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS = 19
+CREATE_TOPICS_VERSION = 7
+ENVELOPE = 58
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
+ALLOCATE_PRODUCER_IDS = 67
+# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, IncrementalAlterConfigs: Kafka's forwardable admin
+# APIs that this broker serves.
+FORWARDED_APIS = frozenset({19, 20, 33, 37, 44})
+REGISTRATION_RETRY_S = 0.5
+
+
+class ControllerUnavailable(Exception):
+    """No active controller answered (none elected, unreachable, or it lost the leadership meanwhile)."""
+
+
+class ControllerChannel:
+    def __init__(self, node_id: int, raft: RaftDriver, controller: QuorumController,
+                 voters: Mapping[int, tuple[str, int]], request_timeout_s: float) -> None:
+        self.node_id = node_id
+        self.raft = raft
+        self.controller = controller
+        self.voters = dict(voters)
+        self.request_timeout_s = request_timeout_s
+        self.local_apis: KafkaApis | None = None  # the client APIs an Envelope from another node runs on
+        self._connections: dict[int, NodeConnection] = {}
+        self._creating: dict[str, asyncio.Task[None]] = {}  # topics being auto-created through the controller
+
+    def forwards(self, api_key: int) -> bool:
+        return api_key in FORWARDED_APIS and not self.controller.active
+
+    async def _request(self, message: Any, version: int) -> Any:
+        """Send `message` to the active controller's controller listener and return its response."""
+        try:
+            leader = await self.raft.wait_for_leader(self.request_timeout_s)
+        except (TimeoutError, RaftStoppedError) as exc:
+            raise ControllerUnavailable(f"no active controller: {exc or 'none elected in time'}") from None
+        if leader == self.node_id:
+            raise ControllerUnavailable(f"node {self.node_id} leads the quorum but is not active yet")
+        connection = self._connections.get(leader)
+        if connection is None:
+            host, port = self.voters[leader]
+            connection = self._connections[leader] = NodeConnection(
+                host, port, f"controller-channel-{self.node_id}", request_timeout_s=self.request_timeout_s,
+                connect_timeout_s=self.request_timeout_s)
+        try:
+            return await connection.request(message, version)
+        except NodeConnectionError as exc:
+            raise ControllerUnavailable(f"controller {leader}: {exc}") from None
+
+    async def forward(self, frame: bytes, peer: str) -> bytes:
+        """The response frame (size prefix included) of `frame` as the active controller answered it."""
+        envelope = request_shapes(ENVELOPE, 0).make(
+            "EnvelopeRequest", request_data=bytes(frame), request_principal=None,
+            client_host_address=_address_bytes(peer))
+        response = await self._request(envelope, 0)
+        if response.error_code != ErrorCode.none or response.response_data is None:
+            raise ControllerUnavailable(f"the controller refused the envelope: {response.error_code.name}")
+        data: bytes = response.response_data
+        return struct.pack(">i", len(data)) + data
+
+    def create_topic_soon(self, name: str) -> None:
+        """Auto-create `name` with the defaults through the active controller, in the background (Kafka's
+        AutoTopicCreationManager); one request per topic at a time."""
+        if name in self._creating:
+            return
+        task = self._creating[name] = asyncio.create_task(self._create_topic(name))
+        task.add_done_callback(lambda _task: self._creating.pop(name, None))
+
+    async def _create_topic(self, name: str) -> None:
+        shapes = request_shapes(CREATE_TOPICS, CREATE_TOPICS_VERSION)
+        topic = shapes.make("CreatableTopic", name=name, num_partitions=-1, replication_factor=-1, assignments=(),
+                            configs=())
+        request = shapes.make("CreateTopicsRequest", topics=(topic,), validate_only=False,
+                              timeout=datetime.timedelta(seconds=self.request_timeout_s))
+        frame = client_codec.encode_request(0, f"auto-create-{self.node_id}", request, CREATE_TOPICS_VERSION)
+        try:
+            await self.forward(bytes(frame[4:]), "")
+        except ControllerUnavailable as exc:
+            log.info("auto-creation of %s not forwarded: %s", name, exc)
+
+    async def allocate_producer_ids(self) -> range:
+        request = request_shapes(ALLOCATE_PRODUCER_IDS, 0).make("AllocateProducerIdsRequest",
+                                                                broker_id=self.node_id, broker_epoch=-1)
+        response = await self._request(request, 0)
+        if response.error_code != ErrorCode.none:
+            raise ControllerUnavailable(f"AllocateProducerIds failed: {response.error_code.name}")
+        return range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
+
+    async def run_lifecycle(self, cluster_id: str, endpoints: list[tuple[str, str, int]], rack: str | None,
+                            heartbeat_interval_s: float) -> None:
+        """Register, then heartbeat until cancelled; registers again when the controller no longer knows us."""
+        while True:
+            await self.register(cluster_id, endpoints, rack)
+            while await self._heartbeat():
+                await asyncio.sleep(heartbeat_interval_s)
+
+    async def _heartbeat(self) -> bool:
+        """One heartbeat; False when this broker must register again."""
+        try:
+            if self.controller.active:
+                written = self.controller.log.written
+                self.controller.broker_heartbeat(self.node_id)
+                if self.controller.log.written != written:
+                    await self.controller.log.sync()
+                return True
+            request = request_shapes(BROKER_HEARTBEAT, 0).make(
+                "BrokerHeartbeatRequest", broker_id=self.node_id, broker_epoch=-1, current_metadata_offset=-1,
+                want_fence=False, want_shut_down=False)
+            response = await self._request(request, 0)
+            code = response.error_code
+        except ControllerUnavailable as exc:
+            log.debug("heartbeat not sent: %s", exc)
+            return True
+        except ControllerError as exc:
+            code = exc.code
+        if code == ErrorCode.broker_id_not_registered:
+            return False
+        if code != ErrorCode.none:
+            log.debug("heartbeat answered %s", code.name)
+        return True
+
+    async def register(self, cluster_id: str, endpoints: list[tuple[str, str, int]], rack: str | None) -> None:
+        """Register this broker with the active controller, retrying until it is committed (or cancelled)."""
+        shapes = request_shapes(BROKER_REGISTRATION, 0)
+        request = shapes.make(
+            "BrokerRegistrationRequest", broker_id=self.node_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+            listeners=tuple(shapes.make("Listener", name=name, host=host, port=port, security_protocol=0)
+                            for name, host, port in endpoints),
+            features=(), rack=rack)
+        while True:
+            try:
+                if self.controller.active:
+                    self.controller.register_broker(self.node_id, endpoints, rack)
+                    await self.controller.log.sync()
+                    break
+                response = await self._request(request, 0)
+                if response.error_code == ErrorCode.none:
+                    break
+                log.info("broker registration refused: %s; retrying", response.error_code.name)
+            except ControllerUnavailable as exc:
+                log.info("broker registration: %s; retrying", exc)
+            except ControllerError as exc:  # our own controller lost the leadership before it committed
+                log.info("broker registration: %s; retrying", exc.message)
+            await asyncio.sleep(REGISTRATION_RETRY_S)
+        log.info("broker %d registered with the active controller", self.node_id)
+
+    async def close(self) -> None:
+        for task in list(self._creating.values()):
+            task.cancel()
+        for connection in self._connections.values():
+            await connection.close()
+
+
+def _address_bytes(peer: str) -> bytes:
+    """The client's IP address as Kafka puts it in an Envelope (4 or 16 bytes); empty when it has none."""
+    host = peer.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).packed
+    except ValueError:
+        return b""

@@ -1,0 +1,129 @@
+"""`RaftMetadataLog`: the controller's metadata records in the KRaft quorum's replicated log.
+
+One raft entry holds the records of one controller operation as a JSON array (the same JSON the local
+`MetadataLog` writes one line per record): Kafka writes its own binary metadata records and keeps one operation's
+records in one atomic batch; one entry per operation is that atomicity here, so a topic never commits without
+its partitions. LeaderChange control entries carry no metadata and are skipped.
+
+This node is the active controller while it leads the quorum and an entry of its own epoch (its LeaderChange) is
+committed: only then has it applied everything the previous leaders committed, the point at which Kafka's
+QuorumController becomes active. An append is answered (`sync`) only once it is committed in the
+epoch it was appended in; losing the leadership first gives NOT_CONTROLLER, never a false success.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+
+from bus.controller.controller import not_controller
+from bus.controller.record_log import MetadataRecord
+from bus.raft.driver import RaftDriver, RaftStoppedError
+from bus.raft.log import LogEntry
+from bus.raft.node import NotLeaderError
+from bus.raft.roles import Role
+
+log = logging.getLogger(__name__)
+
+# How long an operation waits for its entry to commit before it answers NOT_CONTROLLER (Kafka's controller
+# times out write operations the same way; the client retries, the operation may still have committed).
+COMMIT_TIMEOUT_S = 30.0
+
+
+def encode_entry(records: list[MetadataRecord]) -> bytes:
+    return json.dumps(records, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_entry(data: bytes) -> list[MetadataRecord]:
+    records = json.loads(data)
+    if not isinstance(records, list) or not all(isinstance(r, dict) and "type" in r for r in records):
+        raise ValueError(f"metadata log entry is not a list of records: {data[:200]!r}")
+    return records
+
+
+class RaftMetadataLog:
+    def __init__(self, driver: RaftDriver, commit_timeout_s: float = COMMIT_TIMEOUT_S,
+                 close_log: Callable[[], None] | None = None) -> None:
+        """`close_log`: closes the raft log's files (idempotent; the driver also closes them when it stops)."""
+        self.driver = driver
+        self._close_log = close_log
+        self.commit_timeout_s = commit_timeout_s
+        self.written = 0
+        self._last: tuple[int, int] | None = None  # (offset, epoch) of this node's last append
+        self._leading: int | None = None  # the epoch this node leads, until one of its entries is committed
+        self._active = False
+        self._on_committed: Callable[[list[MetadataRecord]], None] | None = None
+        self._on_active: Callable[[bool], None] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def open(self, on_committed: Callable[[list[MetadataRecord]], None],
+             on_active: Callable[[bool], None]) -> None:
+        """Follow the driver, then let it process its start (a lone voter leads and commits its log at once)."""
+        self._on_committed = on_committed
+        self._on_active = on_active
+        self.driver.role_listeners.append(self._role_changed)
+        self.driver.committed_listeners.append(self._committed)
+        self.driver.open()
+
+    def _role_changed(self, role: Role, epoch: int, leader_id: int | None) -> None:
+        if role is Role.LEADER:
+            self._leading = epoch
+        else:
+            self._leading = None
+            self._set_active(False)
+
+    def _committed(self, entries: tuple[LogEntry, ...]) -> None:
+        assert self._on_committed is not None
+        for entry in entries:
+            if isinstance(entry.record, bytes):
+                self._on_committed(decode_entry(entry.record))
+        if (self._leading is not None and entries and entries[-1].epoch == self._leading
+                and self.driver.role is Role.LEADER and self.driver.epoch == self._leading):
+            self._set_active(True)
+
+    def _set_active(self, active: bool) -> None:
+        if active == self._active:
+            return
+        self._active = active
+        log.info("node %d %s the active controller (epoch %d)", self.driver.node_id,
+                 "is now" if active else "is no longer", self.driver.epoch)
+        assert self._on_active is not None
+        self._on_active(active)
+
+    def append(self, records: Iterable[MetadataRecord]) -> None:
+        batch = list(records)
+        if not batch:
+            return
+        if not self._active:
+            raise not_controller(f"node {self.driver.node_id} is not the active controller")
+        epoch = self.driver.epoch
+        try:
+            offset = self.driver.append([encode_entry(batch)])
+        except (NotLeaderError, RaftStoppedError) as exc:
+            raise not_controller(str(exc)) from None
+        self._last = (offset, epoch)
+        self.written += 1
+
+    async def sync(self) -> None:
+        if self._last is None:
+            return
+        offset, epoch = self._last
+        try:
+            if offset >= self.driver.high_watermark:
+                if self.driver.role is not Role.LEADER or self.driver.epoch != epoch:
+                    raise NotLeaderError(f"node {self.driver.node_id} left epoch {epoch} before offset {offset} "
+                                         "was committed")
+                await self.driver.wait_committed(offset, self.commit_timeout_s)
+        except (NotLeaderError, RaftStoppedError, TimeoutError) as exc:
+            raise not_controller(f"the metadata change was not committed: {exc or 'timed out'}") from None
+        raft_log = self.driver.node.log
+        if raft_log.start_offset() <= offset < raft_log.end_offset() and raft_log.epoch_of(offset) != epoch:
+            raise not_controller(f"the metadata change at offset {offset} was replaced by another leader's")
+
+    def close(self) -> None:
+        if self._close_log is not None:
+            self._close_log()

@@ -1,0 +1,81 @@
+"""A cluster of combined (`process.roles=broker,controller`) broker processes sharing one KRaft quorum and one
+cluster id, for integration tests: `ClusterProcess(tmp_path, 3)`.
+
+Each node is a `BrokerProcess` (its own data dir and free ports); every node names all of them in
+`controller.quorum.voters`, as `python -m deploy.cluster` starts them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from bus.client.admin import AdminClient, QuorumInfo
+from tests.support.broker_process import BrokerProcess
+
+T = TypeVar("T")
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"  # one id for every node, as `kafka-storage format -t` gives them
+
+
+def until(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """`check()`'s first result that is not None, polled until `timeout` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result is not None:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not within {timeout}s")
+        time.sleep(interval)
+
+
+def describe_quorum(node: BrokerProcess) -> QuorumInfo | None:
+    """The quorum as `node` reports it, or None while it has no leader (or cannot be reached)."""
+    try:
+        with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 500,
+                          "socket.connection.setup.timeout.ms": 500}) as admin:
+            return admin.describe_metadata_quorum()
+    except Exception:
+        return None
+
+
+class ClusterProcess:
+    def __init__(self, base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> None:
+        self.nodes = {i: BrokerProcess(base / f"node{i}", {"node.id": str(i), "cluster.id": CLUSTER_ID,
+                                                           **(overrides or {})})
+                      for i in range(1, size + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{node.controller_port}" for i, node in self.nodes.items())
+        for node in self.nodes.values():
+            node.overrides["controller.quorum.voters"] = voters
+
+    def __getitem__(self, node_id: int) -> BrokerProcess:
+        return self.nodes[node_id]
+
+    def __iter__(self) -> Iterator[BrokerProcess]:
+        return iter(self.nodes.values())
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def start(self) -> ClusterProcess:
+        for node in self.nodes.values():
+            node.start()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.stop()
+
+    def leader(self, timeout: float = 20.0, via: BrokerProcess | None = None) -> int:
+        """The active controller's id once the quorum has one (asked of `via`, else of each running node)."""
+        def ask() -> int | None:
+            for node in [via] if via else list(self):
+                if node.proc is not None and node.proc.poll() is None:
+                    info = describe_quorum(node)
+                    if info is not None and info.leader_id in self.nodes:
+                        return info.leader_id
+            return None
+        return until(ask, timeout, "a quorum leader")
