@@ -36,20 +36,20 @@ def _metadata_frame(topic: str) -> bytes:
     return buf.getvalue()
 
 
-async def _worst_gap_while(work: asyncio.Future[object], interval: float = 0.001) -> float:
-    worst = 0.0
+async def _ticks_while(work: asyncio.Future[object], interval: float = 0.001) -> int:
+    """How often the loop woke a 1 ms sleeper while `work` ran: once if the work held the loop throughout."""
+    ticks = 0
     while not work.done():
-        before = time.perf_counter()
         await asyncio.sleep(interval)
-        worst = max(worst, time.perf_counter() - before - interval)
-    return worst
+        ticks += 1
+    return ticks
 
 
 def test_a_metadata_response_for_thousands_of_partitions_leaves_the_loop_free(tmp_path: Path) -> None:
     config = load_broker_config({"log.dirs": str(tmp_path / "data"), "node.id": "1", "log.cleaner.enable": "false",
                                  "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"})
 
-    async def scenario() -> tuple[float, float, bytes]:
+    async def scenario() -> tuple[int, float, bytes]:
         broker = Broker(config)
         try:
             broker.controller.create_topic(TopicSpec("wide", PARTITIONS, 1))
@@ -62,15 +62,16 @@ def test_a_metadata_response_for_thousands_of_partitions_leaves_the_loop_free(tm
 
             started = time.perf_counter()
             work = asyncio.ensure_future(ask())
-            worst = await _worst_gap_while(work)
-            return worst, time.perf_counter() - started, await work
+            ticks = await _ticks_while(work)
+            return ticks, time.perf_counter() - started, await work
         finally:
             broker.logs.close()
 
-    worst, took, response = asyncio.run(scenario())
+    ticks, took, response = asyncio.run(scenario())
     header_size = 4 + 4 + 1  # size, correlation id, empty tagged fields (flexible response header)
     decoded, _ = entity_reader(MetadataResponse)(response, header_size)
     assert [p.partition_index for p in decoded.topics[0].partitions] == list(range(PARTITIONS))
-    # Building and encoding took tens of ms; the loop waited for a few switch intervals of it at a time, where
-    # before it waited for all of it.
-    assert worst < took / 2, (worst, took)
+    # Building and encoding took tens of ms, in a thread that hands the GIL back every switch interval (5 ms):
+    # the loop woke its sleeper several times meanwhile. On the loop, the work ran in one piece: one wake-up.
+    # (Counting wake-ups, not the longest gap, keeps the test steady on a loaded machine.)
+    assert ticks >= 3, (ticks, took)
