@@ -92,13 +92,14 @@ class LeaderEpochFileCache:
     changed. Not thread-safe by itself: the log calls it under its own lock.
     """
 
-    __slots__ = ("_epochs", "_starts", "latest_epoch", "path")
+    __slots__ = ("_epochs", "_starts", "dirty", "latest_epoch", "path")
 
     def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
         self._epochs: list[int] = []
         self._starts: list[int] = []
         self.latest_epoch = UNDEFINED_EPOCH
+        self.dirty = False  # changed by an append since the file was last written (see `assign`)
         for epoch, start in entries:  # through the monotonicity rules, as Kafka reads its checkpoint
             self._assign(epoch, start)
 
@@ -108,16 +109,36 @@ class LeaderEpochFileCache:
 
     def write(self) -> None:
         write_checkpoint(self.path, self.entries)
+        self.dirty = False
+
+    def take_pending(self) -> list[EpochEntry] | None:
+        """The entries to write if an append changed them since the last write (the log's flush writes them,
+        off the event loop), else None. Marks them written: a failed write calls `mark_dirty` again."""
+        if not self.dirty:
+            return None
+        self.dirty = False
+        return self.entries
+
+    def mark_dirty(self) -> None:
+        self.dirty = True
 
     # ------------------------------------------------------------------------------------------- assign
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, durable: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`, writing the file if that changed anything. An epoch
         once assigned keeps its start unless offered a smaller one; entries that would break monotonicity (an
-        epoch as new or newer, or starting at or past `start_offset`) are dropped first, as in Kafka."""
+        epoch as new or newer, or starting at or past `start_offset`) are dropped first, as in Kafka.
+
+        `durable=False` (the append path) only marks the file out of date; the log's next flush writes it, as
+        Kafka defers the checkpoint since KAFKA-15046: a write with two fsyncs on the first append of every
+        partition stalled the event loop. Nothing is lost by waiting: the batches carry their epochs, and
+        recovery rescans everything past the recovery point, which a flush moves only after this write."""
         changed = self._assign(epoch, start_offset)
         if changed:
-            self.write()
+            if durable:
+                self.write()
+            else:
+                self.dirty = True
         return changed
 
     def _assign(self, epoch: int, start_offset: int) -> bool:

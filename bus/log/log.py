@@ -37,6 +37,7 @@ from bus.log.leader_epoch_cache import (
     EpochEntry,
     LeaderEpochFileCache,
     read_checkpoint,
+    write_checkpoint,
 )
 from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close, walk_headers
 from bus.log.txn_index import AbortedTxn
@@ -92,19 +93,29 @@ _EMPTY = ReadResult(b"", None)
 class _FlushPlan:
     """Descriptors to fsync for one flush, taken under the log's lock and synced without it."""
 
-    __slots__ = ("directory", "failed", "fds", "generation", "offset", "segments")
+    __slots__ = ("directory", "epochs", "epochs_path", "failed", "fds", "generation", "offset", "segments")
 
     def __init__(self, offset: int, generation: int, segments: list[Segment], fds: list[int],
-                 directory: Path | None) -> None:
+                 directory: Path | None, epochs_path: Path, epochs: list[EpochEntry] | None) -> None:
         self.offset = offset
         self.generation = generation
         self.segments = segments
         self.fds = fds
         self.directory = directory
+        self.epochs_path = epochs_path
+        self.epochs = epochs  # leader-epoch entries appends changed, written before the recovery point moves
         self.failed = True
 
     def fsync(self) -> None:
-        """fsync and close every descriptor (all of them closed even if one fails), then the directory."""
+        """Write the leader-epoch checkpoint if appends changed it, fsync and close every descriptor (all of
+        them closed even if one fails), then the directory."""
+        if self.epochs is not None:
+            try:
+                write_checkpoint(self.epochs_path, self.epochs)
+            except OSError:
+                for fd in self.fds:
+                    os.close(fd)
+                raise
         error: OSError | None = None
         for fd in self.fds:
             try:
@@ -304,7 +315,7 @@ class Log:
             assign_offsets(payload, batches, first, log_append_time=append_time,
                            partition_leader_epoch=partition_leader_epoch)  # fmt: skip
             if partition_leader_epoch is not None and partition_leader_epoch != self._epochs.latest_epoch:
-                self._epochs.assign(partition_leader_epoch, first)
+                self._epochs.assign(partition_leader_epoch, first, durable=False)
             placements: list[Placement] = []
             offset = first
             for batch in batches:
@@ -329,7 +340,7 @@ class Log:
             epochs = self._epochs
             for batch in batches:  # the leader's epochs, as its cache has them (Kafka skips unstamped batches)
                 if batch.partition_leader_epoch != epochs.latest_epoch and batch.partition_leader_epoch >= 0:
-                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                    epochs.assign(batch.partition_leader_epoch, batch.base_offset, durable=False)
             self._write(payload, batches, placements, batches[0].base_offset if batches else expected, self._now_ms())
             return AppendResult(batches[0].base_offset, batches[-1].last_offset, -1, self._log_start_offset)
 
@@ -405,7 +416,7 @@ class Log:
         """Under the lock: duplicate the descriptors of every segment holding unflushed data below `offset`."""
         segments = [s for s in self._segments if s.base_offset < offset and s.unflushed]
         plan = _FlushPlan(offset, self._generation, segments, [fd for s in segments for fd in s.dup_fds()],
-                          self.directory if self._dir_dirty else None)
+                          self.directory if self._dir_dirty else None, self._epochs.path, self._epochs.take_pending())
         for segment in segments:
             segment.unflushed = False
         self._dir_dirty = False
@@ -417,6 +428,8 @@ class Log:
             for segment in plan.segments:
                 segment.unflushed = True
             self._dir_dirty |= plan.directory is not None
+            if plan.epochs is not None:
+                self._epochs.mark_dirty()
             return
         if plan.offset > self._recovery_point and plan.generation == self._generation and not self._closed:
             self._recovery_point = plan.offset
@@ -501,7 +514,7 @@ class Log:
         with self._lock:
             self._check_open()
             if epoch != self._epochs.latest_epoch:
-                self._epochs.assign(epoch, self.log_end_offset)
+                self._epochs.assign(epoch, self.log_end_offset, durable=False)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) answering OffsetsForLeaderEpoch for `epoch`; (-1, -1) when undefined."""

@@ -105,10 +105,10 @@ def test_kafkas_answers_for_current_future_and_fenced_epochs(broker: BrokerProce
 
     # The leader stamped its epoch on what it wrote (producers send -1) and recorded where it starts.
     assert {b.info.partition_leader_epoch for b in stored_batches(broker.data_dir, topic)} == {0}
-    assert (broker.data_dir / f"{topic}-0" / CHECKPOINT).read_text() == "0\n1\n0 0\n"
 
-    broker.kill()  # kill -9: the epoch was recorded when it began, not at shutdown
+    broker.kill()  # kill -9 before any flush wrote the checkpoint: the batches carry the epoch, recovery reads it
     broker.start()
+    assert (broker.data_dir / f"{topic}-0" / CHECKPOINT).read_text() == "0\n1\n0 0\n"
     produce(broker.bootstrap, topic, 0, 5)
     with RawKafka(broker.bootstrap) as raw:
         assert [answer(p) for p in offsets_for_epochs(raw, topic, [(0, 0, 0), (0, -1, 1)])] == [

@@ -36,6 +36,9 @@ def test_a_leader_append_stamps_its_epoch_and_records_where_it_starts(tmp_path: 
     assert stamped_epochs(log) == [0, 0, 2, 2, 5]
     assert log.epoch_entries == [(0, 0), (2, 4), (5, 8)]
     assert log.latest_epoch == 5
+    # Written by the next flush (off the event loop), not by the appends.
+    assert not (tmp_path / "t-0" / CHECKPOINT).exists()
+    log.flush()
     assert read_checkpoint(tmp_path / "t-0" / CHECKPOINT) == [(0, 0), (2, 4), (5, 8)]
     assert log.end_offset_for_epoch(5) == (5, 10)
     assert log.end_offset_for_epoch(2) == (2, 8)
@@ -143,3 +146,13 @@ def test_a_new_leader_epoch_starts_at_the_log_end_before_any_append(tmp_path: Pa
     assert log.end_offset_for_epoch(5) == (5, 10)
     append(log, 6)
     assert log.epoch_entries[-1] == (6, 10)
+
+
+def test_epochs_appended_but_never_flushed_come_back_after_a_crash(tmp_path: Path) -> None:
+    """The append path leaves the checkpoint to the next flush; a crash before it loses no epoch."""
+    log = epochs_log(tmp_path, segment_bytes=200)  # several segments, the first ones rolled
+    entries = log.epoch_entries
+    crash(log)
+    log = open_log(tmp_path / "t-0", segment_bytes=200)
+    assert log.epoch_entries == entries == [(0, 0), (2, 4), (5, 8)]
+    log.close()
