@@ -99,6 +99,9 @@ class Broker:
         quorum = broker_quorum.runs_quorum(config)
         self.clustered = quorum and len(config.quorum_voters) > 1  # metadata comes from the other nodes
         configured_id = broker_quorum.quorum_cluster_id(config) if quorum else None
+        if configured_id:  # before the quorum's files are touched: another node's or cluster's data is refused
+            for directory in {*config.log_dirs, config.metadata_dir}:
+                _check_meta_properties(directory, self.node_id, configured_id)
         self.raft = broker_quorum.build_driver(config, configured_id) if configured_id else None
         self.metadata_log = broker_quorum.metadata_log(config, self.raft)
         self.controller = QuorumController(  # opens the log: what is committed is in the image after this

@@ -489,7 +489,9 @@ class ReplicaManager:
         tp = TopicPartition(topic, partition)
         found = self.partitions.get(tp)
         if found is None:
-            if tp in self._opening:  # created a moment ago; not led here until its log exists
+            # Created a moment ago (not led here until its log exists), or led by another broker of the cluster.
+            known = self._image is not None and partition in getattr(self._image.topics.get(topic), "partitions", ())
+            if tp in self._opening or known:
                 raise PartitionError(ErrorCode.not_leader_or_follower)
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return found

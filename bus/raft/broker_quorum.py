@@ -28,7 +28,7 @@ from bus.controller.record_log import MetadataRecordLog
 from bus.raft.config import QuorumConfig
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
-from bus.raft.quorum_state import FileQuorumStateStore
+from bus.raft.quorum_state import FileQuorumStateStore, QuorumStateError
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,9 @@ def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
     try:
         driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, raft_log,
                             FileQuorumStateStore(directory), cluster_id)
+    except QuorumStateError as exc:  # e.g. the voters changed under a node's stored election state
+        raft_log.close()
+        raise ConfigError(f"{directory}: {exc}") from None
     except BaseException:
         raft_log.close()
         raise

@@ -69,13 +69,29 @@ class ClusterProcess:
         for node in self.nodes.values():
             node.stop()
 
+    def running(self) -> list[BrokerProcess]:
+        return [node for node in self if node.proc is not None and node.proc.poll() is None]
+
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Until every running node's Metadata lists every running node (all registered with the controller)."""
+        def listed() -> bool | None:
+            expected = {int(node.overrides["node.id"]) for node in self.running()}
+            for node in self.running():
+                try:
+                    with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 1000}) as admin:
+                        if {b.node_id for b in admin.describe_cluster().brokers} != expected:
+                            return None
+                except Exception:
+                    return None
+            return True
+        until(listed, timeout, "every node registered", interval=0.2)
+
     def leader(self, timeout: float = 20.0, via: BrokerProcess | None = None) -> int:
         """The active controller's id once the quorum has one (asked of `via`, else of each running node)."""
         def ask() -> int | None:
-            for node in [via] if via else list(self):
-                if node.proc is not None and node.proc.poll() is None:
-                    info = describe_quorum(node)
-                    if info is not None and info.leader_id in self.nodes:
-                        return info.leader_id
+            for node in [via] if via else self.running():
+                info = describe_quorum(node)
+                if info is not None and info.leader_id in self.nodes:
+                    return info.leader_id
             return None
         return until(ask, timeout, "a quorum leader")

@@ -36,6 +36,37 @@ def advertised_endpoint(ctx: RequestContext) -> Listener:
     return endpoint
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+def live_brokers(ctx: RequestContext) -> list[BrokerEndpoint]:
+    """The brokers Metadata and DescribeCluster list: this one, and on a node of a quorum every registered broker
+    that is not fenced, each at its endpoint on the listener the request came in on."""
+    endpoint = advertised_endpoint(ctx)
+    brokers = [BrokerEndpoint(ctx.node_id, endpoint.host, endpoint.port, None)]
+    if ctx.services.raft is not None:
+        for broker_id, registration in sorted(ctx.metadata.brokers.items()):
+            address = registration.endpoint(ctx.listener)
+            if broker_id != ctx.node_id and address is not None and not registration.fenced:
+                brokers.append(BrokerEndpoint(broker_id, address[0], address[1], registration.rack))
+    return brokers
+
+
+def controller_id(ctx: RequestContext) -> int:
+    """The active controller as clients see it: the raft leader on a node of a quorum (-1 while none is known),
+    else this node."""
+    raft = ctx.services.raft
+    if raft is None:
+        return ctx.node_id
+    leader = raft.leader()
+    return -1 if leader is None else leader
+
+
 def topic_name_for(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> str | None:
     """Requests name topics by name (old versions) or by id (new ones); resolve either."""
     if topic_id is not None and topic_id != NULL_TOPIC_ID:

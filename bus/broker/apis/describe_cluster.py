@@ -1,7 +1,8 @@
 """DescribeCluster (60): the cluster id, the controller and the brokers, as admin clients ask for it.
 
-Only brokers are described here (endpoint type 1). Kafka's brokers refuse the controller endpoint
-type (2): clients ask controllers for it on the controller listener, which does not serve clients.
+Only brokers are described here (endpoint type 1): the same ones Metadata lists (`live_brokers`). Kafka's
+brokers refuse the controller endpoint type (2): clients ask controllers for it on the controller listener,
+which does not serve clients.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.apis._common import advertised_endpoint
+from bus.broker.apis._common import controller_id, live_brokers
 from bus.broker.context import RequestContext
 
 API_KEY = 60
@@ -47,7 +48,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             controller_id=-1,
             brokers=(),
         )
-    endpoint = advertised_endpoint(ctx)
     operations = ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED
     return ctx.make(
         "DescribeClusterResponse",
@@ -56,8 +56,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=ctx.metadata.cluster_id,
-        controller_id=ctx.node_id,
-        brokers=[ctx.make("DescribeClusterBroker", broker_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
-                          rack=None)],
+        controller_id=controller_id(ctx),
+        brokers=[ctx.make("DescribeClusterBroker", broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                 for b in live_brokers(ctx)],
         cluster_authorized_operations=operations,
     )

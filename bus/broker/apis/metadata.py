@@ -19,7 +19,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.apis._common import LARGE_RESPONSE_ITEMS, NULL_TOPIC_ID, advertised_endpoint, topic_name_for
+from bus.broker.apis._common import (
+    LARGE_RESPONSE_ITEMS,
+    NULL_TOPIC_ID,
+    controller_id,
+    live_brokers,
+    topic_name_for,
+)
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError, TopicSpec
 from bus.controller.image import PartitionState, TopicImage
@@ -72,25 +78,8 @@ def _auto_create(ctx: RequestContext, name: str) -> TopicImage | ErrorCode:
 
 
 def _brokers(ctx: RequestContext) -> list[Any]:
-    endpoint = advertised_endpoint(ctx)
-    brokers = [ctx.make("MetadataResponseBroker", node_id=ctx.node_id, host=endpoint.host, port=endpoint.port,
-                        rack=None)]
-    if ctx.services.raft is not None:
-        for broker_id, registration in sorted(ctx.metadata.brokers.items()):
-            address = registration.endpoint(ctx.listener)
-            if broker_id != ctx.node_id and address is not None and not registration.fenced:
-                brokers.append(ctx.make("MetadataResponseBroker", node_id=broker_id, host=address[0], port=address[1],
-                                        rack=registration.rack))
-    return brokers
-
-
-def controller_id(ctx: RequestContext) -> int:
-    """The active controller as clients see it: the raft leader on a node of a quorum, else this node."""
-    raft = ctx.services.raft
-    if raft is None:
-        return ctx.node_id
-    leader = raft.leader()
-    return -1 if leader is None else leader
+    return [ctx.make("MetadataResponseBroker", node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in live_brokers(ctx)]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

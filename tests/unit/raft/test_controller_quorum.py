@@ -11,13 +11,17 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from bus.config.broker import load_broker_config
+from bus.config.definitions import ConfigError
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
 from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecord
+from bus.raft.broker_quorum import quorum_cluster_id
 from tests.unit.raft.test_raft_driver import Cluster, in_loop
 
 
@@ -120,3 +124,17 @@ async def test_a_new_active_controller_has_every_committed_change_and_validates_
         second.create_topic(TopicSpec("after", 1, 1))
         await second.log.sync()
         assert sorted(second.image.topics) == ["after", "kept"]
+
+
+def test_a_cluster_of_several_voters_requires_its_cluster_id(tmp_path: Path) -> None:
+    settings = {"node.id": "1", "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+                "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "log.dirs": str(tmp_path),
+                "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"}
+    with pytest.raises(ConfigError, match=r"cluster\.id is required when controller\.quorum\.voters names more than"):
+        quorum_cluster_id(load_broker_config(settings))
+    assert quorum_cluster_id(load_broker_config({**settings, "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"})) == \
+        "MkU3OEVBNTcwNTJENDM2Qg"
+    # A lone voter keeps the id its storage was formatted with, as a single node always did.
+    lone = {**settings, "controller.quorum.voters": "1@127.0.0.1:9093"}
+    (tmp_path / "meta.properties").write_text("cluster.id=kept-id\nnode.id=1\nversion=1\n")
+    assert quorum_cluster_id(load_broker_config(lone)) == "kept-id"

@@ -1,0 +1,156 @@
+"""A three-node cluster (`process.roles=broker,controller` on each) sharing one metadata log through the KRaft
+quorum, judged by confluent-kafka, kafka-python and raw requests: a topic created through any node exists on
+every node, its partitions are served where the metadata places them, and the active controller's SIGKILL loses
+no committed change while a new one keeps admin operations working and the restarted node catches up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
+from kio.schema.errors import ErrorCode
+
+from bus.protocol.records import Record, build_batch
+from tests.integration._support_raw import RawKafka, metadata_request, produce_error
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster_process import ClusterProcess, until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    nodes = ClusterProcess(tmp_path, 3)
+    try:
+        nodes.start()
+        nodes.wait_for_brokers()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def topic_on(node: BrokerProcess, name: str) -> tuple[uuid.UUID, dict[int, int]] | None:
+    """(topic id, partition -> leader) as `node`'s Metadata describes the topic, or None while it does not."""
+    try:
+        with RawKafka(node.bootstrap) as raw:
+            [topic] = raw.request(metadata_request(name, allow_auto_create=False)).topics
+    except OSError:
+        return None
+    if topic.error_code != ErrorCode.none:
+        return None
+    return topic.topic_id, {p.partition_index: p.leader_id for p in topic.partitions}
+
+
+def everywhere(cluster: ClusterProcess, name: str, partitions: int) -> tuple[uuid.UUID, dict[int, int]]:
+    """The topic once every running node describes it alike, with all its partitions."""
+    def same() -> tuple[uuid.UUID, dict[int, int]] | None:
+        seen = [topic_on(node, name) for node in cluster.running()]
+        if seen[0] is None or len(seen[0][1]) != partitions or any(s != seen[0] for s in seen):
+            return None
+        return seen[0]
+    return until(same, 30, f"{name} on every node")
+
+
+def create_raw(node: BrokerProcess, name: str, partitions: int) -> Any:
+    """CreateTopics v7 sent to `node` itself (librdkafka would send it to the controller Metadata names)."""
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+    request = CreateTopicsRequest(
+        topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
+                               configs=()),),
+        timeout=datetime.timedelta(seconds=30), validate_only=False)
+    with RawKafka(node.bootstrap, timeout=40) as raw:
+        [result] = raw.request(request).topics
+    return result
+
+
+def produce_all(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    failures: list[Any] = []
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{p}-{i}".encode(), partition=p,
+                             on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[int, list[bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             request_timeout_ms=20000)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        got: dict[int, list[bytes]] = {}
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                got.setdefault(tp.partition, []).extend(r.value for r in records)
+        return got
+    finally:
+        consumer.close()
+
+
+def test_a_topic_created_on_any_node_is_on_every_node_and_served_by_its_leaders(cluster: ClusterProcess) -> None:
+    leader = cluster.leader()
+    follower = next(node for node in cluster.running() if node is not cluster[leader])
+
+    admin = AdminClient({"bootstrap.servers": follower.bootstrap})
+    admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=1)])["orders"].result(30)
+    # The same through the follower itself: it forwards the request to the active controller (Envelope).
+    forwarded = create_raw(follower, "payments", 3)
+    assert (forwarded.error_code, forwarded.num_partitions) == (ErrorCode.none, 3), forwarded
+    again = create_raw(follower, "payments", 3)
+    assert again.error_code == ErrorCode.topic_already_exists  # validated by the controller, not by the follower
+
+    _orders_id, leaders = everywhere(cluster, "orders", 6)
+    assert sorted(set(leaders.values())) == [1, 2, 3]  # placed round robin over the three registered brokers
+    payments_id, _ = everywhere(cluster, "payments", 3)
+    assert payments_id == forwarded.topic_id
+
+    produce_all(cluster.bootstrap, "orders", 6, 10)
+    got = consume_all(cluster.bootstrap, "orders", 6, 60)
+    assert {p: values for p, values in got.items()} == {p: [f"{p}-{i}".encode() for i in range(10)] for p in range(6)}
+
+    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=b"x")], base_offset=0)
+    for partition, owner in leaders.items():
+        elsewhere = next(node for node in cluster.running() if node is not cluster[owner])
+        with RawKafka(elsewhere.bootstrap) as raw:
+            code, _ = produce_error(raw, "orders", partition, batch)
+        assert code == ErrorCode.not_leader_or_follower.value, (partition, owner)
+
+
+def test_the_active_controller_killed_keeps_every_committed_change_and_a_new_one_serves(
+        cluster: ClusterProcess) -> None:
+    old = cluster.leader()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("before", num_partitions=3, replication_factor=1)])["before"].result(30)
+    before = everywhere(cluster, "before", 3)
+
+    cluster[old].kill()
+    survivors = [node for node in cluster if node is not cluster[old]]
+    new = cluster.leader(via=survivors[0])
+    assert new != old
+    survivor_bootstrap = ",".join(node.bootstrap for node in survivors)
+    admin = AdminClient({"bootstrap.servers": survivor_bootstrap})  # no connection to the killed node yet
+    admin.create_topics([NewTopic("after", num_partitions=2, replication_factor=1)])["after"].result(30)
+    after = everywhere(cluster, "after", 2)
+    assert everywhere(cluster, "before", 3) == before
+
+    cluster[old].start()
+    assert until(lambda: topic_on(cluster[old], "before"), 30, "the restarted node has 'before'") == before
+    assert until(lambda: topic_on(cluster[old], "after"), 30, "the restarted node has 'after'") == after
+    cluster.wait_for_brokers()
+    # The restarted node serves its own partitions of the new topic again.
+    produce_all(cluster.bootstrap, "before", 3, 5)
+    got = consume_all(cluster.bootstrap, "before", 3, 15)
+    assert sum(map(len, got.values())) == 15
