@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,10 +17,12 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from bus.broker.broker import Broker
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
-from bus.controller.raft_log import RaftMetadataLog
+from bus.controller.metadata_log import MetadataLog
+from bus.controller.raft_log import RaftMetadataLog, decode_entry
 from bus.controller.record_log import MetadataRecord
 from bus.raft.broker_quorum import quorum_cluster_id
 from tests.unit.raft.test_raft_driver import Cluster, in_loop
@@ -138,3 +141,36 @@ def test_a_cluster_of_several_voters_requires_its_cluster_id(tmp_path: Path) -> 
     lone = {**settings, "controller.quorum.voters": "1@127.0.0.1:9093"}
     (tmp_path / "meta.properties").write_text("cluster.id=kept-id\nnode.id=1\nversion=1\n")
     assert quorum_cluster_id(load_broker_config(lone)) == "kept-id"
+
+
+def test_a_lone_voter_imports_the_metadata_log_it_kept_before_the_quorum_carried_it(tmp_path: Path) -> None:
+    """Upgrading a single node: the topics in `__cluster_metadata-0/metadata.log` move into the quorum's log once."""
+    data = tmp_path / "data"
+    legacy = MetadataLog(data)
+    topic_id = str(uuid.uuid4())
+    legacy.append([{"type": "cluster", "cluster_id": "legacy-cluster"},
+                   {"type": "topic", "name": "legacy", "topic_id": topic_id},
+                   {"type": "partition", "topic_id": topic_id, "partition": 0, "replicas": [1], "isr": [1],
+                    "leader": 1, "leader_epoch": 0}])
+    legacy.close()
+    (data / "meta.properties").write_text("cluster.id=legacy-cluster\nnode.id=1\nversion=1\n")
+    config = load_broker_config({
+        "node.id": "1", "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "log.dirs": str(data),
+        "controller.quorum.voters": "1@127.0.0.1:1", "offsets.topic.num.partitions": "1",
+        "transaction.state.log.num.partitions": "1"})
+    for _ in range(2):  # the second start reads it from the quorum's log and imports nothing again
+        broker = Broker(config)
+        try:
+            assert broker.cluster_id == "legacy-cluster"
+            assert str(broker.controller.image.topics["legacy"].topic_id) == topic_id
+            assert broker.raft is not None
+            stored = [record for entry in broker.raft.node.log.read(0, 1 << 20) if isinstance(entry.record, bytes)
+                      for record in decode_entry(entry.record)]
+            assert [r["type"] for r in stored].count("cluster") == 1
+            assert [r.get("name") for r in stored].count("legacy") == 1
+        finally:
+            broker.logs.close()
+            broker.metadata_log.close()
+    assert not (data / "__cluster_metadata-0" / "metadata.log").exists()
+    assert (data / "__cluster_metadata-0" / "metadata.log.imported").exists()
