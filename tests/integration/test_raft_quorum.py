@@ -9,60 +9,30 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.client.admin import AdminClient, QuorumInfo
+from bus.client.admin import QuorumInfo
 from bus.raft import wire
 from bus.raft.messages import FetchRequest, VoteRequest
 from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
 from tests.integration._support_tools import bus, ok
 from tests.support.broker_process import BrokerProcess
-
-T = TypeVar("T")
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"  # one id for all three, as `kafka-storage format -t` gives them
+from tests.support.cluster_process import CLUSTER_ID, ClusterProcess, until
+from tests.support.cluster_process import describe_quorum as describe
 
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
-    nodes = {i: BrokerProcess(tmp_path / f"node{i}", {"node.id": str(i), "cluster.id": CLUSTER_ID})
-             for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{node.controller_port}" for i, node in nodes.items())
-    for node in nodes.values():
-        node.overrides["controller.quorum.voters"] = voters
+    cluster = ClusterProcess(tmp_path, 3)
     try:
-        for node in nodes.values():
-            node.start()
-        yield nodes
+        yield cluster.start().nodes
     finally:
-        for node in nodes.values():
-            node.stop()
-
-
-def until(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result is not None:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not within {timeout}s")
-        time.sleep(0.05)
-
-
-def describe(node: BrokerProcess) -> QuorumInfo | None:
-    """The quorum as `node` reports it, or None while it has no leader (or cannot be reached)."""
-    try:
-        with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 500,
-                          "socket.connection.setup.timeout.ms": 500}) as admin:
-            return admin.describe_metadata_quorum()
-    except Exception:
-        return None
+        cluster.stop()
 
 
 def fields(output: str) -> dict[str, str]:
