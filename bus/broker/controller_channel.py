@@ -21,6 +21,7 @@ import datetime
 import ipaddress
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,8 @@ ALLOCATE_PRODUCER_IDS = 67
 # APIs that this broker serves.
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 44})
 REGISTRATION_RETRY_S = 0.5
+FORWARD_RETRY_S = 10.0  # how long a forwarded request waits out a controller failover before NOT_CONTROLLER
+FORWARD_BACKOFF_S = 0.1
 
 
 class ControllerUnavailable(Exception):
@@ -76,8 +79,6 @@ class ControllerChannel:
             leader = await self.raft.wait_for_leader(self.request_timeout_s)
         except (TimeoutError, RaftStoppedError) as exc:
             raise ControllerUnavailable(f"no active controller: {exc or 'none elected in time'}") from None
-        if leader == self.node_id:
-            raise ControllerUnavailable(f"node {self.node_id} leads the quorum but is not active yet")
         connection = self._connections.get(leader)
         if connection is None:
             host, port = self.voters[leader]
@@ -90,15 +91,31 @@ class ControllerChannel:
             raise ControllerUnavailable(f"controller {leader}: {exc}") from None
 
     async def forward(self, frame: bytes, peer: str) -> bytes:
-        """The response frame (size prefix included) of `frame` as the active controller answered it."""
+        """The response frame (size prefix included) of `frame` as the active controller answered it.
+
+        While there is no active controller (an election, or a new leader that has not caught up; this node's own
+        controller listener when it leads), the envelope is sent again after a backoff for up to
+        `FORWARD_RETRY_S`, as Kafka's ForwardingManager retries, so a failover rarely reaches the client.
+        """
         envelope = request_shapes(ENVELOPE, 0).make(
             "EnvelopeRequest", request_data=bytes(frame), request_principal=None,
             client_host_address=_address_bytes(peer))
-        response = await self._request(envelope, 0)
-        if response.error_code != ErrorCode.none or response.response_data is None:
-            raise ControllerUnavailable(f"the controller refused the envelope: {response.error_code.name}")
-        data: bytes = response.response_data
-        return struct.pack(">i", len(data)) + data
+        deadline = time.monotonic() + min(FORWARD_RETRY_S, self.request_timeout_s)
+        while True:
+            try:
+                response = await self._request(envelope, 0)
+            except ControllerUnavailable as exc:
+                error = exc
+            else:
+                if response.error_code == ErrorCode.none and response.response_data is not None:
+                    data: bytes = response.response_data
+                    return struct.pack(">i", len(data)) + data
+                error = ControllerUnavailable(f"the controller refused the envelope: {response.error_code.name}")
+                if response.error_code != ErrorCode.not_controller:
+                    raise error
+            if time.monotonic() + FORWARD_BACKOFF_S >= deadline:
+                raise error
+            await asyncio.sleep(FORWARD_BACKOFF_S)
 
     def create_topic_soon(self, name: str) -> None:
         """Auto-create `name` with the defaults through the active controller, in the background (Kafka's

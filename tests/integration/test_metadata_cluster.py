@@ -7,6 +7,7 @@ no committed change while a new one keeps admin operations working and the resta
 from __future__ import annotations
 
 import datetime
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,8 +74,17 @@ def create_raw(node: BrokerProcess, name: str, partitions: int) -> Any:
     return result
 
 
-def produce_all(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+def init_producer_id(node: BrokerProcess) -> tuple[ErrorCode, int]:
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    with RawKafka(node.bootstrap) as raw:
+        response = raw.request(InitProducerIdRequest(transactional_id=None,
+                                                     transaction_timeout=datetime.timedelta(seconds=60)))
+    return response.error_code, int(response.producer_id)
+
+
+def produce_all(bootstrap: str, topic: str, partitions: int, per_partition: int, **conf: Any) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     failures: list[Any] = []
     for p in range(partitions):
         for i in range(per_partition):
@@ -117,7 +127,7 @@ def test_a_topic_created_on_any_node_is_on_every_node_and_served_by_its_leaders(
     payments_id, _ = everywhere(cluster, "payments", 3)
     assert payments_id == forwarded.topic_id
 
-    produce_all(cluster.bootstrap, "orders", 6, 10)
+    produce_all(cluster.bootstrap, "orders", 6, 10, **{"enable.idempotence": True})
     got = consume_all(cluster.bootstrap, "orders", 6, 60)
     assert {p: values for p, values in got.items()} == {p: [f"{p}-{i}".encode() for i in range(10)] for p in range(6)}
 
@@ -127,6 +137,17 @@ def test_a_topic_created_on_any_node_is_on_every_node_and_served_by_its_leaders(
         with RawKafka(elsewhere.bootstrap) as raw:
             code, _ = produce_error(raw, "orders", partition, batch)
         assert code == ErrorCode.not_leader_or_follower.value, (partition, owner)
+
+    # Producer ids on a node that is not the active controller come in blocks from it (AllocateProducerIds):
+    # retriable COORDINATOR_LOAD_IN_PROGRESS until the block arrives, then ids no other node hands out.
+    assert init_producer_id(follower)[0] in (ErrorCode.coordinator_load_in_progress, ErrorCode.none)
+    def granted() -> int | None:
+        code, producer_id = init_producer_id(follower)
+        return producer_id if code == ErrorCode.none else None
+
+    followers_id = until(granted, 10, "a producer id from the follower")
+    code, leaders_id = init_producer_id(cluster[leader])
+    assert code == ErrorCode.none and followers_id // 1000 != leaders_id // 1000
 
 
 def test_the_active_controller_killed_keeps_every_committed_change_and_a_new_one_serves(
@@ -154,3 +175,21 @@ def test_the_active_controller_killed_keeps_every_committed_change_and_a_new_one
     produce_all(cluster.bootstrap, "before", 3, 5)
     got = consume_all(cluster.bootstrap, "before", 3, 15)
     assert sum(map(len, got.values())) == 15
+
+
+def test_a_change_the_active_controller_cannot_commit_is_answered_not_controller(cluster: ClusterProcess) -> None:
+    """The leader appends the topic but, cut off from both voters (SIGSTOP), cannot commit it and resigns: the
+    client gets NOT_CONTROLLER, which it retries, never the success the handler had built."""
+    leader = cluster[cluster.leader()]
+    others = [node for node in cluster.running() if node is not leader]
+    for node in others:
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGSTOP)
+    try:
+        result = create_raw(leader, "stranded", 1)
+    finally:
+        for node in others:
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGCONT)
+    assert result.error_code == ErrorCode.not_controller and not result.topic_id, result
+    assert cluster.leader() in cluster.nodes  # the quorum recovers once the voters are back

@@ -35,7 +35,7 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> tuple
     if name is not None and topic_id != NULL_TOPIC_ID:
         raise ControllerError(ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
     if topic_id != NULL_TOPIC_ID:
-        topic = controller.image.topics_by_id.get(topic_id)
+        topic = controller.working.topics_by_id.get(topic_id)
         if topic is None:
             raise ControllerError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
         name = topic.name
