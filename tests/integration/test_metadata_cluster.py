@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
+from bus.client.admin import AdminClient as BusAdmin
 from bus.protocol.records import Record, build_batch
 from tests.integration._support_raw import RawKafka, metadata_request, produce_error
 from tests.support.broker_process import BrokerProcess
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
-    nodes = ClusterProcess(tmp_path, 3)
+    # Short broker sessions, so that a killed broker is fenced within the test (Kafka's defaults: 9 s and 2 s).
+    nodes = ClusterProcess(tmp_path, 3, {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
     try:
         nodes.start()
         nodes.wait_for_brokers()
@@ -59,6 +61,15 @@ def everywhere(cluster: ClusterProcess, name: str, partitions: int) -> tuple[uui
             return None
         return seen[0]
     return until(same, 30, f"{name} on every node")
+
+
+def listed_brokers(node: BrokerProcess) -> set[int] | None:
+    """The brokers `node`'s DescribeCluster lists (registered and not fenced)."""
+    try:
+        with BusAdmin({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 2000}) as admin:
+            return {broker.node_id for broker in admin.describe_cluster().brokers}
+    except Exception:
+        return None
 
 
 def create_raw(node: BrokerProcess, name: str, partitions: int) -> Any:
@@ -161,17 +172,21 @@ def test_the_active_controller_killed_keeps_every_committed_change_and_a_new_one
     survivors = [node for node in cluster if node is not cluster[old]]
     new = cluster.leader(via=survivors[0])
     assert new != old
+    # The killed broker's session expires: it is fenced, and no node offers it to clients any more.
+    until(lambda: listed_brokers(survivors[0]) == {int(n.overrides["node.id"]) for n in survivors} or None, 15,
+          "the killed broker fenced")
     survivor_bootstrap = ",".join(node.bootstrap for node in survivors)
     admin = AdminClient({"bootstrap.servers": survivor_bootstrap})  # no connection to the killed node yet
     admin.create_topics([NewTopic("after", num_partitions=2, replication_factor=1)])["after"].result(30)
     after = everywhere(cluster, "after", 2)
+    assert old not in after[1].values()  # a fenced broker gets no new partitions
     assert everywhere(cluster, "before", 3) == before
 
     cluster[old].start()
     assert until(lambda: topic_on(cluster[old], "before"), 30, "the restarted node has 'before'") == before
     assert until(lambda: topic_on(cluster[old], "after"), 30, "the restarted node has 'after'") == after
-    cluster.wait_for_brokers()
-    # The restarted node serves its own partitions of the new topic again.
+    cluster.wait_for_brokers()  # registered and heartbeating again: unfenced, listed by every node
+    # The restarted node serves its partitions of 'before' again.
     produce_all(cluster.bootstrap, "before", 3, 5)
     got = consume_all(cluster.bootstrap, "before", 3, 15)
     assert sum(map(len, got.values())) == 15
