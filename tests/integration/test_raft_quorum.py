@@ -11,12 +11,14 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.client.admin import QuorumInfo
+from bus.protocol import client_codec
 from bus.raft import wire
 from bus.raft.messages import FetchRequest, VoteRequest
 from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
@@ -146,3 +148,28 @@ def test_the_controller_listener_serves_only_kraft_and_survives_bad_requests(bro
     assert info.leader_id == 1 and [v.replica_id for v in info.voters] == [1]
     logs = broker.logs()
     assert "Traceback" not in logs and "internal error" not in logs, logs[-3000:]
+
+
+def test_an_envelope_runs_a_forwardable_request_on_the_active_controller_only(broker: BrokerProcess) -> None:
+    """Envelope (58) on the controller listener: a forwarded CreateTopics runs as if the client had sent it, and
+    its response frame comes back inside; an API that is never forwarded is INVALID_REQUEST."""
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.envelope.v0.request import EnvelopeRequest
+
+    create = CreateTopicsRequest(topics=(CreatableTopic(name="enveloped", num_partitions=2, replication_factor=1,
+                                                        assignments=(), configs=()),),
+                                 timeout=timedelta(seconds=10), validate_only=False)
+    with RawKafka(f"127.0.0.1:{broker.controller_port}") as raw:
+        inner = raw.encode(create, correlation_id=77)  # header and body, without the size prefix (as Kafka's)
+        answer = raw.request(EnvelopeRequest(request_data=inner, request_principal=None,
+                                             client_host_address=bytes([127, 0, 0, 1])))
+        assert answer.error_code == ErrorCode.none
+        assert client_codec.response_correlation_id(answer.response_data) == 77  # the client's
+        [topic] = client_codec.decode_response(answer.response_data, 19, 7).topics
+        assert (topic.name, topic.error_code, topic.num_partitions) == ("enveloped", ErrorCode.none, 2)
+        refused = raw.request(EnvelopeRequest(request_data=raw.encode(metadata_request("enveloped")),
+                                              request_principal=None, client_host_address=b""))
+        assert refused.error_code == ErrorCode.invalid_request and refused.response_data is None
+    with RawKafka(broker.bootstrap) as raw:
+        [described] = raw.request(metadata_request("enveloped", allow_auto_create=False)).topics
+    assert described.error_code == ErrorCode.none and len(described.partitions) == 2
