@@ -34,7 +34,7 @@ from bus.controller.controller import QuorumController
 from bus.controller.image import ImageView
 from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from bus.coordinator.group.offset_store import OffsetStore
+from bus.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
@@ -244,7 +244,7 @@ class Broker:
 
     async def _await_coordinator_topics(self) -> None:
         """Wait until the committed metadata holds the coordinators' topics and their local logs exist."""
-        needed = (self.groups.store.topic.name, self.transactions.topic.name)
+        needed = (OFFSETS_TOPIC, self.transactions.topic.name)
         polls = 0
         while not all(name in self.controller.image.topics for name in needed):
             if polls % 200 == 0:  # every 10 s

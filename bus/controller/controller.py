@@ -46,6 +46,21 @@ class ControllerError(KafkaApiError):
     """An admin operation Kafka would refuse, with the error code and message it would return."""
 
 
+# Partition replication (followers fetching from leaders, the ISR, acks=all waiting for it) is not built yet:
+# a partition placed on three brokers would be stored by its leader alone while Metadata listed three in-sync
+# replicas. Until it is, a topic gets one replica; asking for more is refused rather than pretended.
+MAX_REPLICATION_FACTOR = 1
+
+
+def _check_replicated(factor: int) -> None:
+    if factor > MAX_REPLICATION_FACTOR:
+        raise ControllerError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor {factor} is not supported yet: partitions are not replicated across brokers "
+            f"(at most {MAX_REPLICATION_FACTOR}).",
+        )
+
+
 def not_controller(message: str) -> ControllerError:
     """This node is not (or stopped being) the active controller: retriable, the client asks the active one."""
     return ControllerError(ErrorCode.not_controller, message)
@@ -97,7 +112,7 @@ class QuorumController:
         self.image = MetadataImage()
         self._pending: MetadataImage | None = None  # with a quorum, while active: `image` + uncommitted records
         self.listeners: list[Callable[[list[MetadataRecord]], None]] = []
-        self.activation_listeners: list[Callable[[], None]] = []  # run (soon) after this node becomes active
+        self.activation_listeners: list[Callable[[], object]] = []  # run (soon) after this node becomes active
         metadata_log.open(self._on_committed, self._on_active)
 
     @property
@@ -243,6 +258,7 @@ class QuorumController:
                         ErrorCode.invalid_replica_assignment,
                         f"Partition {partition} has replicas on unknown brokers {unknown}",
                     )
+                _check_replicated(len(replicas))
                 sizes.add(len(replicas))
                 result[partition] = replicas
             if sorted(result) != list(range(len(result))):
@@ -268,6 +284,7 @@ class QuorumController:
                 f"Unable to replicate the partition {factor} time(s): The target replication factor of "
                 f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
             )
+        _check_replicated(factor)
         return {p: [brokers[(p + i) % len(brokers)] for i in range(factor)] for p in range(partitions)}
 
     def create_topic(self, spec: TopicSpec, *, validate_only: bool = False) -> TopicImage | None:
@@ -298,7 +315,7 @@ class QuorumController:
         existing = self.working.topics.get(name)
         if existing is not None:
             return existing
-        factor = max(1, min(replication_factor, len(self.live_brokers)))
+        factor = max(1, min(replication_factor, len(self.live_brokers), MAX_REPLICATION_FACTOR))
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
         assert created is not None
         log.info("created %s with %d partitions (replication factor %d)", name, partitions, factor)
