@@ -208,3 +208,78 @@ def test_a_change_the_active_controller_cannot_commit_is_answered_not_controller
             node.proc.send_signal(signal.SIGCONT)
     assert result.error_code == ErrorCode.not_controller and not result.topic_id, result
     assert cluster.leader() in cluster.nodes  # the quorum recovers once the voters are back
+
+
+def test_groups_and_transactions_find_their_coordinator_from_any_node(cluster: ClusterProcess) -> None:
+    """FindCoordinator names the leader of the key's `__consumer_offsets` / `__transaction_state` partition, so
+    a client that only knows another node still reaches the coordinator (it answered "this node" before).
+    The transaction writes to a partition on its coordinator's node: commit markers for partitions on other
+    brokers need WriteTxnMarkers between brokers, which is not built yet."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as Tp
+
+    from bus.coordinator.partitioning import partition_for
+
+    node = cluster.running()[0]
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+
+    def leader_for(topic: str, key: str) -> int:
+        leaders = until(lambda: ((t := topic_on(node, topic)) and t[1]) or None, 30, f"{topic} in the metadata")
+        return leaders[partition_for(key, len(leaders))]
+
+    def stranger_to(owner: int) -> str:
+        return next(n.bootstrap for i, n in cluster.nodes.items() if i != owner)
+
+    # A consumer group, through a node that does not coordinate it.
+    group = "operators"
+    admin.create_topics([NewTopic("grouped", num_partitions=3, replication_factor=1)])["grouped"].result(30)
+    everywhere(cluster, "grouped", 3)
+    stranger = stranger_to(leader_for("__consumer_offsets", group))
+    produce_all(stranger, "grouped", 3, 4)
+
+    def consume(expected: int) -> tuple[int, list[int]]:
+        """(records read, committed offsets) for the group."""
+        consumer = Consumer({"bootstrap.servers": stranger, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe(["grouped"])
+        seen = 0
+        deadline = time.monotonic() + (40 if expected else 8)
+        try:
+            while (seen < expected or not expected) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    seen += 1
+            if seen:
+                consumer.commit(asynchronous=False)
+            committed = consumer.committed([Tp("grouped", p) for p in range(3)], timeout=20)
+            return seen, [tp.offset for tp in committed]
+        finally:
+            consumer.close()
+
+    assert consume(12) == (12, [4, 4, 4])  # every record, offsets committed through the coordinator
+    assert consume(0) == (0, [4, 4, 4])  # a new member resumes there: nothing more to read
+
+    # A transaction, through a node that does not coordinate it.
+    txn_id = "tx-from-a-stranger"
+    coordinator = leader_for("__transaction_state", txn_id)
+    admin.create_topics([NewTopic("audited", num_partitions=1, replica_assignment=[[coordinator]])])["audited"].result(30)
+    everywhere(cluster, "audited", 1)
+    producer = Producer({"bootstrap.servers": stranger_to(coordinator), "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("audited", value=f"entry-{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    reader = Consumer({"bootstrap.servers": stranger_to(coordinator), "group.id": "auditors",
+                       "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    reader.assign([Tp("audited", 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(values) < 4 and time.monotonic() < deadline:
+            message = reader.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        reader.close()
+    assert values == [f"entry-{i}".encode() for i in range(4)]

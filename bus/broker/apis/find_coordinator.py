@@ -1,8 +1,10 @@
 """FindCoordinator (10): which broker coordinates a group (key type 0) or a transactional id (1).
 
 v0-v3 ask about one key; v4+ batch them in `coordinator_keys` and answer one entry each. A group's
-coordinator is the leader of its `__consumer_offsets` partition; on this single-node cluster that is
-this broker once the partition is loaded, so the answer is our endpoint on the listener asked on.
+coordinator is the leader of its `__consumer_offsets` partition, a transactional id's the leader of its
+`__transaction_state` partition (Kafka's hash of the key modulo the partition count). When that is this
+broker, it answers once the partition is loaded; in a cluster, another broker's endpoint on the listener
+asked on (CoordinatorNotAvailable while that broker is fenced or unknown).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.apis._common import advertised_endpoint
+from bus.broker.apis._common import BrokerEndpoint, live_brokers
 from bus.broker.context import RequestContext
+from bus.coordinator.group.offset_store import OFFSETS_TOPIC
+from bus.coordinator.partitioning import partition_for
+from bus.coordinator.transaction.coordinator import TOPIC as TRANSACTIONS_TOPIC
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -23,33 +28,46 @@ KEY_TYPE_TRANSACTION = 1
 BATCHED_VERSION = 4
 
 
-def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
+_UNAVAILABLE = "The coordinator is not available."
+_NOBODY = BrokerEndpoint(-1, "", -1, None)
+
+
+def _leader_of(ctx: RequestContext, topic: str, key: str) -> int | None:
+    """The broker leading `key`'s partition of `topic`, None while the topic does not exist yet."""
+    image = ctx.metadata.topics.get(topic)
+    if image is None or not image.partitions:
+        return None
+    state = image.partitions.get(partition_for(key, len(image.partitions)))
+    return None if state is None else state.leader
+
+
+def _lookup(ctx: RequestContext, key_type: int, key: str,
+            brokers: list[BrokerEndpoint]) -> tuple[ErrorCode, str | None, BrokerEndpoint]:
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return ErrorCode.invalid_request, f"Invalid coordinator type: {key_type}", _NOBODY
+    leader = _leader_of(ctx, OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTIONS_TOPIC, key)
+    if leader is not None and leader != ctx.node_id:
+        remote = next((b for b in brokers if b.node_id == leader), None)
+        if remote is None:  # fenced, or not registered yet
+            return ErrorCode.coordinator_not_available, _UNAVAILABLE, _NOBODY
+        return ErrorCode.none, None, remote
+    me = brokers[0]  # live_brokers lists this broker first
     if key_type == KEY_TYPE_GROUP:
         error = ctx.groups.coordinator_error(key)
-        if error is None:
-            return ErrorCode.none, None
-        return error, "The coordinator is not available."
-    if key_type == KEY_TYPE_TRANSACTION:
-        # A single node hosts every __transaction_state partition: it is every id's coordinator.
-        return ErrorCode.none, None
-    return ErrorCode.invalid_request, f"Invalid coordinator type: {key_type}"
+        return (ErrorCode.none, None, me) if error is None else (error, _UNAVAILABLE, _NOBODY)
+    return ErrorCode.none, None, me  # this broker's transaction coordinator loads its partitions at start
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    endpoint = advertised_endpoint(ctx)
-    node_id = ctx.node_id
+    brokers = live_brokers(ctx)
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version < BATCHED_VERSION:
-        code, message = _lookup(ctx, key_type, request.key)
-        found = code == ErrorCode.none
-        return ctx.make("FindCoordinatorResponse", throttle_time=0, error_code=code,
-                        error_message=None if found else message, node_id=node_id if found else -1,
-                        host=endpoint.host if found else "", port=endpoint.port if found else -1)
+        code, message, at = _lookup(ctx, key_type, request.key, brokers)
+        return ctx.make("FindCoordinatorResponse", throttle_time=0, error_code=code, error_message=message,
+                        node_id=at.node_id, host=at.host, port=at.port)
     coordinators = []
     for key in request.coordinator_keys:
-        code, message = _lookup(ctx, key_type, key)
-        found = code == ErrorCode.none
-        coordinators.append(ctx.make("Coordinator", key=key, node_id=node_id if found else -1,
-                                     host=endpoint.host if found else "", port=endpoint.port if found else -1,
-                                     error_code=code, error_message=None if found else message))
+        code, message, at = _lookup(ctx, key_type, key, brokers)
+        coordinators.append(ctx.make("Coordinator", key=key, node_id=at.node_id, host=at.host, port=at.port,
+                                     error_code=code, error_message=message))
     return ctx.make("FindCoordinatorResponse", throttle_time=0, coordinators=coordinators)
