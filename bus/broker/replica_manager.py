@@ -402,10 +402,15 @@ class ReplicaManager:
     def _logs_created(self, topic: TopicImage, indexes: list[int], future: asyncio.Future[list[Partition]]) -> None:
         for index in indexes:
             self._opening.pop(TopicPartition(topic.name, index), None)
+        current = self._image.topics.get(topic.name) if self._image is not None else None
+        if future.cancelled():  # only a bug cancels it now (see `settled`); never leave the partitions unserved
+            log.error("creating the logs of %s was cancelled; creating them again", topic.name)
+            if current is not None and current.topic_id == topic.topic_id:
+                self._sync_topic(current)
+            return
         if future.exception() is not None:
             log.error("cannot create the logs of %s", topic.name, exc_info=future.exception())
             return
-        current = self._image.topics.get(topic.name) if self._image is not None else None
         if current is not None and current.topic_id == topic.topic_id:
             self._register(current, future.result())
             return
@@ -433,7 +438,9 @@ class ReplicaManager:
         is pending kept a CreateTopics response waiting for as long as anybody kept creating topics)."""
         pending = set(self._opening.values())
         if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            # Shielded: a waiter that goes away (its client disconnected, its request was cancelled) must not
+            # cancel the creation itself, which other requests and the topic's partitions depend on.
+            await asyncio.gather(*(asyncio.shield(f) for f in pending), return_exceptions=True)
             await asyncio.sleep(0)  # let the done callbacks register the partitions
 
     def _drop_topic(self, topic_id: uuid.UUID) -> None:

@@ -6,6 +6,7 @@ sampler on the loop sees no stall near what the disk costs. Before, the snapshot
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -188,3 +189,28 @@ def test_metadata_applied_again_during_creation_keeps_one_partition_per_log(
         first = replicas.get("twice", p).append(_idempotent_batch(7, 0))
         second = replicas.get("twice", p).append(_idempotent_batch(7, 1))
         assert (first.base_offset, second.base_offset) == (0, 1)
+
+
+def test_a_request_that_goes_away_while_logs_are_created_leaves_them_served(
+    serving: tuple[ReplicaManager, MetadataImage],
+) -> None:
+    """A request waiting in `settled` is cancelled (its client disconnected): the creation goes on and the
+    partitions are served. Before, the cancellation reached the creation itself, and the topic answered
+    NOT_LEADER_OR_FOLLOWER until the broker restarted (a CI run's producers timed out on it)."""
+    replicas, image = serving
+
+    async def scenario() -> None:
+        topic = _new_topic(image, "abandoned", partitions=50)
+        replicas.apply(image, [{"type": "topic", "name": "abandoned", "topic_id": str(topic.topic_id)}])
+        waiter = asyncio.ensure_future(replicas.settled())
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        deadline = time.monotonic() + 30
+        while replicas._opening and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert all(replicas.get("abandoned", p).log.directory.is_dir() for p in range(50))
