@@ -262,7 +262,8 @@ def test_groups_and_transactions_find_their_coordinator_from_any_node(cluster: C
     # A transaction, through a node that does not coordinate it.
     txn_id = "tx-from-a-stranger"
     coordinator = leader_for("__transaction_state", txn_id)
-    admin.create_topics([NewTopic("audited", num_partitions=1, replica_assignment=[[coordinator]])])["audited"].result(30)
+    audited = NewTopic("audited", num_partitions=1, replica_assignment=[[coordinator]])
+    admin.create_topics([audited])["audited"].result(30)
     everywhere(cluster, "audited", 1)
     producer = Producer({"bootstrap.servers": stranger_to(coordinator), "transactional.id": txn_id})
     producer.init_transactions(30)
