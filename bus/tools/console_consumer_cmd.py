@@ -165,8 +165,18 @@ def check_args(args: argparse.Namespace) -> None:
         raise ToolError("--max-messages must not be negative")
 
 
-class _Stop(KeyboardInterrupt):
-    """SIGTERM: finish like Ctrl-C (close the consumer, print the count)."""
+class _Termination:
+    """SIGTERM: finish like Ctrl-C (close the consumer, print the count), at the poll loop's next turn.
+
+    A flag, not an exception raised from the handler: an exception lands wherever the main thread happens to
+    be, e.g. inside the client between taking a lock and the `try` that releases it, and the consumer's
+    close() then waited forever (a CI run's console consumer outlived its SIGTERM by 20 s)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, _sig: int, _frame: Any) -> None:
+        self.requested = True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,18 +186,15 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
 
     check_args(args)
-    previous = signal.signal(signal.SIGTERM, _on_term)
+    termination = _Termination()
+    previous = signal.signal(signal.SIGTERM, termination)
     try:
-        return _consume(args)
+        return _consume(args, termination)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _on_term(_sig: int, _frame: Any) -> None:
-    raise _Stop
-
-
-def _consume(args: argparse.Namespace) -> int:
+def _consume(args: argparse.Namespace, termination: _Termination) -> int:
     from bus.client.consumer import KafkaConsumer, TopicPartition
     from bus.client.errors import KafkaError
 
@@ -223,7 +230,7 @@ def _consume(args: argparse.Namespace) -> int:
         timeout = None if args.timeout_ms is None else args.timeout_ms / 1000
         last = time.monotonic()
         limit = args.max_messages
-        while limit is None or count < limit:
+        while (limit is None or count < limit) and not termination.requested:
             wait = 1.0 if timeout is None else max(0.0, min(1.0, last + timeout - time.monotonic()))
             records = consumer.poll(wait, max_records=None if limit is None else limit - count)
             if not records:
@@ -244,7 +251,7 @@ def _consume(args: argparse.Namespace) -> int:
                 if limit is not None and count >= limit:
                     break
             out.flush()
-    except (KeyboardInterrupt, _Stop):
+    except KeyboardInterrupt:
         pass
     finally:
         with contextlib.suppress(BrokenPipeError):
