@@ -53,7 +53,9 @@ def test_a_metadata_response_for_thousands_of_partitions_leaves_the_loop_free(tm
         broker = Broker(config)
         try:
             broker.controller.create_topic(TopicSpec("wide", PARTITIONS, 1))
+            await broker.controller.log.sync()  # committed (fsynced, off the loop) and so in the image
             await broker.replicas.settled()
+            assert len(broker.controller.image.topics["wide"].partitions) == PARTITIONS
             frame = _metadata_frame("wide")
 
             async def ask() -> bytes:
