@@ -6,7 +6,8 @@ survive kill -9) before the request that caused them is answered.
 
 from __future__ import annotations
 
-from bus.broker.replica_manager import PartitionError, ReplicaManager
+from bus.broker.partition import PartitionError
+from bus.broker.replica_manager import ReplicaManager
 
 
 class ReplicaPartitionWriter:

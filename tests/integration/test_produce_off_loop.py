@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bus.broker.replica_manager import OFF_LOOP_PREPARE_BYTES
+from bus.broker.partition import OFF_LOOP_PREPARE_BYTES
 from bus.protocol import compression
 from bus.protocol import records as rb
 from tests.integration._support_clients import consume, create_topic

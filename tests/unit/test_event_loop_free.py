@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.broker.replica_manager import PartitionError, ReplicaManager
+from bus.broker.partition import PartitionError
+from bus.broker.replica_manager import ReplicaManager
 from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager

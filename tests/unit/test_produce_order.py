@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bus.broker.log_validator import RecordValidationError
-from bus.broker.replica_manager import Partition, ReplicaManager
+from bus.broker.partition import Partition
+from bus.broker.replica_manager import ReplicaManager
 from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager

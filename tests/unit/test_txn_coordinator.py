@@ -166,7 +166,7 @@ def test_partition_known_only_from_a_marker_expects_sequence_zero(broker: Broker
     tc.end_txn("tx", pid, 0, True, FENCED)
     assert broker.replicas.get("t", 1).producers.producers[pid].last_seq == -1
     tc.add_partitions("tx", pid, 0, [("t", 1)], FENCED)
-    from bus.broker.replica_manager import PartitionError
+    from bus.broker.partition import PartitionError
 
     with pytest.raises(PartitionError) as err:
         _produce(broker, pid, 0, 2, 1, partition=1)

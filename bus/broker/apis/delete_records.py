@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.broker.replica_manager import Partition, PartitionError
+from bus.broker.partition import Partition, PartitionError
 
 API_KEY = 21
 MIN_VERSION = 0

@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.broker.replica_manager import Partition
+from bus.broker.partition import Partition
 
 API_KEY = 35
 MIN_VERSION = 1

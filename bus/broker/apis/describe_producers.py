@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.broker.replica_manager import PartitionError
+from bus.broker.partition import PartitionError
 
 API_KEY = 61
 MIN_VERSION = 0

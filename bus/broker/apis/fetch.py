@@ -18,7 +18,7 @@ from bus.broker import fetch_purgatory
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
 from bus.broker.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext, PartitionKey, new_context
-from bus.broker.replica_manager import Partition, PartitionError
+from bus.broker.partition import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
 from bus.protocol import records as rb
 

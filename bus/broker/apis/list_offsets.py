@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis.fetch import READ_COMMITTED
 from bus.broker.context import RequestContext
-from bus.broker.replica_manager import Partition, PartitionError
+from bus.broker.partition import Partition, PartitionError
 
 API_KEY = 2
 MIN_VERSION = 1

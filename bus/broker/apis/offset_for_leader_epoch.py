@@ -16,7 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.broker.replica_manager import PartitionError
+from bus.broker.partition import PartitionError
 
 API_KEY = 23
 MIN_VERSION = 2  # v0-v1 were removed in Kafka 4.0 (KIP-896); kio has v2-v4

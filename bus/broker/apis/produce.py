@@ -20,7 +20,7 @@ from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
 from bus.broker.errors import CloseConnection
 from bus.broker.log_validator import RecordError, RecordValidationError
-from bus.broker.replica_manager import PartitionError
+from bus.broker.partition import PartitionError
 from bus.log.log import AppendResult
 from bus.protocol.produce_codec import (
     PartitionData,
