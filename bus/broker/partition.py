@@ -8,6 +8,7 @@ bytes arrived. The ReplicaManager owns the Partition objects and brings them in 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import time
 
@@ -59,10 +60,21 @@ class PreparedAppend:
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
+@dataclasses.dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica state): from its fetches."""
+
+    log_end_offset: int = -1  # unknown until it fetches
+    last_caught_up_ms: int = 0  # last time it had everything the leader had (replica.lag.time.max.ms counts from it)
+    last_fetch_ms: int = 0
+    last_fetch_leader_end: int = -1  # the leader's log end when it last fetched
+
+
 class Partition:
     __slots__ = (
-        "appending", "config", "index", "leader_epoch", "log", "min_insync_replicas", "producers", "snapshotted",
-        "target_codec", "topic", "topic_id", "watchers",
+        "acks_waiting", "appending", "config", "followers", "high_watermark", "index", "isr", "isr_pending",
+        "leader_epoch", "leader_id", "local_id", "log", "min_insync_replicas", "partition_epoch", "producers",
+        "replicas", "snapshotted", "target_codec", "topic", "topic_id", "uncommitted", "watchers",
     )
 
     def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int,
@@ -79,6 +91,19 @@ class Partition:
         self.watchers = Watchers()
         self.producers = self._load_producer_state(producer_id_expiration_ms)
         self.snapshotted = self.producers.applied_up_to
+        # Replication: the partition's assignment as the metadata has it, and the leader's view of its followers.
+        self.local_id = -1
+        self.leader_id = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.partition_epoch = -1
+        self.isr_pending: tuple[int, ...] | None = None  # an ISR change sent to the controller, not yet answered
+        self.followers: dict[int, FollowerState] = {}
+        # Committed through here (Kafka's high watermark): what consumers may read and acks=all waits for.
+        # The ReplicaManager sets it from the replication-offset-checkpoint; alone in its ISR it is the log end.
+        self.high_watermark = self.log.log_end_offset
+        self.acks_waiting: list[tuple[int, asyncio.Future[None]]] = []  # acks=all appends: (offset needed, future)
+        self.uncommitted: collections.deque[tuple[int, int, int]] = collections.deque()  # see `_notify_committed`
 
     # -- producer state ------------------------------------------------------------------------------
 
@@ -123,11 +148,6 @@ class Partition:
             return None
         self.snapshotted = state.applied_up_to
         return state.applied_up_to, snapshot_payload(state)
-
-    @property
-    def high_watermark(self) -> int:
-        # Single replica: the ISR is the leader alone, so everything appended is committed.
-        return self.log.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
