@@ -9,6 +9,10 @@ then reads all its partitions once to build the response.
 A read_committed fetch cannot see transactional bytes before their marker: appends count for it only
 while no transaction is open, and a marker (which may advance the last stable offset over bytes it never
 counted) completes it, as a conservative stand-in for Kafka's position arithmetic.
+
+With followers, a consumer reads only up to the high watermark: bytes count for consumers' fetches when the
+high watermark passes them (`committed`), and for followers' fetches (which read to the log end) at once.
+Alone in its ISR, a leader's appends are committed as they land and reach both kinds together.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from collections.abc import Callable
 
 
 class DelayedFetch:
-    __slots__ = ("accumulated", "committed", "future", "min_bytes")
+    __slots__ = ("accumulated", "committed", "future", "min_bytes", "replica")
 
-    def __init__(self, min_bytes: int, accumulated: int, committed: bool) -> None:
+    def __init__(self, min_bytes: int, accumulated: int, committed: bool, *, replica: bool = False) -> None:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.committed = committed
+        self.replica = replica  # a follower's fetch: reads up to the log end, not the high watermark
 
     def add_bytes(self, count: int) -> None:
         self.accumulated += count
@@ -45,6 +50,7 @@ class Watchers:
         self.waiting: set[DelayedFetch] = set()
 
     def appended(self, count: int, visible_to_committed: bool) -> None:
+        """Bytes appended and committed at once (the leader alone in its ISR): every fetch's news."""
         for fetch in list(self.waiting):
             if visible_to_committed or not fetch.committed:
                 fetch.add_bytes(count)
@@ -55,6 +61,23 @@ class Watchers:
                 fetch.complete()
             else:
                 fetch.add_bytes(count)
+
+    def replicated(self, count: int) -> None:
+        """Bytes appended but not committed yet: news for followers only."""
+        for fetch in list(self.waiting):
+            if fetch.replica:
+                fetch.add_bytes(count)
+
+    def committed(self, count: int, invisible_to_committed: int, markers: int) -> None:
+        """The high watermark passed `count` bytes, of which `invisible_to_committed` were in open transactions
+        and `markers` were transaction markers: news for consumers."""
+        for fetch in list(self.waiting):
+            if fetch.replica:
+                continue
+            if fetch.committed and markers:
+                fetch.complete()
+            else:
+                fetch.add_bytes(count - invisible_to_committed if fetch.committed else count)
 
     def complete_all(self) -> None:
         for fetch in list(self.waiting):

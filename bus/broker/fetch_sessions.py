@@ -43,6 +43,7 @@ class CachedPartition:
     fetch_offset: int
     max_bytes: int
     leader_epoch: int
+    last_fetched_epoch: int = -1  # v12+: the epoch of the fetcher's last batch, checked for divergence
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -54,6 +55,7 @@ class CachedPartition:
         self.fetch_offset = other.fetch_offset
         self.max_bytes = other.max_bytes
         self.leader_epoch = other.leader_epoch
+        self.last_fetched_epoch = other.last_fetched_epoch
         self.topic = other.topic
 
     def must_respond(self, records: int, error: int, high_watermark: int, last_stable_offset: int,

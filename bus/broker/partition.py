@@ -19,10 +19,11 @@ from bus.broker.log_validator import validate_batches
 from bus.broker.producer_state import (
     ProducerStateError,
     ProducerStateManager,
+    delete_snapshots_after,
     load_snapshot,
     snapshot_payload,
 )
-from bus.controller.image import TopicImage
+from bus.controller.image import PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
@@ -58,6 +59,7 @@ class PreparedAppend:
     batches: list[rb.BatchInfo]
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+_DATA, _OPEN_TXN, _MARKER = 0, 1, 2  # what a leader append holds, for waiting fetches (see fetch_purgatory)
 
 
 @dataclasses.dataclass(slots=True)
@@ -73,8 +75,9 @@ class FollowerState:
 class Partition:
     __slots__ = (
         "acks_waiting", "appending", "config", "followers", "high_watermark", "index", "isr", "isr_pending",
-        "leader_epoch", "leader_id", "local_id", "log", "min_insync_replicas", "partition_epoch", "producers",
-        "replicas", "snapshotted", "target_codec", "topic", "topic_id", "uncommitted", "watchers",
+        "leader_epoch", "leader_epoch_start", "leader_id", "local_id", "log", "min_insync_replicas",
+        "partition_epoch", "producers", "replicas", "snapshotted", "target_codec", "topic", "topic_id",
+        "uncommitted", "watchers",
     )
 
     def __init__(self, topic: TopicImage, index: int, log_: Log, config: LogConfig, leader_epoch: int,
@@ -97,6 +100,7 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.partition_epoch = -1
+        self.leader_epoch_start = 0  # the log end when this node became leader: a follower joins the ISR past it
         self.isr_pending: tuple[int, ...] | None = None  # an ISR change sent to the controller, not yet answered
         self.followers: dict[int, FollowerState] = {}
         # Committed through here (Kafka's high watermark): what consumers may read and acks=all waits for.
@@ -259,7 +263,7 @@ class Partition:
                 self.producers.update(dataclasses.replace(batch, base_offset=offset))
             offset += batch.last_offset_delta + 1
         self.producers.applied_up_to = self.log.log_end_offset
-        self.watchers.appended(len(payload), self.producers.first_unstable_offset() is None)
+        self._leader_appended(len(payload), _DATA if self.producers.first_unstable_offset() is None else _OPEN_TXN)
         return result
 
     def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> int:
@@ -271,11 +275,222 @@ class Partition:
                                               timestamp)
         if aborted is not None:
             self.log.add_aborted_txn(aborted)
-        self.watchers.marker_appended(len(payload))
+        self._leader_appended(len(payload), _MARKER)
         return result.base_offset
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool) -> ReadResult:
         return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+    # -- leader ---------------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR the high watermark waits for: while an ISR change is with the controller, the larger of the
+        two (KIP-497: a shrink counts only once committed, an expansion at once), as Kafka's `maximalIsr`."""
+        if self.isr_pending is None:
+            return self.isr
+        return tuple(sorted({*self.isr, *self.isr_pending}))
+
+    def _alone(self) -> bool:
+        isr = self.maximal_isr
+        return len(isr) <= 1
+
+    def _leader_appended(self, size: int, kind: int) -> None:
+        """After a leader append: alone in the ISR, the bytes are committed at once (the single-node path, kept
+        to one comparison); with followers they are committed when the high watermark passes them."""
+        end = self.log.log_end_offset
+        if self._alone():
+            self.high_watermark = end
+            if kind == _MARKER:
+                self.watchers.marker_appended(size)
+            else:
+                self.watchers.appended(size, kind == _DATA)
+            return
+        self.uncommitted.append((end, size, kind))
+        self.watchers.replicated(size)
+        self.maybe_advance_high_watermark()
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Kafka's maybeIncrementLeaderHW: the smallest log end among the leader and the (maximal) ISR."""
+        new = self.log.log_end_offset
+        for replica in self.maximal_isr:
+            if replica != self.local_id:
+                follower = self.followers.get(replica)
+                new = min(new, follower.log_end_offset if follower is not None else -1)
+        if new <= self.high_watermark:
+            return False
+        self.high_watermark = new
+        self._notify_committed(new)
+        return True
+
+    def _notify_committed(self, high_watermark: int) -> None:
+        """Consumers' waiting fetches learn of the bytes the high watermark passed; acks=all appends it covers
+        are answered."""
+        count = invisible = markers = 0
+        uncommitted = self.uncommitted
+        while uncommitted and uncommitted[0][0] <= high_watermark:
+            _end, size, kind = uncommitted.popleft()
+            count += size
+            invisible += size if kind == _OPEN_TXN else 0
+            markers += kind == _MARKER
+        if count:
+            self.watchers.committed(count, invisible, markers)
+        waiting = self.acks_waiting
+        while waiting and waiting[0][0] <= high_watermark:
+            _offset, future = waiting.pop(0)
+            if not future.done():
+                future.set_result(None)
+
+    def committed(self, next_offset: int) -> asyncio.Future[None] | None:
+        """None when the high watermark already covers offsets below `next_offset` (an acks=all append is
+        answered at once), else a future set when it does (or failed when this node stops leading)."""
+        if self.high_watermark >= next_offset:
+            return None
+        future = asyncio.get_running_loop().create_future()
+        self.acks_waiting.append((next_offset, future))  # appends arrive in offset order
+        return future
+
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from `fetch_offset`: everything below it is on that follower (Kafka's
+        updateFollowerFetchState). True when the follower should join the ISR (it has caught up with the
+        high watermark and this leader's first offset)."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            raise PartitionError(ErrorCode.not_leader_or_follower,
+                                 f"Broker {replica_id} is not a replica of {self.topic}-{self.index}")
+        end = self.log.log_end_offset
+        if fetch_offset >= end:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
+        elif fetch_offset >= follower.last_fetch_leader_end:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now_ms
+        follower.last_fetch_leader_end = end
+        self.maybe_advance_high_watermark()
+        return (replica_id not in self.maximal_isr and fetch_offset >= self.high_watermark
+                and fetch_offset >= self.leader_epoch_start)
+
+    def out_of_sync(self, now_ms: int, lag_max_ms: int) -> list[int]:
+        """ISR followers that have not caught up within `replica.lag.time.max.ms` (Kafka's getOutOfSyncReplicas)."""
+        return [replica for replica in self.isr
+                if replica != self.local_id and now_ms - self.followers[replica].last_caught_up_ms > lag_max_ms]
+
+    def apply_state(self, state: PartitionState, local_id: int, now_ms: int) -> str | None:
+        """Bring the partition in line with its metadata. Returns "leader" or "follower" when this node's role
+        or the leader epoch changed (the caller starts or stops fetching), None otherwise."""
+        self.local_id = local_id
+        role_changed = state.leader_epoch != self.leader_epoch or state.leader != self.leader_id
+        self.replicas = tuple(state.replicas)
+        if state.partition_epoch >= self.partition_epoch or role_changed:
+            self.isr = tuple(state.isr)
+            self.partition_epoch = state.partition_epoch
+            self.isr_pending = None
+        if not role_changed:
+            if self.is_leader:
+                self._track_followers(now_ms)
+                self.maybe_advance_high_watermark()
+            return None
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.watchers.complete_all()  # waiting fetches answer with the new epoch's error (or data) at once
+        if self.is_leader:
+            self.followers = {}
+            self._track_followers(now_ms)
+            self.leader_epoch_start = self.log.log_end_offset
+            if self.log.latest_epoch < self.leader_epoch:
+                self.log.assign_epoch_start(self.leader_epoch)
+            self.uncommitted.clear()  # nothing waits on bytes from an earlier term
+            if self._alone():
+                self.high_watermark = self.log.log_end_offset
+            self.maybe_advance_high_watermark()
+            return "leader"
+        self.followers = {}
+        self.uncommitted.clear()
+        self.fail_acks(ErrorCode.not_leader_or_follower)
+        return "follower"
+
+    def _track_followers(self, now_ms: int) -> None:
+        """A follower state per replica; one new to this leader counts as caught up now (Kafka resets them so,
+        so a new leader does not shrink its ISR before the followers had a chance to fetch)."""
+        for replica in self.replicas:
+            if replica != self.local_id and replica not in self.followers:
+                self.followers[replica] = FollowerState(last_caught_up_ms=now_ms)
+        for gone in [r for r in self.followers if r not in self.replicas]:
+            del self.followers[gone]
+
+    def fail_acks(self, code: ErrorCode) -> None:
+        """This node stopped leading: acks=all appends waiting for followers fail (the client retries with
+        the new leader; an idempotent retry is recognised there if the record made it)."""
+        waiting, self.acks_waiting = self.acks_waiting, []
+        for _offset, future in waiting:
+            if not future.done():
+                future.set_exception(PartitionError(code))
+
+
+    # -- follower -------------------------------------------------------------------------------------------
+
+    def append_as_follower(self, payload: bytes) -> AppendResult | None:
+        """Append batches copied from the leader with the offsets and epochs it gave them (Kafka's
+        appendRecordsToFollowerOrFutureReplica). Every batch's CRC is checked before anything is written, so a
+        damaged payload appends nothing. The producer state folds them as the replay at load does: sequences
+        were the leader's to check, and a follower that becomes leader must know them to recognise retries.
+        None for an empty payload."""
+        batches = self._fetched_batches(payload)
+        if not batches:
+            return None
+        result = self.log.append_as_is(payload, batches)
+        for batch in batches:
+            self._fold(self.producers, payload, batch)
+        self.producers.applied_up_to = self.log.log_end_offset
+        return result
+
+    @staticmethod
+    def _fetched_batches(payload: bytes) -> list[rb.BatchInfo]:
+        """The batches of a fetched payload. Our leader sends whole batches only, so bytes that do not scan
+        as one (a bad CRC, magic or length, a torn tail) are CORRUPT_MESSAGE. Cleaned batches hold fewer
+        records than their offset span, which the prefix scan allows."""
+        batches, end = rb.scan_batches_prefix(payload)
+        if end != len(payload):
+            raise PartitionError(ErrorCode.corrupt_message,
+                                 f"fetched records are damaged at byte {end} of {len(payload)}: nothing appended")
+        return batches
+
+    def truncate_to(self, offset: int) -> None:
+        """Kafka's follower truncation: the log loses everything at and past `offset`; the producer state is
+        rebuilt from the newest snapshot at or below the new end, replaying the log past it (which rebuilds the
+        aborted-transaction index too), and snapshots past the end are deleted (they describe batches that are
+        gone). Producers are not expired here: that stays the periodic job's. The high watermark cannot stay
+        past the log end."""
+        if offset >= self.log.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        end = self.log.log_end_offset
+        delete_snapshots_after(self.log.directory, end)
+        self.producers = self._load_producer_state(_LONG_MAX)
+        self.snapshotted = -1  # the next snapshot pass writes one at the new end
+        self.high_watermark = min(self.high_watermark, end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts past everything we hold (OFFSET_OUT_OF_RANGE below its log start): an empty
+        log at `offset`, no producer state and no snapshot, and the high watermark there (Kafka's
+        truncateFullyAndStartAt)."""
+        self.log.truncate_fully_and_start_at(offset)
+        delete_snapshots_after(self.log.directory, -1)
+        self.producers = ProducerStateManager()
+        self.producers.applied_up_to = offset
+        self.snapshotted = -1
+        self.high_watermark = offset
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """The leader's high watermark, as far as this log reaches (Kafka's maybeUpdateHighWatermark on a
+        follower). It never moves back here: only truncation lowers it."""
+        new = min(leader_high_watermark, self.log.log_end_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
 
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -13,11 +13,12 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.controller_channel import ControllerUnavailable
 from bus.broker.fetch_sessions import FetchSessionCache
 from bus.broker.partition import (
     CODECS,
@@ -27,19 +28,37 @@ from bus.broker.partition import (
 )
 from bus.broker.producer_state import write_snapshot_file
 from bus.config.topic import effective_topic_configs
-from bus.controller.image import MetadataImage, TopicImage
+from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
+from bus.protocol.errors import KafkaApiError
 from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
 
 
+class Fetchers(Protocol):
+    """The follower side (replica_fetcher.py): copies partitions this node follows from their leaders."""
+
+    def add(self, leader_id: int, partition: Partition) -> None: ...
+
+    def remove(self, partition: Partition) -> None: ...
+
+
+# AlterPartition through the active controller: (topic id, partition, leader epoch, partition epoch, new ISR) ->
+# the committed state; raises KafkaApiError when refused, ControllerUnavailable when no controller answered.
+AlterIsr = Callable[[uuid.UUID, int, int, int, list[int]], Awaitable[PartitionState]]
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str], *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 fetch_session_slots: int = 1000) -> None:
+                 fetch_session_slots: int = 1000, replica_lag_time_max_ms: int = 30_000) -> None:
         self.node_id = node_id
         self.logs = logs
         self.broker_static = broker_static
@@ -52,6 +71,10 @@ class ReplicaManager:
         self._opening: dict[TopicPartition, asyncio.Future[list[Partition]]] = {}  # new logs being created in a worker
         self.serving = False
         """Set once the broker takes connections: from then on new logs are created off the loop."""
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.fetchers: Fetchers | None = None  # wired by the broker; None: nothing is followed (one node)
+        self.alter_isr: AlterIsr | None = None
+        self._isr_updates: set[asyncio.Task[None]] = set()
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
         return effective_topic_configs(topic.configs, self.broker_static)
@@ -104,13 +127,69 @@ class ReplicaManager:
             elif partition.config != config:
                 partition.config = config
                 partition.log.update_config(config)
-            if partition.leader_epoch != state.leader_epoch:
-                partition.leader_epoch = state.leader_epoch
-                partition.watchers.complete_all()  # waiting fetches answer with the new epoch's error at once
+            self._apply_state(partition, state)
             partition.min_insync_replicas = int(effective["min.insync.replicas"])
             partition.target_codec = CODECS.get(effective["compression.type"])
         if missing:
             self._create_logs(topic, config, missing)
+
+    def _apply_state(self, partition: Partition, state: PartitionState) -> None:
+        """Leader or follower as the metadata says: a follower fetches from its leader, a leader stops fetching."""
+        role = partition.apply_state(state, self.node_id, _now_ms())
+        if role is None or self.fetchers is None:
+            return
+        self.fetchers.remove(partition)
+        if role == "follower" and state.leader >= 0:
+            self.fetchers.add(state.leader, partition)
+
+    # -- the ISR, kept by each partition's leader (Kafka's Partition.maybeExpandIsr / maybeShrinkIsr) --------
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch: its progress moves the high watermark, and once caught up it joins the ISR."""
+        if partition.update_follower(replica_id, fetch_offset, _now_ms()):
+            self._change_isr(partition, tuple(sorted({*partition.isr, replica_id})))
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that fell behind for `replica.lag.time.max.ms` from the ISRs this node leads."""
+        now = _now_ms()
+        for partition in self.partitions.values():
+            if partition.is_leader and len(partition.isr) > 1 and partition.isr_pending is None:
+                lagging = partition.out_of_sync(now, self.replica_lag_time_max_ms)
+                if lagging:
+                    log.info("shrinking the ISR of %s-%d: %s not caught up for %d ms", partition.topic,
+                             partition.index, lagging, self.replica_lag_time_max_ms)
+                    self._change_isr(partition, tuple(r for r in partition.isr if r not in lagging))
+
+    def _change_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        """Ask the controller for a new ISR; one change per partition at a time (Kafka's AlterPartitionManager)."""
+        if self.alter_isr is None or partition.isr_pending is not None:
+            return
+        partition.isr_pending = new_isr
+        task = asyncio.create_task(self._send_isr(partition, new_isr))
+        self._isr_updates.add(task)
+        task.add_done_callback(self._isr_updates.discard)
+
+    async def _send_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        assert self.alter_isr is not None
+        epoch = partition.leader_epoch
+        try:
+            state = await self.alter_isr(partition.topic_id, partition.index, epoch, partition.partition_epoch,
+                                         list(new_isr))
+        except (KafkaApiError, ControllerUnavailable) as exc:
+            # Refused (a newer epoch is on its way in the metadata) or no controller: the next fetch or shrink
+            # check asks again.
+            log.info("ISR change of %s-%d to %s not made: %s", partition.topic, partition.index, list(new_isr),
+                     getattr(exc, "message", None) or exc)
+        else:
+            # The controller's answer is the new state; the metadata brings the same record later.
+            if partition.leader_epoch == epoch and state.partition_epoch > partition.partition_epoch:
+                partition.isr = tuple(state.isr)
+                partition.partition_epoch = state.partition_epoch
+        finally:
+            if partition.isr_pending == new_isr:
+                partition.isr_pending = None
+        if partition.is_leader:
+            partition.maybe_advance_high_watermark()
 
     def _create_logs(self, topic: TopicImage, config: LogConfig, indexes: list[int]) -> None:
         """Create new partitions' logs (directories, segment and index files) in a worker thread.
@@ -186,6 +265,9 @@ class ReplicaManager:
         for partition in self.partitions_by_id.pop(topic_id, []):
             del self.partitions[TopicPartition(partition.topic, partition.index)]
             partition.watchers.complete_all()
+            partition.fail_acks(ErrorCode.not_leader_or_follower)
+            if self.fetchers is not None:
+                self.fetchers.remove(partition)
             remove = self.logs.delete(partition.topic, partition.index)
             if remove is not None:
                 self._off_loop(remove)
@@ -231,8 +313,11 @@ class ReplicaManager:
         return sum(p.producers.remove_expired(now, self.producer_id_expiration_ms) for p in self.partitions.values())
 
     def get(self, topic: str, partition: int) -> Partition:
+        """The partition if this node leads it: what clients and coordinators read and write."""
         tp = TopicPartition(topic, partition)
         found = self.partitions.get(tp)
+        if found is not None and not found.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
         if found is None:
             # Created a moment ago (not led here until its log exists), or led by another broker of the cluster.
             known = self._image is not None and partition in getattr(self._image.topics.get(topic), "partitions", ())

@@ -1,5 +1,11 @@
 """Fetch (1): whole batches from partition logs, with long polling and incremental fetch sessions.
 
+Consumers read up to the high watermark (or the last stable offset); a follower's fetch (`replica_id` >= 0)
+reads up to the log end, and its fetch offset tells the leader how far that follower has copied, which moves
+the high watermark and the ISR (`ReplicaManager.follower_fetched`). A fetch naming `last_fetched_epoch` (v12+)
+whose epoch ends below its fetch offset on the leader is answered `diverging_epoch` (KIP-320): the fetcher
+truncates to there before going on.
+
 A fetch that finds fewer than `min_bytes` waits in the fetch purgatory (see fetch_purgatory.py) until its
 partitions receive enough bytes, one of them fails, or `max_wait` passes, then reads once more. It answers
 at once, as Kafka does, when a partition read fails. v7+ fetches may use KIP-227 sessions (see
@@ -46,7 +52,8 @@ def _requested(ctx: RequestContext, request: Any) -> list[CachedPartition]:
         name = topic_name_for(ctx, getattr(topic, "topic", None), topic_id)
         for wanted in topic.partitions:
             out.append(CachedPartition(name, topic_id, wanted.partition, wanted.fetch_offset,
-                                       wanted.partition_max_bytes, getattr(wanted, "current_leader_epoch", -1)))
+                                       wanted.partition_max_bytes, getattr(wanted, "current_leader_epoch", -1),
+                                       getattr(wanted, "last_fetched_epoch", -1)))
     return out
 
 
@@ -55,10 +62,30 @@ def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
             for topic in getattr(request, "forgotten_topics_data", None) or () for index in topic.partitions]
 
 
+def replica_id(ctx: RequestContext, request: Any) -> int:
+    """The fetching follower's broker id, -1 for a consumer (in `replica_state` from v15)."""
+    if ctx.api_version >= 15:
+        return int(request.replica_state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+def _diverging(partition: Partition, want: CachedPartition) -> tuple[int, int] | None:
+    """(epoch, end offset) where the fetcher's log leaves ours, or None (Kafka's Partition.fetchRecords)."""
+    if want.last_fetched_epoch < 0:
+        return None
+    epoch, end = partition.end_offset_for_epoch(want.last_fetched_epoch)
+    if end < want.fetch_offset or epoch < want.last_fetched_epoch:
+        return epoch, end
+    return None
+
+
 class _Read:
     """One pass over a fetch's partitions: the response entry of each, bytes read and any error."""
 
-    def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition]) -> None:
+    def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition], replica: int = -1,
+                 *, first: bool = False) -> None:
+        """`replica`: the fetching follower, -1 for a consumer; `first`: the pass that reports the follower's
+        position to the leader (a long poll reads again later with the same offsets)."""
         replicas = ctx.replicas
         committed = request.isolation_level == READ_COMMITTED
         budget = request.max_bytes
@@ -77,38 +104,49 @@ class _Read:
                 self._add(ctx, want, exc.code, -1, -1, -1, b"", None)
                 continue
             self.partitions.append(partition)
-            high_watermark = partition.high_watermark
-            stable = partition.last_stable_offset
             code = ErrorCode.none
             records = b""
+            diverging = None
             try:
                 partition.check_leader_epoch(want.leader_epoch)
+                diverging = _diverging(partition, want)
+                if replica >= 0 and first and diverging is None:
+                    replicas.follower_fetched(partition, replica, want.fetch_offset)
+                high_watermark = partition.high_watermark
+                stable = partition.last_stable_offset
                 limit = min(want.max_bytes, budget)
-                if limit > 0 or self.total == 0:
-                    result = partition.read(want.fetch_offset, max(limit, 0),
-                                            max_offset=stable if committed else high_watermark,
+                if diverging is None and (limit > 0 or self.total == 0):
+                    end = partition.log.log_end_offset if replica >= 0 else stable if committed else high_watermark
+                    result = partition.read(want.fetch_offset, max(limit, 0), max_offset=end,
                                             min_one_batch=self.total == 0)
                     records = bytes(result.data)
             except OffsetOutOfRangeError:
                 code = ErrorCode.offset_out_of_range
             except PartitionError as exc:
                 code = exc.code
+            high_watermark = partition.high_watermark
+            stable = partition.last_stable_offset
             aborted = None
             if committed:
                 aborted = [ctx.make("AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
                            for t in _aborted_in(partition, want.fetch_offset, stable, records)]
             self.total += len(records)
             budget -= len(records)
-            self._add(ctx, want, code, high_watermark, stable, partition.log_start_offset, records, aborted)
+            self._add(ctx, want, code, high_watermark, stable, partition.log_start_offset, records, aborted,
+                      diverging)
 
     def _add(self, ctx: RequestContext, want: CachedPartition, code: ErrorCode, high_watermark: int, stable: int,
-             log_start: int, records: bytes, aborted: list[Any] | None) -> None:
-        self.failed |= code != ErrorCode.none
+             log_start: int, records: bytes, aborted: list[Any] | None,
+             diverging: tuple[int, int] | None = None) -> None:
+        self.failed |= code != ErrorCode.none or diverging is not None
         self.results.append((want, len(records), code.value, high_watermark, stable, log_start))
+        extra = {}
+        if diverging is not None:
+            extra["diverging_epoch"] = ctx.make("EpochEndOffset", epoch=diverging[0], end_offset=diverging[1])
         self.data[id(want)] = ctx.make("PartitionData", partition_index=want.partition, error_code=code,
                                        high_watermark=high_watermark, last_stable_offset=stable,
                                        log_start_offset=log_start, aborted_transactions=aborted,
-                                       preferred_read_replica=-1, records=records)
+                                       preferred_read_replica=-1, records=records, **extra)
 
 
 def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) -> Any:
@@ -130,15 +168,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                           _requested(ctx, request), _forgotten(request, uses_topic_ids))
     if context.error != ErrorCode.none:
         return _response(ctx, context, None)
-    read = _Read(ctx, request, context.partitions)
+    replica = replica_id(ctx, request)
+    read = _Read(ctx, request, context.partitions, replica, first=True)
     max_wait = request.max_wait.total_seconds()
     if read.total >= request.min_bytes or max_wait <= 0 or not read.partitions or read.failed:
         return _response(ctx, context, read)
-    return _long_poll(ctx, request, context, read, time.monotonic() + max_wait)
+    return _long_poll(ctx, request, context, read, replica, time.monotonic() + max_wait)
 
 
-async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, deadline: float) -> Any:
-    delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED)
+async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, replica: int,
+                     deadline: float) -> Any:
+    delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED,
+                                           replica=replica >= 0)
     await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic(),
-                               lambda: _Read(ctx, request, context.partitions).total)
-    return _response(ctx, context, _Read(ctx, request, context.partitions))
+                               lambda: _Read(ctx, request, context.partitions, replica).total)
+    return _response(ctx, context, _Read(ctx, request, context.partitions, replica))

@@ -20,11 +20,15 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-def _lookup(partition: Partition, timestamp: int, committed: bool) -> tuple[int, int, int]:
+def _lookup(partition: Partition, timestamp: int, committed: bool, follower: bool) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) answering one partition's query; (-1, -1, -1) when no record qualifies.
     The epoch is the one that wrote the offset found (the current one for LATEST), as Kafka answers: a
-    consumer validates its new position against it after a leader change (KIP-320)."""
-    end = partition.last_stable_offset if committed else partition.high_watermark
+    consumer validates its new position against it after a leader change (KIP-320). A follower (`replica_id`
+    >= 0) is told the log end, which it compares with its own after OFFSET_OUT_OF_RANGE."""
+    if follower:
+        end = partition.log.log_end_offset
+    else:
+        end = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, end, partition.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -50,6 +54,7 @@ def _epoch_of(partition: Partition, offset: int) -> int:
 def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.replicas
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    follower = request.replica_id >= 0
     topics = []
     for topic in request.topics:
         partitions = []
@@ -57,7 +62,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 partition = replicas.get(topic.name, wanted.partition_index)
                 partition.check_leader_epoch(getattr(wanted, "current_leader_epoch", -1))
-                timestamp, offset, epoch = _lookup(partition, wanted.timestamp, committed)
+                timestamp, offset, epoch = _lookup(partition, wanted.timestamp, committed, follower)
                 partitions.append(ctx.make("ListOffsetsPartitionResponse", partition_index=wanted.partition_index,
                                            error_code=ErrorCode.none, timestamp=timestamp, offset=offset,
                                            leader_epoch=epoch))

@@ -20,7 +20,7 @@ from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
 from bus.broker.errors import CloseConnection
 from bus.broker.log_validator import RecordError, RecordValidationError
-from bus.broker.partition import PartitionError
+from bus.broker.partition import Partition, PartitionError
 from bus.log.log import AppendResult
 from bus.protocol.produce_codec import (
     PartitionData,
@@ -48,11 +48,12 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceAnswer | Awai
     (`Partition.append_in_order`: a large batch whose records are decoded in a worker thread)."""
     replicas = ctx.broker.replicas
     acks = request.acks
+    timeout = max(request.timeout_ms, 0) / 1000.0
     topics = []
     waiting = False
     for topic_data in request.topic_data:
         name = topic_name_for(ctx, topic_data.name, None)
-        partition_responses = [_produce_partition(ctx, replicas, name, acks, data)
+        partition_responses = [_produce_partition(ctx, replicas, name, acks, timeout, data)
                                for data in topic_data.partition_data]
         waiting = waiting or any(isinstance(r, asyncio.Future) for r in partition_responses)
         topics.append((name, partition_responses))
@@ -61,7 +62,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceAnswer | Awai
     return _respond(ctx, acks, topics)
 
 
-def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, acks: int,
+def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, acks: int, timeout: float,
                        data: PartitionData) -> PartitionProduced | asyncio.Future[PartitionProduced]:
     """One partition's answer, or a future of it."""
     if acks not in (-1, 0, 1):
@@ -71,28 +72,63 @@ def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, ack
         if name is None:
             raise PartitionError(ErrorCode.unknown_topic_id)
         partition = replicas.get(name, data.index)
-        if acks == -1 and partition.min_insync_replicas > 1:
-            raise PartitionError(
-                ErrorCode.not_enough_replicas,
-                f"The size of the current ISR (1) is insufficient to satisfy the min.isr requirement "
-                f"of {partition.min_insync_replicas} for partition {name}-{data.index}",
-            )
+        if acks == -1:
+            _check_isr(partition, ErrorCode.not_enough_replicas)
         if data.records is None:
             raise PartitionError(ErrorCode.corrupt_message, "produce request carried null records")
         off_loop = partition.must_prepare_off_loop(data.records)
         if off_loop or partition.appending is not None:
             appending = partition.append_in_order(data.records, off_loop=off_loop)  # in line now, not when awaited
-            return asyncio.ensure_future(_appended_later(partition, data.index, appending))
+            return asyncio.ensure_future(_appended_later(partition, data.index, appending, acks, timeout))
         result = partition.append(data.records)
+        if acks == -1:
+            replicated = partition.committed(result.last_offset + 1)
+            if replicated is not None:
+                return asyncio.ensure_future(_replicated(partition, data.index, result, replicated, timeout))
+            _check_isr(partition, ErrorCode.not_enough_replicas_after_append)
     except (PartitionError, RecordValidationError) as exc:
         return _refused(data.index, exc, partition)
     return _appended(data.index, result)
 
 
-async def _appended_later(partition: Any, index: int, appending: Awaitable[AppendResult]) -> PartitionProduced:
+def _check_isr(partition: Partition, code: ErrorCode) -> None:
+    """min.insync.replicas against the ISR (Kafka checks it before an acks=all append, and again once the high
+    watermark covers it: NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank meanwhile)."""
+    isr = max(len(partition.isr), 1)
+    if isr < partition.min_insync_replicas:
+        raise PartitionError(
+            code,
+            f"The size of the current ISR ({isr}) is insufficient to satisfy the min.isr requirement "
+            f"of {partition.min_insync_replicas} for partition {partition.topic}-{partition.index}",
+        )
+
+
+async def _appended_later(partition: Partition, index: int, appending: Awaitable[AppendResult], acks: int,
+                          timeout: float) -> PartitionProduced:
     try:
         result = await appending
+        if acks == -1:
+            replicated = partition.committed(result.last_offset + 1)
+            if replicated is not None:
+                return await _replicated(partition, index, result, replicated, timeout)
+            _check_isr(partition, ErrorCode.not_enough_replicas_after_append)
     except (PartitionError, RecordValidationError) as exc:
+        return _refused(index, exc, partition)
+    return _appended(index, result)
+
+
+async def _replicated(partition: Partition, index: int, result: AppendResult, replicated: asyncio.Future[None],
+                      timeout: float) -> PartitionProduced:
+    """An acks=all append's answer once the ISR has it (Kafka's DelayedProduce): REQUEST_TIMED_OUT after the
+    request's timeout_ms (the record may still commit later, as in Kafka), NOT_LEADER_OR_FOLLOWER when this
+    node stopped leading first."""
+    try:
+        await asyncio.wait_for(replicated, timeout)
+        _check_isr(partition, ErrorCode.not_enough_replicas_after_append)
+    except TimeoutError:
+        return PartitionProduced(index, ErrorCode.request_timed_out.value,
+                                 error_message="The ISR did not have the records within the request's timeout")
+    except PartitionError as exc:
         return _refused(index, exc, partition)
     return _appended(index, result)
 
@@ -101,9 +137,10 @@ def _appended(index: int, result: AppendResult) -> PartitionProduced:
     return PartitionProduced(index, 0, result.base_offset, result.log_append_time, result.log_start_offset)
 
 
-def _refused(index: int, exc: PartitionError | RecordValidationError, partition: Any) -> PartitionProduced:
+def _refused(index: int, exc: PartitionError | RecordValidationError, partition: Partition | None) -> PartitionProduced:
     if isinstance(exc, RecordValidationError):
-        return PartitionProduced(index, exc.code.value, log_start_offset=partition.log_start_offset,
+        return PartitionProduced(index, exc.code.value,
+                                 log_start_offset=partition.log_start_offset if partition is not None else -1,
                                  error_message=exc.message, record_errors=_record_errors(exc.record_errors))
     return PartitionProduced(index, exc.code.value, error_message=exc.message)
 
