@@ -14,6 +14,14 @@ Brokers register (BrokerRegistration) and then heartbeat (BrokerHeartbeat) to th
 session (`broker.session.timeout.ms`) expires is fenced by a committed record and unfenced by its next heartbeat,
 as Kafka's BrokerHeartbeatManager does. Sessions are the active controller's memory only: a new active controller
 gives every registered broker a fresh session. Fenced brokers are left out of Metadata and of new placements.
+
+Partitions are replicated: placement spreads leaders and followers over the unfenced brokers (Kafka's rack-unaware
+assignment, `election.place_replicas`), and every leader or ISR change is one committed `partition` record
+carrying the partition's whole new state (Kafka's PartitionChangeRecord, written in full). A broker fenced (or
+shutting down) leaves every ISR that has other members and hands its leaderships to the next usable ISR replica
+(`election`); a broker that registers or is unfenced again takes the leadership of every leaderless partition it
+may lead. All changes of one event go in one entry. Partition leaders shrink and expand their ISR through
+`alter_partition` (AlterPartition), checked against the epochs they last saw.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import random
 import re
 import time
 import uuid
@@ -32,7 +41,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.config.definitions import ConfigError
 from bus.config.topic import validate_topic_configs
-from bus.controller.image import MetadataImage, TopicImage
+from bus.controller import election
+from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.controller.record_log import MetadataRecord, MetadataRecordLog
 from bus.protocol.errors import KafkaApiError
 
@@ -46,19 +56,18 @@ class ControllerError(KafkaApiError):
     """An admin operation Kafka would refuse, with the error code and message it would return."""
 
 
-# Partition replication (followers fetching from leaders, the ISR, acks=all waiting for it) is not built yet:
-# a partition placed on three brokers would be stored by its leader alone while Metadata listed three in-sync
-# replicas. Until it is, a topic gets one replica; asking for more is refused rather than pretended.
-MAX_REPLICATION_FACTOR = 1
-
-
-def _check_replicated(factor: int) -> None:
-    if factor > MAX_REPLICATION_FACTOR:
+def _check_reachable(factor: int, brokers: Sequence[int]) -> None:
+    if factor > len(brokers):
         raise ControllerError(
             ErrorCode.invalid_replication_factor,
-            f"Replication factor {factor} is not supported yet: partitions are not replicated across brokers "
-            f"(at most {MAX_REPLICATION_FACTOR}).",
+            f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+            f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
         )
+
+
+def _new_partition(partition: int, replicas: list[int]) -> PartitionState:
+    """A new partition: every replica in sync (placement names usable brokers only), the first one leads."""
+    return PartitionState(partition, list(replicas), list(replicas), replicas[0])
 
 
 def not_controller(message: str) -> ControllerError:
@@ -102,8 +111,15 @@ class QuorumController:
         default_replication_factor: int,
         *,
         broker_session_timeout_ms: int = 9000,
+        unclean_leader_election: bool = False,
+        quorum_voters: int = 1,
     ) -> None:
+        """`unclean_leader_election`: the broker's `unclean.leader.election.enable` (a topic's own config wins);
+        `quorum_voters`: how many controllers vote, which caps the internal topics' replication factor."""
         self.log = metadata_log
+        self.unclean_leader_election = unclean_leader_election
+        self.quorum_voters = quorum_voters
+        self._random = random.Random()  # where each new topic's placement starts
         self.broker_session_timeout_s = broker_session_timeout_ms / 1000.0
         self._sessions: dict[int, float] = {}  # broker id -> monotonic expiry, on the active controller
         self.node_id = node_id
@@ -113,6 +129,7 @@ class QuorumController:
         self._pending: MetadataImage | None = None  # with a quorum, while active: `image` + uncommitted records
         self.listeners: list[Callable[[list[MetadataRecord]], None]] = []
         self.activation_listeners: list[Callable[[], object]] = []  # run (soon) after this node becomes active
+        self._unfinished_activation: list[Callable[[], object]] = []  # refused steps, retried periodically
         metadata_log.open(self._on_committed, self._on_active)
 
     @property
@@ -147,6 +164,7 @@ class QuorumController:
         self._pending = copy.deepcopy(self.image) if active else None
         expiry = time.monotonic() + self.broker_session_timeout_s
         self._sessions = dict.fromkeys(self.image.brokers, expiry) if active else {}
+        self._unfinished_activation = list(self.activation_listeners) if active else []
         if active and self.activation_listeners:
             try:
                 asyncio.get_running_loop().call_soon(self._activated)
@@ -154,13 +172,17 @@ class QuorumController:
                 self._activated()
 
     def _activated(self) -> None:
-        for listener in self.activation_listeners:
+        """Run the activation steps not done yet; one the controller refuses (an internal topic while too few
+        brokers are up, as Kafka waits to create it) stays for the next call (`fence_expired_brokers`)."""
+        for listener in list(self._unfinished_activation):
             if not self.active:
                 return
             try:
                 listener()
             except ControllerError as exc:
-                log.warning("controller activation step failed: %s", exc.message)
+                log.info("controller activation step not done yet: %s", exc.message)
+            else:
+                self._unfinished_activation.remove(listener)
 
     def _check_active(self) -> None:
         if not self.active:
@@ -194,7 +216,7 @@ class QuorumController:
         registered = self.working.brokers.get(broker_id)
         if (registered is None or registered.endpoints != tuple(endpoints) or registered.rack != rack
                 or registered.fenced):
-            self._commit([record])
+            self._commit([record, *self._elect_leaderless(broker_id)])
         self._sessions[broker_id] = time.monotonic() + self.broker_session_timeout_s
 
     def broker_heartbeat(self, broker_id: int) -> None:
@@ -205,10 +227,13 @@ class QuorumController:
             raise ControllerError(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered.")
         self._sessions[broker_id] = time.monotonic() + self.broker_session_timeout_s
         if registered.fenced:
-            self._commit([{"type": "broker_fence", "id": broker_id, "fenced": False}])
+            self._commit([{"type": "broker_fence", "id": broker_id, "fenced": False},
+                          *self._elect_leaderless(broker_id)])
 
     def fence_expired_brokers(self) -> None:
-        """Fence every unfenced broker whose session expired (the active controller runs it periodically)."""
+        """Fence every unfenced broker whose session expired, moving its leaderships and ISR memberships to the
+        others, and retry the activation steps not done yet (every node runs it periodically; only the active
+        controller acts)."""
         if not self.active:
             return
         now = time.monotonic()
@@ -218,7 +243,88 @@ class QuorumController:
         for broker_id in expired:
             log.info("fencing broker %d: no heartbeat for %.1f s", broker_id, self.broker_session_timeout_s)
         if expired:
-            self._commit([{"type": "broker_fence", "id": broker_id, "fenced": True} for broker_id in expired])
+            self._commit([*self._leave(set(expired)),
+                          *({"type": "broker_fence", "id": broker_id, "fenced": True} for broker_id in expired)])
+        if self._unfinished_activation:
+            self._activated()
+
+    # -- partition leadership -----------------------------------------------------------------
+
+    def _usable(self) -> set[int]:
+        """Brokers that may lead a partition or join its ISR: this node and the registered, unfenced ones."""
+        return set(self.live_brokers)
+
+    def _unclean(self, topic: TopicImage) -> bool:
+        """`unclean.leader.election.enable` for the topic: its own config, else the broker's."""
+        value = topic.configs.get("unclean.leader.election.enable")
+        return self.unclean_leader_election if value is None else value.strip().lower() == "true"
+
+    def _partition_changes(
+        self, decide: Callable[[TopicImage, PartitionState], PartitionState | None]
+    ) -> list[MetadataRecord]:
+        """A full partition record for every partition `decide` changes."""
+        return [self._partition_record(str(topic.topic_id), new)
+                for topic in self.working.topics.values() for state in topic.partitions.values()
+                if (new := decide(topic, state)) is not None]
+
+    def _leave(self, gone: set[int]) -> list[MetadataRecord]:
+        """The brokers `gone` leave every ISR with other members and every leadership (Kafka's
+        handleBrokerFenced)."""
+        usable = self._usable() - gone
+
+        def decide(topic: TopicImage, state: PartitionState) -> PartitionState | None:
+            if state.leader not in gone and gone.isdisjoint(state.isr):
+                return None
+            return election.without_brokers(state, gone, usable, self._unclean(topic))
+        return self._partition_changes(decide)
+
+    def _elect_leaderless(self, back: int) -> list[MetadataRecord]:
+        """Leaders for the partitions without one, now that broker `back` is usable again (Kafka's
+        handleBrokerUnfenced)."""
+        usable = self._usable() | {back}
+        return self._partition_changes(lambda topic, state: election.change(state, usable, self._unclean(topic))
+                                       if state.leader == election.NO_LEADER else None)
+
+    def alter_partition(self, broker_id: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: list[int]) -> PartitionState:
+        """A partition leader's new ISR (Kafka's AlterPartition), checked in the order of Kafka's
+        ReplicationControlManager; returns the partition's new (pending, then committed) state, or the current
+        one when the ISR is unchanged."""
+        self._check_active()
+        topic = self.working.topics_by_id.get(topic_id)
+        if topic is None:
+            raise ControllerError(ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist.")
+        state = topic.partitions.get(partition)
+        if state is None:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                  f"Partition {topic.name}-{partition} does not exist.")
+        name = f"{topic.name}-{partition}"
+        if leader_epoch != state.leader_epoch:
+            raise ControllerError(ErrorCode.fenced_leader_epoch,
+                                  f"{name}: leader epoch {leader_epoch} is not the current {state.leader_epoch}.")
+        if broker_id != state.leader:
+            raise ControllerError(ErrorCode.not_leader_or_follower,
+                                  f"Broker {broker_id} is not the leader of {name} (broker {state.leader} is).")
+        if partition_epoch != state.partition_epoch:
+            raise ControllerError(ErrorCode.invalid_update_version,
+                                  f"{name}: partition epoch {partition_epoch} is not the current "
+                                  f"{state.partition_epoch}.")
+        if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(state.replicas):
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"{name}: the ISR {new_isr} is not a set of its replicas {state.replicas}.")
+        if state.leader not in new_isr:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"{name}: the ISR {new_isr} leaves out its leader {state.leader}.")
+        usable = self._usable()
+        ineligible = [b for b in new_isr if b not in usable]
+        if ineligible:
+            raise ControllerError(ErrorCode.ineligible_replica,
+                                  f"{name}: replicas {ineligible} are fenced, shutting down or not registered.")
+        new = election.change(state, usable, self._unclean(topic), new_isr)
+        if new is None:
+            return state
+        self._commit([self._partition_record(str(topic.topic_id), new)])
+        return new
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -256,9 +362,9 @@ class QuorumController:
                 if unknown:
                     raise ControllerError(
                         ErrorCode.invalid_replica_assignment,
-                        f"Partition {partition} has replicas on unknown brokers {unknown}",
+                        f"Partition {partition} has replicas on brokers that are not registered or are fenced: "
+                        f"{unknown}",
                     )
-                _check_replicated(len(replicas))
                 sizes.add(len(replicas))
                 result[partition] = replicas
             if sorted(result) != list(range(len(result))):
@@ -278,14 +384,8 @@ class QuorumController:
             raise ControllerError(
                 ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
             )
-        if factor > len(brokers):
-            raise ControllerError(
-                ErrorCode.invalid_replication_factor,
-                f"Unable to replicate the partition {factor} time(s): The target replication factor of "
-                f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
-            )
-        _check_replicated(factor)
-        return {p: [brokers[(p + i) % len(brokers)] for i in range(factor)] for p in range(partitions)}
+        _check_reachable(factor, brokers)
+        return election.place_replicas(brokers, partitions, factor, self._random.randrange(len(brokers)))
 
     def create_topic(self, spec: TopicSpec, *, validate_only: bool = False) -> TopicImage | None:
         """Create a topic or raise ControllerError; returns the new topic unless validate_only."""
@@ -304,33 +404,45 @@ class QuorumController:
         records += [
             {"type": "config", "name": spec.name, "key": k, "value": v} for k, v in sorted(configs.items())
         ]
-        records += [self._partition_record(topic_id, p, replicas) for p, replicas in sorted(assignment.items())]
+        records += [self._partition_record(topic_id, _new_partition(p, replicas))
+                    for p, replicas in sorted(assignment.items())]
         self._commit(records)
         return self.working.topics[spec.name]
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: Mapping[str, str]) -> TopicImage:
-        """A coordinator's topic (`__consumer_offsets`, ...), created on first start with at most as many
-        replicas as there are live brokers; an existing topic is returned as it is."""
+        """A coordinator's topic (`__consumer_offsets`, ...), created by the active controller; an existing topic
+        is returned as it is.
+
+        In a cluster it gets its configured replication factor, capped by the number of voters; while fewer
+        brokers are registered and unfenced than that, it is refused (INVALID_REPLICATION_FACTOR) and the caller
+        tries again later, as Kafka leaves the topic uncreated (and its coordinators unavailable) until enough
+        brokers are up. A lone node gives it one replica.
+        """
         existing = self.working.topics.get(name)
         if existing is not None:
             return existing
-        factor = max(1, min(replication_factor, len(self.live_brokers), MAX_REPLICATION_FACTOR))
+        factor = 1
+        if self.quorum_voters > 1:
+            factor = max(1, min(replication_factor, self.quorum_voters))
+            _check_reachable(factor, self.live_brokers)
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
         assert created is not None
         log.info("created %s with %d partitions (replication factor %d)", name, partitions, factor)
         return created
 
     @staticmethod
-    def _partition_record(topic_id: str, partition: int, replicas: list[int]) -> dict[str, Any]:
+    def _partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
+        """A partition's whole state as one record: its creation and every later change alike."""
         return {
             "type": "partition",
             "topic_id": topic_id,
-            "partition": partition,
-            "replicas": replicas,
-            "isr": replicas,
-            "leader": replicas[0],
-            "leader_epoch": 0,
+            "partition": state.partition,
+            "replicas": list(state.replicas),
+            "isr": list(state.isr),
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "partition_epoch": state.partition_epoch,
         }
 
     def topic(self, name: str) -> TopicImage:
@@ -380,12 +492,16 @@ class QuorumController:
                 )
             replicas_for = {p: planned[i] for i, p in enumerate(new)}
         else:
+            # Kafka continues the topic's pattern: start at partition 0's first replica, number on from `current`.
             brokers = self.live_brokers
-            replicas_for = {p: [brokers[(p + i) % len(brokers)] for i in range(factor)] for p in new}
+            _check_reachable(factor, brokers)
+            first = topic.partitions[0].replicas[0]
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            replicas_for = election.place_replicas(brokers, len(new), factor, start, current)
         if validate_only:
             return
         topic_id = str(topic.topic_id)
-        self._commit([self._partition_record(topic_id, p, r) for p, r in replicas_for.items()])
+        self._commit([self._partition_record(topic_id, _new_partition(p, r)) for p, r in replicas_for.items()])
 
     def alter_topic_configs(
         self, name: str, changes: Mapping[str, str | None], *, replace: bool, validate_only: bool = False

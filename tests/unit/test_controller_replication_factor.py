@@ -1,8 +1,10 @@
-"""Until partitions are replicated across brokers, the controller places one replica per partition and
-refuses more, instead of listing in-sync replicas that hold nothing."""
+"""Replica placement by the controller: any replication factor the registered, unfenced brokers can hold, spread
+as Kafka's rack-unaware assignment spreads it; internal topics get their configured factor in a cluster (capped by
+the voters) once enough brokers are up, and one replica on a lone node."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,29 +14,86 @@ from bus.controller.controller import ControllerError, QuorumController, TopicSp
 from bus.controller.metadata_log import MetadataLog
 
 
-def _three_brokers(tmp_path: Path) -> QuorumController:
+def controller_of(tmp_path: Path, brokers: int = 3, quorum_voters: int = 1) -> QuorumController:
+    """The real controller over the local metadata log, node 1, with brokers 2.. registered."""
     controller = QuorumController(MetadataLog(tmp_path), node_id=1, default_partitions=1,
-                                  default_replication_factor=1)
+                                  default_replication_factor=1, quorum_voters=quorum_voters)
     controller.ensure_cluster_id(lambda: "test-cluster")
-    for broker in (2, 3):
+    for broker in range(2, brokers + 1):
         controller.register_broker(broker, [("PLAINTEXT", "127.0.0.1", 9000 + broker)], None)
-    assert controller.live_brokers == [1, 2, 3]
+    assert controller.live_brokers == list(range(1, brokers + 1))
     return controller
 
 
-def test_more_than_one_replica_is_refused_not_pretended(tmp_path: Path) -> None:
-    controller = _three_brokers(tmp_path)
-    for spec in (TopicSpec("three", 3, 3), TopicSpec("assigned", assignments={0: [1, 2], 1: [2, 3]})):
-        with pytest.raises(ControllerError, match="not supported yet") as refused:
-            controller.create_topic(spec)
-        assert refused.value.code == ErrorCode.invalid_replication_factor
-        assert spec.name not in controller.image.topics
-
-
-def test_one_replica_per_partition_round_robin_and_internal_topics_get_one(tmp_path: Path) -> None:
-    controller = _three_brokers(tmp_path)
-    created = controller.create_topic(TopicSpec("spread", 3, 1))
+def test_rf3_six_partitions_every_broker_leads_two_and_holds_all(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    created = controller.create_topic(TopicSpec("spread", 6, 3))
     assert created is not None
-    assert {p: s.replicas for p, s in created.partitions.items()} == {0: [1], 1: [2], 2: [3]}
-    internal = controller.create_internal_topic("__consumer_offsets", 2, 3, {})
+    states = [created.partitions[p] for p in range(6)]
+    assert all(sorted(s.replicas) == [1, 2, 3] and s.isr == s.replicas for s in states)
+    assert Counter(s.leader for s in states) == {1: 2, 2: 2, 3: 2}
+    assert all(s.leader == s.replicas[0] and (s.leader_epoch, s.partition_epoch) == (0, 0) for s in states)
+    # Committed: the image the brokers read has it, with the same states.
+    assert controller.image.topics["spread"].partitions == created.partitions
+
+
+def test_leaders_of_many_single_partition_topics_spread_over_the_brokers(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    leaders = Counter()
+    for i in range(60):
+        created = controller.create_topic(TopicSpec(f"t{i}", 1, 2))
+        assert created is not None
+        leaders[created.partitions[0].leader] += 1
+    assert set(leaders) == {1, 2, 3}  # a random start per topic, as Kafka's placement has
+
+
+def test_more_replicas_than_brokers_is_refused(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    with pytest.raises(ControllerError, match="only 3 broker") as refused:
+        controller.create_topic(TopicSpec("four", 1, 4))
+    assert refused.value.code == ErrorCode.invalid_replication_factor
+    assert "four" not in controller.image.topics
+
+
+def test_an_explicit_assignment_may_name_any_unfenced_registered_broker(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    created = controller.create_topic(TopicSpec("assigned", assignments={0: [3, 1], 1: [2, 3]}))
+    assert created is not None
+    assert {p: (s.replicas, s.isr, s.leader) for p, s in created.partitions.items()} == {
+        0: ([3, 1], [3, 1], 3), 1: ([2, 3], [2, 3], 2)}
+    with pytest.raises(ControllerError, match=r"not registered or are fenced: \[7\]") as refused:
+        controller.create_topic(TopicSpec("unknown", assignments={0: [1, 7]}))
+    assert refused.value.code == ErrorCode.invalid_replica_assignment
+
+
+def test_new_partitions_keep_the_topics_replication_factor(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    controller.create_topic(TopicSpec("growing", 2, 3))
+    controller.create_partitions("growing", 5, None)
+    states = controller.image.topics["growing"].partitions
+    assert sorted(states) == [0, 1, 2, 3, 4]
+    assert all(sorted(s.replicas) == [1, 2, 3] and s.isr == s.replicas for s in states.values())
+    assert Counter(s.leader for s in states.values()).most_common(1)[0][1] == 2  # still spread
+    controller.create_partitions("growing", 6, [[2, 1, 3]])
+    assert controller.image.topics["growing"].partitions[5].replicas == [2, 1, 3]
+    with pytest.raises(ControllerError, match="Inconsistent replication factor") as refused:
+        controller.create_partitions("growing", 7, [[2, 1]])
+    assert refused.value.code == ErrorCode.invalid_replica_assignment
+
+
+def test_a_lone_node_gives_internal_topics_one_replica(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path, brokers=3, quorum_voters=1)
+    internal = controller.create_internal_topic("__consumer_offsets", 4, 3, {})
     assert all(len(s.replicas) == 1 and s.isr == s.replicas for s in internal.partitions.values())
+
+
+def test_in_a_cluster_internal_topics_wait_for_enough_brokers(tmp_path: Path) -> None:
+    """Configured factor 3, capped by the 3 voters: refused while two brokers are up, created with three."""
+    controller = controller_of(tmp_path, brokers=2, quorum_voters=3)
+    with pytest.raises(ControllerError, match="only 2 broker") as refused:
+        controller.create_internal_topic("__consumer_offsets", 3, 3, {})
+    assert refused.value.code == ErrorCode.invalid_replication_factor
+    assert "__consumer_offsets" not in controller.image.topics
+    controller.register_broker(3, [("PLAINTEXT", "127.0.0.1", 9003)], None)
+    internal = controller.create_internal_topic("__consumer_offsets", 3, 5, {})  # 5 configured: capped at 3
+    assert all(sorted(s.replicas) == [1, 2, 3] for s in internal.partitions.values())
