@@ -51,7 +51,6 @@ async def test_an_internal_topic_refused_for_lack_of_brokers_is_created_once_the
         active.fence_expired_brokers()
         assert len(tries[leader.node_id]) == 3  # done: not run again
         assert all(not tries[n] for n in controllers if n != leader.node_id)  # only the active controller acts
-        for controller in controllers.values():
-            await until(lambda c=controller: "__consumer_offsets" in c.image.topics, 5)
+        await until(lambda: all("__consumer_offsets" in c.image.topics for c in controllers.values()), 5)
     finally:
         await raft.stop()

@@ -39,7 +39,7 @@ def test_rf3_six_partitions_every_broker_leads_two_and_holds_all(tmp_path: Path)
 
 def test_leaders_of_many_single_partition_topics_spread_over_the_brokers(tmp_path: Path) -> None:
     controller = controller_of(tmp_path)
-    leaders = Counter()
+    leaders: Counter[int] = Counter()
     for i in range(60):
         created = controller.create_topic(TopicSpec(f"t{i}", 1, 2))
         assert created is not None
