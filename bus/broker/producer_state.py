@@ -270,6 +270,22 @@ def write_snapshot_file(directory: Path, offset: int, data: bytes) -> Path:
     return path
 
 
+def delete_snapshots_after(directory: Path, offset: int) -> None:
+    """Delete the snapshots taken past `offset` (Kafka's truncateAndReload): the log was truncated there, and a
+    snapshot describing batches that are gone would be loaded once the log grows past it again."""
+    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+        taken_at = _snapshot_offset(path)
+        if taken_at is not None and taken_at > offset:
+            path.unlink(missing_ok=True)
+
+
+def _snapshot_offset(path: Path) -> int | None:
+    try:
+        return int(path.name[: -len(SNAPSHOT_SUFFIX)])
+    except ValueError:
+        return None
+
+
 def load_snapshot(directory: Path, log_end_offset: int, now_ms: int | None = None,
                   expiration_ms: int | None = None) -> ProducerStateManager | None:
     """The newest readable snapshot at or below the log end (a snapshot past a truncated tail is useless),
@@ -277,11 +293,8 @@ def load_snapshot(directory: Path, log_end_offset: int, now_ms: int | None = Non
     aborted transactions itself) is not used: replaying the log from its start rebuilds those indexes."""
     candidates = sorted(directory.glob(f"*{SNAPSHOT_SUFFIX}"), reverse=True)
     for path in candidates:
-        try:
-            offset = int(path.name[: -len(SNAPSHOT_SUFFIX)])
-        except ValueError:
-            continue
-        if offset > log_end_offset:
+        offset = _snapshot_offset(path)
+        if offset is None or offset > log_end_offset:
             continue
         try:
             data = json.loads(path.read_bytes())

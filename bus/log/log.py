@@ -649,32 +649,49 @@ class Log:
             self._check_open()
             if offset >= self.log_end_offset:
                 return
+            if offset <= self._segments[0].base_offset:
+                self._restart_at(offset)
+                return
             self._generation += 1
             self._dir_dirty = True
-            fully = offset <= self._segments[0].base_offset
-            if fully:
-                for segment in self._segments:
-                    segment.close_and_delete()
-                self._set_segments([Segment.create(self.directory, offset, self._now_ms())])
-            else:
-                keep = bisect_left(self._bases, offset)
-                for segment in self._segments[keep:]:
-                    segment.close_and_delete()
-                self._set_segments(self._segments[:keep])
-                self._segments[-1].truncate_to(offset)
+            keep = bisect_left(self._bases, offset)
+            for segment in self._segments[keep:]:
+                segment.close_and_delete()
+            self._set_segments(self._segments[:keep])
+            self._segments[-1].truncate_to(offset)
             end = self.log_end_offset
-            if fully:
-                self._epochs.clear()  # nothing is left that any epoch wrote
-            else:
-                self._epochs.truncate_from_end(end)
-            start = end if fully else min(self._log_start_offset, end)
-            if start != self._log_start_offset:
-                self._move_log_start(start)
+            self._epochs.truncate_from_end(end)
+            if end < self._log_start_offset:
+                self._move_log_start(end)
             if self._recovery_point > end:
                 self._recovery_point = end
                 files.write_offset(self.directory / files.RECOVERY_POINT, end)
             if self._cleaner_checkpoint is not None and self._cleaner_checkpoint > end:
                 self._write_cleaner_checkpoint(end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset`, which may lie past the log end: a follower whose
+        leader's log now starts beyond everything it holds (Kafka's truncateFullyAndStartAt)."""
+        with self._lock:
+            self._check_open()
+            self._restart_at(offset)
+
+    def _restart_at(self, offset: int) -> None:
+        """Under the lock: an empty log at `offset`; no epoch wrote anything left, nothing below it needs recovery
+        and the cleaner starts over."""
+        if offset < 0:
+            raise ValueError(f"a log cannot start at offset {offset}")
+        self._generation += 1
+        self._dir_dirty = True
+        for segment in self._segments:
+            segment.close_and_delete()
+        self._set_segments([Segment.create(self.directory, offset, self._now_ms())])
+        self._epochs.clear()
+        self._move_log_start(offset)
+        self._recovery_point = offset
+        files.write_offset(self.directory / files.RECOVERY_POINT, offset)
+        if self._cleaner_checkpoint is not None:
+            self._write_cleaner_checkpoint(offset)
 
     # ----------------------------------------------------------------------------------- the cleaner's side
 
