@@ -6,6 +6,7 @@
   returns the response frame; the client sees one answer, as if this node had run it. When no controller can be
   reached, or it stopped being active meanwhile, the client gets NOT_CONTROLLER (retriable) in every error field.
 - **AllocateProducerIds (67)** for a non-active node's InitProducerId.
+- **AlterPartition (56)**: a partition leader's ISR change, answered with the partition's committed new state.
 - **BrokerRegistration (62)**: where this node serves clients, committed by the active controller so every
   node's Metadata lists it, then **BrokerHeartbeat (63)** every `broker.heartbeat.interval.ms` to keep its session
   (the controller fences a broker whose heartbeats stop; the next one unfences it).
@@ -30,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.network_client import NodeConnection, NodeConnectionError
 from bus.controller.controller import ControllerError
+from bus.controller.image import PartitionState
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
 from bus.raft.driver import RaftDriver, RaftStoppedError
@@ -46,6 +48,8 @@ ENVELOPE = 58
 BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
+ALTER_PARTITION = 56
+ALTER_PARTITION_VERSION = 3
 # CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, IncrementalAlterConfigs: Kafka's forwardable admin
 # APIs that this broker serves.
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 44})
@@ -144,6 +148,43 @@ class ControllerChannel:
         if response.error_code != ErrorCode.none:
             raise ControllerUnavailable(f"AllocateProducerIds failed: {response.error_code.name}")
         return range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
+
+    async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> PartitionState:
+        """Ask the active controller to set this leader's partition ISR to `new_isr`; returns the partition's
+        state once the change is committed. Raises ControllerError for a refusal (FENCED_LEADER_EPOCH,
+        INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...: the leader waits for newer metadata) and
+        ControllerUnavailable when no active controller answered or the change could not be committed (retry)."""
+        try:
+            if self.controller.active:
+                state = self.controller.alter_partition(self.node_id, topic_id, partition, leader_epoch,
+                                                        partition_epoch, list(new_isr))
+                await self.controller.log.sync()
+                return state
+        except ControllerError as exc:
+            if exc.code == ErrorCode.not_controller:
+                raise ControllerUnavailable(exc.message) from None
+            raise
+        shapes = request_shapes(ALTER_PARTITION, ALTER_PARTITION_VERSION)
+        members = tuple(shapes.make("BrokerState", broker_id=b, broker_epoch=-1) for b in new_isr)
+        wanted = shapes.make("PartitionData", partition_index=partition, leader_epoch=leader_epoch,
+                             new_isr_with_epochs=members, leader_recovery_state=0, partition_epoch=partition_epoch)
+        request = shapes.make("AlterPartitionRequest", broker_id=self.node_id, broker_epoch=-1,
+                              topics=(shapes.make("TopicData", topic_id=topic_id, partitions=(wanted,)),))
+        response = await self._request(request, ALTER_PARTITION_VERSION)
+        answered = [p for t in response.topics if t.topic_id == topic_id for p in t.partitions
+                    if p.partition_index == partition]
+        code = answered[0].error_code if response.error_code == ErrorCode.none and answered else response.error_code
+        if code == ErrorCode.not_controller:
+            raise ControllerUnavailable("the controller stopped being active before the ISR change committed")
+        if code != ErrorCode.none or not answered:
+            raise ControllerError(code if code != ErrorCode.none else ErrorCode.unknown_server_error,
+                                  f"AlterPartition of {topic_id}-{partition} refused: {code.name}")
+        result = answered[0]
+        topic = self.controller.image.topics_by_id.get(topic_id)
+        current = topic.partitions.get(partition) if topic else None
+        return PartitionState(partition, list(current.replicas) if current else [], [int(b) for b in result.isr],
+                              int(result.leader_id), int(result.leader_epoch), int(result.partition_epoch))
 
     async def run_lifecycle(self, cluster_id: str, endpoints: list[tuple[str, str, int]], rack: str | None,
                             heartbeat_interval_s: float) -> None:

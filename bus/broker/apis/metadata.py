@@ -9,6 +9,9 @@ On a node of a quorum the brokers are this one plus every registered broker that
 on the listener the request came in on), and `controller_id` is the active controller, the raft leader (-1 while
 none is known). A topic auto-created on a node that is not the active controller is created there (forwarded)
 and answered LEADER_NOT_AVAILABLE meanwhile, which clients retry, as Kafka's brokers answer it.
+
+A partition without a leader (-1: every in-sync replica's broker fenced) is listed with LEADER_NOT_AVAILABLE, and
+`offline_replicas` names its replicas on brokers that are fenced or not registered, as Kafka's MetadataCache does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from bus.broker.apis._common import (
 )
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError, TopicSpec
+from bus.controller.election import NO_LEADER
 from bus.controller.image import PartitionState, TopicImage
 
 API_KEY = 3
@@ -35,17 +39,17 @@ MIN_VERSION = 0
 MAX_VERSION = 12
 
 
-def _topic(ctx: RequestContext, topic: TopicImage, states: Sequence[PartitionState]) -> Any:
+def _topic(ctx: RequestContext, live: frozenset[int], topic: TopicImage, states: Sequence[PartitionState]) -> Any:
     partitions = [
         ctx.make(
             "MetadataResponsePartition",
-            error_code=ErrorCode.none,
+            error_code=ErrorCode.leader_not_available if state.leader == NO_LEADER else ErrorCode.none,
             partition_index=state.partition,
             leader_id=state.leader,
             leader_epoch=state.leader_epoch,
             replica_nodes=state.replicas,
             isr_nodes=state.isr,
-            offline_replicas=(),
+            offline_replicas=[r for r in state.replicas if r not in live],
         )
         for state in states
     ]
@@ -112,16 +116,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     described = [(t, sorted(t.partitions.values(), key=lambda s: s.partition)) if isinstance(t, TopicImage) else t
                  for t in topics]
     brokers = _brokers(ctx)
+    live = frozenset(image.live_brokers)
     cluster_id = image.cluster_id
     controller = controller_id(ctx)
     if sum(len(t.partitions) for t in topics if isinstance(t, TopicImage)) > LARGE_RESPONSE_ITEMS:
-        return asyncio.to_thread(_response, ctx, described, brokers, cluster_id, controller)
-    return _response(ctx, described, brokers, cluster_id, controller)
+        return asyncio.to_thread(_response, ctx, described, live, brokers, cluster_id, controller)
+    return _response(ctx, described, live, brokers, cluster_id, controller)
 
 
-def _response(ctx: RequestContext, described: list[Any], brokers: list[Any], cluster_id: str | None,
-              controller: int) -> Any:
-    topics = [_topic(ctx, *entry) if isinstance(entry, tuple) else entry for entry in described]
+def _response(ctx: RequestContext, described: list[Any], live: frozenset[int], brokers: list[Any],
+              cluster_id: str | None, controller: int) -> Any:
+    topics = [_topic(ctx, live, *entry) if isinstance(entry, tuple) else entry for entry in described]
     return ctx.make("MetadataResponse", throttle_time=0, brokers=brokers, cluster_id=cluster_id,
                     controller_id=controller, topics=topics)
 

@@ -1,5 +1,5 @@
 """The controller listener's APIs (`controller.listener.names`): KRaft's own RPCs, ApiVersions, and what brokers
-ask the active controller (Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds; see
+ask the active controller (Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition; see
 `bus.broker.controller_channel`).
 
 One module per API, as in `bus.broker.apis`. Each serves exactly the version the consensus core's wire
@@ -26,6 +26,7 @@ MODULES = (
     "broker_registration",
     "broker_heartbeat",
     "allocate_producer_ids",
+    "alter_partition",
 )
 
 
