@@ -442,6 +442,11 @@ class Partition:
         batches = self._fetched_batches(payload)
         if not batches:
             return None
+        first, end = batches[0], self.log.log_end_offset
+        if first.base_offset < end <= first.last_offset and end == self.log.log_start_offset:
+            # An empty log started at the leader's log start, which DeleteRecords put inside this batch: start at
+            # the batch instead, as Kafka's follower does; the fetch's log start offset moves ours up again.
+            self.truncate_fully_and_start_at(first.base_offset)
         result = self.log.append_as_is(payload, batches)
         for batch in batches:
             self._fold(self.producers, payload, batch)

@@ -201,6 +201,20 @@ def test_truncate_fully_and_start_at_an_offset_past_the_log(tmp_path: Path) -> N
     reopened.close()
 
 
+def test_an_empty_log_started_inside_the_leaders_first_batch_starts_at_that_batch(tmp_path: Path) -> None:
+    """DeleteRecords put the leader's log start at 8, inside its batch 7-9: the follower started over at 8, and
+    the fetch from 8 answers the whole batch (Kafka's UnexpectedAppendOffsetException case)."""
+    partition = _partition(tmp_path)
+    partition.truncate_fully_and_start_at(8)
+    partition.append_as_follower(_data(7, 3))
+    assert (partition.log.log_start_offset, partition.log.log_end_offset) == (7, 10)
+    partition.log.delete_records_before(8)  # the fetcher then follows the leader's log start
+    assert partition.log.log_start_offset == 8
+    with pytest.raises(ValueError, match="below the next offset"):  # anywhere else it is a leader's bug
+        partition.append_as_follower(_data(9, 3))
+    assert partition.log.log_end_offset == 10
+
+
 # -- truncation_point: every case of Kafka's getOffsetTruncationState --------------------------------------------
 
 
