@@ -398,8 +398,9 @@ class _Fetcher:
         if state.error != code:
             state.error = code
             level = logging.INFO if code in WAIT_FOR_METADATA else logging.WARNING
-            log.log(level, "%s: fetching from broker %d paused for %.1fs: %s %s", tp, self.leader_id,
-                    self.backoff_s, code.name, exc)
+            detail = code.name if str(exc) == code.name else f"{code.name} ({exc})"
+            log.log(level, "%s: fetching from broker %d paused for %.1fs: %s", tp, self.leader_id, self.backoff_s,
+                    detail)
 
     def _clear(self, tp: TopicPartition, state: _FetchState) -> None:
         if state.error is not None:

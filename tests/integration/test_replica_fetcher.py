@@ -229,3 +229,41 @@ def test_a_leader_log_starting_past_the_follower_starts_it_over(broker: BrokerPr
 
     asyncio.run(scenario())
     assert segment_bytes(partition.log.directory) == segment_bytes(leader_dir(broker, topic))
+
+
+def test_the_fetcher_outlives_unknown_endpoints_errors_and_a_killed_leader(broker: BrokerProcess,
+                                                                           tmp_path: Path) -> None:
+    """The leader's endpoint unknown at first, a partition the leader does not have (UNKNOWN_TOPIC_OR_PARTITION:
+    it waits, the other goes on), then the leader killed with -9 and restarted: the fetcher backs off, reconnects
+    and copies what was written after the restart. Nothing raises out of it."""
+    topic = "survivor"
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic)
+    produce(bootstrap, topic, 5)
+    partition = follower(tmp_path / "follower", bootstrap, topic)
+    config = LogConfig()
+    stray_log = LogManager([tmp_path / "stray"], config).get_or_create("nowhere", 0, config)
+    stray = Partition(TopicImage("nowhere", uuid.uuid4(), {}), 0, stray_log, config, -1)
+    known = False
+
+    async def scenario() -> None:
+        manager = ReplicaFetcherManager(SETTINGS, lambda b: endpoint_of(broker)(b) if known else None)
+        manager.add(LEADER, stray)
+        manager.add(LEADER, partition)
+        try:
+            await asyncio.sleep(0.5)
+            assert partition.log.log_end_offset == 0  # nowhere to fetch from yet
+            nonlocal known
+            known = True
+            await until(caught_up(partition, 5), "the copy reaches 5 once the endpoint is known")
+            await asyncio.to_thread(broker.kill)
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(broker.start)
+            await asyncio.to_thread(produce, bootstrap, topic, 3)
+            await until(caught_up(partition, 8), "the copy follows the restarted leader")
+            assert stray.log.log_end_offset == 0 and manager.max_lag() == 0
+        finally:
+            await manager.close()
+
+    asyncio.run(scenario())
+    assert segment_bytes(partition.log.directory) == segment_bytes(leader_dir(broker, topic))
