@@ -24,7 +24,8 @@ from bus.broker.kafka_apis import KafkaApis
 from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
-from bus.broker.replica_manager import ReplicaManager
+from bus.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from bus.broker.replica_manager import HIGH_WATERMARK_CHECKPOINT, ReplicaManager
 from bus.broker.socket_server import SocketServer
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
@@ -38,7 +39,9 @@ from bus.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
+from bus.log.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from bus.protocol import messages
+from bus.protocol.topic_partition import TopicPartition
 from bus.raft import broker_quorum
 
 log = logging.getLogger(__name__)
@@ -129,12 +132,18 @@ class Broker:
             self.node_id, self.logs, static,
             producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
             fetch_session_slots=int(config["max.incremental.fetch.session.cache.slots"]),
+            replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
         )
+        self.replicas.checkpointed_high_watermarks = self._read_high_watermarks()
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.channel = None if self.raft is None else ControllerChannel(
             self.node_id, self.raft, self.controller, config.quorum_voters,
             int(config["controller.socket.timeout.ms"]) / 1000.0)
+        self.fetchers: ReplicaFetcherManager | None = None
+        if self.channel is not None:  # a node of a quorum: partitions may have followers here and elsewhere
+            self.fetchers = ReplicaFetcherManager(FetcherSettings.from_broker(config), self._replication_endpoint)
+            self.replicas.alter_isr = self.channel.alter_partition
         self.producer_ids = ProducerIdManager(
             self.controller, remote=self.channel.allocate_producer_ids if self.channel else None)
         self._wire_coordinators(config)
@@ -188,6 +197,34 @@ class Broker:
         self.controller.listeners.append(
             lambda records: self.groups.on_metadata(records, set(self.metadata.topics)))
 
+    def _replication_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where followers fetch from a leader: its registered endpoint on `inter.broker.listener.name` (by
+        default the first client listener, as this broker's own registration lists them)."""
+        registration = self.controller.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        listener = (self.config.values.get("inter.broker.listener.name")
+                    or self.config.advertised_client_listeners[0].name)
+        return registration.endpoint(listener)
+
+    def _read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """The high watermarks the last run checkpointed (Kafka's replication-offset-checkpoint per log dir)."""
+        found: dict[TopicPartition, int] = {}
+        for directory in self.config.log_dirs:
+            path = directory / HIGH_WATERMARK_CHECKPOINT
+            if path.exists():
+                found.update(read_offset_checkpoint(path))
+        return found
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's high watermark to its log dir's checkpoint, taken on the loop and written
+        (with its fsyncs) in a worker thread."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {directory: {} for directory in self.config.log_dirs}
+        for tp, partition in self.replicas.partitions.items():
+            by_dir.setdefault(partition.log.directory.parent, {})[tp] = partition.high_watermark
+        for directory, offsets in by_dir.items():
+            await asyncio.to_thread(write_offset_checkpoint, directory / HIGH_WATERMARK_CHECKPOINT, offsets)
+
     def _log_config_for(self, topic: str) -> LogConfig:
         image = self.controller.image.topics.get(topic)
         configs = image.configs if image else {}
@@ -229,6 +266,17 @@ class Broker:
             asyncio.create_task(self._every(expiry_check_s, self.replicas.remove_expired_producers)),
         ]
         self._tasks += lifecycle
+        if self.fetchers is not None:
+            self.replicas.start_fetching(self.fetchers)
+            lag_check_s = int(self.config["replica.lag.time.max.ms"]) / 2000.0
+            checkpoint_s = int(self.config["replica.high.watermark.checkpoint.interval.ms"]) / 1000.0
+            self._tasks += [asyncio.create_task(self._every(lag_check_s, self.replicas.shrink_isrs)),
+                            asyncio.create_task(self._every(checkpoint_s, self.checkpoint_high_watermarks))]
+            fetchers = self.fetchers
+            self.metrics.collector.gauges["bus_replica_fetcher_max_lag"] = (
+                "Largest number of records a follower partition here is behind its leader", fetchers.max_lag)
+        self.metrics.collector.gauges["bus_under_replicated_partitions"] = (
+            "Partitions led here whose ISR is smaller than their replica set", self.replicas.under_replicated)
         self.transactions.start()
         if self.config["log.cleaner.enable"]:
             backoff = int(self.config["log.cleaner.backoff.ms"]) / 1000.0
@@ -279,12 +327,15 @@ class Broker:
         self.consumer_groups.stop()
         if self.channel is not None:
             await self.channel.close()
+        if self.fetchers is not None:
+            await self.fetchers.close()
         if self.raft:
             await self.raft.stop()  # first: a leader resigns while its connections still work
         await self.network.stop()
         self.metrics.stop()
         await self.groups.stop()
         await self.replicas.snapshot_producers(force=True)
+        await self.checkpoint_high_watermarks()
         await self.replicas.drain_background()
         self.logs.close()
         self.metadata_log.close()

@@ -36,6 +36,8 @@ from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # per log dir, as Kafka names it
+
 
 
 class Fetchers(Protocol):
@@ -72,8 +74,9 @@ class ReplicaManager:
         self.serving = False
         """Set once the broker takes connections: from then on new logs are created off the loop."""
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.fetchers: Fetchers | None = None  # wired by the broker; None: nothing is followed (one node)
+        self.fetchers: Fetchers | None = None  # set by `start_fetching`; None: nothing is followed yet
         self.alter_isr: AlterIsr | None = None
+        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}  # read at start, used as logs open
         self._isr_updates: set[asyncio.Task[None]] = set()
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
@@ -122,6 +125,7 @@ class ReplicaManager:
                     missing.append(index)
                     continue
                 partition = Partition(topic, index, log_, config, state.leader_epoch, self.producer_id_expiration_ms)
+                self._restore_high_watermark(tp, partition, state)
                 self.partitions[tp] = partition
                 hosted.append(partition)
             elif partition.config != config:
@@ -132,6 +136,28 @@ class ReplicaManager:
             partition.target_codec = CODECS.get(effective["compression.type"])
         if missing:
             self._create_logs(topic, config, missing)
+
+    def _restore_high_watermark(self, tp: TopicPartition, partition: Partition, state: PartitionState) -> None:
+        """An existing log's high watermark as last checkpointed (never past its end). A replicated partition
+        without one starts at its log start, as Kafka does, and learns the rest from the ISR; a single replica's
+        is its log end (it was alone in its ISR, and logs from before replication have no checkpoint)."""
+        checkpointed = self.checkpointed_high_watermarks.pop(tp, None)
+        end = partition.log.log_end_offset
+        if checkpointed is not None:
+            partition.high_watermark = max(min(checkpointed, end), partition.log.log_start_offset)
+        elif len(state.replicas) > 1:
+            partition.high_watermark = partition.log.log_start_offset
+
+    def start_fetching(self, fetchers: Fetchers) -> None:
+        """From now on followers fetch (the broker serves and has a loop): start with every partition followed."""
+        self.fetchers = fetchers
+        for partition in self.partitions.values():
+            if not partition.is_leader and partition.leader_id >= 0:
+                fetchers.add(partition.leader_id, partition)
+
+    def under_replicated(self) -> int:
+        """Partitions led here whose ISR lacks some replica (Kafka's UnderReplicatedPartitions)."""
+        return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < len(p.replicas))
 
     def _apply_state(self, partition: Partition, state: PartitionState) -> None:
         """Leader or follower as the metadata says: a follower fetches from its leader, a leader stops fetching."""

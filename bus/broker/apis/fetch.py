@@ -70,10 +70,14 @@ def replica_id(ctx: RequestContext, request: Any) -> int:
 
 
 def _diverging(partition: Partition, want: CachedPartition) -> tuple[int, int] | None:
-    """(epoch, end offset) where the fetcher's log leaves ours, or None (Kafka's Partition.fetchRecords)."""
+    """(epoch, end offset) where the fetcher's log leaves ours, or None (Kafka's Partition.fetchRecords). An
+    epoch this leader cannot place (newer than any it knows) is OFFSET_OUT_OF_RANGE, as in Kafka: the fetcher
+    then compares log ends (ListOffsets) instead of fetching on without progress."""
     if want.last_fetched_epoch < 0:
         return None
     epoch, end = partition.end_offset_for_epoch(want.last_fetched_epoch)
+    if epoch < 0 or end < 0:
+        raise OffsetOutOfRangeError(f"leader epoch {want.last_fetched_epoch} is unknown to the leader")
     if end < want.fetch_offset or epoch < want.last_fetched_epoch:
         return epoch, end
     return None

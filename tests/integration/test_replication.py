@@ -1,0 +1,293 @@
+"""Partition replication across real broker processes, judged by confluent-kafka, kafka-python and aiokafka.
+
+Three combined nodes (five where two must die without taking the quorum with them): a topic with three
+replicas keeps every acknowledged record when its leader is SIGKILLed under acks=all load, the old leader
+truncates and rejoins the ISR, a follower cut off by SIGSTOP leaves the ISR and comes back, and with two of
+three replicas gone acks=all is refused with NOT_ENOUGH_REPLICAS instead of pretending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
+
+from bus.protocol.records import Record, build_batch
+from tests.integration._support_raw import RawKafka, metadata_request, produce_error
+from tests.support.cluster_process import ClusterProcess, until
+
+pytestmark = pytest.mark.slow
+
+FAST = {
+    # Short sessions and lag limits so that failures are noticed within the test (Kafka: 9 s, 2 s and 30 s).
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+}
+
+
+def _cluster(tmp_path: Path, size: int) -> Iterator[ClusterProcess]:
+    nodes = ClusterProcess(tmp_path, size, FAST)
+    try:
+        nodes.start()
+        nodes.wait_for_brokers()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    yield from _cluster(tmp_path, 3)
+
+
+def partitions_on(bootstrap: str, topic: str) -> dict[int, Any] | None:
+    """partition -> Metadata partition entry (leader, epoch, replicas, isr) as one node describes the topic."""
+    try:
+        with RawKafka(bootstrap) as raw:
+            [described] = raw.request(metadata_request(topic, allow_auto_create=False)).topics
+    except OSError:
+        return None
+    if described.error_code != ErrorCode.none:
+        return None
+    return {p.partition_index: p for p in described.partitions}
+
+
+def create(cluster: ClusterProcess, topic: str, partitions: int, replicas: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    [future] = admin.create_topics([NewTopic(topic, partitions, replicas, config=configs)]).values()
+    future.result(timeout=30)
+    until(lambda: all_in_sync(cluster, topic, partitions, replicas), 30, f"{topic} fully in sync")
+
+
+def all_in_sync(cluster: ClusterProcess, topic: str, partitions: int, replicas: int) -> bool | None:
+    for node in cluster.running():
+        seen = partitions_on(node.bootstrap, topic)
+        if seen is None or len(seen) != partitions:
+            return None
+        if any(len(p.isr_nodes) != replicas or p.leader_id < 0 for p in seen.values()):
+            return None
+    return True
+
+
+def isr_is(bootstrap: str, topic: str, isr: list[int]) -> bool | None:
+    seen = partitions_on(bootstrap, topic)
+    return True if seen is not None and sorted(seen[0].isr_nodes) == isr else None
+
+
+def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> Any:
+    def ask() -> Any:
+        for node in cluster.running():
+            seen = partitions_on(node.bootstrap, topic)
+            if seen is not None and seen[partition].leader_id in cluster.nodes:
+                return seen[partition]
+        return None
+    return until(ask, 20, "a leader")
+
+
+class AckedProducer:
+    """acks=all, idempotent producer sending numbered values in a thread; remembers what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+        self.topic = topic
+        self.partitions = partitions
+        self.acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: KafkaError | None, message: Any) -> None:
+        if error is not None:
+            self.failed.append(str(error))
+        else:
+            self.acked[message.partition()].append(message.value())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            partition = self.sent % self.partitions
+            self.producer.produce(self.topic, b"v%08d" % self.sent, partition=partition, on_delivery=self._delivered)
+            self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.002)
+
+    def start(self) -> AckedProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self.producer.flush(60) == 0
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.acked.values())
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[int, list[bytes]]:
+    """Every record of the topic, per partition, read with kafka-python from the beginning."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    try:
+        assigned = [KafkaTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in seen.values()) < expected and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                seen[tp.partition] += [r.value for r in records]
+        return seen
+    finally:
+        consumer.close()
+
+
+def test_a_replicated_topic_is_on_every_replica_and_acks_all_waits_for_them(cluster: ClusterProcess) -> None:
+    create(cluster, "replicated", 3, 3, **{"min.insync.replicas": "2"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    errors: list[KafkaError] = []
+    for i in range(300):
+        producer.produce("replicated", b"r%d" % i, partition=i % 3,
+                         on_delivery=lambda e, _m: errors.append(e) if e else None)
+    assert producer.flush(30) == 0 and not errors
+    # Every replica holds every record: each node's log end, asked as a follower would (ListOffsets latest of
+    # the leader) and read back through each node while it leads, is 100 per partition.
+    seen = read_all(cluster.bootstrap, "replicated", 3, 300)
+    assert {p: len(v) for p, v in seen.items()} == {0: 100, 1: 100, 2: 100}
+    for node in cluster:
+        described = partitions_on(node.bootstrap, "replicated")
+        assert described is not None
+        assert all(sorted(p.replica_nodes) == [1, 2, 3] and sorted(p.isr_nodes) == [1, 2, 3]
+                   for p in described.values())
+    # The data itself is on the followers: every node's copy of each partition holds the same bytes.
+    copies = {node_id: [segment_bytes(node.data_dir, "replicated", p) for p in range(3)]
+              for node_id, node in cluster.nodes.items()}
+    assert copies[1] == copies[2] == copies[3] and all(copies[1]), {n: [len(c) for c in v] for n, v in copies.items()}
+
+
+def segment_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
+    """A partition's log bytes on one node, its segments in offset order (flushed or not, the page cache has them)."""
+    directory = next(data_dir.rglob(f"{topic}-{partition}"))
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def test_the_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cluster: ClusterProcess) -> None:
+    create(cluster, "survivor", 2, 3, **{"min.insync.replicas": "2"})
+    load = AckedProducer(cluster.bootstrap, "survivor", 2).start()
+    until(lambda: load.count() > 500 or None, 30, "records acknowledged before the kill")
+    old = leader_of(cluster, "survivor", 0)
+    cluster[old.leader_id].kill()
+    killed_at = time.monotonic()
+    survivors = cluster.running()
+    new = until(lambda: (lambda p: p if p is not None and p[0].leader_id not in (old.leader_id, -1) else None)(
+        partitions_on(survivors[0].bootstrap, "survivor")), 20, "a new leader")[0]
+    elected = time.monotonic() - killed_at
+    assert new.leader_epoch > old.leader_epoch
+    acked_at_election = load.count()
+    until(lambda: load.count() > acked_at_election + 300 or None, 30, "records acknowledged by the new leader")
+    # The old leader comes back: it truncates what only it had, catches up, and rejoins the ISR.
+    cluster[old.leader_id].start()
+    load.stop()
+    assert not load.failed, load.failed[:5]
+    until(lambda: all_in_sync(cluster, "survivor", 2, 3), 60, "the old leader back in the ISR")
+    seen = read_all(cluster.bootstrap, "survivor", 2, load.count())
+    for partition, values in load.acked.items():
+        assert set(values) <= set(seen[partition]), f"partition {partition} lost acknowledged records"
+        assert len(seen[partition]) == len(set(seen[partition])), "a record is there twice"
+        assert seen[partition] == sorted(seen[partition]), "records out of order"
+    print(f"leader elected {elected:.1f} s after SIGKILL")
+
+
+def test_a_paused_follower_leaves_the_isr_and_comes_back(cluster: ClusterProcess) -> None:
+    create(cluster, "paused", 1, 3)
+    leader = leader_of(cluster, "paused", 0)
+    follower = next(n for n in (1, 2, 3) if n != leader.leader_id and n != cluster.leader())
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    cluster[follower].proc.send_signal(signal.SIGSTOP)
+    try:
+        producer.send("paused", b"while paused", partition=0)
+        leader_node = cluster[leader.leader_id]
+        until(lambda: (lambda p: True if p and follower not in p[0].isr_nodes else None)(
+            partitions_on(leader_node.bootstrap, "paused")), 30, "the paused follower out of the ISR")
+        # acks=all is answered by the ISR that is left.
+        producer.send("paused", b"after the shrink", partition=0).get(timeout=20)
+    finally:
+        cluster[follower].proc.send_signal(signal.SIGCONT)
+    until(lambda: all_in_sync(cluster, "paused", 1, 3), 30, "the follower back in the ISR")
+    producer.close()
+
+
+def test_consumers_read_only_what_the_isr_has(cluster: ClusterProcess) -> None:
+    """aiokafka reads a replicated topic to its high watermark: every record produced with acks=all."""
+    create(cluster, "visible", 1, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(50):
+        producer.produce("visible", b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    async def consume() -> list[bytes]:
+        consumer = AIOKafkaConsumer("visible", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            values: list[bytes] = []
+            while len(values) < 50:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                values += [r.value for records in batch.values() for r in records]
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume()) == [b"%d" % i for i in range(50)]
+
+
+@pytest.fixture
+def five(tmp_path: Path) -> Iterator[ClusterProcess]:
+    yield from _cluster(tmp_path, 5)
+
+
+def test_two_of_three_replicas_gone_acks_all_is_refused_not_pretended(five: ClusterProcess) -> None:
+    """Five voters, so the quorum outlives two deaths; the topic's replicas are on three of them."""
+    controller = five.leader()
+    placed = [n for n in (1, 2, 3, 4, 5) if n != controller][:3]
+    admin = AdminClient({"bootstrap.servers": five.bootstrap})
+    topic = NewTopic("fragile", num_partitions=1, replica_assignment=[placed], config={"min.insync.replicas": "2"})
+    admin.create_topics([topic])["fragile"].result(timeout=30)
+    until(lambda: all_in_sync(five, "fragile", 1, 3), 30, "fragile in sync")
+    leader = leader_of(five, "fragile", 0).leader_id
+    for node_id in placed:
+        if node_id != leader:
+            five[node_id].kill()
+    bootstrap = five[leader].bootstrap
+    until(lambda: isr_is(bootstrap, "fragile", [leader]), 30, "the ISR down to the leader")
+    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=b"x")], base_offset=0)
+    with RawKafka(bootstrap) as raw:
+        code, _offset = produce_error(raw, "fragile", 0, batch)
+    assert code == ErrorCode.not_enough_replicas.value
+    # acks=1 still works: the leader alone has it.
+    one = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+    one.produce("fragile", b"acks=1", partition=0)
+    assert one.flush(20) == 0
+    # The high watermark follows the ISR (the leader alone now), so the acks=1 record is readable.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fragile-check", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("fragile", 0, 0)])
+        message = consumer.poll(20)
+        assert message is not None and message.error() is None and message.value() == b"acks=1"
+    finally:
+        consumer.close()
