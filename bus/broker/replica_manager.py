@@ -77,6 +77,9 @@ class ReplicaManager:
         self.fetchers: Fetchers | None = None  # set by `start_fetching`; None: nothing is followed yet
         self.alter_isr: AlterIsr | None = None
         self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}  # read at start, used as logs open
+        # Told (partition, now leading?) when this node starts or stops leading a partition (a new leader epoch
+        # either way): coordinators load and unload their internal topics' partitions on it.
+        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._isr_updates: set[asyncio.Task[None]] = set()
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
@@ -162,7 +165,11 @@ class ReplicaManager:
     def _apply_state(self, partition: Partition, state: PartitionState) -> None:
         """Leader or follower as the metadata says: a follower fetches from its leader, a leader stops fetching."""
         role = partition.apply_state(state, self.node_id, _now_ms())
-        if role is None or self.fetchers is None:
+        if role is None:
+            return
+        for listener in self.leadership_listeners:
+            listener(partition, role == "leader")
+        if self.fetchers is None:
             return
         self.fetchers.remove(partition)
         if role == "follower" and state.leader >= 0:
