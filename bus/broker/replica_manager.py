@@ -26,7 +26,7 @@ from bus.broker.partition import (
     Partition,
     PartitionError,
 )
-from bus.broker.producer_state import write_snapshot_file
+from bus.broker.producer_state import delete_snapshots_after, write_snapshot_file
 from bus.config.topic import effective_topic_configs
 from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
@@ -329,11 +329,16 @@ class ReplicaManager:
         """Snapshot every partition's producer state: each is taken on the loop (cheap, in memory) and written
         with its fsync in a worker thread, one partition at a time so the loop keeps serving meanwhile."""
         for partition in list(self.partitions.values()):
+            state = partition.producers
             snapshot = partition.producer_snapshot(force)
             if snapshot is None:
                 continue
             try:
                 await asyncio.to_thread(write_snapshot_file, partition.log.directory, *snapshot)
+                if partition.producers is not state:
+                    # A follower truncated meanwhile (a new state was rebuilt, and snapshots past the cut deleted):
+                    # this one may describe batches that are gone, and must not be loaded after a restart.
+                    await asyncio.to_thread(delete_snapshots_after, partition.log.directory, snapshot[0] - 1)
             except OSError:
                 # A partition deleted meanwhile, or a failing disk: the next pass (or the replay) covers it.
                 partition.snapshotted = -1
