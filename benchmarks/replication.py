@@ -1,15 +1,20 @@
-"""Issue 16's cluster figures on one machine: how long a 3-node KRaft quorum is without a leader after its
-leader is SIGKILLed (controller failover), at Kafka's default quorum timeouts and at low ones.
+"""Issue 16's cluster figures on one machine, on the three nodes `deploy.cluster` starts:
 
-A trial: start (or keep) the three nodes of `deploy.cluster`, wait until every voter follows a leader, SIGKILL
-the leader, and time until a surviving node answers DescribeQuorum with a new leader in a later epoch (polled
-every 20 ms over one open connection per survivor). The killed node is restarted between trials and the
-next trial waits for it to follow again.
+- **Throughput**: confluent-kafka producing `--records` records of 100 bytes (linger.ms 5) to a 3-partition topic
+  with 3 replicas and acks=all, against the same to a 3-partition topic with 1 replica and acks=1 (the ratio is
+  the figure; target >= 0.5).
+- **Latency**: a paced producer (1,000 records/s for `--seconds`) with acks=all on the replicated topic: p50 and
+  p99 from produce() to its delivery report.
+- **Partition leader election**: SIGKILL the node leading a partition of the replicated topic and time until a
+  surviving node's Metadata names a new leader (polled every 20 ms), at Kafka's default broker session timeout
+  (9 s) and at a low one (1.5 s, heartbeats every 250 ms): the controller fences the dead broker when its
+  session expires and moves its leaderships in the same step.
+- **Controller failover**: SIGKILL the quorum leader and time until a survivor answers DescribeQuorum with a new
+  leader in a later epoch, at Kafka's default quorum timeouts and at low ones.
 
-Partition replication (acks=all throughput against acks=1, produce p99 with acks=all, partition leader
-election after SIGKILL) is not built yet; those figures join this script with it.
+The killed node is restarted between trials and the next trial waits for it to rejoin.
 
-    .venv/bin/python benchmarks/replication.py [--trials 5]
+    .venv/bin/python benchmarks/replication.py [--trials 5] [--records 100000] [--seconds 10]
 
 Print `uptime` with the figures: on a shared machine an election's time includes waiting for a CPU.
 """
@@ -17,6 +22,7 @@ Print `uptime` with the figures: on a shared machine an election's time includes
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
@@ -28,10 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient as KafkaAdmin
+from confluent_kafka.admin import NewTopic
+
 from bus.client.admin import AdminClient
 from deploy.cluster import Node, cluster_id, node_command, plan, wait_for_quorum
 
-SETTINGS = {
+CONTROLLER_SETTINGS = {
     "Kafka defaults (election 1000 ms, fetch 2000 ms)": {},
     "low (election 300 ms, fetch 600 ms)": {"controller.quorum.election.timeout.ms": "300",
                                             "controller.quorum.fetch.timeout.ms": "600",
@@ -90,15 +100,182 @@ def failovers(extra: dict[str, str], trials: int) -> list[float]:
         return times
 
 
+SESSION_SETTINGS = {
+    "Kafka default session (9 s, heartbeat 2 s)": {},
+    "low session (1.5 s, heartbeat 250 ms)": {"broker.session.timeout.ms": "1500",
+                                              "broker.heartbeat.interval.ms": "250"},
+}
+VALUE = b"x" * 100
+
+
+class Cluster:
+    """Three combined nodes in a temporary directory, started with `extra` config."""
+
+    def __init__(self, extra: dict[str, str]) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.data = Path(self._tmp.name)
+        self.extra = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+                      **extra}
+        self.nodes = plan(3, "127.0.0.1", 0, self.data)
+        self.cid = cluster_id(self.data)
+        self.procs = {n.node_id: _start(n, self.nodes, self.cid, self.extra, self.data) for n in self.nodes}
+        self.bootstrap = ",".join(n.bootstrap for n in self.nodes)
+        wait_for_quorum(self.bootstrap, 3, 90)
+        _wait_for_brokers(self.bootstrap, 3)
+
+    def restart(self, node_id: int) -> None:
+        node = next(n for n in self.nodes if n.node_id == node_id)
+        self.procs[node_id] = _start(node, self.nodes, self.cid, self.extra, self.data)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait()
+        self._tmp.cleanup()
+
+
+def _wait_for_brokers(bootstrap: str, count: int, timeout_s: float = 60) -> None:
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while len(admin.list_topics(timeout=5).brokers) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} brokers registered after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def _create(bootstrap: str, name: str, replicas: int) -> None:
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 3, replicas)])[name].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while True:  # every partition led, with its full ISR
+        topic = admin.list_topics(name, timeout=5).topics[name]
+        if len(topic.partitions) == 3 and all(p.leader >= 0 and len(p.isrs) == replicas
+                                              for p in topic.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} not fully in sync")
+        time.sleep(0.1)
+
+
+def throughput(bootstrap: str, topic: str, acks: str, records: int) -> float:
+    """Records per second from the first produce() to the last delivery report."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                         "queue.buffering.max.messages": records + 1})
+    producer.produce(topic, VALUE)  # connections and metadata before the clock starts
+    producer.flush(30)
+    failed = []
+    started = time.perf_counter()
+    for i in range(records):
+        producer.produce(topic, VALUE, partition=i % 3, on_delivery=lambda e, _m: failed.append(e) if e else None)
+        if i % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(300) or failed:
+        raise RuntimeError(f"{len(failed)} records failed: {failed[:3]}")
+    return records / (time.perf_counter() - started)
+
+
+def latencies(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> list[float]:
+    """Milliseconds from produce() to the delivery report of acks=all records sent at `rate` per second."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer.produce(topic, VALUE)
+    producer.flush(30)
+    out: list[float] = []
+
+    def delivered(error: object, _message: object, *, sent: float) -> None:
+        if error is None:
+            out.append((time.perf_counter() - sent) * 1000)
+
+    count = int(seconds * rate)
+    started = time.perf_counter()
+    for i in range(count):
+        due = started + i / rate
+        while time.perf_counter() < due:
+            producer.poll(0.0005)
+        sent = time.perf_counter()
+        producer.produce(topic, VALUE, partition=i % 3, on_delivery=functools.partial(delivered, sent=sent))
+    producer.flush(60)
+    if len(out) != count:
+        raise RuntimeError(f"{count - len(out)} of {count} records failed")
+    return out
+
+
+def _leader(admin: KafkaAdmin, topic: str, partition: int) -> int | None:
+    try:
+        return int(admin.list_topics(topic, timeout=1).topics[topic].partitions[partition].leader)
+    except Exception:  # a survivor busy or between answers: ask again
+        return None
+
+
+def elections(extra: dict[str, str], trials: int) -> list[float]:
+    """Seconds from SIGKILL of partition 0's leader until a survivor names another leader."""
+    cluster = Cluster(extra)
+    times = []
+    try:
+        _create(cluster.bootstrap, "elected", 3)
+        for _ in range(trials):
+            admin = KafkaAdmin({"bootstrap.servers": cluster.bootstrap})
+            leader = _leader(admin, "elected", 0)
+            assert leader is not None and leader >= 0
+            survivors = ",".join(n.bootstrap for n in cluster.nodes if n.node_id != leader)
+            watcher = KafkaAdmin({"bootstrap.servers": survivors})
+            _leader(watcher, "elected", 0)  # connected before the kill
+            killed_at = time.perf_counter()
+            os.kill(cluster.procs[leader].pid, signal.SIGKILL)
+            cluster.procs[leader].wait()
+            while _leader(watcher, "elected", 0) in (None, leader, -1):
+                if time.perf_counter() - killed_at > 60:
+                    raise TimeoutError("no new partition leader within 60 s")
+                time.sleep(0.02)
+            times.append(time.perf_counter() - killed_at)
+            cluster.restart(leader)
+            _wait_for_brokers(cluster.bootstrap, 3)
+            _create_wait_in_sync(admin, "elected")
+    finally:
+        cluster.close()
+    return times
+
+
+def _create_wait_in_sync(admin: KafkaAdmin, topic: str) -> None:
+    deadline = time.monotonic() + 90
+    while not all(len(p.isrs) == 3 for p in admin.list_topics(topic, timeout=5).topics[topic].partitions.values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} not back in sync")
+        time.sleep(0.2)
+
+
+def data_path(records: int, seconds: float) -> None:
+    cluster = Cluster({})
+    try:
+        _create(cluster.bootstrap, "single", 1)
+        _create(cluster.bootstrap, "replicated", 3)
+        single = throughput(cluster.bootstrap, "single", "1", records)
+        replicated = throughput(cluster.bootstrap, "replicated", "all", records)
+        print(f"throughput, {records} records of 100 B: acks=1 RF=1 {single:,.0f}/s, acks=all RF=3 "
+              f"{replicated:,.0f}/s, ratio {replicated / single:.2f} (target >= 0.5)", flush=True)
+        lat = sorted(latencies(cluster.bootstrap, "replicated", seconds))
+        p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+        print(f"acks=all RF=3 latency at 1,000 records/s for {seconds:.0f} s: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+              f"max {lat[-1]:.1f} ms", flush=True)
+    finally:
+        cluster.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    if args.trials < 1:
-        parser.error("--trials must be at least 1")
+    if args.trials < 1 or args.records < 1 or args.seconds <= 0:
+        parser.error("--trials and --records must be at least 1, --seconds positive")
     print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
+    data_path(args.records, args.seconds)
+    for label, extra in SESSION_SETTINGS.items():
+        times = elections(extra, args.trials)
+        print(f"partition leader election after SIGKILL, {label}: " + ", ".join(f"{t:.2f}" for t in times)
+              + f" s (median {statistics.median(times):.2f})", flush=True)
     rows = []
-    for label, extra in SETTINGS.items():
+    for label, extra in CONTROLLER_SETTINGS.items():
         times = failovers(extra, args.trials)
         rows.append((label, times))
         print(f"{label}: " + ", ".join(f"{t:.2f}" for t in times) + " s", flush=True)
