@@ -9,7 +9,8 @@
 - **AlterPartition (56)**: a partition leader's ISR change, answered with the partition's committed new state.
 - **BrokerRegistration (62)**: where this node serves clients, committed by the active controller so every
   node's Metadata lists it, then **BrokerHeartbeat (63)** every `broker.heartbeat.interval.ms` to keep its session
-  (the controller fences a broker whose heartbeats stop; the next one unfences it).
+  (the controller fences a broker whose heartbeats stop; the next one unfences it). `request_shutdown` is one
+  heartbeat with `want_shut_down` (controlled shutdown): True once the controller moved every leadership away.
 
 The active controller is the raft leader; the controller listener of each voter is in `controller.quorum.voters`.
 Envelope frames carry the request header and body without the size prefix, as Kafka's do.
@@ -24,8 +25,8 @@ import logging
 import struct
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from bus.controller.controller import QuorumController
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CREATE_TOPICS = 19
 CREATE_TOPICS_VERSION = 7
@@ -149,22 +151,27 @@ class ControllerChannel:
             raise ControllerUnavailable(f"AllocateProducerIds failed: {response.error_code.name}")
         return range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
 
+    async def _locally(self, operation: Callable[[], T]) -> T:
+        """`operation` on this node's own (active) controller, once what it changed is committed; NOT_CONTROLLER
+        (the leadership was lost first) is ControllerUnavailable, as from a remote controller."""
+        try:
+            result = operation()
+            await self.controller.log.sync()
+        except ControllerError as exc:
+            if exc.code == ErrorCode.not_controller:
+                raise ControllerUnavailable(exc.message) from None
+            raise
+        return result
+
     async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_epoch: int, partition_epoch: int,
                               new_isr: list[int]) -> PartitionState:
         """Ask the active controller to set this leader's partition ISR to `new_isr`; returns the partition's
         state once the change is committed. Raises ControllerError for a refusal (FENCED_LEADER_EPOCH,
         INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...: the leader waits for newer metadata) and
         ControllerUnavailable when no active controller answered or the change could not be committed (retry)."""
-        try:
-            if self.controller.active:
-                state = self.controller.alter_partition(self.node_id, topic_id, partition, leader_epoch,
-                                                        partition_epoch, list(new_isr))
-                await self.controller.log.sync()
-                return state
-        except ControllerError as exc:
-            if exc.code == ErrorCode.not_controller:
-                raise ControllerUnavailable(exc.message) from None
-            raise
+        if self.controller.active:
+            return await self._locally(lambda: self.controller.alter_partition(
+                self.node_id, topic_id, partition, leader_epoch, partition_epoch, list(new_isr)))
         shapes = request_shapes(ALTER_PARTITION, ALTER_PARTITION_VERSION)
         members = tuple(shapes.make("BrokerState", broker_id=b, broker_epoch=-1) for b in new_isr)
         wanted = shapes.make("PartitionData", partition_index=partition, leader_epoch=leader_epoch,
@@ -185,6 +192,22 @@ class ControllerChannel:
         current = topic.partitions.get(partition) if topic else None
         return PartitionState(partition, list(current.replicas) if current else [], [int(b) for b in result.isr],
                               int(result.leader_id), int(result.leader_epoch), int(result.partition_epoch))
+
+    async def request_shutdown(self) -> bool:
+        """One controlled-shutdown heartbeat: the controller moves this broker's leaderships and ISR memberships
+        away; True once it leads nothing and may stop (the caller repeats it every heartbeat interval until then).
+        Raises ControllerUnavailable when no active controller answered, ControllerError for a refusal."""
+        if self.controller.active:
+            return await self._locally(lambda: self.controller.broker_heartbeat(self.node_id, want_shut_down=True))
+        request = request_shapes(BROKER_HEARTBEAT, 0).make(
+            "BrokerHeartbeatRequest", broker_id=self.node_id, broker_epoch=-1, current_metadata_offset=-1,
+            want_fence=False, want_shut_down=True)
+        response = await self._request(request, 0)
+        if response.error_code == ErrorCode.not_controller:
+            raise ControllerUnavailable("the controller stopped being active before the shutdown step committed")
+        if response.error_code != ErrorCode.none:
+            raise ControllerError(response.error_code, f"controlled shutdown refused: {response.error_code.name}")
+        return bool(response.should_shut_down)
 
     async def run_lifecycle(self, cluster_id: str, endpoints: list[tuple[str, str, int]], rack: str | None,
                             heartbeat_interval_s: float) -> None:

@@ -215,20 +215,40 @@ class QuorumController:
                                   "rack": rack}
         registered = self.working.brokers.get(broker_id)
         if (registered is None or registered.endpoints != tuple(endpoints) or registered.rack != rack
-                or registered.fenced):
+                or registered.fenced or registered.in_controlled_shutdown):
             self._commit([record, *self._elect_leaderless(broker_id)])
         self._sessions[broker_id] = time.monotonic() + self.broker_session_timeout_s
 
-    def broker_heartbeat(self, broker_id: int) -> None:
-        """Renew a registered broker's session, unfencing it if it was fenced."""
+    def broker_heartbeat(self, broker_id: int, want_shut_down: bool = False) -> bool:
+        """Renew a registered broker's session, unfencing it if it was fenced; returns whether it may shut down.
+
+        `want_shut_down` (controlled shutdown, Kafka's BrokerHeartbeatManager): the first such heartbeat marks the
+        broker shutting down and moves its leaderships and ISR memberships to other brokers, as fencing does; a
+        later one, once it leads nothing, fences it and answers True. Registering again ends the state.
+        """
         self._check_active()
         registered = self.working.brokers.get(broker_id)
         if registered is None:
             raise ControllerError(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered.")
         self._sessions[broker_id] = time.monotonic() + self.broker_session_timeout_s
-        if registered.fenced:
+        if want_shut_down:
+            return self._controlled_shutdown(broker_id)
+        if registered.fenced and not registered.in_controlled_shutdown:
             self._commit([{"type": "broker_fence", "id": broker_id, "fenced": False},
                           *self._elect_leaderless(broker_id)])
+        return False
+
+    def _controlled_shutdown(self, broker_id: int) -> bool:
+        registered = self.working.brokers[broker_id]
+        if registered.fenced:
+            return True
+        if not registered.in_controlled_shutdown:
+            log.info("broker %d is shutting down: moving its leaderships away", broker_id)
+            self._commit([{"type": "broker_shutdown", "id": broker_id}, *self._leave({broker_id})])
+            return False
+        # It has led nothing since the previous heartbeat (it cannot be elected): the new leaders took over.
+        self._commit([{"type": "broker_fence", "id": broker_id, "fenced": True}])
+        return True
 
     def fence_expired_brokers(self) -> None:
         """Fence every unfenced broker whose session expired, moving its leaderships and ISR memberships to the
@@ -251,8 +271,10 @@ class QuorumController:
     # -- partition leadership -----------------------------------------------------------------
 
     def _usable(self) -> set[int]:
-        """Brokers that may lead a partition or join its ISR: this node and the registered, unfenced ones."""
-        return set(self.live_brokers)
+        """Brokers that may lead a partition or join its ISR: this node and the registered, unfenced ones, unless
+        shutting down."""
+        brokers = self.working.brokers
+        return {b for b in self.live_brokers if b not in brokers or not brokers[b].in_controlled_shutdown}
 
     def _unclean(self, topic: TopicImage) -> bool:
         """`unclean.leader.election.enable` for the topic: its own config, else the broker's."""
@@ -341,7 +363,7 @@ class QuorumController:
                 )
 
     def _assignment(self, spec: TopicSpec) -> dict[int, list[int]]:
-        brokers = self.live_brokers
+        brokers = sorted(self._usable())
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
                 raise ControllerError(
@@ -362,8 +384,8 @@ class QuorumController:
                 if unknown:
                     raise ControllerError(
                         ErrorCode.invalid_replica_assignment,
-                        f"Partition {partition} has replicas on brokers that are not registered or are fenced: "
-                        f"{unknown}",
+                        f"Partition {partition} has replicas on brokers that are not registered, fenced or shutting "
+                        f"down: {unknown}",
                     )
                 sizes.add(len(replicas))
                 result[partition] = replicas
@@ -425,7 +447,7 @@ class QuorumController:
         factor = 1
         if self.quorum_voters > 1:
             factor = max(1, min(replication_factor, self.quorum_voters))
-            _check_reachable(factor, self.live_brokers)
+            _check_reachable(factor, sorted(self._usable()))
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
         assert created is not None
         log.info("created %s with %d partitions (replication factor %d)", name, partitions, factor)
@@ -493,7 +515,7 @@ class QuorumController:
             replicas_for = {p: planned[i] for i, p in enumerate(new)}
         else:
             # Kafka continues the topic's pattern: start at partition 0's first replica, number on from `current`.
-            brokers = self.live_brokers
+            brokers = sorted(self._usable())
             _check_reachable(factor, brokers)
             first = topic.partitions[0].replicas[0]
             start = next((i for i, b in enumerate(brokers) if b >= first), 0)

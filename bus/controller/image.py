@@ -39,6 +39,7 @@ class BrokerRegistration:
     endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port)
     rack: str | None = None
     fenced: bool = False  # its session with the active controller expired: not offered to clients or placements
+    in_controlled_shutdown: bool = False  # it asked to shut down: it leads nothing and joins no ISR until it returns
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         for name, host, port in self.endpoints:
@@ -89,6 +90,8 @@ class MetadataImage:
             self.brokers[record["id"]] = BrokerRegistration(record["id"], endpoints, record.get("rack"))
         elif kind == "broker_fence":
             self.brokers[record["id"]] = dataclasses.replace(self.brokers[record["id"]], fenced=record["fenced"])
+        elif kind == "broker_shutdown":  # Kafka's BrokerRegistrationChangeRecord with inControlledShutdown
+            self.brokers[record["id"]] = dataclasses.replace(self.brokers[record["id"]], in_controlled_shutdown=True)
         elif kind == "remove_topic":
             removed = self.topics_by_id.pop(uuid.UUID(record["topic_id"]))
             del self.topics[removed.name]

@@ -201,3 +201,37 @@ def test_a_deposed_leader_gets_fenced_leader_epoch(tmp_path: Path) -> None:
     state = partitions(controller, "t")[0]
     assert (state.leader, state.leader_epoch) == (3, 1)
     assert controller.alter_partition(3, topic_id, 0, 1, state.partition_epoch, [3, 4, 2]).isr == [3, 4, 2]
+
+
+# -- controlled shutdown ----------------------------------------------------------------------------
+
+
+def test_controlled_shutdown_moves_leaderships_first_then_lets_the_broker_go(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    controller.create_topic(TopicSpec("t", assignments={0: [2, 3, 4], 1: [3, 2, 4]}))
+    controller.create_topic(TopicSpec("solo", assignments={0: [2]}))
+
+    assert controller.broker_heartbeat(2, want_shut_down=True) is False  # leaderships move, in one entry
+    assert partitions(controller, "t") == {
+        0: PartitionState(0, [2, 3, 4], [3, 4], 3, leader_epoch=1, partition_epoch=1),
+        1: PartitionState(1, [3, 2, 4], [3, 4], 3, leader_epoch=0, partition_epoch=1)}
+    assert partitions(controller, "solo")[0] == PartitionState(0, [2], [2], -1, leader_epoch=1, partition_epoch=1)
+    registration = controller.image.brokers[2]
+    assert registration.in_controlled_shutdown and not registration.fenced  # still serving: listed, not offline
+
+    # Shutting down, it may not lead, rejoin an ISR or get new replicas.
+    with pytest.raises(ControllerError) as refused:
+        controller.alter_partition(3, controller.image.topics["t"].topic_id, 0, 1, 1, [3, 4, 2])
+    assert refused.value.code == ErrorCode.ineligible_replica
+    created = controller.create_topic(TopicSpec("later", 3, 3))
+    assert created is not None and all(sorted(s.replicas) == [1, 3, 4] for s in created.partitions.values())
+    controller.broker_heartbeat(2)  # an ordinary heartbeat meanwhile does not end the shutdown
+    assert controller.image.brokers[2].in_controlled_shutdown
+
+    assert controller.broker_heartbeat(2, want_shut_down=True) is True  # leads nothing: it may stop, fenced
+    assert controller.image.brokers[2].fenced
+    assert controller.broker_heartbeat(2, want_shut_down=True) is True
+
+    controller.register_broker(2, ENDPOINT, None)  # back after the restart: usable again, leads solo-0 again
+    assert not controller.image.brokers[2].in_controlled_shutdown and not controller.image.brokers[2].fenced
+    assert partitions(controller, "solo")[0] == PartitionState(0, [2], [2], 2, leader_epoch=2, partition_epoch=2)

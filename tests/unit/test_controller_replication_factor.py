@@ -61,7 +61,7 @@ def test_an_explicit_assignment_may_name_any_unfenced_registered_broker(tmp_path
     assert created is not None
     assert {p: (s.replicas, s.isr, s.leader) for p, s in created.partitions.items()} == {
         0: ([3, 1], [3, 1], 3), 1: ([2, 3], [2, 3], 2)}
-    with pytest.raises(ControllerError, match=r"not registered or are fenced: \[7\]") as refused:
+    with pytest.raises(ControllerError, match=r"not registered, fenced or shutting down: \[7\]") as refused:
         controller.create_topic(TopicSpec("unknown", assignments={0: [1, 7]}))
     assert refused.value.code == ErrorCode.invalid_replica_assignment
 

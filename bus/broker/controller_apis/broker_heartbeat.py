@@ -1,8 +1,10 @@
 """BrokerHeartbeat (63): a registered broker renews its session with the active controller.
 
-A fenced broker's heartbeat unfences it (a committed record, answered once committed). Broker epochs, metadata
-catch-up (`is_caught_up`) and controlled shutdown (`want_shut_down`) are later steps: the answer reports the
-broker caught up and never asks it to shut down.
+A fenced broker's heartbeat unfences it (a committed record, answered once committed). `want_shut_down` is
+controlled shutdown: the controller moves the broker's leaderships and ISR memberships to other brokers and answers
+`should_shut_down` once it leads nothing (fencing it then), so a broker stopping on SIGTERM leaves no partition
+without a leader that another in-sync replica could take. Broker epochs and metadata catch-up (`is_caught_up`) are
+later steps: the answer reports the broker caught up.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ MAX_VERSION = 1
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     try:
-        ctx.controller.broker_heartbeat(request.broker_id)
+        shut_down = ctx.controller.broker_heartbeat(request.broker_id, request.want_shut_down)
     except ControllerError as exc:
         return ctx.make("BrokerHeartbeatResponse", throttle_time=0, error_code=exc.code, is_caught_up=False,
                         is_fenced=True, should_shut_down=False)
     return ctx.make("BrokerHeartbeatResponse", throttle_time=0, error_code=ErrorCode.none, is_caught_up=True,
-                    is_fenced=False, should_shut_down=False)
+                    is_fenced=shut_down, should_shut_down=shut_down)
