@@ -9,6 +9,7 @@ three replicas gone acks=all is refused with NOT_ENOUGH_REPLICAS instead of pret
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import threading
 import time
@@ -291,3 +292,35 @@ def test_two_of_three_replicas_gone_acks_all_is_refused_not_pretended(five: Clus
         assert message is not None and message.error() is None and message.value() == b"acks=1"
     finally:
         consumer.close()
+
+
+def test_a_node_restarted_with_an_empty_disk_copies_every_replica_again(cluster: ClusterProcess) -> None:
+    create(cluster, "rebuilt", 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(400):
+        producer.produce("rebuilt", b"b%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    victim = next(n for n in (1, 2, 3) if n != cluster.leader())  # the quorum keeps its leader meanwhile
+    node = cluster[victim]
+    node.kill()
+    shutil.rmtree(node.data_dir)  # the disk replaced: no partition, metadata log or meta.properties left
+    node.start()
+    until(lambda: all_in_sync(cluster, "rebuilt", 2, 3), 60, "the rebuilt node back in every ISR")
+    for partition in range(2):
+        copies = {n: segment_bytes(cluster[n].data_dir, "rebuilt", partition) for n in (1, 2, 3)}
+        assert copies[victim] == copies[next(n for n in (1, 2, 3) if n != victim)] and copies[victim]
+
+
+def test_a_deleted_replicated_topic_leaves_no_replica_behind(cluster: ClusterProcess) -> None:
+    create(cluster, "doomed", 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce("doomed", b"x", partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.delete_topics(["doomed"])["doomed"].result(timeout=30)
+
+    def gone() -> bool | None:
+        left = [path for node in cluster for path in node.data_dir.rglob("doomed-*") if path.is_dir()]
+        return True if not left else None
+
+    until(gone, 30, "every replica's directory removed")
