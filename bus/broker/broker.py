@@ -181,7 +181,8 @@ class Broker:
             OffsetStore(writer, self.controller,
                         num_partitions=int(config["offsets.topic.num.partitions"]),
                         replication_factor=int(config["offsets.topic.replication.factor"]),
-                        segment_bytes=int(config["offsets.topic.segment.bytes"])),
+                        segment_bytes=int(config["offsets.topic.segment.bytes"]),
+                        commit_timeout_ms=int(config["offsets.commit.timeout.ms"])),
             GroupConfig.from_broker(config),
         )
         self.consumer_groups = ConsumerGroupCoordinator(ConsumerGroupConfig.from_broker(config), self.metadata,
@@ -191,6 +192,8 @@ class Broker:
                                                    self.metadata, self.producer_ids)
         self.transactions.completion_listeners.append(self.groups.complete_transaction)
         if self.clustered:  # the active controller creates the coordinators' topics; they load after start
+        # Coordinators follow leadership of their topics' partitions: load on election, unload on resignation.
+        self.replicas.leadership_listeners += [self.groups.loads.on_leadership, self.transactions.loads.on_leadership]
             self.controller.activation_listeners += [self.groups.store.ensure_topic, self.transactions.topic.ensure]
         else:
             self.transactions.load()

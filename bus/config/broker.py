@@ -155,6 +155,10 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("group.max.session.timeout.ms", _T.INT, "1800000", "Largest session timeout a member may use."),
         ConfigKey("group.max.size", _T.INT, "2147483647", "Most members a classic group may have.", at_least=1),
         ConfigKey("transaction.state.log.replication.factor", _T.SHORT, "3", "Txn log replicas."),
+        ConfigKey("offsets.commit.timeout.ms", _T.INT, "5000", "How long an offset commit or a group's metadata "
+                  "waits for the followers of its __consumer_offsets partition.", at_least=1),
+        ConfigKey("request.timeout.ms", _T.INT, "30000", "How long the transaction coordinator waits for the "
+                  "followers of its __transaction_state partition.", at_least=1),
         ConfigKey("transaction.state.log.min.isr", _T.INT, "2", "Txn log min ISR."),
         ConfigKey("transaction.state.log.num.partitions", _T.INT, "50", "Txn log partitions.", at_least=1),
         ConfigKey("transaction.max.timeout.ms", _T.INT, "900000", "Largest transaction timeout.", at_least=1),

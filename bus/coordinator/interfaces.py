@@ -9,6 +9,7 @@ small fakes. Failures of the log surface as `KafkaApiError` (the partition's err
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -35,8 +36,19 @@ class PartitionWriter(Protocol):
         """Write a transaction's commit/abort control record (Kafka's WriteTxnMarkers); returns its offset."""
         ...
 
+    def committed(self, topic: str, partition: int, next_offset: int) -> asyncio.Future[None] | None:
+        """None when the partition's high watermark covers everything below `next_offset` (a single replica,
+        or followers that already copied it), else a future set once it does; it fails with
+        NOT_LEADER_OR_FOLLOWER when this node stops leading first. Coordinators answer a write only then,
+        as Kafka's append theirs with acks=-1."""
+        ...
+
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """(log start offset, high watermark): the committed range a loader replays."""
+        """(log start offset, log end offset): the range a loader replays.
+
+        To the log end, not the high watermark, as Kafka's CoordinatorLoader reads: a newly elected leader's
+        high watermark may still lag what the previous leader acknowledged, and its log is the one that wins.
+        """
         ...
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, max_offset: int) -> bytes:

@@ -45,10 +45,14 @@ class FakeStore:
         return True
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None:
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
         if self.fail_with is not None:
             raise StoreError(self.fail_with, "injected")
         self.log.setdefault(partition, []).extend(records)
+        return len(self.log[partition])
+
+    def written(self, partition: int, next_offset: int) -> None:
+        return None  # one replica: committed as soon as appended
 
     def read_partition(self, partition: int, open_transactions: dict | None = None) -> Iterator[StoredRecord]:
         for offset, (key, value) in enumerate(self.log.get(partition, [])):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bus.broker.apis._txn import fenced_code
+from bus.broker.apis._txn import answer, fenced_code
 from bus.broker.context import RequestContext
 
 API_KEY = 24
@@ -14,10 +14,14 @@ MAX_VERSION = 3
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    results = ctx.transactions.add_partitions(
-        request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-        request.v3_and_below_producer_epoch, wanted, fenced_code(ctx.api_version, 2),
-    )
+    return answer(
+        lambda: ctx.transactions.add_partitions(
+            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch, wanted, fenced_code(ctx.api_version, 2)),
+        lambda results, _code: _response(ctx, results))
+
+
+def _response(ctx: RequestContext, results: dict[tuple[str, int], Any]) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in results.items():
         by_topic.setdefault(topic, []).append(

@@ -54,8 +54,9 @@ def _lookup(ctx: RequestContext, key_type: int, key: str,
     me = brokers[0]  # live_brokers lists this broker first
     if key_type == KEY_TYPE_GROUP:
         error = ctx.groups.coordinator_error(key)
-        return (ErrorCode.none, None, me) if error is None else (error, _UNAVAILABLE, _NOBODY)
-    return ErrorCode.none, None, me  # this broker's transaction coordinator loads its partitions at start
+    else:  # while its partition loads (or before its election reached the coordinator), not yet
+        error = None if ctx.transactions.coordinator_error(key) is None else ErrorCode.coordinator_not_available
+    return (ErrorCode.none, None, me) if error is None else (error, _UNAVAILABLE, _NOBODY)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

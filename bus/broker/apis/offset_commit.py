@@ -7,11 +7,14 @@ coordinator (Kafka checks its metadata cache first); the rest are validated agai
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
 from typing import Any
 
 from bus.broker.apis._groups import millis, partitions_by_topic, requested_partitions
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
+from bus.protocol.topic_partition import TopicPartition
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -39,10 +42,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if tp not in errors
     }
     if offsets:
-        errors.update(groups.commit_offsets(
+        results = groups.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, offsets, ctx.api_version,
-        ))
+        )
+        if inspect.isawaitable(results):  # the partition has followers: answered once they have the commit
+            return _later(ctx, found, errors, results)
+        errors.update(results)
+    return _response(ctx, found, errors)
+
+
+async def _later(ctx: RequestContext, found: list[tuple[TopicPartition, Any]], errors: dict[TopicPartition, Any],
+                 results: Awaitable[dict[TopicPartition, Any]]) -> Any:
+    errors.update(await results)
+    return _response(ctx, found, errors)
+
+
+def _response(ctx: RequestContext, found: list[tuple[TopicPartition, Any]], errors: dict[TopicPartition, Any]) -> Any:
     by_topic = partitions_by_topic(ctx, [tp for tp, _ in found], errors, "OffsetCommitResponsePartition")
     responses = [ctx.make("OffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
     return ctx.make("OffsetCommitResponse", throttle_time=0, topics=responses)

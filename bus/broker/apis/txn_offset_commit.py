@@ -7,6 +7,8 @@ exactly once.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,7 +24,10 @@ MAX_VERSION = 4
 
 
 def _transaction_error(ctx: RequestContext, request: Any) -> ErrorCode | None:
-    """The producer must own the transactional id at this epoch, as the coordinator knows it."""
+    """The producer must own the transactional id at this epoch, as the coordinator knows it. In a cluster the
+    transaction coordinator may run on another node: then the log's producer-epoch checks are what fence."""
+    if ctx.transactions.coordinator_error(request.transactional_id) is not None:
+        return None
     md = ctx.transactions.txns.get(request.transactional_id)
     if md is None or md.producer_id != request.producer_id:
         return ErrorCode.invalid_producer_id_mapping
@@ -44,12 +49,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     }
     error = _transaction_error(ctx, request)
     if error is not None:
-        results = dict.fromkeys(wanted, error)
-    else:
-        results = ctx.groups.txn_commit_offsets(
-            request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), wanted,
-        )
+        return _response(ctx, dict.fromkeys(wanted, error))
+    results = ctx.groups.txn_commit_offsets(
+        request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
+        getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), wanted,
+    )
+    if inspect.isawaitable(results):  # the partition has followers: answered once they have the offsets
+        return _later(ctx, results)
+    return _response(ctx, results)
+
+
+async def _later(ctx: RequestContext, results: Awaitable[dict[TopicPartition, ErrorCode]]) -> Any:
+    return _response(ctx, await results)
+
+
+def _response(ctx: RequestContext, results: dict[TopicPartition, ErrorCode]) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (name, index), code in results.items():
         by_topic.setdefault(name, []).append(ctx.make("TxnOffsetCommitResponsePartition", partition_index=index,

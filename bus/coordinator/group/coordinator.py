@@ -13,14 +13,17 @@ coordinator updates the group and either answers at once or parks the answer cal
   new members keep arriving);
 * the sync timer (members that never send SyncGroup are removed and the group rebalances again).
 
-Group metadata and offsets are written to `__consumer_offsets` synchronously, before the answer.
+Group metadata and offsets are written to `__consumer_offsets` before the answer; when the partition has
+followers, the answer (and the in-memory change) waits until its high watermark covers the write. The
+coordinator serves the groups of the partitions this node leads: it loads a partition when it becomes its
+leader and drops its groups when it stops (`loads`, Kafka's onElection / onResignation).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -35,8 +38,9 @@ from bus.coordinator.group.group import (
     now_ms,
 )
 from bus.coordinator.group.member import JoinCallback, JoinResult, Member, SyncCallback, SyncResult
-from bus.coordinator.group.offset_store import StoredRecord, StoreError, group_error, offset_error
-from bus.coordinator.group.offsets import OffsetMetadataManager, Offsets
+from bus.coordinator.group.offset_store import OFFSETS_TOPIC, StoredRecord, StoreError, group_error, offset_error
+from bus.coordinator.group.offsets import CommitResults, OffsetMetadataManager, Offsets
+from bus.coordinator.partition_loads import PartitionLoads
 from bus.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
+LOAD_CHUNK = 2000  # records replayed between two turns of the loop while a partition loads
 
 
 class Store(Protocol):
@@ -59,7 +64,9 @@ class Store(Protocol):
     def is_local(self, partition: int) -> bool: ...
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None: ...
+               producer_id: int = -1, producer_epoch: int = -1) -> int: ...
+
+    def written(self, partition: int, next_offset: int) -> Awaitable[None] | None: ...
 
     def read_partition(self, partition: int, open_transactions: dict[int, list[Any]] | None = None) -> Any: ...
 
@@ -161,14 +168,16 @@ class GroupCoordinator:
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
         self.active = False
-        self.loading = False
+        self.loads = PartitionLoads(OFFSETS_TOPIC, self._load_partition, self._unload_partition)
         self._join_timers: dict[str, _JoinTimer] = {}
         self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._expiry_task: asyncio.Task[None] | None = None
+        self._stores: set[asyncio.Task[None]] = set()  # assignments waiting for their followers
         # The KIP-848 coordinator sharing the group namespace, wired in by the broker.
         self.modern: ModernGroups | None = None
         self.offsets = OffsetMetadataManager(store, config.offset_metadata_max_bytes)
+        self.offsets.serves = lambda group_id: self.loads.error(self.store.partition_for(group_id)) is None
 
     def is_active_classic_group(self, group_id: str) -> bool:
         """A classic group with members owns its id: KIP-848 heartbeats for it are refused (as in Kafka,
@@ -182,18 +191,16 @@ class GroupCoordinator:
     # -- life cycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create `__consumer_offsets` if needed and load every local partition before serving."""
+        """Create `__consumer_offsets` if needed and load every partition led here before serving; from then
+        on partitions load and unload as leadership moves (`loads.on_leadership`)."""
         self.store.ensure_topic()
-        self.loading = True
-        try:
-            self.load()
-        finally:
-            self.loading = False
         self.active = True
+        await self.loads.load_all(p for p in range(self.store.num_partitions) if self.store.is_local(p))
         self._expiry_task = asyncio.create_task(self._expire_forever())
 
     async def stop(self) -> None:
         self.active = False
+        self.loads.close()
         if self._expiry_task:
             self._expiry_task.cancel()
         for timer in self._join_timers.values():
@@ -204,29 +211,44 @@ class GroupCoordinator:
             for member in group.members.values():
                 _cancel(member)
 
-    def load(self) -> None:
-        """Replay every local `__consumer_offsets` partition: the latest record per key wins."""
+    def _load_partition(self, partition: int) -> Iterator[None]:
+        """Replay one `__consumer_offsets` partition (the latest record per key wins) and install its groups;
+        yields every LOAD_CHUNK records so an election's load does not hold up the loop."""
+        metadata: dict[str, rec.GroupValue | None] = {}
+        offsets: dict[str, Offsets] = {}
+        open_transactions: dict[int, list[Any]] = {}
         count = 0
-        for partition in range(self.store.num_partitions):
-            if not self.store.is_local(partition):
+        for stored in self.store.read_partition(partition, open_transactions):
+            count += 1
+            self._replay(stored, metadata, offsets)
+            if count % LOAD_CHUNK == 0:
+                yield
+        self._unload_partition(partition)  # a reload (resigned and elected again) starts from the log alone
+        self._restore_pending(partition, open_transactions)
+        loaded = 0
+        for group_id in {*metadata, *offsets}:
+            if self.store.partition_for(group_id) != partition:
+                continue  # written under another partition count; Kafka ignores these too
+            value = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
                 continue
-            metadata: dict[str, rec.GroupValue | None] = {}
-            offsets: dict[str, Offsets] = {}
-            open_transactions: dict[int, list[Any]] = {}
-            for stored in self.store.read_partition(partition, open_transactions):
-                count += 1
-                self._replay(stored, metadata, offsets)
-            self._restore_pending(partition, open_transactions)
-            for group_id in {*metadata, *offsets}:
-                if self.store.partition_for(group_id) != partition:
-                    continue  # written under another partition count; Kafka ignores these too
-                value = metadata.get(group_id)
-                group_offsets = offsets.get(group_id, {})
-                if value is None and not group_offsets:
-                    continue
-                self._install(group_id, value)
-                self.offsets.load(group_id, group_offsets)
-        log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
+            self._install(group_id, value)
+            self.offsets.load(group_id, group_offsets)
+            loaded += 1
+        log.info("loaded %d groups from %d records of __consumer_offsets-%d", loaded, count, partition)
+
+    def _unload_partition(self, partition: int) -> None:
+        """This node no longer coordinates the partition's groups: members waiting on a join or sync are told
+        NOT_COORDINATOR (they rediscover the coordinator), timers stop, groups and offsets are forgotten."""
+        for group_id in [g for g in self.groups if self.store.partition_for(g) == partition]:
+            group = self.groups[group_id]
+            for member in group.members.values():
+                _cancel(member)
+                group.complete_join(member, JoinResult(member.member_id, ErrorCode.not_coordinator))
+                group.complete_sync(member, SyncResult(ErrorCode.not_coordinator))
+            self._forget(group)
+        self.offsets.unload(g for g in self.offsets.group_ids() if self.store.partition_for(g) == partition)
 
     def _restore_pending(self, partition: int, open_transactions: dict[int, list[Any]]) -> None:
         """Offsets of transactions still open at load stay pending until their marker (or abort)."""
@@ -292,17 +314,11 @@ class GroupCoordinator:
             return ErrorCode.invalid_group_id
         if not self.active:
             return ErrorCode.coordinator_not_available
-        if self.loading:
-            return ErrorCode.coordinator_load_in_progress
-        if not self.store.is_local(self.store.partition_for(group_id)):
-            return ErrorCode.not_coordinator
-        return None
+        return self.loads.error(self.store.partition_for(group_id))
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """FindCoordinator's answer for a group key: None if this broker is its coordinator."""
-        if not self.active or self.loading:
-            return ErrorCode.coordinator_not_available
-        if not self.store.is_local(self.store.partition_for(group_id)):
+        if not self.active or self.loads.error(self.store.partition_for(group_id)) is not None:
             return ErrorCode.coordinator_not_available
         return None
 
@@ -500,8 +516,9 @@ class GroupCoordinator:
 
     # -- persistence -----------------------------------------------------------------------------
 
-    def _store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> None:
-        """Write the group's GroupMetadata record (members with subscription and assignment)."""
+    def _store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> int:
+        """Write the group's GroupMetadata record (members with subscription and assignment); returns the
+        offset after it (`offsets.written` waits for its replication)."""
         protocol = group.protocol_name
         members = tuple(
             rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -511,10 +528,8 @@ class GroupCoordinator:
         )
         value = rec.GroupValue(group.protocol_type or "", group.generation_id, protocol, group.leader_id,
                                group.state_timestamp if group.state_timestamp is not None else -1, members)
-        self._append(group.group_id, [(rec.encode_group_key(group.group_id), rec.encode_group_value(value))])
-
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        self.offsets.append(group_id, records)
+        return self.offsets.append(group.group_id,
+                                   [(rec.encode_group_key(group.group_id), rec.encode_group_value(value))])
 
     # -- JoinGroup -------------------------------------------------------------------------------
 
@@ -731,13 +746,42 @@ class GroupCoordinator:
             log.warning("setting empty assignments for members %s of group %s generation %d", missing,
                         group.group_id, group.generation_id)
         try:
-            self._store_group(group, assignment)
+            pending = self.offsets.written(group.group_id, self._store_group(group, assignment))
         except StoreError as exc:
-            self._reset_and_propagate_assignment_error(group, group_error(exc.code))
-            self._maybe_prepare_rebalance(group, "error storing the group assignment")
+            self._assignment_failed(group, exc)
             return
+        if pending is None:
+            self._assignment_stored(group, assignment)
+            return
+        # Followers have to copy it first (Kafka's coordinator writes with acks=-1): the members keep waiting.
+        task = asyncio.get_running_loop().create_task(self._store_replicated(group, assignment, pending))
+        self._stores.add(task)
+        task.add_done_callback(self._stores.discard)
+
+    async def _store_replicated(self, group: ClassicGroup, assignment: dict[str, bytes],
+                                pending: Awaitable[None]) -> None:
+        """Complete the sync once the assignment is committed, if the group is still in that generation here."""
+        generation = group.generation_id
+        try:
+            await pending
+        except StoreError as exc:
+            if self._same_round(group, generation):
+                self._assignment_failed(group, exc)
+            return
+        if self._same_round(group, generation):
+            self._assignment_stored(group, assignment)
+
+    def _same_round(self, group: ClassicGroup, generation: int) -> bool:
+        return (self.groups.get(group.group_id) is group and group.generation_id == generation
+                and group.is_(GroupState.COMPLETING_REBALANCE))
+
+    def _assignment_failed(self, group: ClassicGroup, exc: StoreError) -> None:
+        self._reset_and_propagate_assignment_error(group, group_error(exc.code))
+        self._maybe_prepare_rebalance(group, "error storing the group assignment")
+
+    def _assignment_stored(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> None:
         for member in group.members.values():
-            member.assignment = assignment[member.member_id]
+            member.assignment = assignment.get(member.member_id, b"")
         self._propagate_assignment(group, ErrorCode.none)
         group.transition_to(GroupState.STABLE)
 
@@ -807,7 +851,7 @@ class GroupCoordinator:
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                        offsets: Mapping[TopicPartition, rec.OffsetValue],
-                       api_version: int) -> dict[TopicPartition, ErrorCode]:
+                       api_version: int) -> CommitResults:
         def everywhere(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return dict.fromkeys(offsets, code)
 
@@ -840,7 +884,7 @@ class GroupCoordinator:
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation_id: int,
-                           offsets: Mapping[TopicPartition, rec.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+                           offsets: Mapping[TopicPartition, rec.OffsetValue]) -> CommitResults:
         """Write offsets as part of a transaction: appended now (transactional), visible at the commit marker."""
         error = self.group_status_error(group_id, allow_empty=True)
         group = self.groups.get(group_id)
@@ -904,7 +948,7 @@ class GroupCoordinator:
         """Classic and KIP-848 groups whose state and type match the filters (case-insensitively)."""
         if not self.active:
             return ErrorCode.coordinator_not_available, []
-        error = ErrorCode.coordinator_load_in_progress if self.loading else ErrorCode.none
+        error = ErrorCode.coordinator_load_in_progress if self.loads.loading else ErrorCode.none
         modern = self.modern
         modern_groups: Mapping[str, Any] = modern.groups if modern is not None else {}
         listings = [GroupListing(g.group_id, g.protocol_type or "", g.state.value, GROUP_TYPE_CLASSIC)

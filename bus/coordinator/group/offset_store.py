@@ -11,7 +11,7 @@ which partition a group lives on, and which errors a failed append turns into.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -70,9 +70,10 @@ def group_error(code: ErrorCode) -> ErrorCode:
 
 class OffsetStore:
     def __init__(self, writer: PartitionWriter, topics: TopicCreator, *, num_partitions: int,
-                 replication_factor: int, segment_bytes: int) -> None:
+                 replication_factor: int, segment_bytes: int, commit_timeout_ms: int = 5000) -> None:
         self.topic = InternalTopic(writer, topics, OFFSETS_TOPIC, num_partitions, replication_factor,
-                                   {"compression.type": "producer", "segment.bytes": str(segment_bytes)})
+                                   {"compression.type": "producer", "segment.bytes": str(segment_bytes)},
+                                   write_timeout_ms=commit_timeout_ms)
 
     @property
     def num_partitions(self) -> int:
@@ -90,20 +91,35 @@ class OffsetStore:
         return self.topic.is_local(partition)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None:
-        """Append one batch of (key, value) records to a partition; raises StoreError on failure.
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Append one batch of (key, value) records to a partition; raises StoreError on failure. Returns the
+        offset after the batch, for `written` (-1 when there was nothing to append).
 
         With a producer id the batch is part of that producer's transaction (TxnOffsetCommit).
         """
         if not records:
-            return
+            return -1
         try:
-            self.topic.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
+            return self.topic.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
         except KafkaApiError as exc:
             raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition} failed: {exc.code.name}") from None
         except Exception as exc:  # the log itself failed (closed, disk): Kafka's KAFKA_STORAGE_ERROR
             log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
             raise StoreError(ErrorCode.kafka_storage_error, f"append to {OFFSETS_TOPIC}-{partition}: {exc}") from exc
+
+    def written(self, partition: int, next_offset: int) -> Awaitable[None] | None:
+        """None when the append ending at `next_offset` is committed (a single replica: at once), else an
+        awaitable that raises StoreError (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT after
+        `offsets.commit.timeout.ms`) if it is not."""
+        pending = self.topic.written(partition, next_offset) if next_offset >= 0 else None
+        return None if pending is None else self._replicated(pending, partition)
+
+    @staticmethod
+    async def _replicated(pending: Awaitable[None], partition: int) -> None:
+        try:
+            await pending
+        except KafkaApiError as exc:
+            raise StoreError(exc.code, f"append to {OFFSETS_TOPIC}-{partition}: {exc.code.name}") from None
 
     def read_partition(self, partition: int, open_transactions: dict[int, list[Entry]] | None = None
                        ) -> Iterator[StoredRecord]:

@@ -10,7 +10,7 @@ that change them. Every change is appended before it becomes visible.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, rec.OffsetValue]
 Records = list[tuple[bytes, bytes | None]]
+CommitResults = dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]]
+"""A commit's per-partition results, or (the partition has followers) an awaitable of them."""
 
 
 class OffsetLog(Protocol):
@@ -31,7 +33,9 @@ class OffsetLog(Protocol):
     def partition_for(self, group_id: str) -> int: ...
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None: ...
+               producer_id: int = -1, producer_epoch: int = -1) -> int: ...
+
+    def written(self, partition: int, next_offset: int) -> Awaitable[None] | None: ...
 
 
 def tombstones(group_id: str, partitions: Iterable[TopicPartition]) -> Records:
@@ -45,6 +49,9 @@ class OffsetMetadataManager:
         self._offsets: dict[str, Offsets] = {}
         # TxnOffsetCommit offsets written but not yet committed: producer id -> group -> partition -> offset.
         self._pending: dict[int, dict[str, Offsets]] = {}
+        # Whether this node still coordinates a group: a commit whose replication finishes after its partition
+        # moved away must not leave offsets behind here (the coordinator sets it; its partitions come and go).
+        self.serves: Callable[[str], bool] = lambda _group_id: True
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -91,34 +98,78 @@ class OffsetMetadataManager:
         return [(rec.encode_offset_key(group_id, topic, partition), rec.encode_offset_value(v))
                 for (topic, partition), v in offsets.items()]
 
-    def append(self, group_id: str, records: Records) -> None:
-        """Append records of this group's partition (offsets or, for the group coordinator, its metadata)."""
-        if records:
-            self.log.append(self.log.partition_for(group_id), records)
+    def append(self, group_id: str, records: Records) -> int:
+        """Append records of this group's partition (offsets or, for the group coordinator, its metadata);
+        returns the offset after them (-1 for none), for `written`."""
+        return self.log.append(self.log.partition_for(group_id), records) if records else -1
 
-    def commit(self, group_id: str, offsets: Mapping[TopicPartition, rec.OffsetValue]
-               ) -> dict[TopicPartition, ErrorCode]:
-        """Append the commit (oversized metadata refused per partition), then make it visible."""
+    def written(self, group_id: str, next_offset: int) -> Awaitable[None] | None:
+        """None once this group's append ending at `next_offset` is committed, else an awaitable of that
+        (raising StoreError if it never is)."""
+        return self.log.written(self.log.partition_for(group_id), next_offset)
+
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """Forget these groups' offsets, committed and pending: their partition is coordinated elsewhere now."""
+        gone = set(group_ids)
+        for group_id in gone:
+            self._offsets.pop(group_id, None)
+        for producer_id, groups in list(self._pending.items()):
+            for group_id in gone & groups.keys():
+                del groups[group_id]
+            if not groups:
+                del self._pending[producer_id]
+
+    def commit(self, group_id: str, offsets: Mapping[TopicPartition, rec.OffsetValue]) -> CommitResults:
+        """Append the commit (oversized metadata refused per partition), then make it visible: at once for a
+        single replica, else an awaitable of the results once the followers have it."""
         results, valid = self._split_oversized(offsets)
-        if valid:
-            try:
-                self.append(group_id, self._records(group_id, valid))
-            except StoreError as exc:
-                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
-            self._offsets.setdefault(group_id, {}).update(valid)
-        return {tp: results[tp] for tp in offsets}
+        ordered = {tp: results[tp] for tp in offsets}
+        if not valid:
+            return ordered
+        try:
+            pending = self.written(group_id, self.append(group_id, self._records(group_id, valid)))
+        except StoreError as exc:
+            return {**ordered, **dict.fromkeys(valid, offset_error(exc.code))}
+        if pending is not None:  # followers still have to copy it: answer (and show it) once they have
+            return self._when_written(pending, ordered, valid,
+                                      lambda: self._offsets.setdefault(group_id, {}).update(valid), group_id)
+        self._offsets.setdefault(group_id, {}).update(valid)
+        return ordered
+
+    async def _when_written(self, pending: Awaitable[None], results: dict[TopicPartition, ErrorCode],
+                            valid: Offsets, apply: Callable[[], None], group_id: str
+                            ) -> dict[TopicPartition, ErrorCode]:
+        """The answer of a commit whose append waits for the high watermark; applied only once it is committed
+        (and only while this node still coordinates the group)."""
+        try:
+            await pending
+        except StoreError as exc:
+            return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
+        if not self.serves(group_id):
+            return {**results, **dict.fromkeys(valid, ErrorCode.not_coordinator)}
+        apply()
+        return results
 
     def commit_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
-                             offsets: Mapping[TopicPartition, rec.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+                             offsets: Mapping[TopicPartition, rec.OffsetValue]) -> CommitResults:
         """Write offsets as part of a transaction: appended now, visible at the commit marker."""
         results, valid = self._split_oversized(offsets)
-        if valid:
-            try:
-                self.log.append(self.log.partition_for(group_id), self._records(group_id, valid),
-                                producer_id=producer_id, producer_epoch=producer_epoch)
-            except StoreError as exc:
-                return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
+        if not valid:
+            return results
+        partition = self.log.partition_for(group_id)
+        try:
+            end = self.log.append(partition, self._records(group_id, valid), producer_id=producer_id,
+                                  producer_epoch=producer_epoch)
+            pending = self.log.written(partition, end)
+        except StoreError as exc:
+            return {**results, **dict.fromkeys(valid, offset_error(exc.code))}
+
+        def apply() -> None:
             self._pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(valid)
+
+        if pending is not None:
+            return self._when_written(pending, results, valid, apply, group_id)
+        apply()
         return results
 
     def complete_transaction(self, producer_id: int, commit: bool) -> list[str]:
