@@ -7,6 +7,7 @@ code."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.broker.broker import Broker
+from bus.broker.controller_channel import ControllerChannel
 from bus.config.broker import load_broker_config
 from bus.controller.controller import ControllerError, TopicSpec
 from bus.controller.image import PartitionState
@@ -51,6 +53,11 @@ async def three_brokers(base: Path) -> AsyncIterator[dict[int, Broker]]:
             await broker.stop()
 
 
+def channel(broker: Broker) -> ControllerChannel:
+    assert broker.channel is not None  # every node of a quorum has one
+    return broker.channel
+
+
 def epochs(broker: Broker, topic: str) -> tuple[int, int]:
     state = state_on(broker, topic)
     return (-1, -1) if state is None else (state.leader_epoch, state.partition_epoch)
@@ -63,8 +70,6 @@ def state_on(broker: Broker, topic: str) -> PartitionState | None:
 
 @in_loop
 async def test_alter_partition_and_controlled_shutdown_through_the_channel() -> None:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         async with three_brokers(Path(tmp)) as brokers:
             await until(lambda: any(b.controller.active for b in brokers.values()))
@@ -82,29 +87,29 @@ async def test_alter_partition_and_controlled_shutdown_through_the_channel() -> 
 
             # (The leaders' own replication may add a caught-up replica back right after: later states are only
             # checked for what this test changed.)
-            remote = await brokers[follower].channel.alter_partition(remote_id, 0, 0, 0, [follower, active_id])
+            remote = await channel(brokers[follower]).alter_partition(remote_id, 0, 0, 0, [follower, active_id])
             assert remote == PartitionState(0, [follower, active_id, other], [follower, active_id], follower, 0, 1)
             assert epochs(brokers[active_id], "remote") >= (0, 1)  # committed before the answer
             await until(lambda: epochs(brokers[follower], "remote") >= (0, 1))
 
-            local = await brokers[active_id].channel.alter_partition(local_id, 0, 0, 0, [active_id, other])
+            local = await channel(brokers[active_id]).alter_partition(local_id, 0, 0, 0, [active_id, other])
             assert local == PartitionState(0, [active_id, follower, other], [active_id, other], active_id, 0, 1)
             assert epochs(brokers[active_id], "local") >= (0, 1)
 
             for broker, topic_id, isr in ((follower, remote_id, [follower]), (active_id, local_id, [active_id])):
                 with pytest.raises(ControllerError) as stale:
-                    await brokers[broker].channel.alter_partition(topic_id, 0, 0, 0, isr)
+                    await channel(brokers[broker]).alter_partition(topic_id, 0, 0, 0, isr)
                 assert stale.value.code == ErrorCode.invalid_update_version
             with pytest.raises(ControllerError) as unknown:
-                await brokers[follower].channel.alter_partition(uuid.uuid4(), 0, 0, 0, [follower])
+                await channel(brokers[follower]).alter_partition(uuid.uuid4(), 0, 0, 0, [follower])
             assert unknown.value.code == ErrorCode.unknown_topic_id
 
             # Controlled shutdown of the follower: its leadership moves to the next in-sync replica first.
-            assert await brokers[follower].channel.request_shutdown() is False
+            assert await channel(brokers[follower]).request_shutdown() is False
             for topic in ("remote", "local"):
                 moved = state_on(brokers[active_id], topic)
                 assert moved is not None and moved.leader == active_id and follower not in moved.isr, moved
             assert state_on(brokers[active_id], "remote").leader_epoch == 1  # type: ignore[union-attr]
             assert not active.image.brokers[follower].fenced
-            assert await brokers[follower].channel.request_shutdown() is True
+            assert await channel(brokers[follower]).request_shutdown() is True
             assert active.image.brokers[follower].fenced
