@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bus.broker.context import BrokerServices
 from bus.broker.controller_apis import handlers as controller_handlers
-from bus.broker.controller_channel import ControllerChannel
+from bus.broker.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.broker.kafka_apis import KafkaApis
 from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
@@ -31,7 +31,7 @@ from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
-from bus.controller.controller import QuorumController
+from bus.controller.controller import ControllerError, QuorumController
 from bus.controller.image import ImageView
 from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
@@ -45,6 +45,8 @@ from bus.protocol.topic_partition import TopicPartition
 from bus.raft import broker_quorum
 
 log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES = 3  # controller unreachable this many times in a row: stop without it
 
 
 def _check_meta_properties(directory: Path, node_id: int, cluster_id: str) -> None:
@@ -113,6 +115,8 @@ class Broker:
             default_partitions=int(config["num.partitions"]),
             default_replication_factor=int(config["default.replication.factor"]),
             broker_session_timeout_ms=int(config["broker.session.timeout.ms"]),
+            unclean_leader_election=bool(config["unclean.leader.election.enable"]),
+            quorum_voters=len(config.quorum_voters),
         )
         if self.clustered:
             assert configured_id is not None
@@ -171,6 +175,7 @@ class Broker:
         self.network = SocketServer(config, self.apis, listener_apis)
         self.metrics = BrokerMetrics(config, self.apis, self.network)
         self._tasks: list[asyncio.Task[None]] = []
+        self._lifecycle: asyncio.Task[None] | None = None  # registration and heartbeats, on a node of a quorum
 
     def _wire_coordinators(self, config: BrokerConfig) -> None:
         """The one place coordinators meet their collaborators (Kafka's BrokerServer does this)."""
@@ -191,9 +196,9 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
                                                    self.metadata, self.producer_ids)
         self.transactions.completion_listeners.append(self.groups.complete_transaction)
-        if self.clustered:  # the active controller creates the coordinators' topics; they load after start
         # Coordinators follow leadership of their topics' partitions: load on election, unload on resignation.
         self.replicas.leadership_listeners += [self.groups.loads.on_leadership, self.transactions.loads.on_leadership]
+        if self.clustered:  # the active controller creates the coordinators' topics; they load after start
             self.controller.activation_listeners += [self.groups.store.ensure_topic, self.transactions.topic.ensure]
         else:
             self.transactions.load()
@@ -243,10 +248,10 @@ class Broker:
         lifecycle: list[asyncio.Task[None]] = []
         if self.channel is not None:
             heartbeat_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
-            lifecycle = [
-                asyncio.create_task(self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s)),
-                asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers)),
-            ]
+            self._lifecycle = asyncio.create_task(
+                self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s))
+            lifecycle = [self._lifecycle,
+                         asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers))]
         if self.clustered:
             await self._await_coordinator_topics()
             await self.groups.start()
@@ -323,7 +328,38 @@ class Broker:
             except Exception:
                 log.exception("log cleaner pass failed")
 
+    async def _controlled_shutdown(self) -> None:
+        """Hand this broker's leaderships and ISR memberships to the other replicas before stopping (KRaft's
+        controlled shutdown: heartbeats asking to shut down until the controller says this broker leads nothing),
+        so acks=all producers and consumers move to the new leaders instead of waiting out a session timeout.
+        Bounded by `controlled.shutdown.timeout.ms`: a cluster without an active controller cannot answer."""
+        assert self.channel is not None
+        if self._lifecycle is not None:
+            self._lifecycle.cancel()  # its ordinary heartbeats would not ask to shut down
+        if not any(p.is_leader and len(p.isr) > 1 for p in self.replicas.partitions.values()):
+            return  # no partition led here has another in-sync replica to take it over
+        interval_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
+        deadline = time.monotonic() + int(self.config["controlled.shutdown.timeout.ms"]) / 1000.0
+        unreachable = 0
+        while time.monotonic() < deadline and unreachable < CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+                    if await self.channel.request_shutdown():
+                        log.info("controlled shutdown: broker %d leads no partition any more", self.node_id)
+                        return
+                unreachable = 0
+            except (ControllerUnavailable, TimeoutError) as exc:
+                unreachable += 1  # the quorum may be gone with the rest of the cluster: do not wait for ever
+                log.info("controlled shutdown step not taken: %s", exc)
+            except ControllerError as exc:
+                log.info("controlled shutdown step refused: %s", exc.message)
+            await asyncio.sleep(interval_s)
+        log.warning("controlled shutdown did not finish (no active controller, or controlled.shutdown.timeout.ms "
+                    "passed); stopping anyway")
+
     async def stop(self) -> None:
+        if self.clustered and self.channel is not None and self.config["controlled.shutdown.enable"]:
+            await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         self.transactions.stop()

@@ -9,6 +9,7 @@ three replicas gone acks=all is refused with NOT_ENOUGH_REPLICAS instead of pret
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import signal
 import threading
@@ -111,6 +112,7 @@ class AckedProducer:
         self.partitions = partitions
         self.acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.failed: list[str] = []
+        self.acked_at: list[float] = []  # monotonic time of every acknowledgment
         self.sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -120,6 +122,7 @@ class AckedProducer:
             self.failed.append(str(error))
         else:
             self.acked[message.partition()].append(message.value())
+            self.acked_at.append(time.monotonic())
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -324,3 +327,31 @@ def test_a_deleted_replicated_topic_leaves_no_replica_behind(cluster: ClusterPro
         return True if not left else None
 
     until(gone, 30, "every replica's directory removed")
+
+
+def test_sigterm_hands_leadership_over_before_the_broker_stops(tmp_path: Path) -> None:
+    """Controlled shutdown: with Kafka's 9 s session timeout an unannounced death would stall acks=all producers
+    for 9 s or more; a SIGTERMed leader moves its partitions first, so acknowledgments barely pause."""
+    cluster = ClusterProcess(tmp_path, 3, {**FAST, "broker.session.timeout.ms": "9000",
+                                           "broker.heartbeat.interval.ms": "500"})
+    try:
+        cluster.start()
+        cluster.wait_for_brokers()
+        create(cluster, "handover", 2, 3, **{"min.insync.replicas": "2"})
+        load = AckedProducer(cluster.bootstrap, "handover", 2).start()
+        until(lambda: load.count() > 300 or None, 30, "records acknowledged before the shutdown")
+        leader = leader_of(cluster, "handover", 0).leader_id
+        stopping = time.monotonic()
+        assert cluster[leader].stop(timeout=30) == 0
+        stopped = time.monotonic()
+        survivor = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
+        moved = partitions_on(survivor.bootstrap, "handover")
+        assert moved is not None and all(p.leader_id not in (leader, -1) for p in moved.values())
+        until(lambda: True if load.acked_at[-1] > stopped + 5 else None, 30, "acknowledgments after the shutdown")
+        load.stop()
+        assert not load.failed, load.failed[:5]
+        window = [t for t in load.acked_at if stopping - 2 <= t <= stopped + 5]
+        longest = max(b - a for a, b in itertools.pairwise(window))
+        assert longest < 3.0, f"acks=all producers waited {longest:.1f} s across the controlled shutdown"
+    finally:
+        cluster.stop()

@@ -35,9 +35,6 @@ def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
         nodes.wait_for_brokers()
         yield nodes
     finally:
-        for node in nodes:
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGCONT)  # a paused node must be able to stop
         nodes.stop()
 
 

@@ -7,6 +7,7 @@ Each node is a `BrokerProcess` (its own data dir and free ports); every node nam
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,6 +67,12 @@ class ClusterProcess:
         return self
 
     def stop(self) -> None:
+        """SIGTERM every node at once, then wait for each: one by one, the last nodes would find the quorum gone
+        with the first ones and wait out their controlled shutdown."""
+        for node in self.nodes.values():
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGCONT)  # a paused node must be able to stop
+                node.proc.send_signal(signal.SIGTERM)
         for node in self.nodes.values():
             node.stop()
 
