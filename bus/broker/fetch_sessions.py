@@ -11,6 +11,9 @@ a full fetch, which is also what it does after a broker restart (sessions live i
 The cache holds `max.incremental.fetch.session.cache.slots` sessions. When full, a new session may evict
 the least recently used one if it was idle longer than the eviction time (Kafka's 120 s), else the
 smallest session if the new one has more partitions; otherwise the fetch is answered without a session.
+Followers' sessions are privileged, as in Kafka: a consumer's session never evicts one (only idleness
+does), and a follower's evicts any consumer's, so replication keeps its cheap incremental fetches however
+many consumers come and go.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -58,30 +62,47 @@ class CachedPartition:
         self.last_fetched_epoch = other.last_fetched_epoch
         self.topic = other.topic
 
-    def must_respond(self, records: int, error: int, high_watermark: int, last_stable_offset: int,
-                     log_start_offset: int) -> bool:
+    def must_respond(self, read: ReadResult) -> bool:
         """Whether an incremental response must carry this partition (Kafka's maybeUpdateResponseData), noting
         what the client is told. The last stable offset counts too, for read_committed consumers."""
-        changed = (high_watermark, last_stable_offset, log_start_offset) != (
-            self.high_watermark, self.last_stable_offset, self.log_start_offset)
-        self.high_watermark, self.last_stable_offset, self.log_start_offset = (
-            high_watermark, last_stable_offset, log_start_offset)
-        if error:
-            self.high_watermark = -1  # an error is repeated until it clears, then the state is sent again
-        return records > 0 or error != 0 or changed
+        told = (read.high_watermark, read.last_stable_offset, read.log_start_offset)
+        changed = told != (self.high_watermark, self.last_stable_offset, self.log_start_offset)
+        self.high_watermark, self.last_stable_offset, self.log_start_offset = told
+        if read.error or read.diverging:
+            # Repeated until it clears, then the state is sent again: a follower that truncated after a diverging
+            # epoch learns the high watermark it did not apply with it.
+            self.high_watermark = -1
+        return read.records > 0 or read.error != 0 or read.diverging or changed
+
+
+class ReadResult(NamedTuple):
+    """What one read of a session partition found, to compare with what the client was last told."""
+
+    partition: CachedPartition
+    records: int  # bytes read
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging: bool = False  # a diverging epoch answered (KIP-320): always sent, as an error is
 
 
 class FetchSession:
-    __slots__ = ("epoch", "id", "last_used_ms", "partitions", "uses_topic_ids")
+    __slots__ = ("epoch", "id", "last_used_ms", "partitions", "privileged", "uses_topic_ids")
 
     def __init__(self, session_id: int, partitions: Iterable[CachedPartition], uses_topic_ids: bool,
-                 now_ms: int) -> None:
+                 now_ms: int, *, privileged: bool = False) -> None:
         self.id = session_id
+        self.privileged = privileged  # a follower's
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.uses_topic_ids = uses_topic_ids
         self.partitions: OrderedDict[PartitionKey, CachedPartition] = OrderedDict(
             (p.key(uses_topic_ids), p) for p in partitions)
         self.last_used_ms = now_ms
+
+    def eviction_key(self) -> tuple[bool, int, int]:
+        """Kafka's EvictableKey: the lowest is evicted first, consumers' before followers', smaller first."""
+        return self.privileged, len(self.partitions), self.id
 
 
 def next_epoch(epoch: int) -> int:
@@ -111,28 +132,38 @@ class FetchSessionCache:
         session.last_used_ms = self.now_ms()
         self.sessions.move_to_end(session.id)
 
-    def maybe_create(self, partitions: list[CachedPartition], uses_topic_ids: bool) -> FetchSession | None:
-        """A new session for `partitions`, or None when the cache is full and nothing may be evicted."""
+    def maybe_create(self, partitions: list[CachedPartition], uses_topic_ids: bool, *,
+                     privileged: bool = False) -> FetchSession | None:
+        """A new session for `partitions` (`privileged`: a follower's), or None when the cache is full and
+        nothing may be evicted."""
         now = self.now_ms()
-        if len(self.sessions) >= self.max_slots and not self._try_evict(len(partitions), now):
-            return None
         session_id = random.randint(1, _MAX_ID)
         while session_id in self.sessions:
             session_id = random.randint(1, _MAX_ID)
-        session = self.sessions[session_id] = FetchSession(session_id, partitions, uses_topic_ids, now)
+        key = (privileged, len(partitions), session_id)
+        if len(self.sessions) >= self.max_slots and not self._try_evict(key, now):
+            return None
+        session = self.sessions[session_id] = FetchSession(session_id, partitions, uses_topic_ids, now,
+                                                           privileged=privileged)
         return session
 
-    def _try_evict(self, size: int, now: int) -> bool:
+    def _try_evict(self, key: tuple[bool, int, int], now: int) -> bool:
+        """Kafka's tryEvict: the least recently used session if idle past the eviction time, else the lowest
+        evictable one (a follower may evict any, a consumer only consumers') if `key` is not below it."""
         if not self.sessions:
             return False
         oldest = next(iter(self.sessions.values()))
         if now - oldest.last_used_ms > self.eviction_ms:
             del self.sessions[oldest.id]
             return True
-        smallest = min(self.sessions.values(), key=lambda s: (len(s.partitions), s.id))
-        if size <= len(smallest.partitions):
+        privileged = key[0]
+        evictable = [s for s in self.sessions.values() if privileged or not s.privileged]
+        if not evictable:
             return False
-        del self.sessions[smallest.id]
+        lowest = min(evictable, key=FetchSession.eviction_key)
+        if key < lowest.eviction_key():
+            return False
+        del self.sessions[lowest.id]
         return True
 
 
@@ -142,12 +173,14 @@ class FetchContext:
     `error` set: the request is answered with that top-level error and nothing else.
     """
 
-    __slots__ = ("cache", "error", "incremental", "partitions", "session", "uses_topic_ids", "wants_session")
+    __slots__ = ("cache", "error", "incremental", "partitions", "privileged", "session", "uses_topic_ids",
+                 "wants_session")
 
     def __init__(self, cache: FetchSessionCache, partitions: list[CachedPartition], *, uses_topic_ids: bool,
-                 session: FetchSession | None = None, wants_session: bool = False,
+                 session: FetchSession | None = None, wants_session: bool = False, privileged: bool = False,
                  error: ErrorCode = ErrorCode.none) -> None:
         self.cache = cache
+        self.privileged = privileged
         self.partitions = partitions
         self.uses_topic_ids = uses_topic_ids
         self.session = session
@@ -159,32 +192,32 @@ class FetchContext:
     def session_id(self) -> int:
         return self.session.id if self.session is not None else INVALID_SESSION_ID
 
-    def select(self, results: list[tuple[CachedPartition, int, int, int, int, int]]) -> list[CachedPartition]:
-        """The partitions the response carries, given per partition (records size, error, high watermark,
-        last stable offset, log start offset). A full fetch carries all and may open a session; an
+    def select(self, results: list[ReadResult]) -> list[CachedPartition]:
+        """The partitions the response carries. A full fetch carries all and may open a session; an
         incremental one only those with news, which move to the end of the session's order for fairness."""
         if not self.incremental:
-            for part, _records, error, hw, lso, start in results:
-                part.must_respond(0, error, hw, lso, start)
+            for read in results:
+                read.partition.must_respond(read)
             if self.wants_session:
-                self.session = self.cache.maybe_create([p for p, *_ in results], self.uses_topic_ids)
-            return [p for p, *_ in results]
+                self.session = self.cache.maybe_create([read.partition for read in results], self.uses_topic_ids,
+                                                       privileged=self.privileged)
+            return [read.partition for read in results]
         assert self.session is not None
-        chosen = [p for p, records, error, hw, lso, start in results
-                  if p.must_respond(records, error, hw, lso, start)]
+        chosen = [read.partition for read in results if read.partition.must_respond(read)]
         for part in chosen:
             self.session.partitions.move_to_end(part.key(self.uses_topic_ids))
         return chosen
 
 
 def new_context(cache: FetchSessionCache, session_id: int, epoch: int, uses_topic_ids: bool,
-                partitions: list[CachedPartition], forgotten: list[PartitionKey]) -> FetchContext:
-    """Kafka's FetchManager.newContext."""
+                partitions: list[CachedPartition], forgotten: list[PartitionKey], *,
+                from_follower: bool = False) -> FetchContext:
+    """Kafka's FetchManager.newContext; `from_follower`: a replica's fetch, whose new session is privileged."""
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != INVALID_SESSION_ID:
             cache.remove(session_id)  # a full fetch naming a session closes it
         return FetchContext(cache, partitions, uses_topic_ids=uses_topic_ids,
-                            wants_session=epoch == INITIAL_EPOCH and cache.max_slots > 0)
+                            wants_session=epoch == INITIAL_EPOCH and cache.max_slots > 0, privileged=from_follower)
     session = cache.get(session_id)
     if session is None:
         return FetchContext(cache, [], uses_topic_ids=uses_topic_ids, error=ErrorCode.fetch_session_id_not_found)

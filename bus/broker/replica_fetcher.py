@@ -1,9 +1,11 @@
 """A follower's side of replication: copy partitions from their leaders (Kafka's ReplicaFetcherManager,
 ReplicaFetcherThread and AbstractFetcherThread).
 
-One fetcher per source broker, an asyncio task with one `NodeConnection`, sends Fetch v12 for every partition
+One fetcher per source broker, an asyncio task with one `NodeConnection`, sends Fetch v12 for the partitions
 this node follows on that broker, as a replica (`replica_id` = our node id, so the leader reads up to its log
-end and counts our fetch offset as our progress). Per partition in the response:
+end and counts our fetch offset as our progress), in an incremental fetch session (fetch_session_handler.py):
+after a first full fetch, a request names only partitions whose position changed and a response only those
+with news, so a cycle costs what changed rather than every followed partition. Per partition in the response:
 
 - records: appended with the leader's offsets (`Partition.append_as_follower`), then the leader's high
   watermark and log start offset followed as far as our log reaches;
@@ -33,6 +35,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionFetch
 from bus.broker.network_client import NodeConnection, NodeConnectionError
 from bus.broker.partition import Partition, PartitionError
 from bus.config.broker import BrokerConfig
@@ -56,6 +59,8 @@ WAIT_FOR_METADATA = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
     ErrorCode.unknown_topic_or_partition,
 })
+# The leader lost our fetch session (restarted, evicted it): the next fetch is full, and goes at once.
+SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,6 +201,7 @@ class _Fetcher:
         self._connection: NodeConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing: str | None = None  # the failure being backed off from, logged once
+        self._session = FetchSessionHandler(leader_id)
         self.backoff_s = settings.backoff_ms / 1000.0
 
     def add(self, tp: TopicPartition, state: _FetchState) -> None:
@@ -234,10 +240,13 @@ class _Fetcher:
                     await connection.close()
 
     async def _sleep(self, seconds: float) -> None:
-        """Wait `seconds`, or less if a partition is added meanwhile."""
+        """Wait `seconds`, or less if a partition is added meanwhile. `asyncio.timeout`, not `wait_for`: on
+        Python 3.11 `wait_for` can swallow a cancellation that arrives as the event is set, and the fetcher's task
+        then never ends (`close()` and the broker's shutdown hung on it)."""
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(seconds, 0.0))
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await self._wake.wait()
 
     async def _round(self) -> None:
         now = time.monotonic()
@@ -250,28 +259,34 @@ class _Fetcher:
             self._failed(f"broker {self.leader_id} has no known endpoint")
             await self._sleep(self.backoff_s)
             return
-        fetch_offsets = {tp: state.partition.log.log_end_offset for tp, state in ready.items()}
+        wanted = {tp: self._partition_fetch(state.partition) for tp, state in ready.items()}
+        fetch = self._session.build(wanted)
         try:
-            response = await connection.request(self._fetch_request(ready, fetch_offsets), FETCH_VERSION)
+            response = await connection.request(self._fetch_request(fetch), FETCH_VERSION)
         except NodeConnectionError as exc:
+            self._session.handle_error()
             self._failed(f"fetch from broker {self.leader_id} at {connection.host}:{connection.port} failed: {exc}")
             await self._sleep(self.backoff_s)
             return
-        if response.error_code != ErrorCode.none:
-            self._failed(f"broker {self.leader_id} refused the fetch: {response.error_code.name}")
-            await self._sleep(self.backoff_s)
+        answered = [(TopicPartition(topic.topic, int(data.partition_index)), data)
+                    for topic in response.responses for data in topic.partitions]
+        if not self._session.handle_response(fetch, response.error_code, response.session_id,
+                                             (tp for tp, _ in answered)):
+            if response.error_code not in SESSION_ERRORS:  # a session lost is retried at once, with a full fetch
+                self._failed(f"broker {self.leader_id} refused the fetch: {response.error_code.name}"
+                             if response.error_code != ErrorCode.none else
+                             f"broker {self.leader_id} answered partitions outside the fetch session")
+                await self._sleep(self.backoff_s)
             return
         self._recovered()
-        for topic in response.responses:
-            for data in topic.partitions:
-                tp = TopicPartition(topic.topic, int(data.partition_index))
-                state = ready.get(tp)
-                if state is None or self.states.get(tp) is not state:
-                    continue  # not asked for, or removed or added again while the fetch was out
-                try:
-                    await self._process(connection, tp, state, fetch_offsets[tp], data)
-                except (PartitionError, NodeConnectionError, ValueError, OSError, LogClosedError) as exc:
-                    self._hold(tp, state, exc)
+        for tp, data in answered:
+            state = ready.get(tp)
+            if state is None or self.states.get(tp) is not state:
+                continue  # removed or added again while the fetch was out
+            try:
+                await self._process(connection, tp, state, wanted[tp].fetch_offset, data)
+            except (PartitionError, NodeConnectionError, ValueError, OSError, LogClosedError) as exc:
+                self._hold(tp, state, exc)
 
     async def _connect(self) -> NodeConnection | None:
         """The connection to the leader's current endpoint (a new one if the broker moved), None while unknown."""
@@ -279,6 +294,7 @@ class _Fetcher:
         connection = self._connection
         if connection is not None and (connection.host, connection.port) != endpoint:
             self._connection = None
+            self._session.handle_error()  # another endpoint, perhaps another process: a new session
             await connection.close()
         if endpoint is None:
             return None
@@ -289,21 +305,32 @@ class _Fetcher:
                                               request_timeout_s=timeout_s, connect_timeout_s=timeout_s)
         return self._connection
 
-    def _fetch_request(self, ready: dict[TopicPartition, _FetchState], fetch_offsets: dict[TopicPartition, int]) -> Any:
+    def _partition_fetch(self, partition: Partition) -> PartitionFetch:
+        log_ = partition.log
+        return PartitionFetch(fetch_offset=log_.log_end_offset, log_start_offset=log_.log_start_offset,
+                              max_bytes=self.settings.fetch_max_bytes, current_leader_epoch=partition.leader_epoch,
+                              last_fetched_epoch=log_.latest_epoch)
+
+    def _fetch_request(self, fetch: SessionFetch) -> Any:
         shapes = request_shapes(FETCH, FETCH_VERSION)
         settings = self.settings
         by_topic: dict[str, list[Any]] = {}
-        for tp, state in ready.items():
-            partition = state.partition
+        for tp, wanted in fetch.to_send.items():
             by_topic.setdefault(tp.topic, []).append(shapes.make(
-                "FetchPartition", partition=tp.partition, current_leader_epoch=partition.leader_epoch,
-                fetch_offset=fetch_offsets[tp], last_fetched_epoch=partition.log.latest_epoch,
-                log_start_offset=partition.log.log_start_offset, partition_max_bytes=settings.fetch_max_bytes))
+                "FetchPartition", partition=tp.partition, current_leader_epoch=wanted.current_leader_epoch,
+                fetch_offset=wanted.fetch_offset, last_fetched_epoch=wanted.last_fetched_epoch,
+                log_start_offset=wanted.log_start_offset, partition_max_bytes=wanted.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in fetch.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         return shapes.make(
             "FetchRequest", replica_id=settings.node_id, max_wait=settings.wait_max_ms, min_bytes=settings.min_bytes,
-            max_bytes=settings.response_max_bytes, isolation_level=READ_UNCOMMITTED, session_id=0, session_epoch=-1,
+            max_bytes=settings.response_max_bytes, isolation_level=READ_UNCOMMITTED, session_id=fetch.session_id,
+            session_epoch=fetch.epoch,
             topics=[shapes.make("FetchTopic", topic=topic, partitions=parts) for topic, parts in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[shapes.make("ForgottenTopic", topic=topic, partitions=parts)
+                                   for topic, parts in forgotten.items()],
+            rack_id="")
 
     # -- one partition's answer ------------------------------------------------------------------------------
 

@@ -23,7 +23,14 @@ from kio.schema.errors import ErrorCode
 from bus.broker import fetch_purgatory
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
-from bus.broker.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext, PartitionKey, new_context
+from bus.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    CachedPartition,
+    FetchContext,
+    PartitionKey,
+    ReadResult,
+    new_context,
+)
 from bus.broker.partition import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
 from bus.protocol import records as rb
@@ -96,7 +103,7 @@ class _Read:
         self.total = 0
         self.failed = False
         self.partitions: list[Partition] = []
-        self.results: list[tuple[CachedPartition, int, int, int, int, int]] = []
+        self.results: list[ReadResult] = []
         self.data: dict[int, Any] = {}
         for want in wanted:
             try:
@@ -143,7 +150,8 @@ class _Read:
              log_start: int, records: bytes, aborted: list[Any] | None,
              diverging: tuple[int, int] | None = None) -> None:
         self.failed |= code != ErrorCode.none or diverging is not None
-        self.results.append((want, len(records), code.value, high_watermark, stable, log_start))
+        self.results.append(ReadResult(want, len(records), code.value, high_watermark, stable, log_start,
+                                       diverging is not None))
         extra = {}
         if diverging is not None:
             extra["diverging_epoch"] = ctx.make("EpochEndOffset", epoch=diverging[0], end_offset=diverging[1])
@@ -167,12 +175,12 @@ def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) ->
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     uses_topic_ids = ctx.api_version >= TOPIC_IDS_VERSION
+    replica = replica_id(ctx, request)
     context = new_context(ctx.replicas.fetch_sessions, getattr(request, "session_id", 0),
                           getattr(request, "session_epoch", FINAL_EPOCH), uses_topic_ids,
-                          _requested(ctx, request), _forgotten(request, uses_topic_ids))
+                          _requested(ctx, request), _forgotten(request, uses_topic_ids), from_follower=replica >= 0)
     if context.error != ErrorCode.none:
         return _response(ctx, context, None)
-    replica = replica_id(ctx, request)
     read = _Read(ctx, request, context.partitions, replica, first=True)
     max_wait = request.max_wait.total_seconds()
     if read.total >= request.min_bytes or max_wait <= 0 or not read.partitions or read.failed:
