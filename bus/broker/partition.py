@@ -296,8 +296,8 @@ class Partition:
         return tuple(sorted({*self.isr, *self.isr_pending}))
 
     def _alone(self) -> bool:
-        isr = self.maximal_isr
-        return len(isr) <= 1
+        """Alone in the (maximal) ISR: every append is committed as it lands. Checked on every append."""
+        return len(self.isr) <= 1 and (self.isr_pending is None or len(self.isr_pending) <= 1)
 
     def _leader_appended(self, size: int, kind: int) -> None:
         """After a leader append: alone in the ISR, the bytes are committed at once (the single-node path, kept
