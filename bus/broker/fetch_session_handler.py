@@ -93,6 +93,8 @@ class FetchSessionHandler:
         if session_id == INVALID_SESSION_ID:
             self._start_over(INVALID_SESSION_ID)  # no session (the leader's cache is full, or it closed ours)
         elif sent.full:
+            log.info("fetch session %d opened with broker %d for %d partitions", session_id, self.leader_id,
+                     len(sent.session))
             self.session_id, self.epoch = session_id, next_epoch(INITIAL_EPOCH)
         elif session_id != self.session_id:
             log.warning("fetch session %d with broker %d: answered as session %d; the next fetch is full",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import shutil
 import signal
 import threading
@@ -28,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.protocol.records import Record, build_batch
 from tests.integration._support_raw import RawKafka, metadata_request, produce_error
+from tests.support.broker_process import BrokerProcess
 from tests.support.cluster_process import ClusterProcess, until
 
 pytestmark = pytest.mark.slow
@@ -353,5 +355,57 @@ def test_sigterm_hands_leadership_over_before_the_broker_stops(tmp_path: Path) -
         window = [t for t in load.acked_at if stopping - 2 <= t <= stopped + 5]
         longest = max(b - a for a, b in itertools.pairwise(window))
         assert longest < 3.0, f"acks=all producers waited {longest:.1f} s across the controlled shutdown"
+    finally:
+        cluster.stop()
+
+
+def _sessions_opened(node: BrokerProcess, leader: int) -> list[str]:
+    """The ids of the fetch sessions `node`'s fetcher opened with `leader` (fetch_session_handler logs each)."""
+    return re.findall(rf"fetch session (\d+) opened with broker {leader} ", node.logs())
+
+
+def test_followers_in_fetch_sessions_keep_idle_partitions_in_sync_and_start_over_after_a_leader_restart(
+        tmp_path: Path) -> None:
+    """KIP-227 for followers: once a session is open, a follower's fetch names only partitions whose position
+    moved, yet the leader renews the follower on every session partition, so partitions without news stay in
+    the ISR for three times replica.lag.time.max.ms while one partition takes records. A leader SIGKILLed and
+    restarted (a session timeout long enough that it keeps its leaderships) has lost the sessions: each
+    follower starts over with a full fetch, a new session opens and replication goes on."""
+    cluster = ClusterProcess(tmp_path, 3, {**FAST, "broker.session.timeout.ms": "20000"})
+    try:
+        cluster.start()
+        cluster.wait_for_brokers()
+        create(cluster, "quiet", 6, 3)
+        lag_s = int(FAST["replica.lag.time.max.ms"]) / 1000
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+        errors: list[KafkaError] = []
+        sent = 0
+        ends = time.monotonic() + 3 * lag_s
+        while time.monotonic() < ends:
+            producer.produce("quiet", b"busy-%d" % sent, partition=0,
+                             on_delivery=lambda e, _m: errors.append(e) if e else None)
+            sent += 1
+            assert producer.flush(10) == 0
+            assert all_in_sync(cluster, "quiet", 6, 3), "an ISR shrank while its follower was fetching"
+            time.sleep(0.2)
+        for node_id, node in cluster.nodes.items():
+            for leader in set(cluster.nodes) - {node_id}:
+                assert _sessions_opened(node, leader), f"node {node_id} fetches from {leader} without a session"
+
+        victim = next(n for n in cluster.nodes if n != cluster.leader())
+        before = {n: set(_sessions_opened(node, victim)) for n, node in cluster.nodes.items() if n != victim}
+        cluster[victim].kill()
+        cluster[victim].start()
+        until(lambda: all_in_sync(cluster, "quiet", 6, 3), 60, "every replica in sync after the restart")
+        for i in range(60):
+            producer.produce("quiet", b"after-%d" % i, partition=i % 6,
+                             on_delivery=lambda e, _m: errors.append(e) if e else None)
+        assert producer.flush(30) == 0 and not errors, errors[:3]
+        for n, ids in before.items():
+            assert set(_sessions_opened(cluster[n], victim)) - ids, f"node {n} opened no new session with {victim}"
+        seen = read_all(cluster.bootstrap, "quiet", 6, sent + 60)
+        assert {p: len(v) for p, v in seen.items()} == {0: sent + 10, **{p: 10 for p in range(1, 6)}}
+        until(lambda: len({tuple(segment_bytes(node.data_dir, "quiet", p) for p in range(6)) for node in cluster}) == 1
+              or None, 30, "byte-identical replicas")
     finally:
         cluster.stop()
