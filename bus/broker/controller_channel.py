@@ -1,7 +1,7 @@
 """This node's requests to the active controller (Kafka's NodeToControllerChannelManager), on a node of a quorum.
 
 - **Forwarding (KIP-590).** An admin request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-  IncrementalAlterConfigs) that reaches a node which is not the active controller is wrapped, frame as
+  IncrementalAlterConfigs, ElectLeaders) that reaches a node which is not the active controller is wrapped, frame as
   received, in an Envelope (API 58) and sent to the active controller's controller listener, which runs it and
   returns the response frame; the client sees one answer, as if this node had run it. When no controller can be
   reached, or it stopped being active meanwhile, the client gets NOT_CONTROLLER (retriable) in every error field.
@@ -52,9 +52,9 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 ALTER_PARTITION_VERSION = 3
-# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, IncrementalAlterConfigs: Kafka's forwardable admin
-# APIs that this broker serves.
-FORWARDED_APIS = frozenset({19, 20, 33, 37, 44})
+# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders, IncrementalAlterConfigs: Kafka's
+# forwardable admin APIs that this broker serves.
+FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44})
 REGISTRATION_RETRY_S = 0.5
 FORWARD_RETRY_S = 10.0  # how long a forwarded request waits out a controller failover before NOT_CONTROLLER
 FORWARD_BACKOFF_S = 0.1

@@ -22,6 +22,11 @@ shutting down) leaves every ISR that has other members and hands its leaderships
 (`election`); a broker that registers or is unfenced again takes the leadership of every leaderless partition it
 may lead. All changes of one event go in one entry. Partition leaders shrink and expand their ISR through
 `alter_partition` (AlterPartition), checked against the epochs they last saw.
+
+Leadership that moved away stays away when its broker returns (Kafka does not rebalance on unfence): ElectLeaders
+(`elect_leaders`, PREFERRED or UNCLEAN) moves it back on request, and `balance_leaders`, run every
+`leader.imbalance.check.interval.seconds` when `auto.leader.rebalance.enable`, does so for every broker whose share
+of preferred partitions led elsewhere exceeds `leader.imbalance.per.broker.percentage` (Kafka's auto rebalance).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +55,8 @@ log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+PREFERRED = 0  # ElectLeaders' election types (Kafka's ElectionType)
+UNCLEAN = 1
 
 
 class ControllerError(KafkaApiError):
@@ -306,6 +313,97 @@ class QuorumController:
         usable = self._usable() | {back}
         return self._partition_changes(lambda topic, state: election.change(state, usable, self._unclean(topic))
                                        if state.leader == election.NO_LEADER else None)
+
+    def elect_leaders(self, election_type: int, wanted: Mapping[str, Iterable[int]] | None
+                      ) -> dict[str, dict[int, ControllerError | None]]:
+        """Kafka's ElectLeaders (ReplicationControlManager.electLeaders): topic -> partition -> None (elected) or
+        why not; every election in one entry.
+
+        PREFERRED makes the first replica leader when it is in the ISR and usable; UNCLEAN elects a leader for a
+        partition that has none, out of the ISR if it must (whatever the topic's unclean.leader.election.enable: an
+        operator asked for it). `wanted` None means every partition, and then those that need no election are left
+        out of the answer, as Kafka does.
+        """
+        self._check_active()
+        if election_type not in (PREFERRED, UNCLEAN):
+            raise ControllerError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
+        every = wanted is None
+        if wanted is None:
+            wanted = {name: sorted(topic.partitions) for name, topic in self.working.topics.items()}
+        usable = self._usable()
+        results: dict[str, dict[int, ControllerError | None]] = {}
+        elected: dict[tuple[str, int], MetadataRecord] = {}
+        for name, partitions in wanted.items():
+            answers = results.setdefault(name, {})
+            for partition in partitions:
+                try:
+                    topic_id, state = self._elect_one(name, partition, election_type, usable)
+                except ControllerError as exc:
+                    if not (every and exc.code == ErrorCode.election_not_needed):
+                        answers[partition] = exc
+                    continue
+                elected[(name, partition)] = self._partition_record(topic_id, state)
+                answers[partition] = None
+        if elected:
+            log.info("%s election for %s", "preferred" if election_type == PREFERRED else "unclean",
+                     ", ".join(f"{name}-{partition}" for name, partition in elected))
+            self._commit(list(elected.values()))
+        return results
+
+    def _elect_one(self, name: str, partition: int, election_type: int,
+                   usable: set[int]) -> tuple[str, PartitionState]:
+        """One partition's new state under `election_type` (ReplicationControlManager.electLeader), or the
+        ControllerError Kafka answers for it."""
+        topic = self.working.topics.get(name)
+        if topic is None:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition, f"No such topic as {name}")
+        state = topic.partitions.get(partition)
+        if state is None:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition, f"No such partition as {name}-{partition}")
+        if election_type == PREFERRED:
+            if state.leader == state.replicas[0]:
+                raise ControllerError(ErrorCode.election_not_needed,
+                                      f"{name}-{partition} is already led by its preferred replica {state.leader}.")
+            new = election.preferred(state, usable)
+            if new is None:
+                raise ControllerError(ErrorCode.preferred_leader_not_available,
+                                      f"The preferred replica {state.replicas[0]} of {name}-{partition} is not in "
+                                      f"its ISR {state.isr} or not available.")
+        else:
+            if state.leader != election.NO_LEADER:
+                raise ControllerError(ErrorCode.election_not_needed,
+                                      f"{name}-{partition} already has a leader ({state.leader}).")
+            new = election.change(state, usable, unclean=True)
+            if new is None:
+                raise ControllerError(ErrorCode.eligible_leaders_not_available,
+                                      f"None of the replicas {state.replicas} of {name}-{partition} is available.")
+        return str(topic.topic_id), new
+
+    def balance_leaders(self, imbalance_percentage: int) -> int:
+        """Kafka's automatic leader rebalance (KafkaController.checkAndTriggerAutoLeaderRebalance): for every broker
+        whose partitions led elsewhere exceed `imbalance_percentage` percent of those it is the preferred replica
+        of, hand them back to it where it is in the ISR and usable; one entry. Returns how many moved.
+
+        Every node runs it periodically; only the active controller acts. One pass over the partitions, no copies.
+        """
+        if not self.active:
+            return 0
+        usable = self._usable()
+        partitions = ((str(topic.topic_id), state)
+                      for topic in self.working.topics.values() for state in topic.partitions.values())
+        records: list[MetadataRecord] = []
+        for broker, share in sorted(election.imbalance(partitions).items()):
+            if share.ratio <= imbalance_percentage / 100:
+                continue
+            moved = [self._partition_record(topic_id, new) for topic_id, state in share.led_elsewhere
+                     if (new := election.preferred(state, usable)) is not None]
+            if moved:
+                log.info("leader imbalance of broker %d is %.0f%%: moving %d leaderships back to it", broker,
+                         share.ratio * 100, len(moved))
+            records += moved
+        if records:
+            self._commit(records)
+        return len(records)
 
     def alter_partition(self, broker_id: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[int]) -> PartitionState:

@@ -14,11 +14,16 @@ Leader and ISR changes follow Kafka's `PartitionChangeBuilder` (ONLINE and UNCLE
   acknowledged record, can be elected back cleanly when it returns (KRaft does the same).
 A new state bumps `partition_epoch` on every change and `leader_epoch` whenever the leader changes (to -1 too);
 no change gives None, so the controller commits nothing.
+
+A PREFERRED election (ElectLeaders, automatic rebalance) hands the leadership to the partition's preferred replica,
+the first of its assignment, when that replica is in the ISR and usable; `imbalance` measures, per broker, how
+many of the partitions it is the preferred replica of are led elsewhere (Kafka's auto leader rebalance).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from bus.controller.image import PartitionState
 
@@ -58,6 +63,47 @@ def change(state: PartitionState, usable: Collection[int], unclean: bool,
         isr = [state.isr[-1]] if state.isr else []
     if leader == state.leader and isr == state.isr:
         return None
+    return _changed(state, leader, isr)
+
+
+def preferred(state: PartitionState, usable: Collection[int]) -> PartitionState | None:
+    """The partition led by its preferred replica (Kafka's PREFERRED election); None when that replica already
+    leads, or is out of the ISR or not usable (it may lack acknowledged records, or cannot serve)."""
+    first = state.replicas[0]
+    if state.leader == first or first not in state.isr or first not in usable:
+        return None
+    return _changed(state, first, list(state.isr))
+
+
+@dataclass(slots=True)
+class BrokerImbalance:
+    """The partitions a broker is the preferred replica of: how many, and those another broker (or none) leads,
+    each as (topic id, state)."""
+
+    preferred: int = 0
+    led_elsewhere: list[tuple[str, PartitionState]] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """Kafka's leader imbalance ratio of the broker, compared against `leader.imbalance.per.broker.percentage`."""
+        return len(self.led_elsewhere) / self.preferred if self.preferred else 0.0
+
+
+def imbalance(partitions: Iterable[tuple[str, PartitionState]]) -> dict[int, BrokerImbalance]:
+    """Per preferred replica, the partitions it prefers and those it does not lead (one pass, no copies)."""
+    brokers: dict[int, BrokerImbalance] = {}
+    for topic_id, state in partitions:
+        first = state.replicas[0]
+        entry = brokers.get(first)
+        if entry is None:
+            entry = brokers[first] = BrokerImbalance()
+        entry.preferred += 1
+        if state.leader != first:
+            entry.led_elsewhere.append((topic_id, state))
+    return brokers
+
+
+def _changed(state: PartitionState, leader: int, isr: list[int]) -> PartitionState:
     return PartitionState(
         partition=state.partition,
         replicas=list(state.replicas),

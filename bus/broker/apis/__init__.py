@@ -51,6 +51,7 @@ MODULES = (
     "consumer_group_describe",
     "txn_offset_commit",
     "describe_quorum",
+    "elect_leaders",
 )
 
 
