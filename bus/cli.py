@@ -13,6 +13,7 @@ from bus.tools import (
     console_producer_cmd,
     consumer_groups_cmd,
     consumer_perf_cmd,
+    leader_election_cmd,
     metadata_quorum_cmd,
     producer_perf_cmd,
     topics_cmd,
@@ -28,6 +29,7 @@ COMMANDS = {
     "producer-perf-test": producer_perf_cmd,
     "consumer-perf-test": consumer_perf_cmd,
     "metadata-quorum": metadata_quorum_cmd,
+    "leader-election": leader_election_cmd,
 }
 
 

@@ -252,6 +252,11 @@ class Broker:
                 self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s))
             lifecycle = [self._lifecycle,
                          asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers))]
+            if self.config["auto.leader.rebalance.enable"]:  # only the active controller acts on it
+                imbalance = int(self.config["leader.imbalance.per.broker.percentage"])
+                lifecycle.append(asyncio.create_task(self._every(
+                    int(self.config["leader.imbalance.check.interval.seconds"]),
+                    lambda: self.controller.balance_leaders(imbalance))))
         if self.clustered:
             await self._await_coordinator_topics()
             await self.groups.start()

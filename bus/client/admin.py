@@ -44,6 +44,7 @@ __all__ = [
     "ConfigResourceType",
     "ConfigSynonym",
     "ConsumerGroupDescription",
+    "ElectionType",
     "GroupIdNotFoundError",
     "GroupListing",
     "GroupPartitionLag",
@@ -72,7 +73,7 @@ LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8,
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 15, 16, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 32, 33, 37, 42
 INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
-DESCRIBE_QUORUM = 55
+DESCRIBE_QUORUM, ELECT_LEADERS = 55, 43
 METADATA_TOPIC = "__cluster_metadata"  # the KRaft quorum's one partition
 
 _COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
@@ -315,6 +316,13 @@ class NewPartitions:
 
     total_count: int
     assignments: list[list[int]] | None = None
+
+
+class ElectionType(enum.IntEnum):
+    """Kafka's ElectionType: the preferred replica, or any live replica for a partition without a leader."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 class ConfigResourceType(enum.IntEnum):
@@ -773,6 +781,45 @@ class AdminClient:
 
         results = self._per_topic_controller_call(CREATE_PARTITIONS, build, pending, "results", "create partitions")
         return self._finish(results, raise_on_error)
+
+    def elect_leaders(self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> dict[TopicPartition, AdminError | None]:
+        """Elect leaders (ElectLeaders, Java's Admin.electLeaders): partition -> None (elected) or its error,
+        ELECTION_NOT_NEEDED when a valid leader is already in place. `partitions` None asks for every partition, and
+        then the controller reports only those it tried to elect. NOT_CONTROLLER is retried."""
+        wanted = None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition))
+                                                         for tp in partitions})
+        timeout = self._timeout_ms(timeout_ms)
+
+        def build(s: Any) -> Any:
+            topics = None
+            if wanted is not None:
+                by_topic: dict[str, list[int]] = {}
+                for tp in wanted:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                topics = [s.make("TopicPartitions", topic=t, partitions=ps) for t, ps in by_topic.items()]
+            return s.make("ElectLeadersRequest", election_type=int(election_type), topic_partitions=topics,
+                          timeout=timeout)
+
+        def attempt() -> dict[TopicPartition, AdminError | None]:
+            versions = range(1, 3) if election_type == ElectionType.UNCLEAN else None  # v0 elects preferred only
+            node = self._controller()
+            try:
+                response = request_for(self._conn(node), ELECT_LEADERS, build, versions)
+            except KafkaConnectionError:
+                self._drop(node)
+                raise
+            top = int(getattr(response, "error_code", 0))
+            results = {TopicPartition(r.topic, int(p.partition_id)): (
+                AdminError.of(p.error_code, p.error_message) if int(p.error_code) else None)
+                for r in response.replica_election_results for p in r.partition_result}
+            if top in _CONTROLLER_ERRORS or any(e is not None and e.code in _CONTROLLER_ERRORS
+                                                for e in results.values()):
+                raise _Retry(AdminError(ErrorCode.not_controller))
+            _check(top)
+            return results
+
+        return self._call(attempt, "elect leaders")
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
         return int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
