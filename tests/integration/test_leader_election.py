@@ -3,11 +3,13 @@ leader of an RF=3 topic's partitions comes back, rejoins their ISRs and stays a 
 on unfence) until `bus leader-election --election-type PREFERRED --all-topic-partitions` (sent to a node that is not
 the active controller, so forwarded) moves the leadership back, judged by Metadata (the first replica leads, leader
 epoch bumped), confluent-kafka's and kafka-python's elect_leaders and acks=all produce/consume afterwards; and with
-`leader.imbalance.check.interval.seconds=2` and no command, leadership comes back by itself.
+`leader.imbalance.check.interval.seconds=2` and no command, leadership comes back by itself. On one broker: every
+ElectLeaders version on the wire, and the tool's refusals of bad arguments and bad JSON files.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +20,17 @@ from confluent_kafka import ElectionType, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
+from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersV0
+from kio.schema.elect_leaders.v0.request import TopicPartitions as TopicPartitionsV0
+from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as ElectLeadersV1
+from kio.schema.elect_leaders.v1.request import TopicPartitions as TopicPartitionsV1
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersV2
+from kio.schema.errors import ErrorCode
 
+from tests.integration._support_raw import RawKafka
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_replication import FAST, all_in_sync, partitions_on, read_all
+from tests.support.broker_process import BrokerProcess
 from tests.support.cluster_process import ClusterProcess, until
 
 pytestmark = pytest.mark.slow
@@ -170,3 +180,75 @@ def test_leadership_comes_back_by_itself_with_the_automatic_rebalance(automatic:
         assert entry.leader_epoch > away[partition].leader_epoch
     produce(automatic.bootstrap, 100, 0)
 
+
+
+def partition_codes(response: Any) -> dict[tuple[str, int], ErrorCode]:
+    return {(r.topic, int(p.partition_id)): p.error_code for r in response.replica_election_results
+            for p in r.partition_result}
+
+
+def test_elect_leaders_versions_on_the_wire(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("wire", 2, 1)])["wire"].result(30)
+    timeout = datetime.timedelta(seconds=10)
+    with RawKafka(broker.bootstrap, timeout=15) as raw:
+        # v0 has no election type: preferred. A lone broker's partitions are led by their only replica.
+        v0 = raw.request(ElectLeadersV0(topic_partitions=(
+            TopicPartitionsV0(topic="wire", partitions=(0, 5)), TopicPartitionsV0(topic="nope", partitions=(0,))),
+            timeout=timeout))
+        assert partition_codes(v0) == {("wire", 0): ErrorCode.election_not_needed,
+                                       ("wire", 5): ErrorCode.unknown_topic_or_partition,
+                                       ("nope", 0): ErrorCode.unknown_topic_or_partition}
+        # UNCLEAN only elects where there is no leader.
+        unclean = raw.request(ElectLeadersV1(election_type=1, timeout=timeout, topic_partitions=(
+            TopicPartitionsV1(topic="wire", partitions=(1,)),)))
+        assert unclean.error_code == ErrorCode.none
+        assert partition_codes(unclean) == {("wire", 1): ErrorCode.election_not_needed}
+        # An election type Kafka does not know: the whole request is refused, every partition says so.
+        unknown = raw.request(ElectLeadersV1(election_type=2, timeout=timeout, topic_partitions=(
+            TopicPartitionsV1(topic="wire", partitions=(0, 1)),)))
+        assert unknown.error_code == ErrorCode.invalid_request
+        assert partition_codes(unknown) == {("wire", 0): ErrorCode.invalid_request,
+                                            ("wire", 1): ErrorCode.invalid_request}
+        # Null topic_partitions: every partition; those needing no election are not reported.
+        every = raw.request(ElectLeadersV2(election_type=0, topic_partitions=None, timeout=timeout))
+        assert every.error_code == ErrorCode.none
+        assert "wire" in {r.topic for r in every.replica_election_results}
+        assert partition_codes(every) == {}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--election-type", "PREFERRED", "--all-topic-partitions"], "Missing required option(s): bootstrap-server"),
+    (["--bootstrap-server", "127.0.0.1:1", "--all-topic-partitions"], "Missing required option(s): election-type"),
+    (["--bootstrap-server", "127.0.0.1:1", "--election-type", "best", "--all-topic-partitions"],
+     "Invalid --election-type 'best': one of PREFERRED, UNCLEAN"),
+    (["--bootstrap-server", "127.0.0.1:1", "--election-type", "PREFERRED"],
+     "One and only one of the following options is required: topic, all-topic-partitions, path-to-json-file"),
+    (["--bootstrap-server", "127.0.0.1:1", "--election-type", "PREFERRED", "--all-topic-partitions", "--topic", "t",
+      "--partition", "0"],
+     "One and only one of the following options is required: topic, all-topic-partitions, path-to-json-file"),
+    (["--bootstrap-server", "127.0.0.1:1", "--election-type", "PREFERRED", "--topic", "t"],
+     "Missing required option(s): partition"),
+    (["--bootstrap-server", "127.0.0.1:1", "--election-type", "PREFERRED", "--all-topic-partitions",
+      "--partition", "0"], "Option partition is only allowed if topic is used"),
+])
+def test_bad_arguments_are_refused_with_kafkas_messages(args: list[str], message: str) -> None:
+    result = bus("leader-election", *args)
+    assert result.returncode == 1
+    assert result.stderr.strip() == message and result.stdout == ""
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "Replica election data is empty"),
+    ("{not json", "Replica election data is not valid JSON"),
+    ('{"partition": []}', 'Replica election data is missing "partitions" field'),
+    ('{"partitions": [{"topic": "t"}]}', 'each entry needs a "topic" string and a "partition" integer'),
+    ('{"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}',
+     "Replica election data contains duplicate partitions: t-0"),
+])
+def test_a_bad_json_file_is_refused_before_anything_is_sent(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "election.json"
+    path.write_text(content)
+    result = bus("leader-election", "--bootstrap-server", "127.0.0.1:1", "--election-type", "PREFERRED",
+                 "--path-to-json-file", str(path))
+    assert result.returncode == 1 and message in result.stderr, result.stderr
