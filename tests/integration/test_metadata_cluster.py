@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 from kio.schema.errors import ErrorCode
@@ -121,6 +121,20 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> d
         consumer.close()
 
 
+def create_retrying(admin: AdminClient, topic: NewTopic, timeout: float = 30.0) -> None:
+    """CreateTopics, retried on NOT_CONTROLLER as a client retries a retriable error: on a loaded machine the new
+    active controller may lose its leadership again right after a failover."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.create_topics([topic])[topic.topic].result(timeout)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_CONTROLLER or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def test_a_topic_created_on_any_node_is_on_every_node_and_served_by_its_leaders(cluster: ClusterProcess) -> None:
     leader = cluster.leader()
     follower = next(node for node in cluster.running() if node is not cluster[leader])
@@ -177,7 +191,7 @@ def test_the_active_controller_killed_keeps_every_committed_change_and_a_new_one
           "the killed broker fenced")
     survivor_bootstrap = ",".join(node.bootstrap for node in survivors)
     admin = AdminClient({"bootstrap.servers": survivor_bootstrap})  # no connection to the killed node yet
-    admin.create_topics([NewTopic("after", num_partitions=2, replication_factor=1)])["after"].result(30)
+    create_retrying(admin, NewTopic("after", num_partitions=2, replication_factor=1))
     after = everywhere(cluster, "after", 2)
     assert old not in after[1].values()  # a fenced broker gets no new partitions
     # The fenced broker's partitions (one replica each) have no leader until it returns; the others keep theirs.

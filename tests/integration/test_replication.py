@@ -235,7 +235,7 @@ def test_a_paused_follower_leaves_the_isr_and_comes_back(cluster: ClusterProcess
         producer.send("paused", b"after the shrink", partition=0).get(timeout=20)
     finally:
         cluster[follower].proc.send_signal(signal.SIGCONT)
-    until(lambda: all_in_sync(cluster, "paused", 1, 3), 30, "the follower back in the ISR")
+    until(lambda: all_in_sync(cluster, "paused", 1, 3), 60, "the follower back in the ISR")
     producer.close()
 
 
