@@ -27,6 +27,7 @@ from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from bus.broker.replica_manager import HIGH_WATERMARK_CHECKPOINT, ReplicaManager
 from bus.broker.socket_server import SocketServer
+from bus.broker.txn_marker_channel import TxnMarkerChannel
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
@@ -196,6 +197,11 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
                                                    self.metadata, self.producer_ids)
         self.transactions.completion_listeners.append(self.groups.complete_transaction)
+        self.markers: TxnMarkerChannel | None = None
+        if self.channel is not None:  # a node of a quorum: a transaction's partitions may be led by other nodes
+            self.markers = TxnMarkerChannel(self.node_id, lambda: self.controller.image, self._replication_endpoint,
+                                            int(config["request.timeout.ms"]) / 1000)
+            self.transactions.markers = self.markers
         # Coordinators follow leadership of their topics' partitions: load on election, unload on resignation.
         self.replicas.leadership_listeners += [self.groups.loads.on_leadership, self.transactions.loads.on_leadership]
         if self.clustered:  # the active controller creates the coordinators' topics; they load after start
@@ -369,6 +375,8 @@ class Broker:
             task.cancel()
         self.transactions.stop()
         self.consumer_groups.stop()
+        if self.markers is not None:
+            await self.markers.close()
         if self.channel is not None:
             await self.channel.close()
         if self.fetchers is not None:

@@ -56,6 +56,14 @@ class PartitionWriter(Protocol):
         ...
 
 
+class MarkerSender(Protocol):
+    """Writes a transaction marker into a partition another node leads (Kafka's TransactionMarkerChannelManager)."""
+
+    async def write(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """Return once the partition's leader has the marker replicated (or the partition no longer exists)."""
+        ...
+
+
 class MetadataView(Protocol):
     """The cluster as the controller's committed metadata describes it, seen from this node."""
 

@@ -91,7 +91,7 @@ class PartitionLoads:
             return
         del self.loading[partition]
         self.active.add(partition)
-        log.info("%s-%d loaded: this node now coordinates its keys", self.topic, partition)
+        log.debug("%s-%d loaded: this node now coordinates its keys", self.topic, partition)
 
     def resign(self, partition: int) -> None:
         """Stop serving the partition: a load in progress is cancelled, and what was loaded is dropped."""

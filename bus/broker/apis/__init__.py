@@ -50,6 +50,7 @@ MODULES = (
     "consumer_group_heartbeat",
     "consumer_group_describe",
     "txn_offset_commit",
+    "write_txn_markers",
     "describe_quorum",
     "elect_leaders",
 )

@@ -236,7 +236,8 @@ class GroupCoordinator:
             self._install(group_id, value)
             self.offsets.load(group_id, group_offsets)
             loaded += 1
-        log.info("loaded %d groups from %d records of __consumer_offsets-%d", loaded, count, partition)
+        if count:
+            log.info("loaded %d groups from %d records of __consumer_offsets-%d", loaded, count, partition)
 
     def _unload_partition(self, partition: int) -> None:
         """This node no longer coordinates the partition's groups: members waiting on a join or sync are told

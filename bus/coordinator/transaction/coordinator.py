@@ -24,7 +24,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from bus.coordinator.interfaces import MetadataView, PartitionWriter, ProducerIdSource, TopicCreator
+from bus.coordinator.interfaces import MarkerSender, MetadataView, PartitionWriter, ProducerIdSource, TopicCreator
 from bus.coordinator.internal_topic import InternalTopic
 from bus.coordinator.partition_loads import PartitionLoads
 from bus.coordinator.partitioning import partition_for
@@ -105,6 +105,8 @@ class TransactionCoordinator:
         self._writing: set[str] = set()  # ids whose state change waits for its followers
         self._background: dict[str, asyncio.Task[None]] = {}  # completions and aborts still running, by id
         self._tasks: list[asyncio.Task[None]] = []
+        # Markers for partitions other nodes lead (a node of a cluster); None: every partition is local.
+        self.markers: MarkerSender | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -138,7 +140,8 @@ class TransactionCoordinator:
         for md in loaded:
             if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 self._complete(md, commit=md.state is TxnState.PREPARE_COMMIT)
-        log.info("loaded %d transactional ids from %s-%d", len(loaded), TOPIC, partition)
+        if found:
+            log.info("loaded %d transactional ids from %s-%d", len(loaded), TOPIC, partition)
 
     def _unload_partition(self, partition: int) -> None:
         """Another node coordinates these ids now: forget them, and stop completing their transactions (the new
@@ -251,20 +254,35 @@ class TransactionCoordinator:
     def _snapshot(md: TxnMetadata) -> TxnMetadata:
         return dataclasses.replace(md, partitions=set(md.partitions))
 
-    def _write_markers(self, md: TxnMetadata, commit: bool) -> list[asyncio.Future[None]]:
-        """Write the markers; returns those still waiting for their partition's followers."""
-        waiting = []
+    def _write_markers(self, md: TxnMetadata, commit: bool) -> list[Awaitable[None]]:
+        """Write the markers of the partitions led here, and send the others to their leaders; returns what is
+        still to be written or replicated."""
+        waiting: list[Awaitable[None]] = []
         for topic, index in sorted(md.partitions):
             try:
                 offset = self.writer.write_marker(topic, index, md.producer_id, md.producer_epoch, commit)
                 future = self.writer.committed(topic, index, offset + 1)
             except KafkaApiError:
-                log.warning("transaction %s: partition %s-%d is not led here; no marker written",
-                            md.transactional_id, topic, index)
+                if self.markers is not None:
+                    waiting.append(self.markers.write(topic, index, md.producer_id, md.producer_epoch, commit))
+                else:
+                    log.warning("transaction %s: partition %s-%d is gone; no marker written",
+                                md.transactional_id, topic, index)
                 continue
             if future is not None:
-                waiting.append(future)
+                waiting.append(self._replicated_marker(future, md, topic, index, commit))
         return waiting
+
+    async def _replicated_marker(self, future: asyncio.Future[None], md: TxnMetadata, topic: str, index: int,
+                                 commit: bool) -> None:
+        """A marker written here, once replicated; if this node lost the partition first, written again by its
+        new leader (the marker may not have reached it)."""
+        try:
+            await future
+        except KafkaApiError:
+            if self.markers is None:
+                raise
+            await self.markers.write(topic, index, md.producer_id, md.producer_epoch, commit)
 
     def _complete(self, md: TxnMetadata, commit: bool) -> None:
         """Write the markers and then the Complete state; once the markers are replicated when they must be."""
@@ -288,7 +306,7 @@ class TransactionCoordinator:
 
         task.add_done_callback(done)
 
-    async def _complete_replicated(self, md: TxnMetadata, commit: bool, waiting: list[asyncio.Future[None]]) -> None:
+    async def _complete_replicated(self, md: TxnMetadata, commit: bool, waiting: list[Awaitable[None]]) -> None:
         results = await asyncio.gather(*waiting, return_exceptions=True)
         for failure in (r for r in results if isinstance(r, BaseException)):
             log.warning("transaction %s: a marker was not replicated (%s)", md.transactional_id, failure)
