@@ -24,7 +24,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -68,23 +68,26 @@ class CachedPartition:
         told = (read.high_watermark, read.last_stable_offset, read.log_start_offset)
         changed = told != (self.high_watermark, self.last_stable_offset, self.log_start_offset)
         self.high_watermark, self.last_stable_offset, self.log_start_offset = told
-        if read.error or read.diverging:
+        news = read.error != ErrorCode.none or read.diverging is not None
+        if news:
             # Repeated until it clears, then the state is sent again: a follower that truncated after a diverging
             # epoch learns the high watermark it did not apply with it.
             self.high_watermark = -1
-        return read.records > 0 or read.error != 0 or read.diverging or changed
+        return news or len(read.records) > 0 or changed
 
 
 class ReadResult(NamedTuple):
-    """What one read of a session partition found, to compare with what the client was last told."""
+    """What one read of a fetch's partition found: its response entry's content, which a session compares with
+    what the client was last told."""
 
     partition: CachedPartition
-    records: int  # bytes read
-    error: int
+    records: bytes
+    error: ErrorCode
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    diverging: bool = False  # a diverging epoch answered (KIP-320): always sent, as an error is
+    aborted: list[Any] | None = None  # AbortedTransaction entries, for read_committed fetches
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) where the fetcher's log leaves ours (KIP-320)
 
 
 class FetchSession:
@@ -192,7 +195,7 @@ class FetchContext:
     def session_id(self) -> int:
         return self.session.id if self.session is not None else INVALID_SESSION_ID
 
-    def select(self, results: list[ReadResult]) -> list[CachedPartition]:
+    def select(self, results: list[ReadResult]) -> list[ReadResult]:
         """The partitions the response carries. A full fetch carries all and may open a session; an
         incremental one only those with news, which move to the end of the session's order for fairness."""
         if not self.incremental:
@@ -201,11 +204,11 @@ class FetchContext:
             if self.wants_session:
                 self.session = self.cache.maybe_create([read.partition for read in results], self.uses_topic_ids,
                                                        privileged=self.privileged)
-            return [read.partition for read in results]
+            return results
         assert self.session is not None
-        chosen = [read.partition for read in results if read.partition.must_respond(read)]
-        for part in chosen:
-            self.session.partitions.move_to_end(part.key(self.uses_topic_ids))
+        chosen = [read for read in results if read.partition.must_respond(read)]
+        for read in chosen:
+            self.session.partitions.move_to_end(read.partition.key(self.uses_topic_ids))
         return chosen
 
 

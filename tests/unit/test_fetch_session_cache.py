@@ -3,6 +3,8 @@ privileged, so consumers coming and going never cost replication its incremental
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from bus.broker.fetch_sessions import CachedPartition, FetchSessionCache, ReadResult, new_context
 
 
@@ -61,12 +63,14 @@ def test_a_diverging_epoch_is_answered_like_an_error() -> None:
     cache = FetchSessionCache(2)
     wanted = CachedPartition("t", None, 0, 8, 1024, 3, last_fetched_epoch=3)
     full = new_context(cache, 0, 0, False, [wanted], [], from_follower=True)
-    assert full.select([ReadResult(wanted, 0, 0, 5, 5, 0, diverging=True)]) == [wanted]
+    diverged = ReadResult(wanted, b"", ErrorCode.none, 5, 5, 0, diverging=(3, 5))
+    assert full.select([diverged]) == [diverged]
     session = full.session
     assert session is not None
     truncated = CachedPartition("t", None, 0, 5, 1024, 3, last_fetched_epoch=3)
     incremental = new_context(cache, session.id, session.epoch, False, [truncated], [])
     cached = incremental.partitions[0]
-    assert incremental.select([ReadResult(cached, 0, 0, 5, 5, 0)]) == [cached]  # same high watermark, sent again
+    again = ReadResult(cached, b"", ErrorCode.none, 5, 5, 0)
+    assert incremental.select([again]) == [again]  # the same high watermark, sent again
     idle = new_context(cache, session.id, session.epoch, False, [], [])
-    assert idle.select([ReadResult(cached, 0, 0, 5, 5, 0)]) == []
+    assert idle.select([ReadResult(cached, b"", ErrorCode.none, 5, 5, 0)]) == []

@@ -140,11 +140,12 @@ def test_the_leaders_session_follows_the_handlers() -> None:
         assert context.error == ErrorCode.none
         assert {(p.topic, p.partition): p.fetch_offset for p in context.partitions} == {
             (tp.topic, tp.partition): f.fetch_offset for tp, f in wanted.items()}
-        results = [ReadResult(p, 0, 0, step, step, 0) for p in context.partitions]
+        results = [ReadResult(p, b"", ErrorCode.none, step, step, 0) for p in context.partitions]
         answered = context.select(results)
         session_id = context.session_id
         assert handler.handle_response(fetch, ErrorCode.none, session_id,
-                                       [TopicPartition(p.topic or "", p.partition) for p in answered])
+                                       [TopicPartition(r.partition.topic or "", r.partition.partition)
+                                        for r in answered])
         # One partition moves per round; every third round one is forgotten and comes back the next.
         wanted = dict(wanted)
         wanted[A0] = at(step)

@@ -90,21 +90,32 @@ def _diverging(partition: Partition, want: CachedPartition) -> tuple[int, int] |
     return None
 
 
+def _visible_end(partition: Partition, replica: int, committed: bool) -> int:
+    """Where a fetch may read to: a follower to the log end, a consumer to the high watermark or, read_committed,
+    the last stable offset."""
+    if replica >= 0:
+        return partition.log.log_end_offset
+    return partition.last_stable_offset if committed else partition.high_watermark
+
+
 class _Read:
-    """One pass over a fetch's partitions: the response entry of each, bytes read and any error."""
+    """One pass over a fetch's partitions: what each has (bytes read, error, offsets) and the totals.
+
+    Response entries are built only for the partitions a response carries (`_entry`): an incremental session
+    reads every partition it holds, and most have no news."""
 
     def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition], replica: int = -1,
                  *, first: bool = False) -> None:
         """`replica`: the fetching follower, -1 for a consumer; `first`: the pass that reports the follower's
         position to the leader (a long poll reads again later with the same offsets)."""
         replicas = ctx.replicas
-        committed = request.isolation_level == READ_COMMITTED
+        self.replica = replica
+        self.committed = committed = request.isolation_level == READ_COMMITTED
         budget = request.max_bytes
         self.total = 0
         self.failed = False
         self.partitions: list[Partition] = []
         self.results: list[ReadResult] = []
-        self.data: dict[int, Any] = {}
         for want in wanted:
             try:
                 name = topic_name_for(ctx, want.topic, want.topic_id)
@@ -112,7 +123,7 @@ class _Read:
                     raise PartitionError(ErrorCode.unknown_topic_id)
                 partition = replicas.get(name, want.partition)
             except PartitionError as exc:
-                self._add(ctx, want, exc.code, -1, -1, -1, b"", None)
+                self._add(ReadResult(want, b"", exc.code, -1, -1, -1))
                 continue
             self.partitions.append(partition)
             code = ErrorCode.none
@@ -123,11 +134,10 @@ class _Read:
                 diverging = _diverging(partition, want)
                 if replica >= 0 and first and diverging is None:
                     replicas.follower_fetched(partition, replica, want.fetch_offset)
-                high_watermark = partition.high_watermark
-                stable = partition.last_stable_offset
                 limit = min(want.max_bytes, budget)
-                if diverging is None and (limit > 0 or self.total == 0):
-                    end = partition.log.log_end_offset if replica >= 0 else stable if committed else high_watermark
+                end = _visible_end(partition, replica, committed)
+                # At the end there is nothing to read (most of a session's partitions, most of the time).
+                if diverging is None and want.fetch_offset != end and (limit > 0 or self.total == 0):
                     result = partition.read(want.fetch_offset, max(limit, 0), max_offset=end,
                                             min_one_batch=self.total == 0)
                     records = bytes(result.data)
@@ -135,7 +145,6 @@ class _Read:
                 code = ErrorCode.offset_out_of_range
             except PartitionError as exc:
                 code = exc.code
-            high_watermark = partition.high_watermark
             stable = partition.last_stable_offset
             aborted = None
             if committed:
@@ -143,30 +152,39 @@ class _Read:
                            for t in _aborted_in(partition, want.fetch_offset, stable, records)]
             self.total += len(records)
             budget -= len(records)
-            self._add(ctx, want, code, high_watermark, stable, partition.log_start_offset, records, aborted,
-                      diverging)
+            self._add(ReadResult(want, records, code, partition.high_watermark, stable, partition.log_start_offset,
+                                 aborted, diverging))
+        self.ends = self.visible_ends()
 
-    def _add(self, ctx: RequestContext, want: CachedPartition, code: ErrorCode, high_watermark: int, stable: int,
-             log_start: int, records: bytes, aborted: list[Any] | None,
-             diverging: tuple[int, int] | None = None) -> None:
-        self.failed |= code != ErrorCode.none or diverging is not None
-        self.results.append(ReadResult(want, len(records), code.value, high_watermark, stable, log_start,
-                                       diverging is not None))
-        extra = {}
-        if diverging is not None:
-            extra["diverging_epoch"] = ctx.make("EpochEndOffset", epoch=diverging[0], end_offset=diverging[1])
-        self.data[id(want)] = ctx.make("PartitionData", partition_index=want.partition, error_code=code,
-                                       high_watermark=high_watermark, last_stable_offset=stable,
-                                       log_start_offset=log_start, aborted_transactions=aborted,
-                                       preferred_read_replica=-1, records=records, **extra)
+    def _add(self, result: ReadResult) -> None:
+        self.failed |= result.error != ErrorCode.none or result.diverging is not None
+        self.results.append(result)
+
+    def visible_ends(self) -> list[int]:
+        """Where each partition read may read to now: unchanged since the read, a new read finds nothing new."""
+        return [_visible_end(partition, self.replica, self.committed) for partition in self.partitions]
+
+
+
+def _entry(ctx: RequestContext, result: ReadResult) -> Any:
+    """The response's PartitionData for one partition read."""
+    extra = {}
+    if result.diverging is not None:
+        epoch, end_offset = result.diverging
+        extra["diverging_epoch"] = ctx.make("EpochEndOffset", epoch=epoch, end_offset=end_offset)
+    return ctx.make("PartitionData", partition_index=result.partition.partition, error_code=result.error,
+                    high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
+                    log_start_offset=result.log_start_offset, aborted_transactions=result.aborted,
+                    preferred_read_replica=-1, records=result.records, **extra)
 
 
 def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) -> Any:
     if context.error != ErrorCode.none or read is None:
         return ctx.make("FetchResponse", throttle_time=0, error_code=context.error, session_id=0, responses=[])
     topics: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
-    for part in context.select(read.results):
-        topics.setdefault((part.topic, part.topic_id), []).append(read.data[id(part)])
+    for result in context.select(read.results):
+        part = result.partition
+        topics.setdefault((part.topic, part.topic_id), []).append(_entry(ctx, result))
     responses = [ctx.make("FetchableTopicResponse", topic=name or "", topic_id=topic_id, partitions=parts)
                  for (name, topic_id), parts in topics.items()]
     return ctx.make("FetchResponse", throttle_time=0, error_code=ErrorCode.none, session_id=context.session_id,
@@ -193,5 +211,13 @@ async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, r
     delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED,
                                            replica=replica >= 0)
     await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic(),
-                               lambda: _Read(ctx, request, context.partitions, replica).total)
+                               lambda: _recheck(ctx, request, context, read))
     return _response(ctx, context, _Read(ctx, request, context.partitions, replica))
+
+
+def _recheck(ctx: RequestContext, request: Any, context: FetchContext, read: _Read) -> int:
+    """The bytes a fetch finds once parked (see fetch_purgatory.wait): read again only if a partition's
+    readable end moved since the first read, which in a session of many quiet partitions is rare."""
+    if read.visible_ends() == read.ends:
+        return read.total
+    return _Read(ctx, request, context.partitions, read.replica).total
