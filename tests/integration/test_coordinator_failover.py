@@ -187,6 +187,9 @@ def test_a_kafka_python_group_rediscovers_its_coordinator(cluster: ClusterProces
 # -- transactions -------------------------------------------------------------------------------------------
 
 
+APP_GROUP = "ledger-app"
+
+
 def transactional_producer(cluster: ClusterProcess, transactional_id: str) -> Producer:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
                          "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
@@ -194,11 +197,20 @@ def transactional_producer(cluster: ClusterProcess, transactional_id: str) -> Pr
     return producer
 
 
-def produce_transaction(producer: Producer, topic: str, first: int, count: int, *, commit: bool = True) -> None:
+def produce_transaction(cluster: ClusterProcess, producer: Producer, topic: str, first: int, count: int, *,
+                        consumed: int, commit: bool = True) -> None:
+    """Records `first`..`first + count` and, in the same transaction, the consume position `consumed` of the
+    group APP_GROUP on `topic`-0 (consume-transform-produce's TxnOffsetCommit)."""
     producer.begin_transaction()
     for n in range(first, first + count):
         producer.produce(topic, b"t%06d" % n, partition=n % TOPIC_PARTITIONS)
     assert producer.flush(60) == 0
+    group = confluent_consumer(cluster, APP_GROUP)
+    try:
+        producer.send_offsets_to_transaction([ConfluentPartition(topic, 0, consumed)],
+                                             group.consumer_group_metadata(), 60)
+    finally:
+        group.close()
     if commit:
         producer.commit_transaction(60)
 
@@ -229,16 +241,21 @@ def test_transactions_survive_the_kill_of_their_coordinator(cluster: ClusterProc
     create(cluster, "ledger", TOPIC_PARTITIONS, 3)  # partitions led by every node: markers cross nodes
     transactional_id = "failover-txn"
     first = transactional_producer(cluster, transactional_id)
-    produce_transaction(first, "ledger", 0, 30)
-    produce_transaction(first, "ledger", 30, 30, commit=False)  # in the log, never committed
+    produce_transaction(cluster, first, "ledger", 0, 30, consumed=10)
+    produce_transaction(cluster, first, "ledger", 30, 30, consumed=999, commit=False)  # in the log, never committed
 
     kill_coordinator(cluster, "__transaction_state", transactional_id)
     second = transactional_producer(cluster, transactional_id)  # the new coordinator aborts the open one
-    produce_transaction(second, "ledger", 60, 30)
-    produce_transaction(second, "ledger", 90, 30)
+    produce_transaction(cluster, second, "ledger", 60, 30, consumed=20)
+    produce_transaction(cluster, second, "ledger", 90, 30, consumed=30)
     with pytest.raises(KafkaException):
         first.commit_transaction(10)  # fenced by the re-initialised producer
 
     values = read_committed(cluster, "ledger", 90)
     expected = {b"t%06d" % n for n in (*range(0, 30), *range(60, 120))}
     assert sorted(values) == sorted(expected)  # every committed record exactly once, nothing aborted
+    app = confluent_consumer(cluster, APP_GROUP)
+    try:  # the offsets committed with the last transaction, not those of the aborted one
+        assert [tp.offset for tp in app.committed([ConfluentPartition("ledger", 0)], timeout=30)] == [30]
+    finally:
+        app.close()

@@ -203,6 +203,8 @@ class GroupCoordinator:
         self.loads.close()
         if self._expiry_task:
             self._expiry_task.cancel()
+        for task in self._stores:
+            task.cancel()
         for timer in self._join_timers.values():
             timer.handle.cancel()
         for handle in [*self._sync_timers.values(), *self._pending_timers.values()]:
