@@ -8,9 +8,12 @@ a read_committed consumer sees every committed record exactly once.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -259,3 +262,33 @@ def test_transactions_survive_the_kill_of_their_coordinator(cluster: ClusterProc
         assert [tp.offset for tp in app.committed([ConfluentPartition("ledger", 0)], timeout=30)] == [30]
     finally:
         app.close()
+
+
+def test_an_offset_commit_is_acknowledged_only_once_the_followers_have_it(cluster: ClusterProcess) -> None:
+    """Kafka's coordinators write with acks=-1: with both followers of the group's partition paused, a commit
+    waits (an answer at once could be lost with the leader); once they fetch again it is acknowledged."""
+    create(cluster, "paused-commits", 1, 3)
+    group = "acks-all-commits"
+    coordinator = leader_of(cluster, "__consumer_offsets", partition_for(group, INTERNAL_PARTITIONS))
+    consumer = Consumer({"bootstrap.servers": cluster[coordinator.leader_id].bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    committed: list[Any] = []
+    followers = [r for r in coordinator.replica_nodes if r != coordinator.leader_id]
+    try:
+        consumer.commit(offsets=[ConfluentPartition("paused-commits", 0, 5)], asynchronous=False)  # warmed up
+        for follower in followers:
+            cluster[follower].proc.send_signal(signal.SIGSTOP)
+        try:
+            commit = threading.Thread(target=lambda: committed.append(consumer.commit(
+                offsets=[ConfluentPartition("paused-commits", 0, 7)], asynchronous=False)))
+            commit.start()
+            commit.join(1.0)
+            assert committed == []  # not acknowledged while no follower has it
+        finally:
+            for follower in followers:
+                cluster[follower].proc.send_signal(signal.SIGCONT)
+        commit.join(30)
+        [[acknowledged]] = committed
+        assert (acknowledged.offset, acknowledged.error) == (7, None)
+    finally:
+        consumer.close()
