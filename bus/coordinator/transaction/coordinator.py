@@ -181,7 +181,11 @@ class TransactionCoordinator:
                     and md.transactional_id not in self._writing):
                 log.info("aborting transaction %s (producer %d) after its %d ms timeout",
                          md.transactional_id, md.producer_id, md.timeout_ms)
-                self._fence_and_abort(md)
+                try:
+                    self._fence_and_abort(md)
+                except TxnError as exc:  # left Ongoing as it was: the next pass tries again
+                    log.warning("could not abort transaction %s: %s", md.transactional_id, exc.code.name)
+                    continue
                 aborted.append(md.transactional_id)
         return aborted
 
@@ -324,9 +328,10 @@ class TransactionCoordinator:
         except KafkaApiError as exc:
             log.warning("transaction %s: its Complete state was not written: %s", md.transactional_id, exc.code.name)
 
-    def _end(self, md: TxnMetadata, commit: bool) -> Answer[None]:
-        """Persist the decision (Prepare); once it is committed, complete the transaction."""
-        before = self._snapshot(md)
+    def _end(self, md: TxnMetadata, commit: bool, before: TxnMetadata | None = None) -> Answer[None]:
+        """Persist the decision (Prepare); once it is committed, complete the transaction. `before`: the state to
+        restore should the write fail, if `md` was changed already."""
+        before = before or self._snapshot(md)
         md.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         return self._transition(md, before, lambda: self._complete(md, commit))
 
@@ -338,9 +343,10 @@ class TransactionCoordinator:
         with its old epoch and carry on as if nothing happened. Nobody waits for the answer: a write that
         must be replicated finishes in the background.
         """
+        before = self._snapshot(md)
         md.last_producer_epoch = -1
         md.producer_epoch += 1
-        result = self._end(md, commit=False)
+        result = self._end(md, commit=False, before=before)
         if inspect.isawaitable(result):
             self._in_background(md.transactional_id, result)
 
