@@ -3,8 +3,10 @@
 - **Throughput**: confluent-kafka producing `--records` records of 100 bytes (linger.ms 5) to a 3-partition topic
   with 3 replicas and acks=all, against the same to a 3-partition topic with 1 replica and acks=1 (the ratio is
   the figure; target >= 0.5).
-- **Latency**: a paced producer (1,000 records/s for `--seconds`) with acks=all on the replicated topic: p50 and
-  p99 from produce() to its delivery report.
+- **Latency**: one acks=all record at a time on the replicated topic (median of 50, the replication cycle at
+  idle), then a paced producer (1,000 records/s for `--seconds`, linger.ms 0) with acks=all: p50 and p99 from
+  produce() to its delivery report. The internal topics (50 + 50 partitions, 3 replicas) exist first, as on a
+  cluster in use: every follower fetch session holds their partitions too.
 - **Partition leader election**: SIGKILL the node leading a partition of the replicated topic and time until a
   surviving node's Metadata names a new leader (polled every 20 ms), at Kafka's default broker session timeout
   (9 s) and at a low one (1.5 s, heartbeats every 250 ms): the controller fences the dead broker when its
@@ -34,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewTopic
 
@@ -174,6 +176,36 @@ def throughput(bootstrap: str, topic: str, acks: str, records: int) -> float:
     return records / (time.perf_counter() - started)
 
 
+def create_internal_topics(bootstrap: str) -> None:
+    """__consumer_offsets and __transaction_state, which the brokers create on first use (a group's coordinator,
+    a transactional producer's)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmark"})
+    consumer.subscribe(["replicated"])
+    deadline = time.monotonic() + 60
+    while not consumer.assignment():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the benchmark's consumer group never got its assignment")
+        consumer.poll(0.5)
+    consumer.close()
+    Producer({"bootstrap.servers": bootstrap, "transactional.id": "benchmark"}).init_transactions(60)
+
+
+def one_at_a_time(bootstrap: str, topic: str, count: int = 50) -> list[float]:
+    """Milliseconds for each of `count` acks=all records sent alone (the next after the previous is delivered)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer.produce(topic, VALUE)
+    producer.flush(30)
+    out = []
+    for i in range(count):
+        sent = time.perf_counter()
+        producer.produce(topic, VALUE, partition=i % 3)
+        if producer.flush(30):
+            raise RuntimeError("an acks=all record was not delivered within 30 s")
+        out.append((time.perf_counter() - sent) * 1000)
+        time.sleep(0.05)
+    return out
+
+
 def latencies(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> list[float]:
     """Milliseconds from produce() to the delivery report of acks=all records sent at `rate` per second."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
@@ -248,10 +280,14 @@ def data_path(records: int, seconds: float) -> None:
     try:
         _create(cluster.bootstrap, "single", 1)
         _create(cluster.bootstrap, "replicated", 3)
+        create_internal_topics(cluster.bootstrap)
         single = throughput(cluster.bootstrap, "single", "1", records)
         replicated = throughput(cluster.bootstrap, "replicated", "all", records)
         print(f"throughput, {records} records of 100 B: acks=1 RF=1 {single:,.0f}/s, acks=all RF=3 "
               f"{replicated:,.0f}/s, ratio {replicated / single:.2f} (target >= 0.5)", flush=True)
+        alone = one_at_a_time(cluster.bootstrap, "replicated")
+        print(f"acks=all RF=3 latency of a record sent alone: median {statistics.median(alone):.1f} ms, "
+              f"max {max(alone):.1f} ms (50 records)", flush=True)
         lat = sorted(latencies(cluster.bootstrap, "replicated", seconds))
         p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
         print(f"acks=all RF=3 latency at 1,000 records/s for {seconds:.0f} s: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
