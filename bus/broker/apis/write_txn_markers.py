@@ -21,7 +21,7 @@ from bus.coordinator.group.offset_store import OFFSETS_TOPIC
 from bus.protocol.errors import KafkaApiError
 
 API_KEY = 27
-MIN_VERSION = 0
+MIN_VERSION = 1  # kio has no v0 schema; Kafka 4 dropped v0 too (KIP-896)
 MAX_VERSION = 1
 
 Outcome = ErrorCode | Awaitable[ErrorCode]
