@@ -116,6 +116,7 @@ class _Read:
         self.failed = False
         self.partitions: list[Partition] = []
         self.results: list[ReadResult] = []
+        self.ends: list[int] = []  # each partition's readable end as this read found it
         for want in wanted:
             try:
                 name = topic_name_for(ctx, want.topic, want.topic_id)
@@ -126,6 +127,8 @@ class _Read:
                 self._add(ReadResult(want, b"", exc.code, -1, -1, -1))
                 continue
             self.partitions.append(partition)
+            end = _visible_end(partition, replica, committed)
+            self.ends.append(end)
             code = ErrorCode.none
             records = b""
             diverging = None
@@ -135,7 +138,6 @@ class _Read:
                 if replica >= 0 and first and diverging is None:
                     replicas.follower_fetched(partition, replica, want.fetch_offset)
                 limit = min(want.max_bytes, budget)
-                end = _visible_end(partition, replica, committed)
                 # At the end there is nothing to read (most of a session's partitions, most of the time).
                 if diverging is None and want.fetch_offset != end and (limit > 0 or self.total == 0):
                     result = partition.read(want.fetch_offset, max(limit, 0), max_offset=end,
@@ -154,7 +156,6 @@ class _Read:
             budget -= len(records)
             self._add(ReadResult(want, records, code, partition.high_watermark, stable, partition.log_start_offset,
                                  aborted, diverging))
-        self.ends = self.visible_ends()
 
     def _add(self, result: ReadResult) -> None:
         self.failed |= result.error != ErrorCode.none or result.diverging is not None
@@ -163,7 +164,6 @@ class _Read:
     def visible_ends(self) -> list[int]:
         """Where each partition read may read to now: unchanged since the read, a new read finds nothing new."""
         return [_visible_end(partition, self.replica, self.committed) for partition in self.partitions]
-
 
 
 def _entry(ctx: RequestContext, result: ReadResult) -> Any:
