@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -26,9 +27,9 @@ from bus.protocol.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PartitionFetch:
-    """What a fetch asks of one partition (Kafka's FetchRequest.PartitionData); a change is sent again."""
+class PartitionFetch(NamedTuple):
+    """What a fetch asks of one partition (Kafka's FetchRequest.PartitionData); a change is sent again. A tuple:
+    one is built per followed partition per fetch, and compared with the last one sent."""
 
     fetch_offset: int
     log_start_offset: int

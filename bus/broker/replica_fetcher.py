@@ -307,9 +307,8 @@ class _Fetcher:
 
     def _partition_fetch(self, partition: Partition) -> PartitionFetch:
         log_ = partition.log
-        return PartitionFetch(fetch_offset=log_.log_end_offset, log_start_offset=log_.log_start_offset,
-                              max_bytes=self.settings.fetch_max_bytes, current_leader_epoch=partition.leader_epoch,
-                              last_fetched_epoch=log_.latest_epoch)
+        return PartitionFetch(log_.log_end_offset, log_.log_start_offset, self.settings.fetch_max_bytes,
+                              partition.leader_epoch, log_.latest_epoch)
 
     def _fetch_request(self, fetch: SessionFetch) -> Any:
         shapes = request_shapes(FETCH, FETCH_VERSION)
