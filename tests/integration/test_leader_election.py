@@ -31,31 +31,21 @@ from tests.integration._support_raw import RawKafka
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_replication import FAST, all_in_sync, partitions_on, read_all
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, until
+from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "preferred"
 
 
-def started(tmp_path: Path, overrides: dict[str, str]) -> Iterator[ClusterProcess]:
-    nodes = ClusterProcess(tmp_path, 3, {**FAST, **overrides})
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
-
-
 @pytest.fixture
 def manual(tmp_path: Path) -> Iterator[ClusterProcess]:
-    yield from started(tmp_path, {"auto.leader.rebalance.enable": "false"})
+    yield from started_cluster(tmp_path, 3, {**FAST, "auto.leader.rebalance.enable": "false"})
 
 
 @pytest.fixture
 def automatic(tmp_path: Path) -> Iterator[ClusterProcess]:
-    yield from started(tmp_path, {"leader.imbalance.check.interval.seconds": "2"})
+    yield from started_cluster(tmp_path, 3, {**FAST, "leader.imbalance.check.interval.seconds": "2"})
 
 
 def leaders(cluster: ClusterProcess) -> dict[int, Any] | None:

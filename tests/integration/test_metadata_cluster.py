@@ -24,7 +24,7 @@ from bus.client.admin import AdminClient as BusAdmin
 from bus.protocol.records import Record, build_batch
 from tests.integration._support_raw import RawKafka, metadata_request, produce_error
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, until
+from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +32,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
     # Short broker sessions, so that a killed broker is fenced within the test (Kafka's defaults: 9 s and 2 s).
-    nodes = ClusterProcess(tmp_path, 3, {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
+    yield from started_cluster(tmp_path, 3, {"broker.session.timeout.ms": "3000",
+                                             "broker.heartbeat.interval.ms": "500"})
 
 
 def topic_on(node: BrokerProcess, name: str) -> tuple[uuid.UUID, dict[int, int]] | None:

@@ -25,7 +25,7 @@ from bus.broker.network_client import NodeConnection
 from bus.protocol.messages import request_shapes
 from tests.integration._support_raw import RawKafka, metadata_request
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, until
+from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +35,8 @@ SESSION_S = 3.0
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
     # Short broker sessions, so that a killed broker is fenced within the test (Kafka's defaults: 9 s and 2 s).
-    nodes = ClusterProcess(tmp_path, 3, {"broker.session.timeout.ms": str(int(SESSION_S * 1000)),
-                                         "broker.heartbeat.interval.ms": "500"})
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
+    yield from started_cluster(tmp_path, 3, {"broker.session.timeout.ms": str(int(SESSION_S * 1000)),
+                                             "broker.heartbeat.interval.ms": "500"})
 
 
 def node_id(node: BrokerProcess) -> int:

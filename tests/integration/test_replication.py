@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from bus.protocol.records import Record, build_batch
 from tests.integration._support_raw import RawKafka, metadata_request, produce_error
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, until
+from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 
@@ -45,19 +45,9 @@ FAST = {
 }
 
 
-def _cluster(tmp_path: Path, size: int) -> Iterator[ClusterProcess]:
-    nodes = ClusterProcess(tmp_path, size, FAST)
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
-    yield from _cluster(tmp_path, 3)
+    yield from started_cluster(tmp_path, 3, FAST)
 
 
 def partitions_on(bootstrap: str, topic: str) -> dict[int, Any] | None:
@@ -264,7 +254,7 @@ def test_consumers_read_only_what_the_isr_has(cluster: ClusterProcess) -> None:
 
 @pytest.fixture
 def five(tmp_path: Path) -> Iterator[ClusterProcess]:
-    yield from _cluster(tmp_path, 5)
+    yield from started_cluster(tmp_path, 5, FAST)
 
 
 def test_two_of_three_replicas_gone_acks_all_is_refused_not_pretended(five: ClusterProcess) -> None:

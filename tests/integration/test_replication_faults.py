@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_replication import FAST, AckedProducer, all_in_sync, create, read_all
-from tests.support.cluster_process import ClusterProcess, until
+from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 
@@ -29,13 +29,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
-    nodes = ClusterProcess(tmp_path, 3, FAST)
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
+    yield from started_cluster(tmp_path, 3, FAST)
 
 
 class Nemesis:

@@ -102,3 +102,15 @@ class ClusterProcess:
                     return info.leader_id
             return None
         return until(ask, timeout, "a quorum leader")
+
+
+def started_cluster(base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> Iterator[ClusterProcess]:
+    """A running cluster whose every node is registered, stopped afterwards: a fixture's body
+    (`yield from started_cluster(tmp_path, 3, {...})`)."""
+    nodes = ClusterProcess(base, size, overrides)
+    try:
+        nodes.start()
+        nodes.wait_for_brokers()
+        yield nodes
+    finally:
+        nodes.stop()
