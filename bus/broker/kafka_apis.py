@@ -61,9 +61,11 @@ async def _after_sync(ctx: RequestContext, request: Any, metadata_log: MetadataR
 
 class KafkaApis:
     def __init__(self, services: BrokerServices, table: dict[int, ApiHandler] | None = None) -> None:
-        """`table`: the APIs served (default: every client API; the controller listener passes its own)."""
+        """`table`: the APIs served (default: every client API; the controller listener passes its own). Each
+        KafkaApis keeps its own copy: the tables are cached per process, and a change to one broker's (a test
+        replacing a handler) must not reach every other broker in the process."""
         self.services = services
-        self.handlers: dict[int, ApiHandler] = handlers() if table is None else table
+        self.handlers: dict[int, ApiHandler] = dict(handlers() if table is None else table)
         self.metrics = RequestMetrics()
 
     def handle(
