@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts import config as solution_config
@@ -200,8 +200,16 @@ class Loader(threading.Thread):
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Until `condition()` holds. A retriable Kafka error while asking (a partition between leaders, a broker
+    restarting) is asked again, not a failed drill."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        try:
+            if condition():
+                return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout:.0f}s")
         time.sleep(0.2)

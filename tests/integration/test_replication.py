@@ -301,9 +301,18 @@ def test_a_node_restarted_with_an_empty_disk_copies_every_replica_again(cluster:
     shutil.rmtree(node.data_dir)  # the disk replaced: no partition, metadata log or meta.properties left
     node.start()
     until(lambda: all_in_sync(cluster, "rebuilt", 2, 3), 60, "the rebuilt node back in every ISR")
-    for partition in range(2):
-        copies = {n: segment_bytes(cluster[n].data_dir, "rebuilt", partition) for n in (1, 2, 3)}
-        assert copies[victim] == copies[next(n for n in (1, 2, 3) if n != victim)] and copies[victim]
+    # Restarted within its session timeout the node may never have left the ISRs (the controller does not
+    # detect an unclean restart yet, see KIP-966): wait for the copies themselves.
+    other = next(n for n in (1, 2, 3) if n != victim)
+
+    def copied() -> bool | None:
+        for partition in range(2):
+            mine = segment_bytes(cluster[victim].data_dir, "rebuilt", partition)
+            if not mine or mine != segment_bytes(cluster[other].data_dir, "rebuilt", partition):
+                return None
+        return True
+
+    until(copied, 60, "every partition copied again to the rebuilt node")
 
 
 def test_a_deleted_replicated_topic_leaves_no_replica_behind(cluster: ClusterProcess) -> None:
@@ -334,7 +343,7 @@ def test_sigterm_hands_leadership_over_before_the_broker_stops(tmp_path: Path) -
         until(lambda: load.count() > 300 or None, 30, "records acknowledged before the shutdown")
         leader = leader_of(cluster, "handover", 0).leader_id
         stopping = time.monotonic()
-        assert cluster[leader].stop(timeout=30) == 0
+        assert cluster[leader].stop(timeout=60) == 0
         stopped = time.monotonic()
         survivor = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
         moved = partitions_on(survivor.bootstrap, "handover")
