@@ -144,7 +144,9 @@ def test_a_kafka_python_group_rediscovers_its_coordinator(cluster: ClusterProces
         deadline = time.monotonic() + 60
         while len(seen) < at_least:
             assert time.monotonic() < deadline, f"only {len(seen)} of {at_least} records"
-            for records in c.poll(timeout_ms=500).values():
+            # max_records: a single poll may return up to 500 records, which would leave fewer than the test
+            # still takes after the kill (the CI failure "only 100 of 150 records")
+            for records in c.poll(timeout_ms=500, max_records=at_least - len(seen)).values():
                 seen += [(r.partition, r.offset) for r in records]
         return seen
 
