@@ -42,7 +42,8 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
     services = [
         (
             "bus broker",
-            dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port, args.kafka_port + 1),
+            dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port,
+                                   args.controller_port or args.kafka_port + 1),
             f"Kafka bootstrap server: {args.host}:{args.kafka_port}  (e.g. kcat -L -b {args.host}:{args.kafka_port})",
         ),
     ]
@@ -174,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="data", help="where every service keeps its data")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--kafka-port", type=int, default=_bus_port(config))
+    parser.add_argument("--controller-port", type=int, default=None,
+                        help="the bus's KRaft quorum listener (default: the Kafka port + 1)")
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
     parser.add_argument("--console-port", type=int, default=config.get("console", "port", 8000))
     parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")

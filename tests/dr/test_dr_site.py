@@ -55,7 +55,8 @@ def _high_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int],
 @pytest.mark.xdist_group("spark")
 @pytest.mark.timeout(720)
 def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in ("bus", "hbase", "s3", "console", "monitor", "dr", "drc", "drh", "mm")}
+    names = ("bus", "controller", "hbase", "s3", "console", "monitor", "dr", "drc", "drh", "mm")
+    ports = {name: free_port() for name in names}
     config = tmp_path / "solution.toml"
     config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
                       f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
@@ -70,6 +71,7 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
     with out.open("w") as handle:
         proc = subprocess.Popen([sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir",
                                  str(data_dir), "--no-pipeline", "--dr-site", "--kafka-port", str(ports["bus"]),
+                                 "--controller-port", str(ports["controller"]),
                                  "--hbase-port", str(ports["hbase"]), "--console-port", str(ports["console"])],
                                 cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
     try:

@@ -432,9 +432,9 @@ def test_second_producer_fences_the_first_and_aborts_its_transaction(shared_brok
 PRODUCER_SCRIPT = textwrap.dedent("""
     import sys
     from confluent_kafka import Producer
-    bootstrap, topic, txn_id = sys.argv[1:4]
+    bootstrap, topic, txn_id, timeout_ms = sys.argv[1:5]
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                  "transaction.timeout.ms": 3000, "message.timeout.ms": 3000, "linger.ms": 0})
+                  "transaction.timeout.ms": int(timeout_ms), "message.timeout.ms": 3000, "linger.ms": 0})
     p.init_transactions(10)
     p.begin_transaction()
     offsets = []
@@ -462,7 +462,11 @@ def test_transaction_of_a_killed_producer_is_aborted_after_its_timeout(make_brok
     broker = make_broker(SWEEP)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, topic_name)
-    with subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic_name, topic_name], cwd=ROOT,
+    # 6 s: long enough that the checks below run before the sweeper aborts even on a loaded machine (with 3 s,
+    # CI once saw the transaction aborted already, last stable offset 3 instead of 0)
+    timeout_ms = 6000
+    with subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic_name, topic_name, str(timeout_ms)],
+                          cwd=ROOT,
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
         try:
             assert child.stdout is not None and child.stderr is not None
@@ -475,7 +479,7 @@ def test_transaction_of_a_killed_producer_is_aborted_after_its_timeout(make_brok
     assert state_name(ongoing) == "Ongoing"
     assert ongoing.topic_partitions == {_ktp(topic_name, 0)}
     assert list_offset(bootstrap, topic_name, committed=True) == 0
-    aborted = _wait_for_abort_after_timeout(bootstrap, topic_name, ongoing.transaction_start_time_ms, 3000)
+    aborted = _wait_for_abort_after_timeout(bootstrap, topic_name, ongoing.transaction_start_time_ms, timeout_ms)
     assert aborted.producer_epoch == ongoing.producer_epoch + 1  # fenced: the zombie can no longer write
     assert markers(broker, topic_name) == [(2, ABORT)]
     admin = kafka_python_admin(bootstrap)

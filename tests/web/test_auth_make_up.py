@@ -26,7 +26,8 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subpr
     """
     proc = subprocess.Popen(
         [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir), "--no-pipeline",
-         "--kafka-port", str(ports["bus"]), "--hbase-port", str(ports["hbase"]),
+         "--kafka-port", str(ports["bus"]), "--controller-port", str(ports["controller"]),
+         "--hbase-port", str(ports["hbase"]),
          "--console-port", str(ports["console"])],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -66,17 +67,18 @@ def monitor_metrics(port: int, timeout: float = 60) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("spark")  # with the DR site's make up test: both start a DR broker on 19092/19093
 def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
-    ports = {"bus": free_port(), "hbase": free_port(), "s3": free_port(), "console": free_port(),
-             "monitor": free_port()}
+    ports = {name: free_port() for name in ("bus", "controller", "hbase", "s3", "console", "monitor", "dr", "drc",
+                                            "mm")}
     config = tmp_path / "solution.toml"
     config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
                       f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
                       f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
                       'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
                       f'[console]\nport = {ports["console"]}\n'
-                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n')
+                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
+                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
+                      f'mirror_metrics_port = {ports["mm"]}\n')
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports)
     try:
