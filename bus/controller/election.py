@@ -15,6 +15,13 @@ Leader and ISR changes follow Kafka's `PartitionChangeBuilder` (ONLINE and UNCLE
 A new state bumps `partition_epoch` on every change and `leader_epoch` whenever the leader changes (to -1 too);
 no change gives None, so the controller commits nothing.
 
+Reassignment (AlterPartitionReassignments) follows Kafka's KRaft controller: starting one makes the replicas the
+target followed by the current replicas it drops, with `adding_replicas` / `removing_replicas` naming the difference;
+every later change checks whether every target replica is in the ISR, and then completes it (the removed replicas
+leave the replicas and the ISR, and the leader moves when it was one of them). A replica leaving the assignment
+bumps the leader epoch even under the same leader, so its fetches are fenced. Cancelling reverts to the replicas
+before the move (`reverted`).
+
 A PREFERRED election (ElectLeaders, automatic rebalance) hands the leadership to the partition's preferred replica,
 the first of its assignment, when that replica is in the ISR and usable; `imbalance` measures, per broker, how
 many of the partitions it is the preferred replica of are led elsewhere (Kafka's auto leader rebalance).
@@ -22,6 +29,7 @@ many of the partitions it is the preferred replica of are led elsewhere (Kafka's
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -50,20 +58,79 @@ def place_replicas(brokers: Sequence[int], partitions: int, factor: int, start_i
 
 
 def change(state: PartitionState, usable: Collection[int], unclean: bool,
-           target_isr: Sequence[int] | None = None) -> PartitionState | None:
-    """The partition after moving its ISR to `target_isr` (default: unchanged) and electing a leader if the
-    current one no longer qualifies; None when nothing changes."""
+           target_isr: Sequence[int] | None = None, *, target: Assignment | None = None) -> PartitionState | None:
+    """The partition after moving its ISR to `target_isr` (default: unchanged) and its replica assignment to
+    `target` (default: unchanged), completing a reassignment the ISR allows, and electing a leader if the current
+    one no longer qualifies; None when nothing changes (Kafka's PartitionChangeBuilder.build)."""
     isr = list(state.isr if target_isr is None else target_isr)
-    leader = _elect(state, isr, usable)
+    if target is None:
+        target = Assignment(list(state.replicas), list(state.adding_replicas), list(state.removing_replicas))
+    target, isr = _complete_reassignment(target, isr)
+    leader = _elect(state.leader, target.replicas, isr, usable)
     if leader == NO_LEADER and unclean:
-        leader = next((r for r in state.replicas if r in usable), NO_LEADER)
+        leader = next((r for r in target.replicas if r in usable), NO_LEADER)
         if leader != NO_LEADER:
             isr = [leader]
-    if not isr:
-        isr = [state.isr[-1]] if state.isr else []
-    if leader == state.leader and isr == state.isr:
+    if not isr:  # the last member still a replica stays (or, reverting a move, the first replica)
+        isr = [r for r in state.isr if r in target.replicas][-1:] or target.replicas[:1]
+    if (leader == state.leader and isr == state.isr and target.replicas == state.replicas
+            and target.adding == state.adding_replicas and target.removing == state.removing_replicas):
         return None
-    return _changed(state, leader, isr)
+    # A replica leaving the assignment must see a new leader epoch, even under the same leader (Kafka's
+    # triggerLeaderEpochBumpForReplicaReassignmentIfNeeded): its fetches are fenced from then on.
+    dropped = not set(state.replicas) <= set(target.replicas)
+    return PartitionState(
+        partition=state.partition,
+        replicas=target.replicas,
+        isr=isr,
+        leader=leader,
+        leader_epoch=state.leader_epoch + (leader != state.leader or dropped),
+        partition_epoch=state.partition_epoch + 1,
+        adding_replicas=target.adding,
+        removing_replicas=target.removing,
+    )
+
+
+@dataclass(slots=True)
+class Assignment:
+    """A partition's replicas with the reassignment under way, if any (Kafka's PartitionReassignmentReplicas)."""
+
+    replicas: list[int]
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+
+def reassignment(state: PartitionState, target: Sequence[int]) -> Assignment:
+    """Moving the partition to the replicas `target`: the target first, then the current replicas it drops (still
+    replicas until the move completes); adding = target - current, removing = current - target, as Kafka's
+    PartitionReassignmentReplicas. A move that replaces one under way also keeps as adding the replicas the
+    earlier move was adding and the new one keeps (Kafka keeps the earlier adding list whole when the new one is
+    empty): they may still be catching up, and a cancel must take them out again."""
+    current = state.replicas
+    removing = [r for r in current if r not in target]
+    adding = [r for r in target if r not in current or r in state.adding_replicas]
+    return Assignment([*target, *removing], adding, removing)
+
+
+def reverted(state: PartitionState) -> tuple[Assignment, list[int]]:
+    """The assignment and ISR a cancelled reassignment returns to (Kafka's PartitionReassignmentReplicas revert):
+    the replicas being added leave, those being removed stay. The ISR is empty when only added replicas were in
+    it: then only an unclean election can lead the partition."""
+    adding = set(state.adding_replicas)
+    return (Assignment([r for r in state.replicas if r not in adding]),
+            [r for r in state.isr if r not in adding])
+
+
+def _complete_reassignment(target: Assignment, isr: list[int]) -> tuple[Assignment, list[int]]:
+    """The reassignment done once every replica it keeps is in the ISR (Kafka's completeReassignmentIfNeeded):
+    the removed replicas leave the assignment and the ISR; otherwise unchanged."""
+    if not target.adding and not target.removing:
+        return target, isr
+    kept = [r for r in target.replicas if r not in target.removing]
+    kept_isr = [r for r in isr if r not in target.removing]
+    if not kept_isr or not set(kept) <= set(kept_isr):
+        return target, isr
+    return Assignment(kept), kept_isr
 
 
 def preferred(state: PartitionState, usable: Collection[int]) -> PartitionState | None:
@@ -72,7 +139,8 @@ def preferred(state: PartitionState, usable: Collection[int]) -> PartitionState 
     first = state.replicas[0]
     if state.leader == first or first not in state.isr or first not in usable:
         return None
-    return _changed(state, first, list(state.isr))
+    return dataclasses.replace(state, leader=first, leader_epoch=state.leader_epoch + 1,
+                               partition_epoch=state.partition_epoch + 1)
 
 
 @dataclass(slots=True)
@@ -103,17 +171,6 @@ def imbalance(partitions: Iterable[tuple[str, PartitionState]]) -> dict[int, Bro
     return brokers
 
 
-def _changed(state: PartitionState, leader: int, isr: list[int]) -> PartitionState:
-    return PartitionState(
-        partition=state.partition,
-        replicas=list(state.replicas),
-        isr=isr,
-        leader=leader,
-        leader_epoch=state.leader_epoch + (leader != state.leader),
-        partition_epoch=state.partition_epoch + 1,
-    )
-
-
 def without_brokers(state: PartitionState, gone: Collection[int], usable: Collection[int],
                     unclean: bool) -> PartitionState | None:
     """The partition once the brokers `gone` (fenced or shutting down) leave its ISR and its leadership."""
@@ -121,7 +178,7 @@ def without_brokers(state: PartitionState, gone: Collection[int], usable: Collec
     return change(state, available, unclean, [r for r in state.isr if r not in gone])
 
 
-def _elect(state: PartitionState, isr: Sequence[int], usable: Collection[int]) -> int:
-    if state.leader in isr and state.leader in usable:
-        return state.leader
-    return next((r for r in state.replicas if r in isr and r in usable), NO_LEADER)
+def _elect(leader: int, replicas: Sequence[int], isr: Sequence[int], usable: Collection[int]) -> int:
+    if leader in isr and leader in usable and leader in replicas:
+        return leader
+    return next((r for r in replicas if r in isr and r in usable), NO_LEADER)

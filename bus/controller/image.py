@@ -17,6 +17,14 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # An ongoing reassignment (Kafka's addingReplicas / removingReplicas): `replicas` holds the target followed by
+    # the replicas being removed; both empty otherwise.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(slots=True)
@@ -76,6 +84,9 @@ class MetadataImage:
                 leader=record["leader"],
                 leader_epoch=record.get("leader_epoch", 0),
                 partition_epoch=record.get("partition_epoch", 0),
+                # Written only while a reassignment is under way (and absent from records older than reassignment).
+                adding_replicas=list(record.get("adding_replicas", ())),
+                removing_replicas=list(record.get("removing_replicas", ())),
             )
         elif kind == "config":
             topic = self.topics[record["name"]]

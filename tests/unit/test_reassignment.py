@@ -1,0 +1,234 @@
+"""Partition reassignment on the real `QuorumController` over the local metadata log: AlterPartitionReassignments
+and ListPartitionReassignments as Kafka's KRaft ReplicationControlManager answers them, the move completed by the
+AlterPartition that brings the last target replica into the ISR, cancel, replacement, every refusal, and fencing
+and controlled shutdown during a move."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from bus.controller.controller import QuorumController, TopicSpec
+from bus.controller.image import MetadataImage, PartitionState
+from bus.controller.metadata_log import MetadataLog
+from tests.unit.test_controller_partition_leadership import controller_of, entries, fence, partitions
+from tests.unit.test_preferred_election import codes
+
+
+def moving(tmp_path: Path, replicas: list[int], target: list[int] | None,
+           unclean: bool = False) -> QuorumController:
+    """A controller with topic t, partition 0 on `replicas`, being moved to `target` (accepted)."""
+    controller = controller_of(tmp_path, unclean)
+    controller.create_topic(TopicSpec("t", assignments={0: replicas}))
+    if target is not None:
+        assert codes(controller.alter_partition_reassignments({"t": {0: target}})) == {"t": {0: ErrorCode.none}}
+    return controller
+
+
+def join_isr(controller: QuorumController, *brokers: int) -> PartitionState:
+    """The leader of t-0 takes `brokers` into its ISR (AlterPartition), as once they caught up."""
+    state = partitions(controller, "t")[0]
+    return controller.alter_partition(state.leader, controller.image.topics["t"].topic_id, 0, state.leader_epoch,
+                                      state.partition_epoch, [*state.isr, *brokers])
+
+
+def test_a_move_starts_then_completes_when_the_last_target_replica_joins_the_isr(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], None)
+    stored = len(entries(tmp_path))
+
+    results = controller.alter_partition_reassignments({"t": {0: [3, 4]}})
+
+    assert codes(results) == {"t": {0: ErrorCode.none}}
+    started = PartitionState(0, [3, 4, 2], [2, 3], 2, leader_epoch=0, partition_epoch=1, adding_replicas=[4],
+                             removing_replicas=[2])
+    assert partitions(controller, "t")[0] == started
+    assert controller.list_partition_reassignments(None) == {"t": {0: started}}
+    assert controller.list_partition_reassignments({"t": [0, 7], "nope": [0]}) == {"t": {0: started}}
+    start_record = entries(tmp_path)[stored:]
+    assert [(r["adding_replicas"], r["removing_replicas"]) for r in start_record] == [([4], [2])]
+
+    done = join_isr(controller, 4)
+
+    # 2 led but is no longer a replica: the first target replica in the ISR leads, the leader epoch goes up.
+    completed = PartitionState(0, [3, 4], [3, 4], 3, leader_epoch=1, partition_epoch=2)
+    assert done == completed
+    assert partitions(controller, "t")[0] == completed
+    assert controller.list_partition_reassignments(None) == {}
+    last = entries(tmp_path)[-1]
+    assert "adding_replicas" not in last and "removing_replicas" not in last  # absent: nothing under way
+
+
+def test_a_move_whose_target_is_in_sync_completes_at_once_with_a_new_leader_epoch(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3, 4], None)
+    appends = controller.log.written
+
+    controller.alter_partition_reassignments({"t": {0: [2, 3]}})
+
+    # 4 leaves the replicas: the leader stays but the epoch goes up, fencing 4's fetches (Kafka does the same).
+    assert partitions(controller, "t")[0] == PartitionState(0, [2, 3], [2, 3], 2, leader_epoch=1, partition_epoch=1)
+    assert controller.log.written == appends + 1
+
+
+def test_reordering_the_replicas_needs_no_move_and_the_same_target_changes_nothing(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], None)
+    controller.alter_partition_reassignments({"t": {0: [3, 2]}})
+    assert partitions(controller, "t")[0] == PartitionState(0, [3, 2], [2, 3], 2, leader_epoch=0, partition_epoch=1)
+    appends = controller.log.written
+
+    assert codes(controller.alter_partition_reassignments({"t": {0: [3, 2]}})) == {"t": {0: ErrorCode.none}}
+    assert controller.log.written == appends
+
+
+def test_cancel_reverts_to_the_replicas_before_the_move(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])
+
+    assert codes(controller.alter_partition_reassignments({"t": {0: None}})) == {"t": {0: ErrorCode.none}}
+
+    # The replicas being added leave, the others keep their order in the moving list (the target's first), as
+    # Kafka's PartitionReassignmentRevert: the set is the original one; the leader stays.
+    assert partitions(controller, "t")[0] == PartitionState(0, [3, 2], [2, 3], 2, leader_epoch=1, partition_epoch=2)
+    assert controller.list_partition_reassignments(None) == {}
+
+
+def test_cancel_takes_an_added_replica_already_in_sync_out_of_the_isr(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2], [3, 4])
+    join_isr(controller, 3)  # 4 is still catching up: not done
+    assert partitions(controller, "t")[0].isr == [2, 3]
+
+    controller.alter_partition_reassignments({"t": {0: None}})
+
+    assert partitions(controller, "t")[0] == PartitionState(0, [2], [2], 2, leader_epoch=1, partition_epoch=3)
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["refused", "unclean-allowed"])
+def test_cancel_when_only_added_replicas_are_in_sync_needs_unclean_election(tmp_path: Path, unclean: bool) -> None:
+    controller = moving(tmp_path, [2], [3, 4], unclean)
+    join_isr(controller, 3)
+    fence(controller, 2)  # 3 leads; the ISR holds only a replica being added
+    controller.broker_heartbeat(2)
+    before = partitions(controller, "t")[0]
+    assert (before.leader, before.isr) == (3, [3])
+
+    results = controller.alter_partition_reassignments({"t": {0: None}})
+
+    if not unclean:
+        assert codes(results) == {"t": {0: ErrorCode.invalid_replica_assignment}}
+        assert "unclean leader election" in str(results["t"][0])
+        assert partitions(controller, "t")[0] == before
+    else:
+        assert codes(results) == {"t": {0: ErrorCode.none}}
+        after = partitions(controller, "t")[0]
+        assert (after.replicas, after.isr, after.leader, after.reassigning) == ([2], [2], 2, False)
+
+
+def test_a_new_target_replaces_the_move_under_way(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])
+
+    controller.alter_partition_reassignments({"t": {0: [2, 4]}})
+
+    # Computed against the current replicas [3, 4, 2]: 3 is removed now; 4 is still being added (not in sync).
+    replaced = partitions(controller, "t")[0]
+    assert (replaced.replicas, replaced.isr, replaced.leader) == ([2, 4, 3], [2, 3], 2)
+    assert (replaced.adding_replicas, replaced.removing_replicas) == ([4], [3])
+    assert join_isr(controller, 4) == PartitionState(0, [2, 4], [2, 4], 2, leader_epoch=1, partition_epoch=3)
+
+    # Replaced once more and cancelled: back to the replicas before the last move.
+    controller.alter_partition_reassignments({"t": {0: [3, 4]}})
+    controller.alter_partition_reassignments({"t": {0: None}})
+    reverted = partitions(controller, "t")[0]
+    assert (reverted.replicas, reverted.isr, reverted.reassigning) == ([4, 2], [2, 4], False)
+
+
+def test_refusals_commit_nothing_and_leave_the_other_partitions_of_the_request_alone(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    controller.create_topic(TopicSpec("t", assignments={0: [2, 3], 1: [3, 4], 2: [2, 4]}))
+
+    results = controller.alter_partition_reassignments({
+        "t": {0: [], 1: [3, 3], 2: [2, 99], 5: [2], 6: None},
+        "nope": {0: [2]},
+    })
+    assert codes(results) == {
+        "t": {0: ErrorCode.invalid_replica_assignment, 1: ErrorCode.invalid_replica_assignment,
+              2: ErrorCode.invalid_replica_assignment, 5: ErrorCode.unknown_topic_or_partition,
+              6: ErrorCode.unknown_topic_or_partition},
+        "nope": {0: ErrorCode.unknown_topic_or_partition},
+    }
+    assert "empty replica list" in str(results["t"][0])
+    assert "broker 3 more than once" in str(results["t"][1])
+    assert "broker 99, but no such broker is registered" in str(results["t"][2])
+
+    appends = controller.log.written
+    results = controller.alter_partition_reassignments({"t": {0: None, 1: [4, 2]}})
+    assert codes(results) == {"t": {0: ErrorCode.no_reassignment_in_progress, 1: ErrorCode.none}}
+    assert controller.log.written == appends + 1
+    assert partitions(controller, "t")[1].replicas == [4, 2, 3]
+
+
+def test_a_replication_factor_change_refused_when_the_request_forbids_it(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])  # heading for 2 replicas
+
+    refused = controller.alter_partition_reassignments({"t": {0: [2, 3, 4]}}, allow_replication_factor_change=False)
+    allowed = controller.alter_partition_reassignments({"t": {0: [4, 2]}}, allow_replication_factor_change=False)
+
+    assert codes(refused) == {"t": {0: ErrorCode.invalid_replication_factor}}
+    assert codes(allowed) == {"t": {0: ErrorCode.none}}
+
+
+def test_a_fenced_broker_may_be_a_target_but_blocks_the_move_until_it_is_back(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], None)
+    fence(controller, 4)
+    controller.alter_partition_reassignments({"t": {0: [3, 4]}})
+    topic_id = controller.image.topics["t"].topic_id
+    state = partitions(controller, "t")[0]
+
+    with pytest.raises(Exception) as refused:  # the leader cannot take a fenced replica into the ISR
+        controller.alter_partition(2, topic_id, 0, state.leader_epoch, state.partition_epoch, [2, 3, 4])
+    assert getattr(refused.value, "code", None) == ErrorCode.ineligible_replica
+    assert partitions(controller, "t")[0].reassigning
+
+    controller.broker_heartbeat(4)
+    assert join_isr(controller, 4).replicas == [3, 4]
+
+
+def test_the_removed_leader_fenced_during_a_move_hands_over_and_the_move_completes(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])
+
+    fence(controller, 2)
+
+    during = partitions(controller, "t")[0]
+    assert (during.replicas, during.isr, during.leader, during.leader_epoch) == ([3, 4, 2], [3], 3, 1)
+    assert (during.adding_replicas, during.removing_replicas) == ([4], [2])
+    assert join_isr(controller, 4) == PartitionState(0, [3, 4], [3, 4], 3, leader_epoch=2, partition_epoch=3)
+
+
+def test_controlled_shutdown_of_the_removed_leader_during_a_move(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])
+
+    assert controller.broker_heartbeat(2, want_shut_down=True) is False
+
+    during = partitions(controller, "t")[0]
+    assert (during.leader, during.isr, during.reassigning) == (3, [3], True)
+    assert controller.broker_heartbeat(2, want_shut_down=True) is True
+    assert join_isr(controller, 4).replicas == [3, 4]
+
+
+def test_the_image_replayed_mid_move_has_the_same_state(tmp_path: Path) -> None:
+    controller = moving(tmp_path, [2, 3], [3, 4])
+    replayed = QuorumController(MetadataLog(tmp_path), node_id=1, default_partitions=1, default_replication_factor=1)
+    assert partitions(replayed, "t") == partitions(controller, "t")
+    assert partitions(replayed, "t")[0].adding_replicas == [4]
+
+
+def test_a_partition_record_from_before_reassignment_loads_with_nothing_under_way() -> None:
+    image = MetadataImage()
+    topic_id = str(uuid.uuid4())
+    image.apply({"type": "topic", "name": "t", "topic_id": topic_id})
+    image.apply({"type": "partition", "topic_id": topic_id, "partition": 0, "replicas": [2, 3], "isr": [2, 3],
+                 "leader": 2, "leader_epoch": 4, "partition_epoch": 7})
+
+    state = image.topics["t"].partitions[0]
+    assert state == PartitionState(0, [2, 3], [2, 3], 2, leader_epoch=4, partition_epoch=7)
+    assert (state.adding_replicas, state.removing_replicas, state.reassigning) == ([], [], False)
