@@ -188,11 +188,30 @@ class StallWatchdog(threading.Thread):
             stalled = time.monotonic() - tick - self.monitor.interval
             if tick and stalled > next_report:
                 next_report *= 2  # a long stall is sampled at 0.1, 0.2, 0.4, ... s: where it went, not one spot
-                frame = sys._current_frames().get(self.loop_thread)
-                if frame is not None:
-                    stack = "".join(traceback.format_stack(frame, limit=12))
-                    log.warning("event loop stalled for %.0f ms so far, in:\n%s", stalled * 1000, stack)
+                stack = _innermost_calls(self.loop_thread, 12)
+                if stack:
+                    log.warning("event loop stalled for %.0f ms so far, in:\n%s", stalled * 1000,
+                                "".join(stack.format()))
             wait = max(self.MIN_WAIT, next_report - stalled)  # until this tick is late by the next threshold
+
+
+def _innermost_calls(thread_id: int, limit: int) -> traceback.StackSummary | None:
+    """Where the thread is: its innermost `limit` calls, read off its frames in one short, GIL-held walk.
+
+    No frame object may be kept past the walk: a frame that outlives its call keeps its locals (CPython 3.11
+    moves them into the frame object), so a memoryview the loop thread held at that moment would pin its
+    bytearray, and the loop's next resize of it would raise BufferError (an offset index's pending entries,
+    in the CI run that found it: every later produce to that partition failed). The source lines are looked
+    up only after the frames are let go.
+    """
+    frame = sys._current_frames().get(thread_id)
+    calls = []
+    while frame is not None and len(calls) < limit:
+        code = frame.f_code
+        calls.append(traceback.FrameSummary(code.co_filename, frame.f_lineno, code.co_name, lookup_line=False))
+        frame = frame.f_back
+    del frame
+    return traceback.StackSummary.from_list(reversed(calls)) if calls else None
 
 
 class GcPauses:
