@@ -205,7 +205,7 @@ def _innermost_calls(thread_id: int, limit: int) -> traceback.StackSummary | Non
     up only after the frames are let go.
     """
     frame = sys._current_frames().get(thread_id)
-    calls = []
+    calls: list[traceback.FrameSummary] = []
     while frame is not None and len(calls) < limit:
         code = frame.f_code
         calls.append(traceback.FrameSummary(code.co_filename, frame.f_lineno, code.co_name, lookup_line=False))
