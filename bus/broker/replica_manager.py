@@ -1,7 +1,9 @@
 """The partitions this broker hosts, kept in line with the metadata.
 
 Named after Kafka's ReplicaManager: it owns the `Partition` objects (partition.py) and applies metadata
-changes published by the controller (create or delete logs, new leader epochs and configs).
+changes published by the controller (create or delete logs, new leader epochs and configs). A partition this
+node is no longer a replica of (a reassignment moved it away) stops being served and followed, and its log is
+deleted, as KRaft removes stray replicas.
 
 Nothing here waits for the disk on the event loop: producer snapshots are written, and deleted topics'
 files removed, in worker threads.
@@ -118,9 +120,13 @@ class ReplicaManager:
         for index, state in sorted(topic.partitions.items()):
             tp = TopicPartition(topic.name, index)
             partition = self.partitions.get(tp)
+            if state.leader != self.node_id and self.node_id not in state.replicas:
+                if partition is not None:
+                    self._stray(partition)
+                elif tp not in self._opening:
+                    self._delete_log(tp)  # left here by a move that completed while this node was down
+                continue
             if partition is None:
-                if state.leader != self.node_id and self.node_id not in state.replicas:
-                    continue
                 if tp in self._opening:  # its worker makes the Partition: a second one here would share the log
                     continue
                 log_ = self.logs.get(tp)
@@ -214,8 +220,10 @@ class ReplicaManager:
             log.info("ISR change of %s-%d to %s not made: %s", partition.topic, partition.index, list(new_isr),
                      getattr(exc, "message", None) or exc)
         else:
-            # The controller's answer is the new state; the metadata brings the same record later.
-            if partition.leader_epoch == epoch and state.partition_epoch > partition.partition_epoch:
+            # The controller's answer is the new state; the metadata brings the same record later. One under a
+            # new leader epoch (a completed reassignment moved the leadership, or dropped a replica) waits for it.
+            if (partition.leader_epoch == epoch == state.leader_epoch
+                    and state.partition_epoch > partition.partition_epoch):
                 partition.isr = tuple(state.isr)
                 partition.partition_epoch = state.partition_epoch
         finally:
@@ -296,14 +304,34 @@ class ReplicaManager:
     def _drop_topic(self, topic_id: uuid.UUID) -> None:
         """Forget a deleted topic's partitions at once; their files are removed in a worker thread."""
         for partition in self.partitions_by_id.pop(topic_id, []):
-            del self.partitions[TopicPartition(partition.topic, partition.index)]
-            partition.watchers.complete_all()
-            partition.fail_acks(ErrorCode.not_leader_or_follower)
-            if self.fetchers is not None:
-                self.fetchers.remove(partition)
-            remove = self.logs.delete(partition.topic, partition.index)
-            if remove is not None:
-                self._off_loop(remove)
+            self._forget(partition)
+
+    def _stray(self, partition: Partition) -> None:
+        """This node is no longer a replica of `partition` (a reassignment moved it away): it stops serving and
+        fetching it, and its log is deleted (KRaft's stray replica removal). A leadership it held ends first, so
+        coordinators unload what they read from it."""
+        log.info("%s-%d is no longer assigned to this node: deleting its replica", partition.topic, partition.index)
+        if partition.is_leader:
+            for listener in self.leadership_listeners:
+                listener(partition, False)
+        hosted = self.partitions_by_id.get(partition.topic_id, [])
+        if partition in hosted:
+            hosted.remove(partition)
+        self._forget(partition)
+
+    def _forget(self, partition: Partition) -> None:
+        """Stop serving and following `partition`, answer what waits on it, and delete its files off the loop."""
+        del self.partitions[TopicPartition(partition.topic, partition.index)]
+        partition.watchers.complete_all()
+        partition.fail_acks(ErrorCode.not_leader_or_follower)
+        if self.fetchers is not None:
+            self.fetchers.remove(partition)
+        self._delete_log(TopicPartition(partition.topic, partition.index))
+
+    def _delete_log(self, tp: TopicPartition) -> None:
+        remove = self.logs.delete(tp.topic, tp.partition)
+        if remove is not None:
+            self._off_loop(remove)
 
     def _off_loop(self, work: Callable[[], None]) -> None:
         try:

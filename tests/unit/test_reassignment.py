@@ -11,9 +11,14 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from bus.broker.partition import PartitionError
+from bus.broker.replica_manager import ReplicaManager
 from bus.controller.controller import QuorumController, TopicSpec
 from bus.controller.image import MetadataImage, PartitionState
 from bus.controller.metadata_log import MetadataLog
+from bus.log.config import LogConfig
+from bus.log.manager import LogManager
+from bus.protocol.topic_partition import TopicPartition
 from tests.unit.test_controller_partition_leadership import controller_of, entries, fence, partitions
 from tests.unit.test_preferred_election import codes
 
@@ -232,3 +237,43 @@ def test_a_partition_record_from_before_reassignment_loads_with_nothing_under_wa
     state = image.topics["t"].partitions[0]
     assert state == PartitionState(0, [2, 3], [2, 3], 2, leader_epoch=4, partition_epoch=7)
     assert (state.adding_replicas, state.removing_replicas, state.reassigning) == ([], [], False)
+
+
+# -- the brokers' side: a replica moved away is deleted ------------------------------------------------------
+
+
+def test_a_broker_moved_off_a_partition_stops_leading_it_and_deletes_its_log(tmp_path: Path) -> None:
+    controller = moving(tmp_path / "meta", [2, 3], None)
+    node = ReplicaManager(2, LogManager([tmp_path / "node-2"], LogConfig()), {})
+    told: list[tuple[str, bool]] = []
+    node.leadership_listeners.append(lambda partition, leading: told.append((partition.topic, leading)))
+    node.load(controller.image)
+    controller.listeners.append(lambda records: node.apply(controller.image, records))
+    directory = node.get("t", 0).log.directory
+    assert directory.is_dir() and told == [("t", True)]
+
+    controller.alter_partition_reassignments({"t": {0: [3, 4]}})
+    assert node.get("t", 0).is_leader  # still a replica (being removed) and the leader until the move completes
+    join_isr(controller, 4)
+
+    assert TopicPartition("t", 0) not in node.partitions and node.partitions_by_id[node_topic_id(controller)] == []
+    assert told == [("t", True), ("t", False)]
+    assert not directory.exists()
+    with pytest.raises(PartitionError) as refused:
+        node.get("t", 0)
+    assert refused.value.code == ErrorCode.not_leader_or_follower
+
+
+def test_a_log_left_by_a_move_made_while_the_node_was_away_is_deleted(tmp_path: Path) -> None:
+    controller = moving(tmp_path / "meta", [3, 4], None)
+    logs = LogManager([tmp_path / "node-2"], LogConfig())
+    stray = logs.get_or_create("t", 0).directory  # a replica of t-0 from before it moved to 3 and 4
+    node = ReplicaManager(2, logs, {})
+
+    node.load(controller.image)
+
+    assert not stray.exists() and logs.get(TopicPartition("t", 0)) is None
+
+
+def node_topic_id(controller: QuorumController) -> uuid.UUID:
+    return controller.image.topics["t"].topic_id
