@@ -52,9 +52,9 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 ALTER_PARTITION_VERSION = 3
-# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders, IncrementalAlterConfigs: Kafka's
-# forwardable admin APIs that this broker serves.
-FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44})
+# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders, IncrementalAlterConfigs,
+# AlterPartitionReassignments, ListPartitionReassignments: Kafka's forwardable admin APIs that this broker serves.
+FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46})
 REGISTRATION_RETRY_S = 0.5
 FORWARD_RETRY_S = 10.0  # how long a forwarded request waits out a controller failover before NOT_CONTROLLER
 FORWARD_BACKOFF_S = 0.1

@@ -53,6 +53,8 @@ MODULES = (
     "write_txn_markers",
     "describe_quorum",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 
