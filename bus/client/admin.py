@@ -58,6 +58,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionInfo",
+    "PartitionReassignment",
     "QuorumInfo",
     "QuorumReplicaState",
     "TopicAlreadyExistsError",
@@ -73,7 +74,7 @@ LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8,
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 15, 16, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 32, 33, 37, 42
 INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
-DESCRIBE_QUORUM, ELECT_LEADERS = 55, 43
+DESCRIBE_QUORUM, ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 55, 43, 45, 46
 METADATA_TOPIC = "__cluster_metadata"  # the KRaft quorum's one partition
 
 _COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
@@ -316,6 +317,16 @@ class NewPartitions:
 
     total_count: int
     assignments: list[list[int]] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition being moved (Java's PartitionReassignment): its replicas now (the target, then those it
+    removes), and the replicas being added and removed."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 class ElectionType(enum.IntEnum):
@@ -820,6 +831,67 @@ class AdminClient:
             return results
 
         return self._call(attempt, "elect leaders")
+
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Iterable[int] | None], *,
+                                      timeout_ms: int | None = None) -> dict[TopicPartition, AdminError | None]:
+        """Move partitions to new replicas, or cancel a move with None (AlterPartitionReassignments, Java's
+        Admin.alterPartitionReassignments): partition -> None (started) or its error. The moves complete later
+        (`list_partition_reassignments` shows them until then). NOT_CONTROLLER is retried."""
+        wanted = {TopicPartition(tp.topic, int(tp.partition)): None if r is None else [int(b) for b in r]
+                  for tp, r in reassignments.items()}
+        timeout = self._timeout_ms(timeout_ms)
+
+        def build(s: Any) -> Any:
+            by_topic: dict[str, list[Any]] = {}
+            for tp, replicas in wanted.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    s.make("ReassignablePartition", partition_index=tp.partition, replicas=replicas))
+            return s.make("AlterPartitionReassignmentsRequest", timeout=timeout, topics=[
+                s.make("ReassignableTopic", name=name, partitions=ps) for name, ps in by_topic.items()])
+
+        def attempt() -> dict[TopicPartition, AdminError | None]:
+            response = self._send(self._controller(), ALTER_PARTITION_REASSIGNMENTS, build)
+            results = {TopicPartition(t.name, int(p.partition_index)): (
+                AdminError.of(p.error_code, p.error_message) if int(p.error_code) else None)
+                for t in response.responses for p in t.partitions}
+            top = int(response.error_code)
+            if top in _CONTROLLER_ERRORS or any(e is not None and e.code in _CONTROLLER_ERRORS
+                                                for e in results.values()):
+                raise _Retry(AdminError(ErrorCode.not_controller))
+            _check(top, response.error_message)
+            return results
+
+        return self._call(attempt, "alter partition reassignments")
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None, *,
+                                     timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """The moves under way among `partitions` (None: all), Java's Admin.listPartitionReassignments;
+        partitions that do not exist or are not moving are left out. NOT_CONTROLLER is retried."""
+        wanted = None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition))
+                                                         for tp in partitions})
+        timeout = self._timeout_ms(timeout_ms)
+
+        def build(s: Any) -> Any:
+            topics = None
+            if wanted is not None:
+                by_topic: dict[str, list[int]] = {}
+                for tp in wanted:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                topics = [s.make("ListPartitionReassignmentsTopics", name=t, partition_indexes=ps)
+                          for t, ps in by_topic.items()]
+            return s.make("ListPartitionReassignmentsRequest", timeout=timeout, topics=topics)
+
+        def attempt() -> dict[TopicPartition, PartitionReassignment]:
+            response = self._send(self._controller(), LIST_PARTITION_REASSIGNMENTS, build)
+            top = int(response.error_code)
+            if top in _CONTROLLER_ERRORS:
+                raise _Retry(AdminError(top))
+            _check(top, response.error_message)
+            return {TopicPartition(t.name, int(p.partition_index)): PartitionReassignment(
+                [int(r) for r in p.replicas], [int(r) for r in p.adding_replicas],
+                [int(r) for r in p.removing_replicas]) for t in response.topics for p in t.partitions}
+
+        return self._call(attempt, "list partition reassignments")
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
         return int(self.request_timeout * 1000 if timeout_ms is None else timeout_ms)
