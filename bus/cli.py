@@ -16,6 +16,7 @@ from bus.tools import (
     leader_election_cmd,
     metadata_quorum_cmd,
     producer_perf_cmd,
+    reassign_partitions_cmd,
     topics_cmd,
 )
 
@@ -30,6 +31,7 @@ COMMANDS = {
     "consumer-perf-test": consumer_perf_cmd,
     "metadata-quorum": metadata_quorum_cmd,
     "leader-election": leader_election_cmd,
+    "reassign-partitions": reassign_partitions_cmd,
 }
 
 

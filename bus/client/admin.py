@@ -833,10 +833,12 @@ class AdminClient:
         return self._call(attempt, "elect leaders")
 
     def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Iterable[int] | None], *,
+                                      allow_replication_factor_change: bool = True,
                                       timeout_ms: int | None = None) -> dict[TopicPartition, AdminError | None]:
         """Move partitions to new replicas, or cancel a move with None (AlterPartitionReassignments, Java's
         Admin.alterPartitionReassignments): partition -> None (started) or its error. The moves complete later
-        (`list_partition_reassignments` shows them until then). NOT_CONTROLLER is retried."""
+        (`list_partition_reassignments` shows them until then). `allow_replication_factor_change` False refuses a
+        target of another size (KIP-860, v1). NOT_CONTROLLER is retried."""
         wanted = {TopicPartition(tp.topic, int(tp.partition)): None if r is None else [int(b) for b in r]
                   for tp, r in reassignments.items()}
         timeout = self._timeout_ms(timeout_ms)
@@ -846,11 +848,18 @@ class AdminClient:
             for tp, replicas in wanted.items():
                 by_topic.setdefault(tp.topic, []).append(
                     s.make("ReassignablePartition", partition_index=tp.partition, replicas=replicas))
-            return s.make("AlterPartitionReassignmentsRequest", timeout=timeout, topics=[
+            return s.make("AlterPartitionReassignmentsRequest", timeout=timeout,
+                          allow_replication_factor_change=allow_replication_factor_change, topics=[
                 s.make("ReassignableTopic", name=name, partitions=ps) for name, ps in by_topic.items()])
 
         def attempt() -> dict[TopicPartition, AdminError | None]:
-            response = self._send(self._controller(), ALTER_PARTITION_REASSIGNMENTS, build)
+            node = self._controller()
+            versions = None if allow_replication_factor_change else range(1, 2)  # v0 always allows it
+            try:
+                response = request_for(self._conn(node), ALTER_PARTITION_REASSIGNMENTS, build, versions)
+            except KafkaConnectionError:
+                self._drop(node)
+                raise
             results = {TopicPartition(t.name, int(p.partition_index)): (
                 AdminError.of(p.error_code, p.error_message) if int(p.error_code) else None)
                 for t in response.responses for p in t.partitions}

@@ -1,11 +1,13 @@
 """Partition reassignment on the real `QuorumController` over the local metadata log: AlterPartitionReassignments
 and ListPartitionReassignments as Kafka's KRaft ReplicationControlManager answers them, the move completed by the
 AlterPartition that brings the last target replica into the ISR, cancel, replacement, every refusal, and fencing
-and controlled shutdown during a move."""
+and controlled shutdown during a move; a broker's replica deleted once moved away; and `bus reassign-partitions`
+refusals, files and proposals (its runs against a cluster are in tests/integration/test_reassignment.py)."""
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,12 +15,15 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.partition import PartitionError
 from bus.broker.replica_manager import ReplicaManager
+from bus.cli import main
 from bus.controller.controller import QuorumController, TopicSpec
 from bus.controller.image import MetadataImage, PartitionState
 from bus.controller.metadata_log import MetadataLog
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol.topic_partition import TopicPartition
+from bus.tools import reassign_partitions_cmd
+from bus.tools._common import ToolError
 from tests.unit.test_controller_partition_leadership import controller_of, entries, fence, partitions
 from tests.unit.test_preferred_election import codes
 
@@ -277,3 +282,87 @@ def test_a_log_left_by_a_move_made_while_the_node_was_away_is_deleted(tmp_path: 
 
 def node_topic_id(controller: QuorumController) -> uuid.UUID:
     return controller.image.topics["t"].topic_id
+
+
+# -- bus reassign-partitions: what it refuses before connecting, its files and its proposal ---------------------
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    ([], "exactly one action"),
+    (["--execute", "--verify"], "exactly one action"),
+    (["--list"], "--bootstrap-server"),
+    (["--bootstrap-server", "h:1", "--execute"], "--reassignment-json-file"),
+    (["--bootstrap-server", "h:1", "--generate", "--broker-list", "1,2"], "--topics-to-move-json-file"),
+    (["--bootstrap-server", "h:1", "--list", "--additional"], "--additional can't be used with --list"),
+    (["--bootstrap-server", "h:1", "--verify", "--reassignment-json-file", "f", "--broker-list", "1"],
+     "--broker-list can't be used with --verify"),
+    (["--bootstrap-server", "h:1", "--execute", "--reassignment-json-file", "f", "--throttle", "1000"],
+     "--throttle is not supported"),
+    (["--bootstrap-server", "h:1", "--execute", "--reassignment-json-file", "/nonexistent/r.json"],
+     "Cannot read --reassignment-json-file"),
+    (["--bootstrap-server", "h:1", "--generate", "--topics-to-move-json-file", "TOPICS", "--broker-list", "1,x"],
+     "--broker-list must be broker ids"),
+    (["--bootstrap-server", "h:1", "--generate", "--topics-to-move-json-file", "TOPICS", "--broker-list", "1,1"],
+     "Broker list contains duplicate entries: 1"),
+])
+def test_the_tool_refuses_bad_arguments_with_one_line_and_exit_code_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics": [{"topic": "t"}], "version": 1}')
+    argv = [str(topics) if a == "TOPICS" else a for a in argv]
+
+    assert main(["reassign-partitions", *argv]) == 1
+
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "not valid JSON"),
+    ("[1]", "must be a JSON object"),
+    ('{"version": 2, "partitions": []}', "Not supported version field value 2"),
+    ('{"version": 1, "partitions": []}', "Partition reassignment list cannot be empty"),
+    ('{"partitions": {"t": 0}}', '"partitions" must be a list'),
+    ('{"partitions": [{"topic": "t", "partition": "0", "replicas": [1]}]}', '"partition" integer'),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [true]}]}', '"replicas" list of broker ids'),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}', "Partition replica list cannot be empty"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 1]}]}',
+     "may not contain duplicate entries: t-0 contains multiple entries for 1"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}, {"topic": "t", "partition": 0, '
+     '"replicas": [2]}]}', "duplicate topic partitions: t-0"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}]}',
+     "different from size of log dirs list"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}]}',
+     "between log directories is not supported"),
+])
+def test_bad_reassignment_files_are_refused_with_a_reason(text: str, says: str) -> None:
+    with pytest.raises(ToolError) as refused:
+        reassign_partitions_cmd.parse_reassignment(text)
+    assert says in str(refused.value)
+
+
+def test_reassignment_files_round_trip_in_kafkas_format() -> None:
+    text = ('{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[3,2],"log_dirs":["any","any"]},'
+            '{"topic":"a","partition":0,"replicas":[1]}]}')
+    parsed = reassign_partitions_cmd.parse_reassignment(text)
+
+    assert parsed == {TopicPartition("t", 1): [3, 2], TopicPartition("a", 0): [1]}
+    assert reassign_partitions_cmd.format_assignment(parsed) == (
+        '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1],"log_dirs":["any"]},'
+        '{"topic":"t","partition":1,"replicas":[3,2],"log_dirs":["any","any"]}]}')
+    assert reassign_partitions_cmd.parse_topics_to_move('{"topics": [{"topic": "t"}, {"topic": "a"}]}') == ["t", "a"]
+    with pytest.raises(ToolError, match="duplicate entries: t"):
+        reassign_partitions_cmd.parse_topics_to_move('{"topics": [{"topic": "t"}, {"topic": "t"}]}')
+
+
+def test_the_proposal_keeps_each_topics_replication_factor_on_the_listed_brokers() -> None:
+    current = {TopicPartition("t", p): [1, 2] for p in range(6)} | {TopicPartition("solo", 0): [1]}
+
+    proposed = reassign_partitions_cmd.propose(current, [4, 2, 3])
+
+    assert sorted(proposed) == sorted(current)
+    assert all(len(set(r)) == len(current[tp]) and set(r) <= {2, 3, 4} for tp, r in proposed.items())
+    leaders = Counter(proposed[TopicPartition("t", p)][0] for p in range(6))
+    assert sorted(leaders.values()) == [2, 2, 2]  # leaders spread evenly, as the controller places them
+    with pytest.raises(ToolError, match="Replication factor: 2 larger than available brokers: 1"):
+        reassign_partitions_cmd.propose(current, [4])
