@@ -27,6 +27,10 @@ Leadership that moved away stays away when its broker returns (Kafka does not re
 (`elect_leaders`, PREFERRED or UNCLEAN) moves it back on request, and `balance_leaders`, run every
 `leader.imbalance.check.interval.seconds` when `auto.leader.rebalance.enable`, does so for every broker whose share
 of preferred partitions led elsewhere exceeds `leader.imbalance.per.broker.percentage` (Kafka's auto rebalance).
+
+Replica sets change only through reassignment (`alter_partition_reassignments`, KIP-455 as KRaft runs it): a move
+adds its target replicas to the partition at once, as `adding_replicas`, and completes in whichever later change
+finds every target replica in the ISR, usually the AlterPartition that takes the last one in (`election.change`).
 """
 
 from __future__ import annotations
