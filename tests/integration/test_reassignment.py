@@ -1,8 +1,9 @@
 """Partition reassignment on a three-node cluster of real processes (one cluster for the module).
 
 `bus reassign-partitions --execute` moves an RF=2 topic holding acknowledged records from nodes {a, b} to {b, c},
-its leader a included; `--verify` reports the move completed; then every node's Metadata shows replicas [b, c],
-node a's partition directory is gone, a consumer reads every record and acks=all produce goes on. `--generate`
+its leader a included, while an acks=all producer keeps writing; `--verify` reports the move completed; then every
+node's Metadata shows replicas [b, c], node a's partition directory is gone, a consumer reads every acknowledged
+record once and in order, and acks=all produce goes on. `--generate`
 proposes a placement over the listed brokers. kafka-python's KafkaAdminClient judges the wire: a move towards a
 paused (SIGSTOP) node stays in progress and ListPartitionReassignments shows it (so does `--list`), `--cancel` and
 kafka-python cancel it, and an unregistered broker or a cancel with nothing under way is refused with Kafka's
@@ -24,7 +25,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
 from tests.integration._support_tools import bus, ok
-from tests.integration.test_replication import FAST, all_in_sync, partitions_on, read_all
+from tests.integration.test_replication import FAST, AckedProducer, all_in_sync, partitions_on, read_all
 from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
@@ -75,6 +76,7 @@ def test_the_tool_moves_a_partition_and_its_leader_to_other_nodes(cluster: Clust
     produce(cluster.bootstrap, "moved", before)
     plan = reassignment_file(tmp_path, "moved", [b, c])
     elsewhere = next(n for n in (a, b, c) if n != cluster.leader())  # forwarded to the active controller
+    load = AckedProducer(cluster.bootstrap, "moved", 1).start()  # acks=all all along the move
 
     out = ok(bus("reassign-partitions", "--bootstrap-server", cluster[elsewhere].bootstrap, "--execute",
                  "--reassignment-json-file", plan))
@@ -93,13 +95,18 @@ def test_the_tool_moves_a_partition_and_its_leader_to_other_nodes(cluster: Clust
     assert until(completed, 30, "the move completed", interval=0.5).splitlines() == [
         "Status of partition reassignment:", "Reassignment of partition moved-0 is completed."]
     entry = until(lambda: everywhere(cluster, "moved", [b, c]), 30, "replicas [b, c] on every node")
+    load.stop()
+    assert not load.failed and load.count() > 0, load.failed[:3]
     assert entry.leader_id == b  # type: ignore[attr-defined]  # a no longer a replica: the first of the target
     until(lambda: True if not (cluster[a].data_dir / "moved-0").exists() else None, 20, "a's replica deleted")
     assert (cluster[b].data_dir / "moved-0").is_dir() and (cluster[c].data_dir / "moved-0").is_dir()
 
     after = [b"n%05d" % n for n in range(100)]
     produce(cluster[c].bootstrap, "moved", after)  # acks=all: b and c both have them
-    assert read_all(cluster.bootstrap, "moved", 1, len(before) + len(after)) == {0: before + after}
+    during = load.acked[0]
+    # Every acknowledged record once, in order, across the leader's move from a to b.
+    assert read_all(cluster.bootstrap, "moved", 1, len(before) + len(during) + len(after)) == {
+        0: before + during + after}
     assert "No partition reassignments found." in ok(bus("reassign-partitions", "--bootstrap-server",
                                                          cluster.bootstrap, "--list"))
 
