@@ -208,8 +208,8 @@ def parse_reassignment(text: str) -> Assignment:
         if not isinstance(entry, dict):
             raise ToolError(f"Partition reassignment data: each entry must be an object, got {json.dumps(entry)}")
         topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
-        if (not isinstance(topic, str) or not _int(partition) or not isinstance(replicas, list)
-                or not all(_int(r) for r in replicas)):
+        if (not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool)
+                or not isinstance(replicas, list) or not all(_int(r) for r in replicas)):
             raise ToolError('Partition reassignment data: each entry needs a "topic" string, a "partition" integer '
                             f'and a "replicas" list of broker ids, got {json.dumps(entry)}')
         tp = TopicPartition(topic, partition)

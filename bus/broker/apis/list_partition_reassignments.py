@@ -21,7 +21,7 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    wanted = None
+    wanted: dict[str, list[int]] | None = None
     if request.topics is not None:
         wanted = {}
         for topic in request.topics:
