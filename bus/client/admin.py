@@ -217,6 +217,19 @@ def _check(code: Any, message: str | None = None) -> None:
         raise AdminError.of(code, message)
 
 
+def _partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Topic -> partition indexes, in the order given: how most requests list partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(int(tp.partition))
+    return by_topic
+
+
+def _wanted(partitions: Iterable[TopicPartition] | None) -> list[TopicPartition] | None:
+    """The partitions asked for, deduplicated and sorted, or None for all of them."""
+    return None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition)) for tp in partitions})
+
+
 def _first_error(results: Mapping[Any, AdminError | None]) -> AdminError | None:
     failed = {key: err for key, err in results.items() if err is not None}
     if not failed:
@@ -798,17 +811,14 @@ class AdminClient:
         """Elect leaders (ElectLeaders, Java's Admin.electLeaders): partition -> None (elected) or its error,
         ELECTION_NOT_NEEDED when a valid leader is already in place. `partitions` None asks for every partition, and
         then the controller reports only those it tried to elect. NOT_CONTROLLER is retried."""
-        wanted = None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition))
-                                                         for tp in partitions})
+        wanted = _wanted(partitions)
         timeout = self._timeout_ms(timeout_ms)
 
         def build(s: Any) -> Any:
             topics = None
             if wanted is not None:
-                by_topic: dict[str, list[int]] = {}
-                for tp in wanted:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
-                topics = [s.make("TopicPartitions", topic=t, partitions=ps) for t, ps in by_topic.items()]
+                topics = [s.make("TopicPartitions", topic=t, partitions=ps)
+                          for t, ps in _partition_indexes(wanted).items()]
             return s.make("ElectLeadersRequest", election_type=int(election_type), topic_partitions=topics,
                           timeout=timeout)
 
@@ -876,18 +886,14 @@ class AdminClient:
                                      timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
         """The moves under way among `partitions` (None: all), Java's Admin.listPartitionReassignments;
         partitions that do not exist or are not moving are left out. NOT_CONTROLLER is retried."""
-        wanted = None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition))
-                                                         for tp in partitions})
+        wanted = _wanted(partitions)
         timeout = self._timeout_ms(timeout_ms)
 
         def build(s: Any) -> Any:
             topics = None
             if wanted is not None:
-                by_topic: dict[str, list[int]] = {}
-                for tp in wanted:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
                 topics = [s.make("ListPartitionReassignmentsTopics", name=t, partition_indexes=ps)
-                          for t, ps in by_topic.items()]
+                          for t, ps in _partition_indexes(wanted).items()]
             return s.make("ListPartitionReassignmentsRequest", timeout=timeout, topics=topics)
 
         def attempt() -> dict[TopicPartition, PartitionReassignment]:
@@ -1257,12 +1263,10 @@ class AdminClient:
         def build(shapes: Any) -> Any:
             topics = None
             if wanted is not None:
-                by_topic: dict[str, list[int]] = {}
-                for tp in wanted:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
                 batched = shapes.has("OffsetFetchRequestTopics")  # v8+ names the class in the plural
                 cls = "OffsetFetchRequestTopics" if batched else "OffsetFetchRequestTopic"
-                topics = [shapes.make(cls, name=t, partition_indexes=parts) for t, parts in by_topic.items()]
+                topics = [shapes.make(cls, name=t, partition_indexes=parts)
+                          for t, parts in _partition_indexes(wanted).items()]
             if shapes.has("OffsetFetchRequestGroup"):
                 return shapes.make("OffsetFetchRequest", require_stable=require_stable, groups=[
                     shapes.make("OffsetFetchRequestGroup", group_id=group_id, member_id=None, member_epoch=-1,
@@ -1360,9 +1364,7 @@ class AdminClient:
 
         def attempt() -> dict[TopicPartition, AdminError | None]:
             node = self._coordinator(group_id)
-            by_topic: dict[str, list[int]] = {}
-            for tp in wanted:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            by_topic = _partition_indexes(wanted)
             response = self._send(node, OFFSET_DELETE, lambda s: s.make(
                 "OffsetDeleteRequest", group_id=group_id, topics=[
                     s.make("OffsetDeleteRequestTopic", name=t, partitions=[
