@@ -260,8 +260,17 @@ class RaftNode:
         self._step.events.append(RoleChanged(self.state.role, self.state.epoch, self.leader_id))
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
+        """A newer epoch without a known leader. A voter that was already waiting for an election (Unattached,
+        Voted or Candidate) keeps its deadline, as Kafka's QuorumState.transitionToUnattached does: restarting it
+        would let a candidate that cannot win (its log is behind, e.g. a node just resumed from SIGSTOP) reset
+        every other voter's timer with each new epoch it tries, and no election would ever succeed."""
+        state = self.state
+        if isinstance(state, Unattached | Voted | Candidate):
+            deadline = state.election_deadline
+        else:
+            deadline = self._election_deadline(now_ms)
         self._persist(epoch)
-        self._set_state(Unattached(epoch, self._election_deadline(now_ms)))
+        self._set_state(Unattached(epoch, deadline))
 
     def _become_voted(self, candidate_id: int, epoch: int, now_ms: int) -> None:
         self._persist(epoch, voted_id=candidate_id)

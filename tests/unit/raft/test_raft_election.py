@@ -197,3 +197,27 @@ def test_leader_steps_down_on_a_higher_epoch() -> None:
     leader = net.elect()
     _vote(leader, 2, epoch=leader.epoch + 1, last_epoch=0, last_offset=0)
     assert leader.role is Role.UNATTACHED
+
+
+def test_a_voter_back_from_a_pause_with_a_stale_log_cannot_stall_the_election() -> None:
+    """A voter cut off while the others committed (a SIGSTOPped process) comes back as a candidate whose log is
+    behind: it can never win, and each new epoch it tries must not restart the other voters' election timers
+    (Kafka keeps the remaining time on the way to Unattached), or no leader is ever elected again."""
+    net = Net({1, 2, 3}, election_backoff_max_ms=100)
+    leader = net.elect()
+    stale = next(i for i in (1, 2, 3) if i != leader.node_id)
+    cut_off = lambda e: stale not in (e.source, e.destination)  # noqa: E731
+    net.advance(2000, keep=cut_off)  # it has tried many epochs alone: its backoff is at its maximum
+    net.append([b"committed without it"])
+    net.advance(50, keep=cut_off)
+    assert net.nodes[stale].role is Role.CANDIDATE and net.nodes[stale].epoch > leader.epoch
+    net.pending = [e for e in net.pending if cut_off(e)]
+    for _ in range(400):
+        net.advance(5)
+        current = net.leader()
+        if current is not None and current.node_id != stale and all(
+                n.leader_id == current.node_id for n in net.nodes.values()):
+            break
+    else:
+        raise AssertionError("no leader within 2 s of the stale voter's return")
+    assert net.nodes[stale].log.end_offset() == current.log.end_offset()  # it caught up from the new leader
