@@ -1,9 +1,15 @@
 """The broker process: wires config, storage, controller, replica manager and network together.
 
-With a quorum of more than one voter the metadata arrives from the other nodes after start: the node serves
-once its quorum runs, registers itself with the active controller, and loads its coordinators once the metadata
-holds their internal topics (which the active controller creates when it becomes active). A lone voter and a
-node without a quorum have their whole metadata at construction, as a single node always had.
+With a quorum of more than one voter, or on a broker-only or controller-only node, the metadata arrives from the
+other nodes after start: the node serves once its quorum runs, registers itself with the active controller, and
+loads its coordinators once the metadata holds their internal topics (which the active controller creates when it
+becomes active). A lone combined voter and a node without a quorum have their whole metadata at construction, as a
+single node always had.
+
+Roles (`process.roles`, Kafka's KRaft): a broker-only node observes the quorum (see `broker_quorum`) and is a
+broker like any other; a controller-only node votes and serves the controller APIs on its controller listener
+only: it has no client listener, never registers as a broker (so it is in no Metadata response and no replica
+set), loads no coordinator and has no controlled shutdown.
 """
 
 from __future__ import annotations
@@ -103,7 +109,7 @@ class Broker:
         self.node_id = config.node_id
         self.started_at = time.time()
         quorum = broker_quorum.runs_quorum(config)
-        self.clustered = quorum and len(config.quorum_voters) > 1  # metadata comes from the other nodes
+        self.clustered = broker_quorum.takes_metadata(config)  # metadata comes from the other nodes
         configured_id = broker_quorum.quorum_cluster_id(config) if quorum else None
         if configured_id:  # before the quorum's files are touched: another node's or cluster's data is refused
             for directory in {*config.log_dirs, config.metadata_dir}:
@@ -118,6 +124,7 @@ class Broker:
             broker_session_timeout_ms=int(config["broker.session.timeout.ms"]),
             unclean_leader_election=bool(config["unclean.leader.election.enable"]),
             quorum_voters=len(config.quorum_voters),
+            broker=config.is_broker,
         )
         if self.clustered:
             assert configured_id is not None
@@ -254,16 +261,17 @@ class Broker:
         lifecycle: list[asyncio.Task[None]] = []
         if self.channel is not None:
             heartbeat_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
-            self._lifecycle = asyncio.create_task(
-                self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s))
-            lifecycle = [self._lifecycle,
-                         asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers))]
+            lifecycle = [asyncio.create_task(self._every(heartbeat_s / 2, self.controller.fence_expired_brokers))]
+            if self.config.is_broker:
+                self._lifecycle = asyncio.create_task(
+                    self.channel.run_lifecycle(self.cluster_id, self._endpoints(), None, heartbeat_s))
+                lifecycle.append(self._lifecycle)
             if self.config["auto.leader.rebalance.enable"]:  # only the active controller acts on it
                 imbalance = int(self.config["leader.imbalance.per.broker.percentage"])
                 lifecycle.append(asyncio.create_task(self._every(
                     int(self.config["leader.imbalance.check.interval.seconds"]),
                     lambda: self.controller.balance_leaders(imbalance))))
-        if self.clustered:
+        if self.clustered and self.config.is_broker:
             await self._await_coordinator_topics()
             await self.groups.start()
             self.transactions.load()
@@ -369,7 +377,8 @@ class Broker:
                     "passed); stopping anyway")
 
     async def stop(self) -> None:
-        if self.clustered and self.channel is not None and self.config["controlled.shutdown.enable"]:
+        if (self.clustered and self.channel is not None and self.config.is_broker
+                and self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()

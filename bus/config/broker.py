@@ -84,6 +84,15 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("log.dirs", _T.LIST, None, "Directories holding partition logs."),
         ConfigKey("log.dir", _T.STRING, "data/bus", "Log directory when log.dirs is unset."),
         ConfigKey("metadata.log.dir", _T.STRING, None, "Directory of the metadata log."),
+        # When a quorum node snapshots its committed metadata image (Kafka's names, defaults and docs).
+        ConfigKey("metadata.log.max.record.bytes.between.snapshots", _T.LONG, "20971520",
+                  "This is the maximum number of bytes in the log between the latest snapshot and the high-watermark "
+                  "needed before generating a new snapshot. The Kafka node will generate a snapshot when either the "
+                  "maximum time interval is reached or the maximum bytes limit is reached.", at_least=1),
+        ConfigKey("metadata.log.max.snapshot.interval.ms", _T.LONG, "3600000",
+                  "This is the maximum number of milliseconds to wait to generate a snapshot if there are committed "
+                  "records in the log that are not included in the latest snapshot. A value of zero disables time "
+                  "based snapshot generation.", at_least=0),
         ConfigKey("num.partitions", _T.INT, "1", "Partitions of auto-created topics.", at_least=1),
         ConfigKey("default.replication.factor", _T.INT, "1", "Replicas of auto-created topics.", at_least=1),
         ConfigKey("min.insync.replicas", _T.INT, "1", "Replicas that must ack acks=all.", at_least=1),

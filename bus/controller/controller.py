@@ -51,7 +51,7 @@ from kio.schema.errors import ErrorCode
 from bus.config.definitions import ConfigError
 from bus.config.topic import validate_topic_configs
 from bus.controller import election
-from bus.controller.image import MetadataImage, PartitionState, TopicImage
+from bus.controller.image import MetadataImage, PartitionState, TopicImage, partition_record, snapshot_records
 from bus.controller.record_log import MetadataRecord, MetadataRecordLog
 from bus.protocol.errors import KafkaApiError
 
@@ -124,9 +124,11 @@ class QuorumController:
         broker_session_timeout_ms: int = 9000,
         unclean_leader_election: bool = False,
         quorum_voters: int = 1,
+        broker: bool = True,
     ) -> None:
         """`unclean_leader_election`: the broker's `unclean.leader.election.enable` (a topic's own config wins);
-        `quorum_voters`: how many controllers vote, which caps the internal topics' replication factor."""
+        `quorum_voters`: how many controllers vote, which caps the internal topics' replication factor;
+        `broker`: whether this node is a broker too (a controller-only node never hosts a replica)."""
         self.log = metadata_log
         self.unclean_leader_election = unclean_leader_election
         self.quorum_voters = quorum_voters
@@ -134,6 +136,7 @@ class QuorumController:
         self.broker_session_timeout_s = broker_session_timeout_ms / 1000.0
         self._sessions: dict[int, float] = {}  # broker id -> monotonic expiry, on the active controller
         self.node_id = node_id
+        self.local_broker = {node_id} if broker else set()
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
         self.image = MetadataImage()
@@ -141,7 +144,7 @@ class QuorumController:
         self.listeners: list[Callable[[list[MetadataRecord]], None]] = []
         self.activation_listeners: list[Callable[[], object]] = []  # run (soon) after this node becomes active
         self._unfinished_activation: list[Callable[[], object]] = []  # refused steps, retried periodically
-        metadata_log.open(self._on_committed, self._on_active)
+        metadata_log.open(self)
 
     @property
     def active(self) -> bool:
@@ -154,8 +157,8 @@ class QuorumController:
 
     @property
     def live_brokers(self) -> list[int]:
-        """This node and every registered broker that is not fenced."""
-        return sorted({self.node_id, *(b for b, r in self.working.brokers.items() if not r.fenced)})
+        """This node (when it is a broker) and every registered broker that is not fenced."""
+        return sorted({*self.local_broker, *(b for b, r in self.working.brokers.items() if not r.fenced)})
 
     def _commit(self, records: list[MetadataRecord]) -> None:
         self.log.append(records)  # NOT_CONTROLLER unless active; without a quorum, committed (applied) here
@@ -163,13 +166,29 @@ class QuorumController:
             for record in records:
                 self._pending.apply(record)
 
-    def _on_committed(self, records: list[MetadataRecord]) -> None:
+    def apply_committed(self, records: list[MetadataRecord]) -> None:
         for record in records:
             self.image.apply(record)
         for listener in self.listeners:
             listener(records)
 
-    def _on_active(self, active: bool) -> None:
+    def load_snapshot(self, records: list[MetadataRecord]) -> None:
+        """Replace the committed image wholesale (at start, or a snapshot from the leader). The broker side hears
+        the difference as records through the same `listeners`: a `remove_topic` for every topic the snapshot no
+        longer has, then the snapshot's records, which bring every remaining topic in line."""
+        loaded = MetadataImage()
+        for record in records:
+            loaded.apply(record)
+        removed: list[MetadataRecord] = [{"type": "remove_topic", "topic_id": str(topic_id)}
+                                         for topic_id in self.image.topics_by_id if topic_id not in loaded.topics_by_id]
+        self.image.replace_with(loaded)
+        for listener in self.listeners:
+            listener([*removed, *records])
+
+    def snapshot_records(self) -> list[MetadataRecord]:
+        return snapshot_records(self.image)
+
+    def set_active(self, active: bool) -> None:
         # Becoming active happens once every earlier leader's records are committed and applied: the working
         # image starts as a copy of the committed one. Losing it drops what was not committed.
         self._pending = copy.deepcopy(self.image) if active else None
@@ -465,7 +484,7 @@ class QuorumController:
                                   "The manual partition assignment includes an empty replica list.")
         previous = None
         for broker_id in sorted(target):
-            if broker_id not in self.working.brokers and broker_id != self.node_id:
+            if broker_id not in self.working.brokers and broker_id not in self.local_broker:
                 raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"The manual partition assignment includes broker {broker_id}, but no such "
                                       "broker is registered.")
@@ -663,24 +682,7 @@ class QuorumController:
         log.info("created %s with %d partitions (replication factor %d)", name, partitions, factor)
         return created
 
-    @staticmethod
-    def _partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
-        """A partition's whole state as one record: its creation and every later change alike. A reassignment's
-        adding and removing replicas are written only while one is under way (absent means none)."""
-        record: MetadataRecord = {
-            "type": "partition",
-            "topic_id": topic_id,
-            "partition": state.partition,
-            "replicas": list(state.replicas),
-            "isr": list(state.isr),
-            "leader": state.leader,
-            "leader_epoch": state.leader_epoch,
-            "partition_epoch": state.partition_epoch,
-        }
-        if state.reassigning:
-            record["adding_replicas"] = list(state.adding_replicas)
-            record["removing_replicas"] = list(state.removing_replicas)
-        return record
+    _partition_record = staticmethod(partition_record)
 
     def topic(self, name: str) -> TopicImage:
         topic = self.working.topics.get(name)

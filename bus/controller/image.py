@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+MetadataRecord = dict[str, Any]
+
 
 @dataclass(slots=True)
 class PartitionState:
@@ -109,6 +111,60 @@ class MetadataImage:
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
         self.offset += 1
+
+
+    def replace_with(self, other: MetadataImage) -> None:
+        """Take `other`'s whole state in place (a snapshot from the leader), so every holder of this image, such as
+        an `ImageView`, sees the new one."""
+        self.cluster_id = other.cluster_id
+        self.topics = other.topics
+        self.topics_by_id = other.topics_by_id
+        self.offset = other.offset
+        self.next_producer_id = other.next_producer_id
+        self.brokers = other.brokers
+
+
+def partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
+    """A partition's whole state as one record: its creation and every later change alike. A reassignment's
+    adding and removing replicas are written only while one is under way (absent means none)."""
+    record: MetadataRecord = {
+        "type": "partition",
+        "topic_id": topic_id,
+        "partition": state.partition,
+        "replicas": list(state.replicas),
+        "isr": list(state.isr),
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "partition_epoch": state.partition_epoch,
+    }
+    if state.reassigning:
+        record["adding_replicas"] = list(state.adding_replicas)
+        record["removing_replicas"] = list(state.removing_replicas)
+    return record
+
+
+def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
+    """The records that recreate `image` exactly when applied to an empty one: the content of a metadata snapshot
+    (Kafka's snapshot holds the same records its log does, one per piece of state). Fresh dicts and lists, so they
+    may be encoded in another thread while the image moves on."""
+    records: list[MetadataRecord] = []
+    if image.cluster_id is not None:
+        records.append({"type": "cluster", "cluster_id": image.cluster_id})
+    for broker in image.brokers.values():
+        records.append({"type": "broker", "id": broker.broker_id, "endpoints": [list(e) for e in broker.endpoints],
+                        "rack": broker.rack})
+        if broker.fenced:
+            records.append({"type": "broker_fence", "id": broker.broker_id, "fenced": True})
+        if broker.in_controlled_shutdown:
+            records.append({"type": "broker_shutdown", "id": broker.broker_id})
+    for topic in image.topics.values():
+        topic_id = str(topic.topic_id)
+        records.append({"type": "topic", "name": topic.name, "topic_id": topic_id})
+        records += [{"type": "config", "name": topic.name, "key": k, "value": v} for k, v in topic.configs.items()]
+        records += [partition_record(topic_id, state) for state in topic.partitions.values()]
+    if image.next_producer_id:
+        records.append({"type": "producer_ids", "next": image.next_producer_id})
+    return records
 
 
 class ImageView:

@@ -19,12 +19,13 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import crc32c
 
+from bus.controller.record_log import MetadataStateMachine
 from bus.log.files import write_all
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class MetadataLog:
         self.written = 0  # appends so far (this process); `synced` trails it until the fsync returns
         self.synced = 0
         self._syncing: asyncio.Future[None] | None = None
-        self._on_committed: Callable[[list[dict[str, Any]]], None] | None = None
+        self._machine: MetadataStateMachine | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -53,12 +54,12 @@ class MetadataLog:
     def active(self) -> bool:
         return True
 
-    def open(self, on_committed: Callable[[list[dict[str, Any]]], None],
-             on_active: Callable[[bool], None]) -> None:
-        """Replay what is stored into `on_committed`; later appends go to it as they are written."""
-        self._on_committed = on_committed
+    def open(self, machine: MetadataStateMachine) -> None:
+        """Replay what is stored into `machine`; later appends go to it as they are written (this log keeps every
+        record and takes no snapshots)."""
+        self._machine = machine
         if self._records:
-            on_committed(list(self._records))
+            machine.apply_committed(list(self._records))
 
     def _replay(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
@@ -90,8 +91,8 @@ class MetadataLog:
             self.synced = self.written
         else:
             self._start_sync()
-        if self._on_committed is not None:
-            self._on_committed(batch)
+        if self._machine is not None:
+            self._machine.apply_committed(batch)
 
     def _start_sync(self) -> None:
         if self._syncing is None or self._syncing.done():

@@ -5,6 +5,10 @@ One raft entry holds the records of one controller operation as a JSON array (th
 records in one atomic batch; one entry per operation is that atomicity here, so a topic never commits without
 its partitions. LeaderChange control entries carry no metadata and are skipped.
 
+Snapshots hold the committed image as records (`image.snapshot_records`) in the same JSON array encoding. On open
+the latest snapshot is loaded into the image first and the entries after it replayed; a snapshot installed from
+the leader replaces the image; `SnapshotGenerator` writes this node's own (see there for when).
+
 This node is the active controller while it leads the quorum and an entry of its own epoch (its LeaderChange) is
 committed: only then has it applied everything the previous leaders committed, the point at which Kafka's
 QuorumController becomes active. An append is answered (`sync`) only once it is committed in the
@@ -18,9 +22,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from bus.controller.controller import not_controller
-from bus.controller.record_log import MetadataRecord
+from bus.controller.record_log import MetadataRecord, MetadataStateMachine
+from bus.controller.snapshot_generator import SnapshotGenerator, SnapshotPolicy
 from bus.raft.driver import RaftDriver, RaftStoppedError
-from bus.raft.log import LogEntry
+from bus.raft.log import LogEntry, Snapshot
 from bus.raft.node import NotLeaderError
 from bus.raft.roles import Role
 
@@ -44,30 +49,42 @@ def decode_entry(data: bytes) -> list[MetadataRecord]:
 
 class RaftMetadataLog:
     def __init__(self, driver: RaftDriver, commit_timeout_s: float = COMMIT_TIMEOUT_S,
-                 close_log: Callable[[], None] | None = None) -> None:
-        """`close_log`: closes the raft log's files (idempotent; the driver also closes them when it stops)."""
+                 close_log: Callable[[], None] | None = None, snapshot_policy: SnapshotPolicy | None = None) -> None:
+        """`close_log`: closes the raft log's files (idempotent; the driver also closes them when it stops);
+        `snapshot_policy`: when this node snapshots its image (Kafka's defaults if None)."""
         self.driver = driver
+        self.snapshot_policy = snapshot_policy or SnapshotPolicy()
+        self.snapshots: SnapshotGenerator | None = None
         self._close_log = close_log
         self.commit_timeout_s = commit_timeout_s
         self.written = 0
         self._last: tuple[int, int] | None = None  # (offset, epoch) of this node's last append
         self._leading: int | None = None  # the epoch this node leads, until one of its entries is committed
         self._active = False
-        self._on_committed: Callable[[list[MetadataRecord]], None] | None = None
-        self._on_active: Callable[[bool], None] | None = None
+        self._machine: MetadataStateMachine | None = None
 
     @property
     def active(self) -> bool:
         return self._active
 
-    def open(self, on_committed: Callable[[list[MetadataRecord]], None],
-             on_active: Callable[[bool], None]) -> None:
-        """Follow the driver, then let it process its start (a lone voter leads and commits its log at once)."""
-        self._on_committed = on_committed
-        self._on_active = on_active
+    def open(self, machine: MetadataStateMachine) -> None:
+        """Load the latest snapshot, follow the driver, then let it process its start (a lone voter leads and
+        commits its log at once; otherwise the entries after the snapshot commit as the leader is heard)."""
+        self._machine = machine
+        self.snapshots = SnapshotGenerator(self.driver, machine.snapshot_records, encode_entry, self.snapshot_policy)
+        snapshot = self.driver.latest_snapshot()
+        if snapshot is not None:
+            self._load(snapshot)
         self.driver.role_listeners.append(self._role_changed)
         self.driver.committed_listeners.append(self._committed)
+        self.driver.snapshot_listeners.append(self._load)
         self.driver.open()
+
+    def _load(self, snapshot: Snapshot) -> None:
+        assert self._machine is not None and self.snapshots is not None
+        self._machine.load_snapshot(decode_entry(snapshot.data))
+        self.snapshots.loaded(snapshot.snapshot_id.offset)
+        log.info("node %d loaded metadata snapshot %s", self.driver.node_id, snapshot.snapshot_id)
 
     def _role_changed(self, role: Role, epoch: int, leader_id: int | None) -> None:
         if role is Role.LEADER:
@@ -77,10 +94,12 @@ class RaftMetadataLog:
             self._set_active(False)
 
     def _committed(self, entries: tuple[LogEntry, ...]) -> None:
-        assert self._on_committed is not None
+        assert self._machine is not None and self.snapshots is not None
         for entry in entries:
             if isinstance(entry.record, bytes):
-                self._on_committed(decode_entry(entry.record))
+                self._machine.apply_committed(decode_entry(entry.record))
+        if entries:
+            self.snapshots.applied(entries[-1].offset + 1, sum(entry.size for entry in entries))
         if (self._leading is not None and entries and entries[-1].epoch == self._leading
                 and self.driver.role is Role.LEADER and self.driver.epoch == self._leading):
             self._set_active(True)
@@ -91,8 +110,8 @@ class RaftMetadataLog:
         self._active = active
         log.info("node %d %s the active controller (epoch %d)", self.driver.node_id,
                  "is now" if active else "is no longer", self.driver.epoch)
-        assert self._on_active is not None
-        self._on_active(active)
+        assert self._machine is not None
+        self._machine.set_active(active)
 
     def append(self, records: Iterable[MetadataRecord]) -> None:
         batch = list(records)
@@ -125,5 +144,7 @@ class RaftMetadataLog:
             raise not_controller(f"the metadata change at offset {offset} was replaced by another leader's")
 
     def close(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.close()
         if self._close_log is not None:
             self._close_log()

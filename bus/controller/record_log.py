@@ -8,10 +8,30 @@ same code serves both; `Broker` decides which one a node uses (`bus.raft.broker_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
-MetadataRecord = dict[str, Any]
+from bus.controller.image import MetadataRecord
+
+
+class MetadataStateMachine(Protocol):
+    """What a metadata log feeds (the controller): committed records, changes of `active`, and snapshots."""
+
+    def apply_committed(self, records: list[MetadataRecord]) -> None:
+        """Apply the records of one committed entry, in log order."""
+        ...
+
+    def set_active(self, active: bool) -> None:
+        """This node became (or stopped being) the active controller."""
+        ...
+
+    def load_snapshot(self, records: list[MetadataRecord]) -> None:
+        """Replace the whole committed image with the one these records (a snapshot's) recreate."""
+        ...
+
+    def snapshot_records(self) -> list[MetadataRecord]:
+        """The committed image as the records that recreate it (what a snapshot holds)."""
+        ...
 
 
 class MetadataRecordLog(Protocol):
@@ -23,10 +43,9 @@ class MetadataRecordLog(Protocol):
         """Whether this node may append now (the active controller: always, without a quorum)."""
         ...
 
-    def open(self, on_committed: Callable[[list[MetadataRecord]], None],
-             on_active: Callable[[bool], None]) -> None:
-        """Start delivering: committed records in log order to `on_committed` (what is stored first), and
-        changes of `active` to `on_active`."""
+    def open(self, machine: MetadataStateMachine) -> None:
+        """Start delivering to `machine`: what is stored first (its latest snapshot, then the committed records
+        after it), then what commits later, and changes of `active`."""
         ...
 
     def append(self, records: Iterable[MetadataRecord]) -> None:

@@ -25,6 +25,7 @@ from bus.controller.controller import QuorumController
 from bus.controller.metadata_log import METADATA_PARTITION_DIR, MetadataLog
 from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecordLog
+from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
@@ -90,7 +91,9 @@ def metadata_log(config: BrokerConfig, driver: RaftDriver | None) -> MetadataRec
     """The log the controller writes through: the quorum's when the node runs one, else its own file."""
     if driver is None:
         return MetadataLog(config.metadata_dir)
-    return RaftMetadataLog(driver, close_log=getattr(driver.node.log, "close", None))
+    policy = SnapshotPolicy(int(config["metadata.log.max.record.bytes.between.snapshots"]),
+                            int(config["metadata.log.max.snapshot.interval.ms"]))
+    return RaftMetadataLog(driver, close_log=getattr(driver.node.log, "close", None), snapshot_policy=policy)
 
 
 def import_local_log(config: BrokerConfig, controller: QuorumController) -> None:

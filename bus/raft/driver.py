@@ -203,6 +203,18 @@ class RaftDriver:
         self._process(step)
         return last
 
+    def latest_snapshot(self) -> Snapshot | None:
+        return self.node.log.latest_snapshot()
+
+    def create_snapshot(self, end_offset: int, data: bytes) -> Snapshot | None:
+        """Keep `data`, the state machine's image of every offset below `end_offset` (committed), as the latest
+        snapshot and drop the log below it. None, and nothing written, when the log already starts at or past
+        `end_offset` (a snapshot from the leader was installed meanwhile)."""
+        self._check_running()
+        if end_offset <= self.node.log.start_offset():
+            return None
+        return self.node.create_snapshot(end_offset, data)
+
     async def wait_committed(self, offset: int, timeout_s: float | None = None) -> None:
         """Return once `offset` is below the high watermark. On the leader, an entry appended in the current
         epoch fails with NotLeaderError if the node loses leadership first (the entry may then be truncated)."""

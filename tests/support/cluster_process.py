@@ -42,6 +42,10 @@ def describe_quorum(node: BrokerProcess) -> QuorumInfo | None:
         return None
 
 
+def is_broker(node: BrokerProcess) -> bool:
+    return "broker" in node.overrides.get("process.roles", "broker,controller")
+
+
 class ClusterProcess:
     def __init__(self, base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.nodes = {i: BrokerProcess(base / f"node{i}", {"node.id": str(i), "cluster.id": CLUSTER_ID,
@@ -59,7 +63,7 @@ class ClusterProcess:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(node.bootstrap for node in self.nodes.values())
+        return ",".join(node.bootstrap for node in self.nodes.values() if is_broker(node))
 
     def start(self) -> ClusterProcess:
         for node in self.nodes.values():
@@ -79,11 +83,15 @@ class ClusterProcess:
     def running(self) -> list[BrokerProcess]:
         return [node for node in self if node.proc is not None and node.proc.poll() is None]
 
+    def running_brokers(self) -> list[BrokerProcess]:
+        """The running nodes that serve clients (all of them but controller-only nodes)."""
+        return [node for node in self.running() if is_broker(node)]
+
     def wait_for_brokers(self, timeout: float = 30.0) -> None:
         """Until every running node's Metadata lists every running node (all registered with the controller)."""
         def listed() -> bool | None:
-            expected = {int(node.overrides["node.id"]) for node in self.running()}
-            for node in self.running():
+            expected = {int(node.overrides["node.id"]) for node in self.running_brokers()}
+            for node in self.running_brokers():
                 try:
                     with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 1000}) as admin:
                         if {b.node_id for b in admin.describe_cluster().brokers} != expected:
@@ -96,12 +104,53 @@ class ClusterProcess:
     def leader(self, timeout: float = 20.0, via: BrokerProcess | None = None) -> int:
         """The active controller's id once the quorum has one (asked of `via`, else of each running node)."""
         def ask() -> int | None:
-            for node in [via] if via else self.running():
+            for node in [via] if via else self.running_brokers():
                 info = describe_quorum(node)
                 if info is not None and info.leader_id in self.nodes:
                     return info.leader_id
             return None
         return until(ask, timeout, "a quorum leader")
+
+
+class SeparateRolesCluster(ClusterProcess):
+    """Kafka's separate KRaft roles: `controllers` controller-only voters (ids 1..controllers, listening on their
+    controller listener only; `node.port` is that listener, which `start` waits for) and `brokers` broker-only
+    observers (the next ids, a client listener only). `add_broker` starts one more broker in the running cluster."""
+
+    def __init__(self, base: Path, controllers: int = 3, brokers: int = 2,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.common = {"cluster.id": CLUSTER_ID, **(overrides or {})}
+        self.nodes = {}
+        for i in range(1, controllers + 1):
+            node = BrokerProcess(base / f"node{i}", {"node.id": str(i), "process.roles": "controller", **self.common})
+            node.overrides["listeners"] = f"CONTROLLER://127.0.0.1:{node.controller_port}"
+            node.port = node.controller_port  # what `start` waits for: it has no client listener
+            self.nodes[i] = node
+        self.voters = ",".join(f"{i}@127.0.0.1:{node.controller_port}" for i, node in self.nodes.items())
+        for node in self.nodes.values():
+            node.overrides["controller.quorum.voters"] = self.voters
+        for _ in range(brokers):
+            self._new_broker()
+
+    def _new_broker(self) -> BrokerProcess:
+        node_id = max(self.nodes) + 1
+        node = BrokerProcess(self.base / f"node{node_id}", {"node.id": str(node_id), "process.roles": "broker",
+                                                            **self.common})
+        node.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{node.port}"
+        node.overrides["controller.quorum.voters"] = self.voters
+        self.nodes[node_id] = node
+        return node
+
+    @property
+    def controllers(self) -> list[BrokerProcess]:
+        return [node for node in self if not is_broker(node)]
+
+    def add_broker(self) -> int:
+        """Start one more broker-only node and wait until every broker's Metadata lists it; its id."""
+        node = self._new_broker().start()
+        self.wait_for_brokers()
+        return int(node.overrides["node.id"])
 
 
 def started_cluster(base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> Iterator[ClusterProcess]:

@@ -59,12 +59,16 @@ def live_brokers(ctx: RequestContext) -> list[BrokerEndpoint]:
 
 def controller_id(ctx: RequestContext) -> int:
     """The active controller as clients see it: the raft leader on a node of a quorum (-1 while none is known),
-    else this node."""
+    else this node. A leader that is no broker (a controller-only node) is not reachable by clients, so this
+    broker stands in and forwards their controller requests (Kafka's KRaft brokers name an alive broker)."""
     raft = ctx.services.raft
     if raft is None:
         return ctx.node_id
     leader = raft.leader()
-    return -1 if leader is None else leader
+    if leader is None:
+        return -1
+    registration = ctx.metadata.brokers.get(leader)
+    return leader if leader == ctx.node_id or (registration is not None and not registration.fenced) else ctx.node_id
 
 
 def topic_name_for(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> str | None:

@@ -31,7 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         api_key = -1
     if api_key not in FORWARDED_APIS:
         return ctx.make("EnvelopeResponse", response_data=None, error_code=ErrorCode.invalid_request)
-    listener = ctx.config.advertised_client_listeners[0].name
+    clients = ctx.config.advertised_client_listeners  # none on a controller-only node: it runs it as it came
+    listener = clients[0].name if clients else ctx.listener
     result = channel.local_apis.handle(request.request_data, listener, f"envelope from {ctx.peer}")
     if inspect.isawaitable(result):
         result = await result

@@ -1,0 +1,213 @@
+"""Metadata snapshots: the image as records and back, when a node snapshots, and a controller that loads one.
+
+The round trip covers every record type `MetadataImage.apply` knows; the policy runs on a fake clock; the
+snapshot written and reloaded runs a real lone-voter RaftDriver over a real FileRaftLog on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bus.controller.controller import QuorumController, TopicSpec
+from bus.controller.image import ImageView, MetadataImage, snapshot_records
+from bus.controller.raft_log import RaftMetadataLog, decode_entry, encode_entry
+from bus.controller.record_log import MetadataRecord
+from bus.controller.snapshot_generator import SnapshotPolicy
+from bus.raft.config import QuorumConfig
+from bus.raft.disk_log import FileRaftLog
+from bus.raft.driver import RaftDriver
+from bus.raft.quorum_state import FileQuorumStateStore
+from bus.raft.snapshots import SUFFIX
+
+TOPIC_A = str(uuid.UUID(int=1))
+TOPIC_B = str(uuid.UUID(int=2))
+GONE = str(uuid.UUID(int=3))
+
+# Every record type the image applies, in an order a controller could have written them.
+HISTORY: list[MetadataRecord] = [
+    {"type": "cluster", "cluster_id": "MkU3OEVBNTcwNTJENDM2Qg"},
+    {"type": "broker", "id": 1, "endpoints": [["PLAINTEXT", "127.0.0.1", 9092]], "rack": "r1"},
+    {"type": "broker", "id": 2, "endpoints": [["PLAINTEXT", "127.0.0.1", 9093]], "rack": None},
+    {"type": "broker", "id": 3, "endpoints": [["PLAINTEXT", "127.0.0.1", 9094], ["SSL", "h", 9095]], "rack": None},
+    {"type": "broker_fence", "id": 2, "fenced": True},
+    {"type": "broker_shutdown", "id": 3},
+    {"type": "topic", "name": "a", "topic_id": TOPIC_A},
+    {"type": "config", "name": "a", "key": "cleanup.policy", "value": "compact"},
+    {"type": "config", "name": "a", "key": "retention.ms", "value": "1000"},
+    {"type": "config", "name": "a", "key": "retention.ms", "value": None},
+    {"type": "partition", "topic_id": TOPIC_A, "partition": 0, "replicas": [1, 2], "isr": [1], "leader": 1,
+     "leader_epoch": 3, "partition_epoch": 7},
+    {"type": "partition", "topic_id": TOPIC_A, "partition": 1, "replicas": [3, 1, 2], "isr": [1, 2], "leader": 2,
+     "leader_epoch": 1, "partition_epoch": 2, "adding_replicas": [3], "removing_replicas": [2]},
+    {"type": "topic", "name": "gone", "topic_id": GONE},
+    {"type": "partition", "topic_id": GONE, "partition": 0, "replicas": [1], "isr": [1], "leader": 1},
+    {"type": "remove_topic", "topic_id": GONE},
+    {"type": "topic", "name": "b", "topic_id": TOPIC_B},
+    {"type": "partition", "topic_id": TOPIC_B, "partition": 0, "replicas": [2], "isr": [], "leader": -1,
+     "leader_epoch": 4, "partition_epoch": 4},
+    {"type": "producer_ids", "next": 3000},
+]
+
+
+def image_of(records: list[MetadataRecord]) -> MetadataImage:
+    image = MetadataImage()
+    for record in records:
+        image.apply(record)
+    return image
+
+
+def state(image: MetadataImage) -> tuple[object, ...]:
+    return (image.cluster_id, image.topics, image.topics_by_id, image.brokers, image.next_producer_id)
+
+
+def test_the_history_covers_every_record_type_the_image_applies() -> None:
+    with pytest.raises(ValueError, match="unknown metadata record type"):
+        MetadataImage().apply({"type": "no_such_type"})
+    assert {r["type"] for r in HISTORY} == {"cluster", "broker", "broker_fence", "broker_shutdown", "topic",
+                                            "config", "partition", "remove_topic", "producer_ids"}
+
+
+def test_an_image_rebuilt_from_its_snapshot_records_is_equal() -> None:
+    original = image_of(HISTORY)
+    records = snapshot_records(original)
+    rebuilt = image_of(decode_entry(encode_entry(records)))
+    assert state(rebuilt) == state(original)
+    assert rebuilt.brokers[2].fenced and rebuilt.brokers[3].in_controlled_shutdown
+    assert rebuilt.topics["a"].partitions[1].adding_replicas == [3]
+    assert "gone" not in rebuilt.topics
+    assert snapshot_records(rebuilt) == records  # a snapshot of a loaded snapshot is the same snapshot
+
+
+def test_an_empty_image_has_an_empty_snapshot() -> None:
+    assert snapshot_records(MetadataImage()) == []
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_ms
+
+
+def test_the_policy_is_due_after_enough_bytes() -> None:
+    policy = SnapshotPolicy(max_bytes=100, max_interval_ms=0, clock=FakeClock())
+    policy.committed(99)
+    assert not policy.due()
+    policy.committed(1)
+    assert policy.due()
+    policy.snapshotted()
+    assert not policy.due() and policy.new_bytes == 0
+
+
+def test_the_policy_is_due_after_the_interval_only_with_a_new_entry() -> None:
+    clock = FakeClock()
+    policy = SnapshotPolicy(max_bytes=10**9, max_interval_ms=5000, clock=clock)
+    clock.now_ms += 6000
+    assert not policy.due() and policy.deadline_ms() is None  # nothing new since the start
+    policy.committed(10)
+    assert policy.due()
+    policy.snapshotted()
+    policy.committed(10)
+    assert policy.deadline_ms() == clock.now_ms + 5000
+    clock.now_ms += 4999
+    assert not policy.due()
+    clock.now_ms += 1
+    assert policy.due()
+
+
+def test_an_interval_of_zero_disables_the_time_rule() -> None:
+    clock = FakeClock()
+    policy = SnapshotPolicy(max_bytes=10**9, max_interval_ms=0, clock=clock)
+    policy.committed(10)
+    clock.now_ms += 10**9
+    assert not policy.due() and policy.deadline_ms() is None
+
+
+class LoneVoter:
+    """A lone voter's controller over a real FileRaftLog: it leads at once and commits every append."""
+
+    def __init__(self, directory: Path, policy: SnapshotPolicy) -> None:
+        config = QuorumConfig(voters=frozenset({1}))
+        self.raft_log = FileRaftLog(directory)
+        self.driver = RaftDriver(1, config, {1: ("127.0.0.1", 1)}, self.raft_log, FileQuorumStateStore(directory),
+                                 "MkU3OEVBNTcwNTJENDM2Qg")
+        self.driver.stop_callbacks.append(self.raft_log.close)
+        self.log = RaftMetadataLog(self.driver, commit_timeout_s=5, snapshot_policy=policy)
+        self.controller = QuorumController(self.log, 1, 1, 1)
+        self.seen: list[MetadataRecord] = []
+        self.controller.listeners.append(self.seen.extend)
+
+
+async def until(check: object, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def _a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(directory: Path) -> None:
+    node = LoneVoter(directory, SnapshotPolicy(max_bytes=600, max_interval_ms=0))
+    await node.driver.start()
+    for i in range(12):
+        node.controller.create_topic(TopicSpec(f"t{i}", 2, 1, configs={"retention.ms": str(1000 + i)}))
+        await node.log.sync()
+    node.controller.delete_topic("t0")
+    await node.log.sync()
+    assert node.log.snapshots is not None
+    await until(lambda: node.log.snapshots is not None and node.log.snapshots.written >= 2)
+    snapshot = node.driver.latest_snapshot()
+    assert snapshot is not None
+    assert node.raft_log.start_offset() == snapshot.snapshot_id.offset > 0
+    assert [p.name for p in directory.iterdir() if p.name.endswith(SUFFIX)] == [
+        f"{snapshot.snapshot_id.offset:020d}-{snapshot.snapshot_id.epoch:010d}{SUFFIX}"]
+    before = state(node.controller.image)
+    await node.driver.stop()
+
+    again = LoneVoter(directory, SnapshotPolicy(max_bytes=10**9, max_interval_ms=0))
+    await again.driver.start()
+    assert state(again.controller.image) == before
+    assert "t0" not in again.controller.image.topics and again.controller.image.topics["t11"].configs == {
+        "retention.ms": "1011"}
+    await again.driver.stop()
+
+
+def test_a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(tmp_path: Path) -> None:
+    asyncio.run(_a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(tmp_path))
+
+
+async def _a_snapshot_is_written_after_the_interval(directory: Path) -> None:
+    node = LoneVoter(directory, SnapshotPolicy(max_bytes=10**9, max_interval_ms=200))
+    await node.driver.start()
+    node.controller.create_topic(TopicSpec("late", 1, 1))
+    await node.log.sync()
+    assert node.driver.latest_snapshot() is None
+    await until(lambda: node.driver.latest_snapshot() is not None, 3.0)  # the timer fires with no new commit
+    snapshot = node.driver.latest_snapshot()
+    assert snapshot is not None and snapshot.snapshot_id.offset == node.driver.high_watermark
+    assert "late" in image_of(decode_entry(snapshot.data)).topics
+    await node.driver.stop()
+
+
+def test_a_snapshot_is_written_after_the_interval(tmp_path: Path) -> None:
+    asyncio.run(_a_snapshot_is_written_after_the_interval(tmp_path))
+
+
+def test_loading_a_snapshot_replaces_the_image_in_place_and_tells_the_listeners_what_went(tmp_path: Path) -> None:
+    node = LoneVoter(tmp_path, SnapshotPolicy())
+    controller = node.controller
+    view = ImageView(controller.image, 1, lambda: [1])
+    controller.load_snapshot(HISTORY[:12])  # topic "a" only
+    node.seen.clear()
+    replacement = image_of([r for r in HISTORY if r.get("topic_id") != TOPIC_A and r.get("name") != "a"])
+    controller.load_snapshot(snapshot_records(replacement))
+    assert state(controller.image) == state(replacement)
+    assert sorted(view.topics) == ["b"] and view.cluster_id == "MkU3OEVBNTcwNTJENDM2Qg"
+    assert node.seen[0] == {"type": "remove_topic", "topic_id": TOPIC_A}
+    assert {"type": "topic", "name": "b", "topic_id": TOPIC_B} in node.seen
+    node.raft_log.close()
