@@ -280,6 +280,16 @@ class BrokerConfig:
         return [lst for lst in self.advertised if lst.name not in self.controller_listener_names]
 
     @property
+    def is_broker(self) -> bool:
+        """Whether this node serves clients and hosts partitions (`process.roles` includes broker)."""
+        return "broker" in self.values["process.roles"]
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this node votes in the quorum (a controller); a broker-only node only observes it."""
+        return self.node_id in self.quorum_voters
+
+    @property
     def quorum_voters(self) -> dict[int, tuple[str, int]]:
         """`controller.quorum.voters` by id: where each voter's controller listener is."""
         return parse_voters(self.values["controller.quorum.voters"])
@@ -333,6 +343,40 @@ def _check_roles(values: dict[str, Any], listeners: list[Listener]) -> None:
             f"If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the "
             f"set of voters controller.quorum.voters={','.join(values['controller.quorum.voters'])}"
         )
+    _check_separate_roles(values, roles, controller_names, names)
+
+
+def _check_separate_roles(values: dict[str, Any], roles: set[str], controller_names: set[str],
+                          names: set[str]) -> None:
+    """KafkaConfig's checks of a broker-only and a controller-only node. Either needs the quorum it belongs to
+    (`controller.quorum.bootstrap.servers`, the dynamic quorum, is not supported: voters are required); a combined
+    node without voters stays the single-node broker `bus broker` runs by default."""
+    if roles == {"broker", "controller"}:
+        return
+    role = "broker" if roles == {"broker"} else "controller"
+    if not values["controller.quorum.voters"]:
+        raise ConfigError(
+            f"If using process.roles={role}, controller.quorum.voters must contain a parseable set of voters "
+            "(controller.quorum.bootstrap.servers is not supported)")
+    if role == "broker":
+        if not controller_names:
+            raise ConfigError(
+                "controller.listener.names must contain at least one value when running KRaft with just the broker "
+                "role")
+        if controller_names & names:
+            raise ConfigError(
+                "controller.listener.names must not contain a value appearing in the 'listeners' configuration when "
+                "running KRaft with just the broker role")
+        return
+    if names - controller_names:
+        raise ConfigError(
+            "The listeners config must only contain KRaft controller listeners from controller.listener.names when "
+            "process.roles=controller")
+    inter_broker = values.get("inter.broker.listener.name")
+    if inter_broker and inter_broker.upper() in controller_names:
+        raise ConfigError(
+            "controller.listener.names must not contain an explicitly set inter.broker.listener.name configuration "
+            "value when process.roles=controller")
 
 
 def parse_voters(items: list[str]) -> dict[int, tuple[str, int]]:

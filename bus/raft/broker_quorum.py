@@ -1,16 +1,21 @@
 """The broker's quorum: a `RaftDriver` built from `server.properties`, or None when the node runs no quorum, and
 the metadata log the controller writes through, decided here for the whole broker (`metadata_log`).
 
-A node runs one when its `process.roles` includes `controller` and `controller.quorum.voters` is set; then the
-quorum's log IS the metadata log (`RaftMetadataLog`). Without voters it stays the single-node broker it always
-was (the local `MetadataLog`). The quorum's log (`FileRaftLog`) and `quorum-state` file live in
-`<metadata.log.dir>/__cluster_metadata-0/raft/`: Kafka keeps them in `__cluster_metadata-0/` itself, but that
+A node runs one when `controller.quorum.voters` is set; then the quorum's log IS the metadata log
+(`RaftMetadataLog`). A controller (`process.roles` with `controller`) is one of the voters; a broker-only node is
+an observer: it fetches the log from the leader, never votes, and keeps its metadata image from it (Kafka's
+broker-only KRaft node). Without voters a combined node stays the single-node broker it always was (the local
+`MetadataLog`); the other roles require voters (`load_broker_config` says so).
+
+The quorum's log (`FileRaftLog`) and `quorum-state` file live in `<metadata.log.dir>/__cluster_metadata-0/raft/`:
+Kafka keeps them in `__cluster_metadata-0/` itself, but that
 directory may still hold a `metadata.log` written before the quorum carried the metadata (imported once, see
 `import_local_log`), which FileRaftLog rightly refuses to share a directory with.
 
 Cluster id: every node of a cluster must share it, as `kafka-storage format --cluster-id` gives it to each node's
-storage. With more than one voter `cluster.id` is required; the first active controller commits it as the
-log's cluster record. A lone voter keeps the id its storage has (or makes one), as a single node always did.
+storage. Unless the node is a lone combined voter (`takes_metadata`) `cluster.id` is required; the first active
+controller commits it as the log's cluster record. A lone combined voter keeps the id its storage has (or makes
+one), as a single node always did.
 """
 
 from __future__ import annotations
@@ -49,17 +54,24 @@ def quorum_config(config: BrokerConfig) -> QuorumConfig:
 
 
 def runs_quorum(config: BrokerConfig) -> bool:
-    return "controller" in config["process.roles"] and bool(config.quorum_voters)
+    return bool(config.quorum_voters)
+
+
+def takes_metadata(config: BrokerConfig) -> bool:
+    """Whether the node's metadata is made by other nodes after it starts (a cluster): every node of a quorum but a
+    lone combined voter, which is its own active controller and has its whole metadata at once."""
+    return runs_quorum(config) and not (config.is_broker and config.is_voter and len(config.quorum_voters) == 1)
 
 
 def quorum_cluster_id(config: BrokerConfig) -> str:
     """The cluster id a node of a quorum starts with (see the module docstring)."""
     configured = config.values.get("cluster.id")
-    if len(config.quorum_voters) > 1:
+    if takes_metadata(config):
         if not configured:
             raise ConfigError(
-                "cluster.id is required when controller.quorum.voters names more than one voter: every node of a "
-                "cluster must share one id (as `kafka-storage format --cluster-id` gives it to each node)")
+                "cluster.id is required when controller.quorum.voters names more than one voter, or on a broker-only "
+                "or controller-only node: every node of a cluster must share one id (as `kafka-storage format "
+                "--cluster-id` gives it to each node)")
         return str(configured)
     stored = config.metadata_dir / "meta.properties"
     if not configured and stored.exists():
