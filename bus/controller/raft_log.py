@@ -75,16 +75,20 @@ class RaftMetadataLog:
         snapshot = self.driver.latest_snapshot()
         if snapshot is not None:
             self._load(snapshot)
+            log.info("node %d loaded its metadata snapshot %s", self.driver.node_id, snapshot.snapshot_id)
         self.driver.role_listeners.append(self._role_changed)
         self.driver.committed_listeners.append(self._committed)
-        self.driver.snapshot_listeners.append(self._load)
+        self.driver.snapshot_listeners.append(self._installed)
         self.driver.open()
+
+    def _installed(self, snapshot: Snapshot) -> None:
+        self._load(snapshot)
+        log.info("node %d installed the leader's metadata snapshot %s", self.driver.node_id, snapshot.snapshot_id)
 
     def _load(self, snapshot: Snapshot) -> None:
         assert self._machine is not None and self.snapshots is not None
         self._machine.load_snapshot(decode_entry(snapshot.data))
         self.snapshots.loaded(snapshot.snapshot_id.offset)
-        log.info("node %d loaded metadata snapshot %s", self.driver.node_id, snapshot.snapshot_id)
 
     def _role_changed(self, role: Role, epoch: int, leader_id: int | None) -> None:
         if role is Role.LEADER:
