@@ -1,15 +1,25 @@
-"""A local bus cluster: N combined broker+controller nodes on 127.0.0.1, one KRaft quorum (`--nodes 1|3|5`).
+"""A local bus cluster on 127.0.0.1 with one KRaft quorum: N combined broker+controller nodes (`--nodes 1|3|5`,
+the default), or Kafka's separate roles (`--controllers 1|3|5 --brokers B`); `--add-broker` joins one more broker.
 
 `make up` runs a single node; a user who outgrows it runs this and points the solution at the printed
 `bootstrap.servers` (`[bus] bootstrap_servers` in the solution config). Each node is a `bus broker`
-process with its own data directory (`<data-dir>/node-<id>/`) and log file; every node is a voter, as in
-Kafka's combined mode (`process.roles=broker,controller`). The cluster id is made once and kept in
-`<data-dir>/cluster.id`, the way `kafka-storage.sh format --cluster-id` stamps every node's storage with
-the same id, so a restarted cluster is the same cluster.
+process with its own data directory (`<data-dir>/node-<id>/`) and log file. With `--nodes` every node is a
+voter, as in Kafka's combined mode (`process.roles=broker,controller`). With `--controllers C --brokers B`,
+nodes 1..C are controller-only voters (`process.roles=controller`, a controller listener only) and nodes
+C+1..C+B broker-only observers of the quorum (`process.roles=broker`), as Kafka runs production clusters.
+The cluster id is made once and kept in `<data-dir>/cluster.id`, the way `kafka-storage.sh format --cluster-id`
+stamps every node's storage with the same id, so a restarted cluster is the same cluster; the voters are kept in
+`<data-dir>/voters` for `--add-broker`.
 
-Ports: node i (1-based) serves clients on `base + i - 1` and its quorum on `base + nodes + i - 1`; with
-`--base-port 0` free ports are picked (and printed). It stays in the foreground; Ctrl-C or SIGTERM stops the
-nodes (SIGTERM each, SIGKILL after `--stop-timeout`).
+Ports: with `--nodes N` node i (1-based) serves clients on `base + i - 1` and its quorum on `base + N + i - 1`;
+with separate roles broker j (0-based) serves clients on `base + j` and controller k its quorum on
+`base + B + k`. With `--base-port 0` free ports are picked (and printed). It stays in the foreground; Ctrl-C or
+SIGTERM stops the nodes (SIGTERM each, SIGKILL after `--stop-timeout`).
+
+Adding a broker: `python -m deploy.cluster --add-broker --data-dir <same dir>` while the cluster runs starts one
+broker-only node (the next free node id, a free client port unless `--base-port` names one), waits until the
+cluster's Metadata lists it and stays in the foreground like the cluster. New topics are placed on it, and
+`bus reassign-partitions` moves existing partitions onto it.
 """
 
 from __future__ import annotations
@@ -30,19 +40,31 @@ from pathlib import Path
 from bus.client.admin import AdminClient
 
 VOTER_COUNTS = (1, 3, 5)
+COMBINED = "broker,controller"
+VOTERS_FILE = "voters"
+DEFAULT_BASE_PORT = 9192
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
     node_id: int
     host: str
-    port: int
-    controller_port: int
+    port: int  # client listener (0: none, a controller-only node)
+    controller_port: int  # controller listener (0: none, a broker-only node)
     data_dir: Path
+    roles: str = COMBINED
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
 
 
 def _free_ports(count: int, host: str) -> list[int]:
@@ -54,9 +76,28 @@ def _free_ports(count: int, host: str) -> list[int]:
         return [sock.getsockname()[1] for sock in socks]
 
 
+def _ports(count: int, host: str, base_port: int) -> list[int]:
+    return _free_ports(count, host) if base_port == 0 else list(range(base_port, base_port + count))
+
+
 def plan(nodes: int, host: str, base_port: int, data_dir: Path) -> list[Node]:
-    ports = _free_ports(2 * nodes, host) if base_port == 0 else list(range(base_port, base_port + 2 * nodes))
+    """`nodes` combined nodes, every one a voter."""
+    ports = _ports(2 * nodes, host, base_port)
     return [Node(i + 1, host, ports[i], ports[nodes + i], data_dir / f"node-{i + 1}") for i in range(nodes)]
+
+
+def plan_separate(controllers: int, brokers: int, host: str, base_port: int, data_dir: Path) -> list[Node]:
+    """`controllers` controller-only voters (ids 1..controllers), then `brokers` broker-only nodes."""
+    ports = _ports(brokers + controllers, host, base_port)
+    voters = [Node(k + 1, host, 0, ports[brokers + k], data_dir / f"node-{k + 1}", "controller")
+              for k in range(controllers)]
+    return voters + [Node(controllers + j + 1, host, ports[j], 0, data_dir / f"node-{controllers + j + 1}", "broker")
+                     for j in range(brokers)]
+
+
+def voters_of(cluster: Sequence[Node]) -> str:
+    """`controller.quorum.voters` of the cluster: its controllers' quorum listeners."""
+    return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in cluster if n.is_controller)
 
 
 def cluster_id(data_dir: Path) -> str:
@@ -70,14 +111,16 @@ def cluster_id(data_dir: Path) -> str:
 
 
 def node_command(node: Node, cluster: Sequence[Node], cluster_id: str,
-                 extra: Mapping[str, str] | None = None) -> list[str]:
-    """`bus broker` for `node`; `extra` adds or replaces server properties (e.g. the quorum's timeouts)."""
-    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in cluster)
+                 extra: Mapping[str, str] | None = None, voters: str | None = None) -> list[str]:
+    """`bus broker` for `node`; `extra` adds or replaces server properties (e.g. the quorum's timeouts);
+    `voters`: the quorum when `cluster` does not list its controllers (a broker added later)."""
+    listeners = ([f"PLAINTEXT://{node.host}:{node.port}"] if node.is_broker else []) + (
+        [f"CONTROLLER://{node.host}:{node.controller_port}"] if node.is_controller else [])
     overrides = {
         "node.id": str(node.node_id),
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://{node.host}:{node.port},CONTROLLER://{node.host}:{node.controller_port}",
-        "controller.quorum.voters": voters,
+        "process.roles": node.roles,
+        "listeners": ",".join(listeners),
+        "controller.quorum.voters": voters or voters_of(cluster),
         "log.dirs": str(node.data_dir),
         "cluster.id": cluster_id,
         **(extra or {}),
@@ -119,23 +162,92 @@ def _stop(children: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None
             child.wait()
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m deploy.cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=3, choices=VOTER_COUNTS,
+    parser.add_argument("--nodes", type=int, choices=VOTER_COUNTS,
                         help="combined broker+controller nodes, all voters (default 3)")
+    parser.add_argument("--controllers", type=int, choices=VOTER_COUNTS,
+                        help="controller-only voters (separate roles; needs --brokers)")
+    parser.add_argument("--brokers", type=int, help="broker-only nodes (separate roles; needs --controllers)")
+    parser.add_argument("--add-broker", action="store_true",
+                        help="start one more broker-only node in the cluster running from --data-dir")
+    parser.add_argument("--node-id", type=int, help="with --add-broker: its node id (default: the next free one)")
     parser.add_argument("--data-dir", default="data/cluster", help="one directory per node under it")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--base-port", type=int, default=9192, help="first client port; 0 picks free ports")
+    parser.add_argument("--base-port", type=int,
+                        help=f"first client port (default {DEFAULT_BASE_PORT}); 0 picks free ports (with "
+                             "--add-broker: its client port, default a free one)")
     parser.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the quorum")
     parser.add_argument("--stop-timeout", type=float, default=30.0, help="seconds before a node is killed")
     args = parser.parse_args(argv)
-    if not 0 <= args.base_port <= 65535 - 2 * args.nodes:
-        parser.error(f"--base-port {args.base_port} leaves no room for {2 * args.nodes} ports")
+    separate = args.controllers is not None or args.brokers is not None
+    if separate and (args.controllers is None or args.brokers is None):
+        parser.error("separate roles need both --controllers and --brokers")
+    if separate and args.nodes is not None:
+        parser.error("--nodes (combined nodes) and --controllers/--brokers (separate roles) exclude each other")
+    if args.add_broker and (separate or args.nodes is not None):
+        parser.error("--add-broker joins the running cluster of --data-dir: no --nodes, --controllers or --brokers")
+    if args.brokers is not None and args.brokers < 1:
+        parser.error("--brokers must be at least 1")
+    if args.node_id is not None and not args.add_broker:
+        parser.error("--node-id goes with --add-broker")
+    if args.base_port is None:
+        args.base_port = 0 if args.add_broker else DEFAULT_BASE_PORT
+    ports = 1 if args.add_broker else args.brokers + args.controllers if separate else 2 * (args.nodes or 3)
+    if not 0 <= args.base_port <= 65535 - ports:
+        parser.error(f"--base-port {args.base_port} leaves no room for {ports} ports")
+    return args
+
+
+def _added_broker(args: argparse.Namespace, data_dir: Path) -> tuple[Node, str]:
+    """The broker `--add-broker` starts, and the quorum it joins (kept by the cluster's first start)."""
+    voters_path = data_dir / VOTERS_FILE
+    if not voters_path.exists() or not (data_dir / "cluster.id").exists():
+        raise SystemExit(f"--add-broker: no cluster in {data_dir} (start one there first with --nodes or "
+                         "--controllers/--brokers)")
+    taken = [int(d.name.removeprefix("node-")) for d in data_dir.glob("node-*")
+             if d.is_dir() and d.name.removeprefix("node-").isdigit()]
+    node_id = args.node_id if args.node_id is not None else max(taken, default=0) + 1
+    if args.node_id is not None and node_id in taken:
+        raise SystemExit(f"--add-broker: node {node_id} already has a directory in {data_dir}")
+    port = args.base_port or _free_ports(1, args.host)[0]
+    return Node(node_id, args.host, port, 0, data_dir / f"node-{node_id}", "broker"), voters_path.read_text().strip()
+
+
+def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float) -> None:
+    """Until the cluster's Metadata (as `bootstrap` answers it) lists broker `node_id`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with (contextlib.suppress(Exception),  # not up or not registered yet: ask again until the deadline
+              AdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 5000}) as admin):
+            if node_id in {b.node_id for b in admin.describe_cluster().brokers}:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"broker {node_id} not registered after {timeout_s:.0f} s")
+
+
+def _describe(node: Node) -> str:
+    clients = f"  clients {node.bootstrap}" if node.is_broker else ""
+    quorum = f"  quorum {node.host}:{node.controller_port}" if node.is_controller else ""
+    return f"  node {node.node_id} ({node.roles}){clients}{quorum}  data {node.data_dir}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     data_dir = Path(args.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    nodes = plan(args.nodes, args.host, args.base_port, data_dir)
+    voters: str | None = None
+    if args.add_broker:
+        added, voters = _added_broker(args, data_dir)
+        nodes = [added]
+    elif args.controllers is not None:
+        nodes = plan_separate(args.controllers, args.brokers, args.host, args.base_port, data_dir)
+    else:
+        nodes = plan(args.nodes or 3, args.host, args.base_port, data_dir)
     cid = cluster_id(data_dir)
+    if voters is None:
+        (data_dir / VOTERS_FILE).write_text(voters_of(nodes) + "\n")
     children: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -149,13 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         for node in nodes:
             node.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(data_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-            children.append(subprocess.Popen(node_command(node, nodes, cid), stdout=log, stderr=subprocess.STDOUT))
-        bootstrap = ",".join(n.bootstrap for n in nodes)
-        leader = wait_for_quorum(bootstrap, len(nodes), args.start_timeout)
-        print(f"bus cluster {cid}: {len(nodes)} nodes, quorum leader {leader}")
+            children.append(subprocess.Popen(node_command(node, nodes, cid, voters=voters), stdout=log,
+                                             stderr=subprocess.STDOUT))
+        bootstrap = ",".join(n.bootstrap for n in nodes if n.is_broker)
+        if args.add_broker:
+            wait_for_broker(bootstrap, nodes[0].node_id, args.start_timeout)
+            print(f"bus cluster {cid}: broker {nodes[0].node_id} added")
+        else:
+            leader = wait_for_quorum(bootstrap, sum(n.is_controller for n in nodes), args.start_timeout)
+            print(f"bus cluster {cid}: {len(nodes)} nodes, quorum leader {leader}")
         for node in nodes:
-            print(f"  node {node.node_id}  clients {node.bootstrap}  quorum {node.host}:{node.controller_port}"
-                  f"  data {node.data_dir}")
+            print(_describe(node))
         print(f"  bootstrap.servers={bootstrap}\n  logs {data_dir}/node-*.log\nPress Ctrl-C to stop.", flush=True)
         reported: set[int] = set()
         while not stopping:  # a node that dies is reported, not restarted: the others carry on, as a cluster does
@@ -169,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     except TimeoutError as exc:
         print(f"{exc}; see the logs in {data_dir}", file=sys.stderr)
         return 1
-    finally:
-        _stop(children, args.stop_timeout)
+    finally:  # brokers first, while the quorum can still take their controlled shutdown, then the controllers
+        started = list(zip(nodes, children, strict=False))
+        _stop([child for node, child in started if node.is_broker], args.stop_timeout)
+        _stop([child for node, child in started if not node.is_broker], args.stop_timeout)
 
 
 if __name__ == "__main__":

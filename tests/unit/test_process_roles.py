@@ -12,6 +12,7 @@ from bus.config.definitions import ConfigError
 from bus.controller.controller import QuorumController
 from bus.controller.metadata_log import MetadataLog
 from bus.raft import broker_quorum
+from deploy.cluster import Node, node_command, plan, plan_separate, voters_of
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -116,3 +117,24 @@ def test_a_controller_only_node_never_places_a_replica_on_itself(tmp_path: Path)
         combined.log.close()
     finally:
         log.close()
+
+
+def test_deploy_cluster_plans_controller_only_voters_and_broker_only_nodes(tmp_path: Path) -> None:
+    """The command of each node `python -m deploy.cluster --controllers 3 --brokers 2` starts loads as its role."""
+    nodes = plan_separate(3, 2, "127.0.0.1", 9300, tmp_path)
+    assert [(n.node_id, n.roles, n.port, n.controller_port) for n in nodes] == [
+        (1, "controller", 0, 9302), (2, "controller", 0, 9303), (3, "controller", 0, 9304),
+        (4, "broker", 9300, 0), (5, "broker", 9301, 0)]
+    voters = "1@127.0.0.1:9302,2@127.0.0.1:9303,3@127.0.0.1:9304"
+    assert voters_of(nodes) == voters
+    for node in nodes:
+        command = node_command(node, nodes, CLUSTER_ID)
+        overrides = dict(arg.split("=", 1) for arg in command[command.index("broker") + 1:] if arg != "--override")
+        config = load_broker_config(overrides)
+        assert config.is_broker == (node.roles == "broker") and config.is_voter == (node.roles == "controller")
+        assert overrides["controller.quorum.voters"] == voters
+    # A broker added later names the quorum it joins; the combined plan stays as it was.
+    added = Node(6, "127.0.0.1", 9310, 0, tmp_path / "node-6", "broker")
+    command = node_command(added, [added], CLUSTER_ID, voters=voters)
+    assert f"controller.quorum.voters={voters}" in command
+    assert all(n.roles == "broker,controller" for n in plan(3, "127.0.0.1", 9300, tmp_path))
