@@ -215,6 +215,16 @@ def _added_broker(args: argparse.Namespace, data_dir: Path) -> tuple[Node, str]:
     return Node(node_id, args.host, port, 0, data_dir / f"node-{node_id}", "broker"), voters_path.read_text().strip()
 
 
+def internal_topics(brokers: int | None) -> dict[str, str]:
+    """With fewer than three brokers, replication factors the coordinators' topics can have (Kafka would leave them
+    uncreated, and consumer groups and transactions unavailable, until three brokers are up). Combined nodes need
+    none: the controller caps them by the number of voters, every one a broker."""
+    if brokers is None or brokers >= 3:
+        return {}
+    return {"offsets.topic.replication.factor": str(brokers), "transaction.state.log.replication.factor": str(brokers),
+            "transaction.state.log.min.isr": str(min(2, brokers))}
+
+
 def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float) -> None:
     """Until the cluster's Metadata (as `bootstrap` answers it) lists broker `node_id`."""
     deadline = time.monotonic() + timeout_s
@@ -261,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         for node in nodes:
             node.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(data_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-            children.append(subprocess.Popen(node_command(node, nodes, cid, voters=voters), stdout=log,
-                                             stderr=subprocess.STDOUT))
+            children.append(subprocess.Popen(node_command(node, nodes, cid, internal_topics(args.brokers), voters),
+                                             stdout=log, stderr=subprocess.STDOUT))
         bootstrap = ",".join(n.bootstrap for n in nodes if n.is_broker)
         if args.add_broker:
             wait_for_broker(bootstrap, nodes[0].node_id, args.start_timeout)

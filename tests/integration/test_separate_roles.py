@@ -64,12 +64,12 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0 and not failures, failures[:3]
 
 
-def consume(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+def consume(bootstrap: str, topic: str, expected: int) -> list[bytes | None]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.monotonic_ns()}",
                          "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
+        values: list[bytes | None] = []
         deadline = time.monotonic() + 30
         while len(values) < expected and time.monotonic() < deadline:
             message = consumer.poll(0.5)
