@@ -32,6 +32,7 @@ from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from bus.broker.replica_manager import HIGH_WATERMARK_CHECKPOINT, ReplicaManager
+from bus.broker.replication_quota import ReplicationQuotas
 from bus.broker.socket_server import SocketServer
 from bus.broker.txn_marker_channel import TxnMarkerChannel
 from bus.config.broker import BrokerConfig
@@ -145,6 +146,7 @@ class Broker:
             producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
             fetch_session_slots=int(config["max.incremental.fetch.session.cache.slots"]),
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            quotas=ReplicationQuotas.from_broker(config),
         )
         self.replicas.checkpointed_high_watermarks = self._read_high_watermarks()
         self.replicas.load(self.controller.image)
@@ -154,7 +156,8 @@ class Broker:
             int(config["controller.socket.timeout.ms"]) / 1000.0)
         self.fetchers: ReplicaFetcherManager | None = None
         if self.channel is not None:  # a node of a quorum: partitions may have followers here and elsewhere
-            self.fetchers = ReplicaFetcherManager(FetcherSettings.from_broker(config), self._replication_endpoint)
+            self.fetchers = ReplicaFetcherManager(FetcherSettings.from_broker(config), self._replication_endpoint,
+                                                  self.replicas.quotas.follower)
             self.replicas.alter_isr = self.channel.alter_partition
         self.producer_ids = ProducerIdManager(
             self.controller, remote=self.channel.allocate_producer_ids if self.channel else None)
@@ -302,6 +305,13 @@ class Broker:
             fetchers = self.fetchers
             self.metrics.collector.gauges["bus_replica_fetcher_max_lag"] = (
                 "Largest number of records a follower partition here is behind its leader", fetchers.max_lag)
+        quotas = self.replicas.quotas
+        self.metrics.collector.gauges["bus_leader_replication_throttled_byte_rate"] = (
+            "Bytes/s this leader sent for throttled partitions (leader.replication.throttled.rate bounds it)",
+            quotas.leader.measured_rate)
+        self.metrics.collector.gauges["bus_follower_replication_throttled_byte_rate"] = (
+            "Bytes/s this follower fetched for throttled partitions (follower.replication.throttled.rate bounds it)",
+            quotas.follower.measured_rate)
         self.metrics.collector.gauges["bus_under_replicated_partitions"] = (
             "Partitions led here whose ISR is smaller than their replica set", self.replicas.under_replicated)
         self.transactions.start()

@@ -16,6 +16,9 @@ with news, so a cycle costs what changed rather than every followed partition. P
 - a leadership error (the metadata is about to move the partition): that partition waits
   `replica.fetch.backoff.ms`, the others go on.
 
+Replication throttles (replication_quota.py): a partition this broker throttles as follower and that is not caught
+up is left out of the fetch while the follower quota is exceeded; the bytes fetched for throttled partitions count.
+
 The ReplicaManager adds and removes partitions as the metadata makes this node a follower or not; any await
 may see a partition removed or added again (another leader or epoch), so each response entry is applied
 only if the partition is still the one fetched and its log still ends where the fetch started. A fetcher
@@ -38,6 +41,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionFetch
 from bus.broker.network_client import NodeConnection, NodeConnectionError
 from bus.broker.partition import Partition, PartitionError
+from bus.broker.replication_quota import ReplicationQuota
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.log.errors import LogClosedError
@@ -134,9 +138,12 @@ def _tp(partition: Partition) -> TopicPartition:
 class ReplicaFetcherManager:
     """Which fetcher copies which partition: one fetcher per source broker (Kafka's num.replica.fetchers = 1)."""
 
-    def __init__(self, settings: FetcherSettings, endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+    def __init__(self, settings: FetcherSettings, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 quota: ReplicationQuota | None = None) -> None:
+        """`quota`: the follower replication quota (follower.replication.throttled.rate), None: never throttled."""
         self.settings = settings
         self.endpoint_of = endpoint_of
+        self.quota = quota
         self._fetchers: dict[int, _Fetcher] = {}
         self._leader_of: dict[TopicPartition, int] = {}
         self._stopping: set[asyncio.Task[None]] = set()
@@ -150,7 +157,7 @@ class ReplicaFetcherManager:
             self._drop(previous, tp)
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self._fetchers[leader_id] = _Fetcher(leader_id, self.settings, self.endpoint_of)
+            fetcher = self._fetchers[leader_id] = _Fetcher(leader_id, self.settings, self.endpoint_of, self.quota)
         fetcher.add(tp, _FetchState(partition))
         self._leader_of[tp] = leader_id
 
@@ -192,8 +199,9 @@ class _Fetcher:
     """The partitions fetched from one broker and the task that fetches them (Kafka's ReplicaFetcherThread)."""
 
     def __init__(self, leader_id: int, settings: FetcherSettings,
-                 endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None], quota: ReplicationQuota | None) -> None:
         self.leader_id = leader_id
+        self.quota = quota
         self.settings = settings
         self.endpoint_of = endpoint_of
         self.states: dict[TopicPartition, _FetchState] = {}
@@ -250,9 +258,12 @@ class _Fetcher:
 
     async def _round(self) -> None:
         now = time.monotonic()
-        ready = {tp: state for tp, state in self.states.items() if state.delayed_until <= now}
+        waiting = {tp: state for tp, state in self.states.items() if state.delayed_until <= now}
+        ready = {tp: state for tp, state in waiting.items() if not self._throttled(tp, state)}
         if not ready:
-            await self._sleep(min(state.delayed_until for state in self.states.values()) - now)
+            # Only throttled partitions are due: wait the backoff, as Kafka's fetcher does with nothing to fetch.
+            await self._sleep(self.backoff_s if waiting else
+                              min(state.delayed_until for state in self.states.values()) - now)
             return
         connection = await self._connect()
         if connection is None:
@@ -305,6 +316,15 @@ class _Fetcher:
                                               request_timeout_s=timeout_s, connect_timeout_s=timeout_s)
         return self._connection
 
+    def _throttled(self, tp: TopicPartition, state: _FetchState) -> bool:
+        """Kafka's shouldFollowerThrottle: a partition this broker throttles as follower, not caught up with the
+        leader's high watermark, waits while the follower quota is exceeded; an in-sync replica never does."""
+        quota = self.quota
+        if quota is None or not quota.is_throttled(tp):
+            return False
+        in_sync = 0 <= state.leader_high_watermark <= state.partition.log.log_end_offset
+        return not in_sync and quota.is_quota_exceeded()
+
     def _partition_fetch(self, partition: Partition) -> PartitionFetch:
         log_ = partition.log
         return PartitionFetch(log_.log_end_offset, log_.log_start_offset, self.settings.fetch_max_bytes,
@@ -352,6 +372,8 @@ class _Fetcher:
             return
         if data.records:
             partition.append_as_follower(bytes(data.records))
+            if self.quota is not None and self.quota.is_throttled(tp):
+                self.quota.record(len(data.records))
         leader_high_watermark = int(data.high_watermark)
         state.leader_high_watermark = leader_high_watermark
         partition.update_follower_high_watermark(leader_high_watermark)

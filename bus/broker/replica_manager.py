@@ -29,8 +29,9 @@ from bus.broker.partition import (
     PartitionError,
 )
 from bus.broker.producer_state import delete_snapshots_after, write_snapshot_file
+from bus.broker.replication_quota import ReplicationQuotas
 from bus.config.topic import effective_topic_configs
-from bus.controller.image import MetadataImage, PartitionState, TopicImage
+from bus.controller.image import BROKER_RESOURCE, MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol.errors import KafkaApiError
@@ -62,8 +63,11 @@ def _now_ms() -> int:
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str], *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 fetch_session_slots: int = 1000, replica_lag_time_max_ms: int = 30_000) -> None:
+                 fetch_session_slots: int = 1000, replica_lag_time_max_ms: int = 30_000,
+                 quotas: ReplicationQuotas | None = None) -> None:
+        """`quotas`: the replication throttles, kept in line with the metadata here (default: unthrottled)."""
         self.node_id = node_id
+        self.quotas = quotas or ReplicationQuotas(node_id, 11, 1.0, {})
         self.logs = logs
         self.broker_static = broker_static
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -90,6 +94,7 @@ class ReplicaManager:
     def load(self, image: MetadataImage) -> None:
         """Open the logs of every partition this broker leads (start-up, after log recovery)."""
         self._image = image
+        self.quotas.load(((topic.name, topic.configs) for topic in image.topics.values()), image.broker_configs)
         for topic in image.topics.values():
             self._sync_topic(topic)
 
@@ -101,6 +106,8 @@ class ReplicaManager:
             kind = record["type"]
             if kind == "remove_topic":
                 self._drop_topic(uuid.UUID(record["topic_id"]))
+            elif kind == "config" and record.get("resource_type") == BROKER_RESOURCE:
+                self.quotas.update_rates(image.broker_configs)
             elif kind in ("topic", "config"):
                 touched.add(record["name"])
             elif kind == "partition":
@@ -110,6 +117,7 @@ class ReplicaManager:
         for name in touched:
             topic = image.topics.get(name)
             if topic is not None:
+                self.quotas.update_topic(name, topic.configs)
                 self._sync_topic(topic)
 
     def _sync_topic(self, topic: TopicImage) -> None:

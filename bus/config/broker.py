@@ -18,6 +18,11 @@ from bus.config.topic import TOPIC_SYNONYMS
 
 _T = ConfigType
 
+# The broker configs that IncrementalAlterConfigs / AlterConfigs may change at run time (Kafka's
+# DynamicConfig.Broker quota keys), per broker or as the cluster-wide default (resource name "").
+DYNAMIC_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                       "replica.alter.log.dirs.io.max.bytes.per.second")
+
 BROKER_CONFIGS = ConfigDef(
     [
         ConfigKey("node.id", _T.INT, "1", "This node's id in the cluster.", at_least=0),
@@ -59,6 +64,17 @@ BROKER_CONFIGS = ConfigDef(
         ConfigKey("replica.high.watermark.checkpoint.interval.ms", _T.LONG, "5000",
                   "How often high watermarks are written to replication-offset-checkpoint.", at_least=1),
         ConfigKey("num.replica.fetchers", _T.INT, "1", "Fetcher connections per source broker.", at_least=1),
+        # Replication quotas (Kafka's ReplicationQuotaManager): the rates are dynamic (DYNAMIC_BROKER_KEYS).
+        ConfigKey("leader.replication.throttled.rate", _T.LONG, str(LONG_MAX),
+                  "Bytes/s a leader sends to out-of-sync replicas of throttled partitions.", at_least=0),
+        ConfigKey("follower.replication.throttled.rate", _T.LONG, str(LONG_MAX),
+                  "Bytes/s a follower fetches for its out-of-sync throttled partitions.", at_least=0),
+        ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, str(LONG_MAX),
+                  "Bytes/s of replica moves between log dirs (stored; such moves are not supported).", at_least=0),
+        ConfigKey("replication.quota.window.num", _T.INT, "11", "Samples a replication quota's rate spans.",
+                  at_least=1),
+        ConfigKey("replication.quota.window.size.seconds", _T.INT, "1", "Length of one replication quota sample.",
+                  at_least=1),
         ConfigKey("auto.leader.rebalance.enable", _T.BOOLEAN, "true",
                   "Move leadership back to preferred replicas when the imbalance passes the threshold."),
         ConfigKey("leader.imbalance.check.interval.seconds", _T.LONG, "300", "Rebalance check period.",

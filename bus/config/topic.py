@@ -7,6 +7,7 @@ ever sees the resolved topic-level names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,11 @@ TOPIC_CONFIGS = ConfigDef(
         ConfigKey("file.delete.delay.ms", _T.LONG, "60000", "Delay before deleting a file.", at_least=0),
         ConfigKey("flush.messages", _T.LONG, str(LONG_MAX), "fsync after this many messages.", at_least=1),
         ConfigKey("flush.ms", _T.LONG, str(LONG_MAX), "fsync after this much time.", at_least=0),
+        ConfigKey("follower.replication.throttled.replicas", _T.LIST, "",
+                  "partition:broker replicas (or *) whose follower fetches are throttled."),
         ConfigKey("index.interval.bytes", _T.INT, "4096", "Bytes between offset index entries.", at_least=0),
+        ConfigKey("leader.replication.throttled.replicas", _T.LIST, "",
+                  "partition:broker replicas (or *) a leader throttles sending to."),
         ConfigKey("max.compaction.lag.ms", _T.LONG, str(LONG_MAX), "Longest a record stays uncompacted.",
                   at_least=1),
         ConfigKey("max.message.bytes", _T.INT, "1048588", "Largest record batch size allowed.", at_least=0),
@@ -68,7 +73,9 @@ TOPIC_SYNONYMS: dict[str, tuple[Synonym, ...]] = {
     "file.delete.delay.ms": (Synonym("log.segment.delete.delay.ms"),),
     "flush.messages": (Synonym("log.flush.interval.messages"),),
     "flush.ms": (Synonym("log.flush.interval.ms"), Synonym("log.flush.scheduler.interval.ms")),
+    "follower.replication.throttled.replicas": (),
     "index.interval.bytes": (Synonym("log.index.interval.bytes"),),
+    "leader.replication.throttled.replicas": (),
     "max.compaction.lag.ms": (Synonym("log.cleaner.max.compaction.lag.ms"),),
     "max.message.bytes": (Synonym("message.max.bytes"),),
     "message.timestamp.type": (Synonym("log.message.timestamp.type"),),
@@ -135,6 +142,25 @@ def effective_topic_configs(topic: Mapping[str, str], broker_static: Mapping[str
     return {name: resolve_topic_config(name, topic, broker_static).value for name in TOPIC_CONFIGS.keys}
 
 
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def throttled_partitions(name: str, value: str, broker_id: int) -> frozenset[int] | None:
+    """The partitions a throttled-replicas list throttles on broker `broker_id`, None for all of them ("*").
+
+    Kafka's ThrottledReplicaListValidator and QuotaConfigHandler.parseThrottledPartitions: the value is the literal
+    "*" or `partition:broker` items; a broker throttles the partitions listed with its own id."""
+    items = [item.strip() for item in value.split(",")]
+    if "".join(items) == "*":
+        return None
+    if not all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: {name} must be the literal '*' or a list "
+                          "of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    pairs = (item.split(":") for item in items if item)
+    return frozenset(int(partition) for partition, broker in pairs if int(broker) == broker_id)
+
+
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     """Reject unknown keys and bad values the way CreateTopics / AlterConfigs do."""
     for name, value in configs.items():
@@ -143,15 +169,19 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
         if value is None:
             continue
         TOPIC_CONFIGS[name].parse(value)
+        if name in THROTTLED_REPLICAS_KEYS:
+            throttled_partitions(name, value, -1)
 
 
 __all__ = [
     "INT_MAX",
+    "THROTTLED_REPLICAS_KEYS",
     "TOPIC_CONFIGS",
     "TOPIC_SYNONYMS",
     "ConfigError",
     "ResolvedConfig",
     "effective_topic_configs",
     "resolve_topic_config",
+    "throttled_partitions",
     "validate_topic_configs",
 ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MetadataRecord = dict[str, Any]
+BROKER_RESOURCE = 4  # a `config` record's resource_type for broker configs (Kafka's ConfigResource.Type.BROKER)
 
 
 @dataclass(slots=True)
@@ -68,6 +69,9 @@ class MetadataImage:
         self.offset = 0  # records applied, the image's metadata offset
         self.next_producer_id = 0
         self.brokers: dict[int, BrokerRegistration] = {}
+        # Dynamic broker configs (ConfigRecords of resource type BROKER): resource name ("" for the cluster-wide
+        # default, else a broker id) -> key -> value.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record["type"]
@@ -90,6 +94,14 @@ class MetadataImage:
                 adding_replicas=list(record.get("adding_replicas", ())),
                 removing_replicas=list(record.get("removing_replicas", ())),
             )
+        elif kind == "config" and record.get("resource_type") == BROKER_RESOURCE:
+            configs = self.broker_configs.setdefault(record["name"], {})
+            if record["value"] is None:
+                configs.pop(record["key"], None)
+            else:
+                configs[record["key"]] = record["value"]
+            if not configs:
+                del self.broker_configs[record["name"]]
         elif kind == "config":
             topic = self.topics[record["name"]]
             if record["value"] is None:
@@ -122,6 +134,12 @@ class MetadataImage:
         self.offset = other.offset
         self.next_producer_id = other.next_producer_id
         self.brokers = other.brokers
+        self.broker_configs = other.broker_configs
+
+
+def broker_config_record(resource: str, key: str, value: str | None) -> MetadataRecord:
+    """Set (or with None, delete) a dynamic broker config: Kafka's ConfigRecord with resource type BROKER."""
+    return {"type": "config", "resource_type": BROKER_RESOURCE, "name": resource, "key": key, "value": value}
 
 
 def partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
@@ -157,6 +175,8 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
             records.append({"type": "broker_fence", "id": broker.broker_id, "fenced": True})
         if broker.in_controlled_shutdown:
             records.append({"type": "broker_shutdown", "id": broker.broker_id})
+    records += [broker_config_record(resource, key, value)
+                for resource, configs in image.broker_configs.items() for key, value in configs.items()]
     for topic in image.topics.values():
         topic_id = str(topic.topic_id)
         records.append({"type": "topic", "name": topic.name, "topic_id": topic_id})

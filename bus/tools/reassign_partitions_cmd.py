@@ -6,7 +6,14 @@ Flags, checks and output follow Kafka's ReassignPartitionsCommand. Exactly one a
   rack-unaware placement, `election.place_replicas`, from a random start as Kafka's AdminUtils); nothing changes;
 - `--execute --reassignment-json-file F` prints the current assignment of those partitions "for rollback" and
   starts the moves (AlterPartitionReassignments); refused while other moves are under way unless `--additional`;
+  with `--throttle N` it first throttles the copies to N bytes/s, as Kafka's tool: the topics'
+  `leader.replication.throttled.replicas` (partition:broker for every current replica of a moving partition) and
+  `follower.replication.throttled.replicas` (every replica being added), and `leader/follower.replication.
+  throttled.rate` on every broker involved. Re-running it with `--additional` and another `--throttle` changes the
+  rate of the moves under way;
 - `--verify --reassignment-json-file F` prints, per partition, whether its move is completed or still in progress;
+  once none of them is in progress it clears the throttles (the rates on every broker, the topics' throttled
+  replica lists) unless `--preserve-throttles`;
 - `--cancel --reassignment-json-file F` cancels the moves of those partitions still under way;
 - `--list` prints every move under way.
 Files use Kafka's format, `{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..],
@@ -14,10 +21,8 @@ Files use Kafka's format, `{"version":1,"partitions":[{"topic":..,"partition":..
 broker's directories, which is not supported). `--command-config` is a properties file for the admin client.
 Bad flags or files exit 1 with one line saying why.
 
-Replication throttles (`--throttle`, `--replica-alter-log-dirs-throttle`) are refused as not supported: the brokers
-do not implement Kafka's `leader/follower.replication.throttled.rate` quotas, and a throttle that is accepted but
-does nothing would mislead an operator moving data under load. `--preserve-throttles` is accepted (there are none
-to clear), as are `--disable-rack-aware` (placement is rack-unaware) and `--timeout`.
+`--replica-alter-log-dirs-throttle` is accepted and throttles nothing, as in Kafka when no replica moves between
+log dirs (the only kind here); `--disable-rack-aware` (placement is rack-unaware) and `--timeout` are accepted.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bus.config.broker import DYNAMIC_BROKER_KEYS
+from bus.config.topic import THROTTLED_REPLICAS_KEYS
 from bus.controller.election import place_replicas
 from bus.protocol.topic_partition import TopicPartition
 from bus.tools._common import ToolError, add_connection_args, admin_client, one_action, run_guarded
@@ -38,6 +45,11 @@ if TYPE_CHECKING:
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 Assignment = dict[TopicPartition, list[int]]
+BROKER_THROTTLES = DYNAMIC_BROKER_KEYS  # the leader and follower rates, then the log dirs one
+LEADER_RATE, FOLLOWER_RATE = BROKER_THROTTLES[:2]
+LEADER_REPLICAS, FOLLOWER_REPLICAS = THROTTLED_REPLICAS_KEYS
+VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                       "throttle is removed.")
 EXISTING_MOVES = ("Cannot execute because there is an existing partition assignment.  Use --additional to override "
                   "this and create a new partition assignment in addition to the existing one. The --additional "
                   "flag can also be used to change the throttle by resubmitting the current reassignment.")
@@ -72,12 +84,17 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="Disable rack aware replica assignment (placement here is always rack-unaware).")
     p.add_argument("--preserve-throttles", action="store_true",
-                   help="Do not modify broker or topic throttles (there are none to clear).")
+                   help="Do not modify broker or topic throttles.")
     p.add_argument("--timeout", type=int, default=10_000, metavar="MS",
                    help="The maximum time in ms to wait for the reassignment to begin.")
-    p.add_argument("--throttle", type=int, metavar="BYTES_PER_S", help="Not supported: refused.")
-    p.add_argument("--replica-alter-log-dirs-throttle", type=int, metavar="BYTES_PER_S",
-                   help="Not supported: refused.")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="The movement of partitions between brokers will be throttled to this value (bytes/sec). "
+                        "This option can be included with --execute when a reassignment is started, and it can be "
+                        "altered by resubmitting the current reassignment along with the --additional flag. The "
+                        "throttle rate should be at least 1 KB/s.")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="The movement of replicas between log directories on the same broker will be throttled to "
+                        "this value (bytes/sec); moves between log directories are not supported here.")
     p.set_defaults(run=run, parser=p)
 
 
@@ -98,9 +115,10 @@ def _run(args: argparse.Namespace) -> int:
     targets = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
     with admin_client(args) as admin:
         if action == "execute":
-            return execute(admin, targets, args.additional, not args.disallow_replication_factor_change)
+            return execute(admin, targets, args.additional, not args.disallow_replication_factor_change,
+                           args.throttle)
         if action == "verify":
-            return verify(admin, targets)
+            return verify(admin, targets, args.preserve_throttles)
         return cancel(admin, targets)
 
 
@@ -109,10 +127,6 @@ def _validate(args: argparse.Namespace) -> str:
     action = one_action(args, ACTIONS, "--generate, --execute, --verify, --cancel, or --list")
     if not args.bootstrap_server:
         raise ToolError("Please specify --bootstrap-server")
-    if args.throttle is not None or args.replica_alter_log_dirs_throttle is not None:
-        flag = "--throttle" if args.throttle is not None else "--replica-alter-log-dirs-throttle"
-        raise ToolError(f"{flag} is not supported: the brokers have no replication throttles; run the reassignment "
-                        "without it")
     required = {"generate": ("topics_to_move_json_file", "broker_list"),
                 "execute": ("reassignment_json_file",), "verify": ("reassignment_json_file",),
                 "cancel": ("reassignment_json_file",), "list": ()}[action]
@@ -121,7 +135,7 @@ def _validate(args: argparse.Namespace) -> str:
         raise ToolError(f"Missing required argument(s) for --{action}: {', '.join(missing)}")
     allowed = {"generate": {"topics_to_move_json_file", "broker_list", "disable_rack_aware"},
                "execute": {"reassignment_json_file", "additional", "disallow_replication_factor_change",
-                           "timeout"},
+                           "timeout", "throttle", "replica_alter_log_dirs_throttle"},
                "verify": {"reassignment_json_file", "preserve_throttles"},
                "cancel": {"reassignment_json_file", "preserve_throttles", "timeout"},
                "list": set()}[action]
@@ -129,6 +143,7 @@ def _validate(args: argparse.Namespace) -> str:
              if getattr(args, dest) is not None]
     given += [dest for dest in ("additional", "disallow_replication_factor_change", "disable_rack_aware",
                                 "preserve_throttles") if getattr(args, dest)]
+    given += [dest for dest in ("throttle", "replica_alter_log_dirs_throttle") if getattr(args, dest) != -1]
     misplaced = [_flag(dest) for dest in given if dest not in allowed]
     if misplaced:
         raise ToolError(f"Option {misplaced[0]} can't be used with --{action}")
@@ -282,8 +297,10 @@ def generate(admin: AdminClient, topics: Sequence[str], brokers: Sequence[int]) 
     return 0
 
 
-def execute(admin: AdminClient, targets: Assignment, additional: bool, allow_replication_factor_change: bool) -> int:
-    if not additional and admin.list_partition_reassignments():
+def execute(admin: AdminClient, targets: Assignment, additional: bool, allow_replication_factor_change: bool,
+            throttle: int = -1) -> int:
+    moving = admin.list_partition_reassignments()
+    if not additional and moving:
         raise ToolError(EXISTING_MOVES)
     known = {b.node_id for b in admin.describe_cluster().brokers}
     for broker in sorted({b for replicas in targets.values() for b in replicas}):
@@ -292,6 +309,10 @@ def execute(admin: AdminClient, targets: Assignment, additional: bool, allow_rep
     current = _current(admin, targets)
     print(f"Current partition replica assignment\n\n{format_assignment(current)}\n\n"
           "Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        print(VERIFY_PERIODICALLY)
+        set_throttles(admin, move_map(current, moving, targets), throttle)
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = admin.alter_partition_reassignments(targets,
                                                   allow_replication_factor_change=allow_replication_factor_change)
     _fail_on_errors("Error reassigning partition(s):", results)
@@ -300,7 +321,7 @@ def execute(admin: AdminClient, targets: Assignment, additional: bool, allow_rep
     return 0
 
 
-def verify(admin: AdminClient, targets: Assignment) -> int:
+def verify(admin: AdminClient, targets: Assignment, preserve_throttles: bool = False) -> int:
     moving = admin.list_partition_reassignments(targets)
     done = _current(admin, [tp for tp in targets if tp not in moving])
     print("Status of partition reassignment:")
@@ -312,6 +333,11 @@ def verify(admin: AdminClient, targets: Assignment) -> int:
         else:
             print(f"There is no active reassignment of partition {tp}, but replica set is "
                   f"{','.join(map(str, done[tp]))} rather than {','.join(map(str, targets[tp]))}.")
+    if not moving and not preserve_throttles:
+        # Every broker, not only those of this file: an earlier --execute may have throttled others (Kafka's
+        # clearAllThrottles does the same).
+        clear_throttles(admin, {b.node_id for b in admin.describe_cluster().brokers}
+                        | {b for replicas in targets.values() for b in replicas}, {tp.topic for tp in targets})
     return 0
 
 
@@ -337,6 +363,72 @@ def list_moves(admin: AdminClient) -> int:
         print(f"{tp}: replicas: {','.join(map(str, move.replicas))}. adding: "
               f"{','.join(map(str, move.adding_replicas))}. removing: {','.join(map(str, move.removing_replicas))}.")
     return 0
+
+
+def move_map(current: Mapping[TopicPartition, Sequence[int]], moving: Mapping[TopicPartition, Any],
+             targets: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, tuple[list[int], list[int]]]:
+    """Per partition, (sources, destinations): the replicas it has before its move (for a move under way, its
+    replicas less those being added) and its target (Kafka's calculateProposedMoveMap)."""
+    moves = {}
+    for tp, target in targets.items():
+        move = moving.get(tp)
+        sources = ([r for r in move.replicas if r not in move.adding_replicas] if move is not None
+                   else list(current[tp]))
+        moves[tp] = (sources, list(target))
+    return moves
+
+
+def throttled_replicas(moves: Mapping[TopicPartition, tuple[list[int], list[int]]]) -> dict[str, tuple[str, str]]:
+    """Per topic, its (leader, follower) throttled replica lists: every source replica of a moving partition may be
+    the leader the copy comes from; every destination that is no source is a copy being made (Kafka's
+    calculateLeaderThrottles / calculateFollowerThrottles)."""
+    lists: dict[str, tuple[set[tuple[int, int]], set[tuple[int, int]]]] = {}
+    for tp, (sources, destinations) in moves.items():
+        leaders, followers = lists.setdefault(tp.topic, (set(), set()))
+        leaders.update((tp.partition, b) for b in sources)
+        followers.update((tp.partition, b) for b in destinations if b not in sources)
+    return {topic: (",".join(f"{p}:{b}" for p, b in sorted(leaders)), ",".join(f"{p}:{b}" for p, b in
+                                                                              sorted(followers)))
+            for topic, (leaders, followers) in lists.items()}
+
+
+def set_throttles(admin: AdminClient, moves: Mapping[TopicPartition, tuple[list[int], list[int]]],
+                  rate: int) -> None:
+    """Throttle the copies of `moves` to `rate` bytes/s (Kafka's modifyReassignmentThrottle)."""
+    from bus.client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    topics = {ConfigResource(ConfigResourceType.TOPIC, topic): [AlterConfigOp.set(LEADER_REPLICAS, leaders),
+                                                               AlterConfigOp.set(FOLLOWER_REPLICAS, followers)]
+              for topic, (leaders, followers) in throttled_replicas(moves).items()}
+    _alter_configs(admin, "topic throttles", topics)
+    brokers = sorted({b for sources, destinations in moves.values() for b in (*sources, *destinations)})
+    _alter_configs(admin, "broker throttles", {
+        ConfigResource(ConfigResourceType.BROKER, str(b)): [AlterConfigOp.set(LEADER_RATE, str(rate)),
+                                                            AlterConfigOp.set(FOLLOWER_RATE, str(rate))]
+        for b in brokers})
+
+
+def clear_throttles(admin: AdminClient, brokers: Iterable[int], topics: Iterable[str]) -> None:
+    """Remove the throttle rates of `brokers` and the throttled replica lists of `topics` (Kafka's
+    clearAllThrottles)."""
+    from bus.client.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    ids, names = sorted(set(brokers)), sorted(set(topics))
+    print(f"Clearing broker-level throttles on broker{'s' if len(ids) > 1 else ''} {','.join(map(str, ids))}")
+    _alter_configs(admin, "broker throttles", {
+        ConfigResource(ConfigResourceType.BROKER, str(b)): [AlterConfigOp.delete(k) for k in BROKER_THROTTLES]
+        for b in ids})
+    print(f"Clearing topic-level throttles on topic{'s' if len(names) > 1 else ''} {','.join(names)}")
+    _alter_configs(admin, "topic throttles", {
+        ConfigResource(ConfigResourceType.TOPIC, t): [AlterConfigOp.delete(LEADER_REPLICAS),
+                                                      AlterConfigOp.delete(FOLLOWER_REPLICAS)] for t in names})
+
+
+def _alter_configs(admin: AdminClient, what: str, changes: Mapping[Any, list[Any]]) -> None:
+    results = admin.incremental_alter_configs(changes, raise_on_error=False)
+    failed = [f"{resource.name}: {error}" for resource, error in results.items() if error is not None]
+    if failed:
+        raise ToolError("\n".join([f"Error setting {what}:", *failed]))
 
 
 def _fail_on_errors(heading: str, results: Mapping[TopicPartition, Any]) -> None:

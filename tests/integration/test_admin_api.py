@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from bus.config.broker import DYNAMIC_BROKER_KEYS
 from tests.support.broker_process import BrokerProcess
 
 TIMEOUT = 10.0
@@ -231,7 +232,9 @@ def test_describe_broker_configs(admin: AdminClient, shared_broker: BrokerProces
     assert configs["log.dirs"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["num.partitions"].value == "1"
     assert configs["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert all(entry.is_read_only for entry in configs.values())
+    # Only the replication throttles change at run time (dynamic broker configs); the rest needs a restart.
+    assert {name for name, entry in configs.items() if not entry.is_read_only} == set(DYNAMIC_BROKER_KEYS)
+    assert configs["leader.replication.throttled.rate"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
 # -- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------------------

@@ -81,9 +81,11 @@ def test_broker_configs(shared_broker: BrokerProcess) -> None:
     assert "STATIC_BROKER_CONFIG:log.dirs=" in log_dirs
     listed = ok(configs(shared_broker, "--entity-type", "brokers", "--describe")).splitlines()
     assert listed == ["Dynamic configs for broker 1 are:", "Default configs for brokers in the cluster are:"]
-    # Our broker's configs are static (read-only): the broker refuses, the tool says so and exits 1.
+    # Only the replication throttles are dynamic broker configs: the broker refuses others, the tool says so and
+    # exits 1.
     refused = configs(shared_broker, "--broker", "1", "--alter", "--add-config", "log.retention.ms=1000")
     assert refused.returncode == 1 and "Error while executing config command" in refused.stderr
+    assert "Cannot update these configs dynamically: [log.retention.ms]" in refused.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

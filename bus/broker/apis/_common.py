@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from bus.config.broker import Listener
-from bus.config.topic import TOPIC_CONFIGS, resolve_topic_config
+from bus.config.broker import BROKER_CONFIGS, BrokerConfig, Listener
+from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_CONFIGS, resolve_topic_config
 from bus.controller.controller import ControllerError
 
 if TYPE_CHECKING:
@@ -158,13 +158,41 @@ def topic_config_entries(
     return entries
 
 
-def alter_config_resources(
-    ctx: RequestContext, resources: Sequence[Any], alter_topic: Callable[[str, Any], None]
-) -> list[Any]:
-    """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in `alter_topic`.
+# DescribeConfigs config_source codes of dynamic broker configs (per broker, and the cluster-wide default).
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 
-    `alter_topic(name, resource)` applies one topic resource or raises ControllerError. Broker
-    resources are refused: broker configs are static (read from the properties file at start-up).
+
+def dynamic_broker_chain(dynamic: Mapping[str, Mapping[str, str]], resource: str,
+                         name: str) -> list[tuple[str, str, int]]:
+    """The dynamic values of broker key `name` that apply to broker `resource` (an id, or "" for the cluster-wide
+    default), most specific first: the broker's own, then the default (Kafka's DynamicBrokerConfig order)."""
+    chain = []
+    if resource and name in dynamic.get(resource, {}):
+        chain.append((name, dynamic[resource][name], SOURCE_DYNAMIC_BROKER))
+    if name in dynamic.get("", {}):
+        chain.append((name, dynamic[""][name], SOURCE_DYNAMIC_DEFAULT_BROKER))
+    return chain
+
+
+def dynamic_broker_value(dynamic: Mapping[str, Mapping[str, str]], config: BrokerConfig, resource: str,
+                         name: str) -> tuple[str | None, int]:
+    """(value, source) of broker key `name` in effect on broker `resource`: dynamic, else static, else default."""
+    chain = dynamic_broker_chain(dynamic, resource, name)
+    if chain:
+        return chain[0][1], chain[0][2]
+    if name in config.static:
+        return config.static[name], SOURCE_STATIC_BROKER
+    return (BROKER_CONFIGS[name].default if name in BROKER_CONFIGS else None), SOURCE_DEFAULT
+
+
+def alter_config_resources(
+    ctx: RequestContext, resources: Sequence[Any], alter_topic: Callable[[str, Any], None],
+    alter_broker: Callable[[str, Any], None],
+) -> list[Any]:
+    """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in `alter_topic` and
+    `alter_broker`, which apply one topic or broker resource (name: a broker id, or "" for the cluster-wide
+    default) or raise ControllerError. Only the dynamic broker keys (replication throttles) can change.
     """
     responses = []
     for resource, repeated in flag_duplicates(resources, lambda r: (r.resource_type, r.resource_name)):
@@ -177,7 +205,7 @@ def alter_config_resources(
                     raise ControllerError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
                 alter_topic(resource.resource_name, resource)
             elif resource.resource_type == RESOURCE_BROKER:
-                raise ControllerError(ErrorCode.invalid_request, "dynamic broker configs are not supported")
+                alter_broker(resource.resource_name, resource)
             else:
                 raise unsupported_resource(resource.resource_type)
         except ControllerError as exc:

@@ -1,4 +1,4 @@
-"""AlterConfigs (33): replace a topic's whole set of config overrides (the legacy, non-incremental API).
+"""AlterConfigs (33): replace a topic's (or a broker's dynamic) whole set of config overrides (the legacy API).
 
 Keys not named in the request go back to their broker/default values, which is why clients moved
 to IncrementalAlterConfigs; the semantics are kept because old tools still rely on them. The
@@ -25,5 +25,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         changes = {config.name: config.value for config in resource.configs}
         controller.alter_topic_configs(name, changes, replace=True, validate_only=request.validate_only)
 
-    responses = alter_config_resources(ctx, request.resources, alter_topic)
+    def alter_broker(name: str, resource: Any) -> None:
+        changes = {config.name: config.value for config in resource.configs}
+        controller.alter_broker_configs(name, changes, replace=True, validate_only=request.validate_only)
+
+    responses = alter_config_resources(ctx, request.resources, alter_topic, alter_broker)
     return ctx.make("AlterConfigsResponse", throttle_time=0, responses=responses)

@@ -1,15 +1,16 @@
 """DescribeConfigs (32): effective topic and broker configs, with where each value comes from.
 
 Topic configs resolve through the same chain the log layer uses (topic override, then the broker's
-`log.*` synonym, then Kafka's default), reported as synonyms when asked. Broker configs are static
-(the properties file plus `--override`s), so a broker resource answers every declared key with
-STATIC_BROKER_CONFIG or DEFAULT_CONFIG, all read-only. The cluster-wide default resource (name "")
-holds dynamic defaults only, which this broker never has, so it is empty, as on a fresh Kafka.
+`log.*` synonym, then Kafka's default), reported as synonyms when asked. A broker resource answers every
+declared key: a dynamic value committed through the controller (DYNAMIC_BROKER_CONFIG for this broker,
+DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide default) wins over the properties file (STATIC_BROKER_CONFIG)
+and Kafka's default; only the dynamic keys (replication throttles) are not read-only. The cluster-wide default
+resource (name "") holds the dynamic defaults set, and nothing else, as in Kafka.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -18,11 +19,13 @@ from bus.broker.apis._common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigEntry,
+    dynamic_broker_chain,
+    dynamic_broker_value,
     topic_config_entries,
     unsupported_resource,
 )
 from bus.broker.context import RequestContext
-from bus.config.broker import BROKER_CONFIGS, BrokerConfig
+from bus.config.broker import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS, BrokerConfig
 from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_SYNONYMS
 from bus.controller.controller import ControllerError, validate_topic_name
 
@@ -49,33 +52,30 @@ def _broker_synonym_groups() -> dict[str, tuple[str, ...]]:
 _BROKER_GROUPS = _broker_synonym_groups()
 
 
-def _broker_value(config: BrokerConfig, name: str) -> tuple[str | None, int] | None:
-    """(value, source) of a broker key as configured, or None if neither set nor defaulted."""
-    if name in config.static:
-        return config.static[name], SOURCE_STATIC_BROKER
-    default = BROKER_CONFIGS[name].default
-    return None if default is None else (default, SOURCE_DEFAULT)
-
-
-def broker_config_entries(config: BrokerConfig, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
+def broker_config_entries(config: BrokerConfig, dynamic: Mapping[str, Mapping[str, str]], resource: str,
+                          keys: Iterable[str] | None = None) -> list[ConfigEntry]:
+    """Broker `resource`'s configs: every declared key for a broker id; for the cluster-wide default resource ("")
+    only the dynamic defaults set, as Kafka answers it."""
     wanted = BROKER_CONFIGS.keys if keys is None else [k for k in keys if k in BROKER_CONFIGS]
+    if resource == "":
+        wanted = [k for k in wanted if k in dynamic.get("", {})]
     entries = []
     for name in wanted:
         key = BROKER_CONFIGS[name]
-        chain: list[tuple[str, str | None, int]] = []
+        chain = dynamic_broker_chain(dynamic, resource, name)
         for synonym in _BROKER_GROUPS.get(name, (name,)):
             if synonym in config.static:
                 chain.append((synonym, config.static[synonym], SOURCE_STATIC_BROKER))
             default = BROKER_CONFIGS[synonym].default
             if default is not None:
                 chain.append((synonym, default, SOURCE_DEFAULT))
-        own = _broker_value(config, name)
+        value, _source = dynamic_broker_value(dynamic, config, resource, name)
         entries.append(
             ConfigEntry(
                 name=name,
-                value=None if key.sensitive or own is None else own[0],
+                value=None if key.sensitive else value,
                 source=chain[0][2] if chain else SOURCE_DEFAULT,
-                read_only=True,  # no dynamic broker configs: changing one needs a restart
+                read_only=name not in DYNAMIC_BROKER_KEYS,  # the others change only with a restart
                 sensitive=key.sensitive,
                 config_type=int(key.type),
                 documentation=key.doc,
@@ -86,20 +86,19 @@ def broker_config_entries(config: BrokerConfig, keys: Iterable[str] | None = Non
 
 
 def _broker_entries(ctx: RequestContext, resource_name: str, keys: Iterable[str] | None) -> list[ConfigEntry]:
-    if resource_name == "":
-        return []
-    try:
-        node = int(resource_name)
-    except ValueError:
-        raise ControllerError(
-            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {resource_name}"
-        ) from None
-    if node != ctx.node_id:
-        raise ControllerError(
-            ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {resource_name}",
-        )
-    return broker_config_entries(ctx.config, keys)
+    if resource_name != "":
+        try:
+            node = int(resource_name)
+        except ValueError:
+            raise ControllerError(
+                ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {resource_name}"
+            ) from None
+        if node != ctx.node_id:
+            raise ControllerError(
+                ErrorCode.invalid_request,
+                f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {resource_name}",
+            )
+    return broker_config_entries(ctx.config, ctx.controller.image.broker_configs, resource_name, keys)
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:

@@ -4,7 +4,8 @@ Consumers read up to the high watermark (or the last stable offset); a follower'
 reads up to the log end, and its fetch offset tells the leader how far that follower has copied, which moves
 the high watermark and the ISR (`ReplicaManager.follower_fetched`). A fetch naming `last_fetched_epoch` (v12+)
 whose epoch ends below its fetch offset on the leader is answered `diverging_epoch` (KIP-320): the fetcher
-truncates to there before going on.
+truncates to there before going on. A follower out of the ISR of a partition this broker throttles as leader
+gets no records for it while the leader replication quota is exceeded (replication_quota.py).
 
 A fetch that finds fewer than `min_bytes` waits in the fetch purgatory (see fetch_purgatory.py) until its
 partitions receive enough bytes, one of them fails, or `max_wait` passes, then reads once more. It answers
@@ -34,6 +35,7 @@ from bus.broker.fetch_sessions import (
 from bus.broker.partition import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
 from bus.protocol import records as rb
+from bus.protocol.topic_partition import TopicPartition
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -139,7 +141,8 @@ class _Read:
                     replicas.follower_fetched(partition, replica, want.fetch_offset)
                 limit = min(want.max_bytes, budget)
                 # At the end there is nothing to read (most of a session's partitions, most of the time).
-                if diverging is None and want.fetch_offset != end and (limit > 0 or self.total == 0):
+                if (diverging is None and want.fetch_offset != end and (limit > 0 or self.total == 0)
+                        and not (replica >= 0 and _leader_throttles(ctx, partition, replica))):
                     result = partition.read(want.fetch_offset, max(limit, 0), max_offset=end,
                                             min_one_batch=self.total == 0)
                     records = bytes(result.data)
@@ -166,6 +169,25 @@ class _Read:
         return [_visible_end(partition, self.replica, self.committed) for partition in self.partitions]
 
 
+def _leader_throttles(ctx: RequestContext, partition: Partition, replica: int) -> bool:
+    """Kafka's ReplicaManager.shouldLeaderThrottle: a follower out of the ISR of a partition this leader throttles
+    gets no data for it while the leader quota is exceeded; an in-sync follower, which acks=all waits for, always
+    does."""
+    quota = ctx.replicas.quotas.leader
+    return (replica not in partition.isr and quota.is_throttled(TopicPartition(partition.topic, partition.index))
+            and quota.is_quota_exceeded())
+
+
+def _record_throttled(ctx: RequestContext, results: list[ReadResult]) -> None:
+    """The bytes a follower's response carries for throttled partitions count against the leader quota (Kafka's
+    sizeOfThrottledPartitions), in sync or not."""
+    quota = ctx.replicas.quotas.leader
+    sent = sum(len(r.records) for r in results
+               if r.records and quota.is_throttled(TopicPartition(r.partition.topic or "", r.partition.partition)))
+    if sent:
+        quota.record(sent)
+
+
 def _entry(ctx: RequestContext, result: ReadResult) -> Any:
     """The response's PartitionData for one partition read."""
     extra = {}
@@ -182,7 +204,10 @@ def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) ->
     if context.error != ErrorCode.none or read is None:
         return ctx.make("FetchResponse", throttle_time=0, error_code=context.error, session_id=0, responses=[])
     topics: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
-    for result in context.select(read.results):
+    selected = list(context.select(read.results))
+    if read.replica >= 0:
+        _record_throttled(ctx, selected)
+    for result in selected:
         part = result.partition
         topics.setdefault((part.topic, part.topic_id), []).append(_entry(ctx, result))
     responses = [ctx.make("FetchableTopicResponse", topic=name or "", topic_id=topic_id, partitions=parts)

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs.
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic or dynamic broker configs.
 
 APPEND and SUBTRACT edit list configs (cleanup.policy) item by item, starting from the value in
 effect (the override, else the broker's synonym, else the default), so "append compact" on a topic
@@ -9,14 +9,15 @@ All operations on one resource are validated together and committed at once, or 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.apis._common import alter_config_resources
+from bus.broker.apis._common import alter_config_resources, dynamic_broker_value
 from bus.broker.context import RequestContext
-from bus.config.definitions import ConfigType
+from bus.config.broker import BROKER_CONFIGS
+from bus.config.definitions import ConfigDef, ConfigType
 from bus.config.topic import TOPIC_CONFIGS, resolve_topic_config
 from bus.controller.controller import ControllerError
 
@@ -36,18 +37,18 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _edit_list(name: str, op: Op, value: str | None, overrides: Mapping[str, str],
-               broker_static: Mapping[str, str]) -> str:
+def _edit_list(name: str, op: Op, value: str | None, keys: ConfigDef, current: Callable[[str], str],
+               what: str) -> str:
     """The new value of list config `name` after appending or removing the items in `value`."""
-    key = TOPIC_CONFIGS.keys.get(name)
+    key = keys.keys.get(name)
     if key is None:
-        raise ControllerError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+        raise ControllerError(ErrorCode.invalid_config, f"Unknown {what} config name: {name}")
     if key.type is not ConfigType.LIST:
         raise ControllerError(ErrorCode.invalid_config,
                               f"Can't {op.name} to key {name} because its type is not LIST.")
     if value is None:
         raise ControllerError(ErrorCode.invalid_config, f"Null value not supported for {op.name} of {name}")
-    items = _split(resolve_topic_config(name, overrides, broker_static).value)
+    items = _split(current(name))
     for item in _split(value):
         if op is Op.APPEND and item not in items:
             items.append(item)
@@ -56,8 +57,9 @@ def _edit_list(name: str, op: Op, value: str | None, overrides: Mapping[str, str
     return ",".join(items)
 
 
-def _changes(resource: Any, overrides: Mapping[str, str], broker_static: Mapping[str, str]) -> dict[str, str | None]:
-    """The resource's operations as `alter_topic_configs` changes: key -> new value, None to delete."""
+def _changes(resource: Any, keys: ConfigDef, current: Callable[[str], str], what: str) -> dict[str, str | None]:
+    """The resource's operations as changes for the controller: key -> new value, None to delete. `current(name)`:
+    the value in effect, which APPEND and SUBTRACT start from."""
     names = [config.name for config in resource.configs]
     if len(set(names)) != len(names):
         raise ControllerError(ErrorCode.invalid_request, "Error due to duplicate config keys")
@@ -71,12 +73,12 @@ def _changes(resource: Any, overrides: Mapping[str, str], broker_static: Mapping
         if op is Op.SET:
             if config.value is None:
                 raise ControllerError(ErrorCode.invalid_config,
-                                      f"Null value not supported for topic configs: {config.name}")
+                                      f"Null value not supported for {what} configs: {config.name}")
             changes[config.name] = config.value
         elif op is Op.DELETE:
             changes[config.name] = None
         else:
-            changes[config.name] = _edit_list(config.name, op, config.value, overrides, broker_static)
+            changes[config.name] = _edit_list(config.name, op, config.value, keys, current, what)
     return changes
 
 
@@ -86,8 +88,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     def alter_topic(name: str, resource: Any) -> None:
         topic = controller.topic(name)
-        changes = _changes(resource, topic.configs, broker_static)
+        changes = _changes(resource, TOPIC_CONFIGS,
+                           lambda key: resolve_topic_config(key, topic.configs, broker_static).value, "topic")
         controller.alter_topic_configs(name, changes, replace=False, validate_only=request.validate_only)
 
-    responses = alter_config_resources(ctx, request.resources, alter_topic)
+    def alter_broker(name: str, resource: Any) -> None:
+        dynamic = controller.working.broker_configs
+        changes = _changes(resource, BROKER_CONFIGS,
+                           lambda key: dynamic_broker_value(dynamic, ctx.config, name, key)[0] or "", "broker")
+        controller.alter_broker_configs(name, changes, replace=False, validate_only=request.validate_only)
+
+    responses = alter_config_resources(ctx, request.resources, alter_topic, alter_broker)
     return ctx.make("IncrementalAlterConfigsResponse", throttle_time=0, responses=responses)
