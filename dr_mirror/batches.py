@@ -8,8 +8,15 @@ the same payload. The target broker assigns base offset and leader epoch itself.
 
 A batch whose offsets are not dense (the log cleaner removed records from it) cannot be produced
 as-is: a broker requires recordsCount == lastOffsetDelta + 1. Such a batch is split into dense
-batches, one per run of consecutive offsets (`dense_runs`), the one case that decodes and re-encodes
-(with its own codec); each run after a hole gets its own offset sync, so translation stays exact.
+batches, one per run of consecutive offsets (`dense_runs`); each run after a hole gets its own offset
+sync, so translation stays exact.
+
+Small batches are the other case that re-encodes. A Produce request carries one batch per partition, so a
+log of one-record batches (devices that send each capture at once) would be copied one record per partition
+per round trip: the failback drill's copy-back of 33,000 such batches took two minutes. Consecutive dense,
+uncompressed, CreateTime batches are joined (`joined`, `merge`) into one batch of at most the producer's
+`batch.size`, as a client-based mirror's producer batches them; offsets stay dense, so the target's offsets
+still equal the source's. Compressed batches were batched by their producer and pass through.
 """
 
 from __future__ import annotations
@@ -100,3 +107,32 @@ def dense_runs(data: bytes | memoryview, batch: rb.BatchInfo, start: int) -> lis
                                timestamp_type=batch.timestamp_type)
         out.append((built, run[0].offset, batch.next_offset if i == len(runs) - 1 else run[-1].offset + 1))
     return out
+
+
+def _joinable(batch: rb.BatchInfo, start: int) -> bool:
+    return (is_dense(batch) and batch.compression == 0 and batch.timestamp_type == rb.CREATE_TIME
+            and batch.base_offset >= start)
+
+
+def joined(batches: Sequence[rb.BatchInfo], start: int, limit: int) -> list[list[rb.BatchInfo]]:
+    """The batches in the groups to produce as one: consecutive joinable batches (dense, uncompressed,
+    CreateTime, wholly at or after `start`, each next one beginning where the last ended) whose sizes add
+    up to at most `limit` bytes; any other batch on its own."""
+    groups: list[list[rb.BatchInfo]] = []
+    size = 0
+    for batch in batches:
+        last = groups[-1][-1] if groups else None
+        if (last is not None and _joinable(batch, start) and _joinable(last, start)
+                and last.next_offset == batch.base_offset and size + batch.size <= limit):
+            groups[-1].append(batch)
+            size += batch.size
+        else:
+            groups.append([batch])
+            size = batch.size
+    return groups
+
+
+def merge(data: bytes | memoryview, group: Sequence[rb.BatchInfo]) -> bytes:
+    """One uncompressed CreateTime batch holding every record of `group` (see `joined`) at its offsets."""
+    records = [record for batch in group for record in rb.iter_records(data, batch)]
+    return rb.build_batch(records, base_offset=group[0].base_offset)

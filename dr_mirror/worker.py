@@ -4,8 +4,9 @@ A worker loops in rounds. It fetches (read_committed) from the source leaders th
 nothing left to send, keeps the committed batches (`batches.committed`), and produces them to the same
 partition numbers on the target with its own idempotent producer id, pipelining up to
 `max.in.flight.requests.per.connection` Produce requests per target broker, each holding at most one
-batch per partition. A batch keeps its sequence number and bytes until the target acknowledges it, so
-a target that is unreachable or has no leader is waited for and retried, never skipped or reordered.
+batch per partition (consecutive small batches joined into one of up to `batch.size`). A batch keeps its
+sequence number and bytes until the target acknowledges it, so a target that is unreachable or has no
+leader is waited for and retried, never skipped or reordered.
 
 Where a batch begins a new run of offsets (a gap in the source), its offset sync is written and
 acknowledged first, so the target log plus the syncs always say exactly how far the mirror got:
@@ -120,6 +121,7 @@ class Worker(threading.Thread):
         self.send_buffer = p("send.buffer.bytes", 1 << 20)
         self.request_timeout_ms = p("request.timeout.ms", 30_000)
         self.max_request_size = p("max.request.size", 16 << 20)
+        self.batch_size = p("batch.size", 16_384)  # small source batches are joined up to this (batches.joined)
         self.in_flight = min(max(p("max.in.flight.requests.per.connection", 5), 1), 5)
         self.backoff = p("retry.backoff.ms", 100) / 1000
         self.producer_id = -1
@@ -316,8 +318,15 @@ class Worker(threading.Thread):
                 self._stop_partition(state, f"the batch at source offset {state.fetch_position} fails its CRC or "
                                             f"exceeds max.partition.fetch.bytes={self.partition_max_bytes}")
             return False
-        for batch in bt.committed(data, found, part.aborted, state.fetch_position):
-            self._enqueue(state, data, batch)
+        committed = bt.committed(data, found, part.aborted, state.fetch_position)
+        for group in bt.joined(committed, state.fetch_position, self.batch_size):
+            if len(group) == 1:
+                self._enqueue(state, data, group[0])
+                continue
+            built = bt.merge(data, group)
+            info = rb.scan_batches_prefix(built, verify_crc=False)[0][0]
+            state.queue.append(Pending(group[0].base_offset, group[-1].next_offset, built, info,
+                                       max(batch.max_timestamp for batch in group)))
         state.fetch_position = max(state.fetch_position, found[-1].next_offset)
         if not state.queue:
             self._settle(state)

@@ -71,6 +71,26 @@ def test_compacted_batches_split_into_dense_runs_with_their_codec() -> None:
         assert next(r.value for r in rb.iter_records(built, got)) == b"v%d" % first
 
 
+def test_small_consecutive_batches_are_joined_up_to_the_limit_and_keep_their_offsets() -> None:
+    # Three one-record batches, a compressed one, two more small ones, then one after a gap in offsets.
+    data = (_batch(0, 1) + _batch(1, 1) + _batch(2, 1) + _batch(3, 2, codec=compression.ZSTD) + _batch(5, 1)
+            + _batch(6, 1) + _batch(9, 1))
+    found = rb.scan_batches(data)
+    groups = bt.joined(found, start=0, limit=16_384)
+    assert [[b.base_offset for b in g] for g in groups] == [[0, 1, 2], [3], [5, 6], [9]]
+    merged = bt.merge(data, groups[0])
+    (got,) = rb.scan_batches(merged)  # one valid batch, CRC checked
+    assert (got.base_offset, got.records_count, got.last_offset_delta) == (0, 3, 2) and bt.is_dense(got)
+    records = list(rb.iter_records(merged, got))
+    assert [(r.offset, r.timestamp, r.value) for r in records] == [(0, 1000, b"value-0"), (1, 1000, b"value-0"),
+                                                                     (2, 1000, b"value-0")]
+    # The limit caps a group; a fetch that starts inside the first batch leaves that batch on its own.
+    size = found[0].size
+    assert [[b.base_offset for b in g] for g in bt.joined(found[:3], start=0, limit=2 * size)] == [[0, 1], [2]]
+    two = rb.scan_batches(_batch(0, 2) + _batch(2, 1))
+    assert [[b.base_offset for b in g] for g in bt.joined(two, start=1, limit=16_384)] == [[0], [2]]
+
+
 # -- formats ----------------------------------------------------------------------------------------
 
 
