@@ -57,8 +57,8 @@ from bus.controller.image import (
     PartitionState,
     TopicImage,
     broker_config_record,
+    difference,
     partition_record,
-    snapshot_records,
 )
 from bus.controller.record_log import MetadataRecord, MetadataRecordLog
 from bus.protocol.errors import KafkaApiError
@@ -182,19 +182,18 @@ class QuorumController:
 
     def load_snapshot(self, records: list[MetadataRecord]) -> None:
         """Replace the committed image wholesale (at start, or a snapshot from the leader). The broker side hears
-        the difference as records through the same `listeners`: a `remove_topic` for every topic the snapshot no
-        longer has, then the snapshot's records, which bring every remaining topic in line."""
+        the difference (`image.difference`) through the same `listeners` as committed records: topics the snapshot
+        no longer has are removed as deleted topics are, new and changed ones are brought in line."""
         loaded = MetadataImage()
         for record in records:
             loaded.apply(record)
-        removed: list[MetadataRecord] = [{"type": "remove_topic", "topic_id": str(topic_id)}
-                                         for topic_id in self.image.topics_by_id if topic_id not in loaded.topics_by_id]
+        changes = difference(self.image, loaded)
         self.image.replace_with(loaded)
         for listener in self.listeners:
-            listener([*removed, *records])
+            listener(changes)
 
-    def snapshot_records(self) -> list[MetadataRecord]:
-        return snapshot_records(self.image)
+    def snapshot_image(self) -> MetadataImage:
+        return self.image.copy()
 
     def set_active(self, active: bool) -> None:
         # Becoming active happens once every earlier leader's records are committed and applied: the working
@@ -673,17 +672,19 @@ class QuorumController:
         """A coordinator's topic (`__consumer_offsets`, ...), created by the active controller; an existing topic
         is returned as it is.
 
-        In a cluster it gets its configured replication factor, capped by the number of voters; while fewer
-        brokers are registered and unfenced than that, it is refused (INVALID_REPLICATION_FACTOR) and the caller
-        tries again later, as Kafka leaves the topic uncreated (and its coordinators unavailable) until enough
-        brokers are up. A lone node gives it one replica.
+        In a cluster it gets its configured replication factor; while fewer brokers are registered and unfenced
+        than that, it is refused (INVALID_REPLICATION_FACTOR) and the caller tries again later, as Kafka leaves the
+        topic uncreated (and its coordinators unavailable) until enough brokers are up. Where the voters are the
+        brokers (combined mode), the factor is capped by their number, and a lone node gives it one replica; with
+        separate roles the controllers say nothing about how many brokers there are, so only the config counts.
         """
         existing = self.working.topics.get(name)
         if existing is not None:
             return existing
-        factor = 1
-        if self.quorum_voters > 1:
-            factor = max(1, min(replication_factor, self.quorum_voters))
+        factor = max(1, replication_factor)
+        if self.local_broker:
+            factor = min(factor, self.quorum_voters)
+        if factor > 1 or not self.local_broker:
             _check_reachable(factor, sorted(self._usable()))
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
         assert created is not None
@@ -778,6 +779,7 @@ class QuorumController:
         ]
         if records:
             self._commit(records)
+
     def alter_broker_configs(self, resource: str, changes: Mapping[str, str | None], *, replace: bool,
                              validate_only: bool = False) -> None:
         """Set (value) or delete (None) dynamic configs of broker `resource` (an id, or "" for the cluster-wide
