@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,21 @@ class MetadataImage:
             raise ValueError(f"unknown metadata record type {kind!r}")
         self.offset += 1
 
+    def copy(self) -> MetadataImage:
+        """A copy that later `apply` calls to this image leave unchanged, made cheaply: `apply` replaces partition
+        states and broker registrations rather than changing them, so the copy shares those and copies only the
+        dicts that hold them (a snapshot is built from it while the image moves on)."""
+        copied = MetadataImage()
+        copied.cluster_id = self.cluster_id
+        for topic in self.topics.values():
+            twin = TopicImage(topic.name, topic.topic_id, dict(topic.partitions), dict(topic.configs))
+            copied.topics[twin.name] = twin
+            copied.topics_by_id[twin.topic_id] = twin
+        copied.offset = self.offset
+        copied.next_producer_id = self.next_producer_id
+        copied.brokers = dict(self.brokers)
+        copied.broker_configs = {name: dict(configs) for name, configs in self.broker_configs.items()}
+        return copied
 
     def replace_with(self, other: MetadataImage) -> None:
         """Take `other`'s whole state in place (a snapshot from the leader), so every holder of this image, such as
@@ -161,30 +176,51 @@ def partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
     return record
 
 
-def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
+def snapshot_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     """The records that recreate `image` exactly when applied to an empty one: the content of a metadata snapshot
-    (Kafka's snapshot holds the same records its log does, one per piece of state). Fresh dicts and lists, so they
-    may be encoded in another thread while the image moves on."""
-    records: list[MetadataRecord] = []
+    (Kafka's snapshot holds the same records its log does, one per piece of state), as fresh dicts. Lazily: a big
+    image's snapshot is built a slice at a time (from a `copy`, which later commits leave unchanged)."""
     if image.cluster_id is not None:
-        records.append({"type": "cluster", "cluster_id": image.cluster_id})
+        yield {"type": "cluster", "cluster_id": image.cluster_id}
     for broker in image.brokers.values():
-        records.append({"type": "broker", "id": broker.broker_id, "endpoints": [list(e) for e in broker.endpoints],
-                        "rack": broker.rack})
+        yield {"type": "broker", "id": broker.broker_id, "endpoints": [list(e) for e in broker.endpoints],
+               "rack": broker.rack}
         if broker.fenced:
-            records.append({"type": "broker_fence", "id": broker.broker_id, "fenced": True})
+            yield {"type": "broker_fence", "id": broker.broker_id, "fenced": True}
         if broker.in_controlled_shutdown:
-            records.append({"type": "broker_shutdown", "id": broker.broker_id})
-    records += [broker_config_record(resource, key, value)
-                for resource, configs in image.broker_configs.items() for key, value in configs.items()]
+            yield {"type": "broker_shutdown", "id": broker.broker_id}
+    for resource, configs in image.broker_configs.items():
+        for key, value in configs.items():
+            yield broker_config_record(resource, key, value)
     for topic in image.topics.values():
         topic_id = str(topic.topic_id)
-        records.append({"type": "topic", "name": topic.name, "topic_id": topic_id})
-        records += [{"type": "config", "name": topic.name, "key": k, "value": v} for k, v in topic.configs.items()]
-        records += [partition_record(topic_id, state) for state in topic.partitions.values()]
+        yield {"type": "topic", "name": topic.name, "topic_id": topic_id}
+        for key, value in topic.configs.items():
+            yield {"type": "config", "name": topic.name, "key": key, "value": value}
+        for state in topic.partitions.values():
+            yield partition_record(topic_id, state)
     if image.next_producer_id:
-        records.append({"type": "producer_ids", "next": image.next_producer_id})
-    return records
+        yield {"type": "producer_ids", "next": image.next_producer_id}
+
+
+def difference(old: MetadataImage, new: MetadataImage) -> list[MetadataRecord]:
+    """What a listener of committed records must hear when `old` is replaced by `new` wholesale (a snapshot from the
+    leader): a `remove_topic` for every topic `new` lacks and a deletion for every dynamic broker config it lacks,
+    then the records of `new` except those of topics that did not change (a follower that was only a little behind
+    hears only the few topics it missed)."""
+    changes: list[MetadataRecord] = [{"type": "remove_topic", "topic_id": str(topic_id)}
+                                     for topic_id in old.topics_by_id if topic_id not in new.topics_by_id]
+    changes += [broker_config_record(resource, key, None) for resource, configs in old.broker_configs.items()
+                for key in configs if key not in new.broker_configs.get(resource, {})]
+    unchanged = {str(t.topic_id) for t in new.topics.values() if old.topics_by_id.get(t.topic_id) == t}
+
+    def topic_id_of(record: MetadataRecord) -> str | None:
+        if record["type"] == "config" and record.get("resource_type") != BROKER_RESOURCE:
+            return str(new.topics[record["name"]].topic_id)
+        return record.get("topic_id")
+
+    changes += [r for r in snapshot_records(new) if topic_id_of(r) not in unchanged]
+    return changes
 
 
 class ImageView:

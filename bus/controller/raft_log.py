@@ -17,11 +17,11 @@ epoch it was appended in; losing the leadership first gives NOT_CONTROLLER, neve
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 
 from bus.controller.controller import not_controller
+from bus.controller.entry_codec import decode_entry, encode_entry
 from bus.controller.record_log import MetadataRecord, MetadataStateMachine
 from bus.controller.snapshot_generator import SnapshotGenerator, SnapshotPolicy
 from bus.raft.driver import RaftDriver, RaftStoppedError
@@ -34,17 +34,6 @@ log = logging.getLogger(__name__)
 # How long an operation waits for its entry to commit before it answers NOT_CONTROLLER (Kafka's controller
 # times out write operations the same way; the client retries, the operation may still have committed).
 COMMIT_TIMEOUT_S = 30.0
-
-
-def encode_entry(records: list[MetadataRecord]) -> bytes:
-    return json.dumps(records, separators=(",", ":"), sort_keys=True).encode()
-
-
-def decode_entry(data: bytes) -> list[MetadataRecord]:
-    records = json.loads(data)
-    if not isinstance(records, list) or not all(isinstance(r, dict) and "type" in r for r in records):
-        raise ValueError(f"metadata log entry is not a list of records: {data[:200]!r}")
-    return records
 
 
 class RaftMetadataLog:
@@ -71,7 +60,7 @@ class RaftMetadataLog:
         """Load the latest snapshot, follow the driver, then let it process its start (a lone voter leads and
         commits its log at once; otherwise the entries after the snapshot commit as the leader is heard)."""
         self._machine = machine
-        self.snapshots = SnapshotGenerator(self.driver, machine.snapshot_records, encode_entry, self.snapshot_policy)
+        self.snapshots = SnapshotGenerator(self.driver, machine.snapshot_image, self.snapshot_policy)
         snapshot = self.driver.latest_snapshot()
         if snapshot is not None:
             self._load(snapshot)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from bus.controller.image import MetadataRecord
+from bus.controller.image import MetadataImage, MetadataRecord
 
 
 class MetadataStateMachine(Protocol):
@@ -29,8 +29,8 @@ class MetadataStateMachine(Protocol):
         """Replace the whole committed image with the one these records (a snapshot's) recreate."""
         ...
 
-    def snapshot_records(self) -> list[MetadataRecord]:
-        """The committed image as the records that recreate it (what a snapshot holds)."""
+    def snapshot_image(self) -> MetadataImage:
+        """A copy of the committed image that later commits leave unchanged (what a snapshot is made of)."""
         ...
 
 

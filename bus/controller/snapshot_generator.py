@@ -6,10 +6,13 @@ new entry (0 turns the time rule off). Process start counts as a snapshot, as in
 not snapshot at once.
 
 `SnapshotGenerator` does it: at the moment the policy says so, right after the entry that ends at `end` was
-applied, it takes the image as records (cheap: fresh dicts, no encoding) so they describe exactly the offsets below
-`end`; the JSON encoding, the costly part on a big image, runs in a worker thread; the raft log then keeps the
-snapshot (written, fsynced and renamed, like an append of the log is) and drops its whole segments below it. One
-snapshot is written at a time; entries committed meanwhile count toward the next.
+applied, it takes a copy of the image (`MetadataImage.copy`: dicts of shared, never-mutated states, about a
+millisecond for ten thousand partitions), so the snapshot describes exactly the offsets below `end` while the
+image moves on. Building the records and their JSON, the costly part on a big image, then runs on the loop a
+slice of `CHUNK_RECORDS` at a time, yielding between slices: a worker thread would not help, the JSON encoder
+holds the GIL throughout. The raft log then keeps the snapshot (written, fsynced and renamed, like an append of the
+log is) and drops its whole segments below it. One snapshot is written at a time; entries committed meanwhile count
+toward the next.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ import logging
 import time
 from collections.abc import Callable
 
-from bus.controller.image import MetadataRecord
+from bus.controller.entry_codec import encode_entry, encode_record, join_encoded
+from bus.controller.image import MetadataImage, snapshot_records
 from bus.raft.driver import RaftDriver, RaftStoppedError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 20971520  # Kafka's metadata.log.max.record.bytes.between.snapshots
 DEFAULT_MAX_INTERVAL_MS = 3600000  # Kafka's metadata.log.max.snapshot.interval.ms
+CHUNK_RECORDS = 500  # records encoded between two yields to the loop (a millisecond or two)
 
 
 def _monotonic_ms() -> float:
@@ -62,14 +67,12 @@ class SnapshotPolicy:
 
 
 class SnapshotGenerator:
-    def __init__(self, driver: RaftDriver, image_records: Callable[[], list[MetadataRecord]],
-                 encode: Callable[[list[MetadataRecord]], bytes], policy: SnapshotPolicy) -> None:
-        """`image_records`: the committed image as records, as of the last applied entry; `encode`: the bytes a
-        snapshot holds (the log's own entry encoding)."""
+    def __init__(self, driver: RaftDriver, image_copy: Callable[[], MetadataImage], policy: SnapshotPolicy) -> None:
+        """`image_copy`: a copy of the committed image as of the last applied entry, which later commits leave
+        unchanged."""
         self.driver = driver
         self.policy = policy
-        self._image_records = image_records
-        self._encode = encode
+        self._image_copy = image_copy
         self._end = 0  # the offset the image reflects: every entry below it is applied
         self._writing: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -110,19 +113,23 @@ class SnapshotGenerator:
         self._check()
 
     def _start(self) -> None:
-        end, records = self._end, self._image_records()
+        end, image = self._end, self._image_copy()
         self.policy.snapshotted()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # opening without a loop (a lone voter commits its log there): write it now
-            self._write(end, self._encode(records))
+            self._write(end, encode_entry(snapshot_records(image)))
             return
-        self._writing = loop.create_task(self._encode_and_write(end, records), name="metadata-snapshot")
+        self._writing = loop.create_task(self._encode_and_write(end, image), name="metadata-snapshot")
 
-    async def _encode_and_write(self, end: int, records: list[MetadataRecord]) -> None:
+    async def _encode_and_write(self, end: int, image: MetadataImage) -> None:
         try:
-            data = await asyncio.to_thread(self._encode, records)
-            self._write(end, data)
+            parts: list[bytes] = []
+            for record in snapshot_records(image):
+                parts.append(encode_record(record))
+                if len(parts) % CHUNK_RECORDS == 0:
+                    await asyncio.sleep(0)
+            self._write(end, join_encoded(parts))
         finally:
             self._writing = None
         self._check()  # entries committed while writing may already make the next one due

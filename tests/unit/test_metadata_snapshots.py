@@ -7,6 +7,7 @@ snapshot written and reloaded runs a real lone-voter RaftDriver over a real File
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
@@ -14,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from bus.controller.controller import QuorumController, TopicSpec
-from bus.controller.image import ImageView, MetadataImage, snapshot_records
-from bus.controller.raft_log import RaftMetadataLog, decode_entry, encode_entry
+from bus.controller.entry_codec import decode_entry, encode_entry
+from bus.controller.image import (
+    BROKER_RESOURCE,
+    ImageView,
+    MetadataImage,
+    broker_config_record,
+    difference,
+    snapshot_records,
+)
+from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecord
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
@@ -51,6 +60,10 @@ HISTORY: list[MetadataRecord] = [
     {"type": "partition", "topic_id": TOPIC_B, "partition": 0, "replicas": [2], "isr": [], "leader": -1,
      "leader_epoch": 4, "partition_epoch": 4},
     {"type": "producer_ids", "next": 3000},
+    broker_config_record("", "log.retention.ms", "60000"),
+    broker_config_record("1", "log.cleaner.threads", "2"),
+    broker_config_record("1", "log.retention.ms", "1000"),
+    broker_config_record("1", "log.retention.ms", None),
 ]
 
 
@@ -62,7 +75,8 @@ def image_of(records: list[MetadataRecord]) -> MetadataImage:
 
 
 def state(image: MetadataImage) -> tuple[object, ...]:
-    return (image.cluster_id, image.topics, image.topics_by_id, image.brokers, image.next_producer_id)
+    return (image.cluster_id, image.topics, image.topics_by_id, image.brokers, image.next_producer_id,
+            image.broker_configs)
 
 
 def test_the_history_covers_every_record_type_the_image_applies() -> None:
@@ -70,21 +84,47 @@ def test_the_history_covers_every_record_type_the_image_applies() -> None:
         MetadataImage().apply({"type": "no_such_type"})
     assert {r["type"] for r in HISTORY} == {"cluster", "broker", "broker_fence", "broker_shutdown", "topic",
                                             "config", "partition", "remove_topic", "producer_ids"}
+    assert any(r.get("resource_type") == BROKER_RESOURCE for r in HISTORY)  # a dynamic broker config too
 
 
 def test_an_image_rebuilt_from_its_snapshot_records_is_equal() -> None:
     original = image_of(HISTORY)
-    records = snapshot_records(original)
+    records = list(snapshot_records(original))
     rebuilt = image_of(decode_entry(encode_entry(records)))
     assert state(rebuilt) == state(original)
     assert rebuilt.brokers[2].fenced and rebuilt.brokers[3].in_controlled_shutdown
     assert rebuilt.topics["a"].partitions[1].adding_replicas == [3]
     assert "gone" not in rebuilt.topics
-    assert snapshot_records(rebuilt) == records  # a snapshot of a loaded snapshot is the same snapshot
+    assert rebuilt.broker_configs == {"": {"log.retention.ms": "60000"}, "1": {"log.cleaner.threads": "2"}}
+    assert list(snapshot_records(rebuilt)) == records  # a snapshot of a loaded snapshot is the same snapshot
 
 
 def test_an_empty_image_has_an_empty_snapshot() -> None:
-    assert snapshot_records(MetadataImage()) == []
+    assert list(snapshot_records(MetadataImage())) == []
+
+
+def test_a_snapshot_is_encoded_as_an_entry_is() -> None:
+    records = list(snapshot_records(image_of(HISTORY)))
+    assert encode_entry(records) == json.dumps(records, separators=(",", ":"), sort_keys=True).encode()
+
+
+def test_a_copy_of_the_image_stays_as_it_was_while_the_image_moves_on() -> None:
+    image = image_of(HISTORY)
+    copy = image.copy()
+    before = list(snapshot_records(copy))
+    later: list[MetadataRecord] = [
+        {"type": "partition", "topic_id": TOPIC_A, "partition": 0, "replicas": [1, 2], "isr": [1, 2], "leader": 2,
+         "leader_epoch": 4, "partition_epoch": 8},
+        {"type": "config", "name": "a", "key": "cleanup.policy", "value": None},
+        {"type": "broker_fence", "id": 1, "fenced": True},
+        {"type": "remove_topic", "topic_id": TOPIC_B},
+        {"type": "topic", "name": "c", "topic_id": GONE},
+        {"type": "producer_ids", "next": 4000},
+    ]
+    for record in later:
+        image.apply(record)
+    assert list(snapshot_records(copy)) == before
+    assert state(copy) == state(image_of(HISTORY))
 
 
 class FakeClock:
@@ -198,16 +238,39 @@ def test_a_snapshot_is_written_after_the_interval(tmp_path: Path) -> None:
     asyncio.run(_a_snapshot_is_written_after_the_interval(tmp_path))
 
 
-def test_loading_a_snapshot_replaces_the_image_in_place_and_tells_the_listeners_what_went(tmp_path: Path) -> None:
+def test_loading_a_snapshot_replaces_the_image_in_place_and_tells_the_listeners_what_changed(tmp_path: Path) -> None:
     node = LoneVoter(tmp_path, SnapshotPolicy())
     controller = node.controller
     view = ImageView(controller.image, 1, lambda: [1])
-    controller.load_snapshot(HISTORY[:12])  # topic "a" only
+    controller.load_snapshot(HISTORY)
     node.seen.clear()
-    replacement = image_of([r for r in HISTORY if r.get("topic_id") != TOPIC_A and r.get("name") != "a"])
-    controller.load_snapshot(snapshot_records(replacement))
+    # The leader's image: topic "a" deleted, "b" unchanged, "c" new, and a broker unfenced.
+    replacement = image_of([r for r in HISTORY if r.get("topic_id") != TOPIC_A and r.get("name") != "a"] + [
+        {"type": "topic", "name": "c", "topic_id": GONE},
+        {"type": "partition", "topic_id": GONE, "partition": 0, "replicas": [1], "isr": [1], "leader": 1},
+        {"type": "config", "name": "c", "key": "retention.ms", "value": "5"},
+        {"type": "broker_fence", "id": 2, "fenced": False},
+    ])
+    controller.load_snapshot(list(snapshot_records(replacement)))
     assert state(controller.image) == state(replacement)
-    assert sorted(view.topics) == ["b"] and view.cluster_id == "MkU3OEVBNTcwNTJENDM2Qg"
+    assert sorted(view.topics) == ["b", "c"] and not view.brokers[2].fenced
     assert node.seen[0] == {"type": "remove_topic", "topic_id": TOPIC_A}
-    assert {"type": "topic", "name": "b", "topic_id": TOPIC_B} in node.seen
+    announced = {(r["type"], r.get("topic_id") or r.get("name")) for r in node.seen}
+    assert {("topic", GONE), ("partition", GONE), ("config", "c")} <= announced
+    assert not any(r.get("topic_id") == TOPIC_B for r in node.seen)  # unchanged: nothing to do for it
     node.raft_log.close()
+
+
+def test_a_topic_changed_while_away_is_announced_with_its_new_state() -> None:
+    old = image_of(HISTORY)
+    moved = {"type": "partition", "topic_id": TOPIC_B, "partition": 0, "replicas": [2], "isr": [2], "leader": 2,
+             "leader_epoch": 5, "partition_epoch": 5}
+    new = image_of([*HISTORY, moved])
+    assert difference(old, new) == [r for r in snapshot_records(new) if r.get("topic_id") == TOPIC_B
+                                    or r["type"] not in ("topic", "partition", "config")
+                                    or r.get("resource_type") == BROKER_RESOURCE]
+    assert moved in difference(old, new)
+    assert [r for r in difference(old, old) if r["type"] in ("topic", "partition", "remove_topic")
+            or (r["type"] == "config" and r.get("resource_type") != BROKER_RESOURCE)] == []
+    without_default = image_of([*HISTORY, broker_config_record("", "log.retention.ms", None)])
+    assert broker_config_record("", "log.retention.ms", None) in difference(old, without_default)
