@@ -91,10 +91,9 @@ def quorum_tool(node: BrokerProcess, *args: str) -> str:
 
 def test_snapshots_are_written_on_every_node_and_restore_a_wiped_and_a_killed_node(cluster: ClusterProcess) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=3) for name in TOPICS]
-                                  + [NewTopic(HOSTED, 1, replica_assignment=[[3]])])
-    for future in futures.values():
-        future.result(30)
+    for topic in [*(NewTopic(name, num_partitions=1, replication_factor=3) for name in TOPICS),
+                  NewTopic(HOSTED, 1, replica_assignment=[[3]])]:
+        create_retrying(admin, topic)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for value in RECORDS:
         producer.produce(HOSTED, value=value, partition=0)
