@@ -6,8 +6,8 @@ new entry (0 turns the time rule off). Process start counts as a snapshot, as in
 not snapshot at once.
 
 `SnapshotGenerator` does it: at the moment the policy says so, right after the entry that ends at `end` was
-applied, it takes a copy of the image (`MetadataImage.copy`: dicts of shared, never-mutated states, about a
-millisecond for ten thousand partitions), so the snapshot describes exactly the offsets below `end` while the
+applied, it takes a copy of the image (`MetadataImage.copy`: dicts of shared, never-mutated states, a
+few milliseconds for ten thousand partitions), so the snapshot describes exactly the offsets below `end` while the
 image moves on. Building the records and their JSON, the costly part on a big image, then runs on the loop a
 slice of `CHUNK_RECORDS` at a time, yielding between slices: a worker thread would not help, the JSON encoder
 holds the GIL throughout. The raft log then keeps the snapshot (written, fsynced and renamed, like an append of the
