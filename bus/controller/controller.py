@@ -672,17 +672,19 @@ class QuorumController:
         """A coordinator's topic (`__consumer_offsets`, ...), created by the active controller; an existing topic
         is returned as it is.
 
-        In a cluster it gets its configured replication factor, capped by the number of voters; while fewer
-        brokers are registered and unfenced than that, it is refused (INVALID_REPLICATION_FACTOR) and the caller
-        tries again later, as Kafka leaves the topic uncreated (and its coordinators unavailable) until enough
-        brokers are up. A lone node gives it one replica.
+        In a cluster it gets its configured replication factor; while fewer brokers are registered and unfenced
+        than that, it is refused (INVALID_REPLICATION_FACTOR) and the caller tries again later, as Kafka leaves the
+        topic uncreated (and its coordinators unavailable) until enough brokers are up. Where the voters are the
+        brokers (combined mode), the factor is capped by their number, and a lone node gives it one replica; with
+        separate roles the controllers say nothing about how many brokers there are, so only the config counts.
         """
         existing = self.working.topics.get(name)
         if existing is not None:
             return existing
-        factor = 1
-        if self.quorum_voters > 1:
-            factor = max(1, min(replication_factor, self.quorum_voters))
+        factor = max(1, replication_factor)
+        if self.local_broker:
+            factor = min(factor, self.quorum_voters)
+        if factor > 1 or not self.local_broker:
             _check_reachable(factor, sorted(self._usable()))
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))
         assert created is not None
@@ -777,6 +779,7 @@ class QuorumController:
         ]
         if records:
             self._commit(records)
+
     def alter_broker_configs(self, resource: str, changes: Mapping[str, str | None], *, replace: bool,
                              validate_only: bool = False) -> None:
         """Set (value) or delete (None) dynamic configs of broker `resource` (an id, or "" for the cluster-wide

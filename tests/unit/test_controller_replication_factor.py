@@ -1,6 +1,6 @@
 """Replica placement by the controller: any replication factor the registered, unfenced brokers can hold, spread
 as Kafka's rack-unaware assignment spreads it; internal topics get their configured factor in a cluster (capped by
-the voters) once enough brokers are up, and one replica on a lone node."""
+the voters when they are the brokers) once enough brokers are up, and one replica on a lone node."""
 
 from __future__ import annotations
 
@@ -97,3 +97,17 @@ def test_in_a_cluster_internal_topics_wait_for_enough_brokers(tmp_path: Path) ->
     controller.register_broker(3, [("PLAINTEXT", "127.0.0.1", 9003)], None)
     internal = controller.create_internal_topic("__consumer_offsets", 3, 5, {})  # 5 configured: capped at 3
     assert all(sorted(s.replicas) == [1, 2, 3] for s in internal.partitions.values())
+
+
+def test_with_separate_roles_internal_topics_get_their_configured_factor(tmp_path: Path) -> None:
+    """A lone controller-only voter says nothing about how many brokers there are: three brokers, factor 3."""
+    controller = QuorumController(MetadataLog(tmp_path), node_id=1, default_partitions=1,
+                                  default_replication_factor=1, quorum_voters=1, broker=False)
+    controller.ensure_cluster_id(lambda: "test-cluster")
+    for broker in (2, 3):
+        controller.register_broker(broker, [("PLAINTEXT", "127.0.0.1", 9000 + broker)], None)
+    with pytest.raises(ControllerError, match="only 2 broker"):
+        controller.create_internal_topic("__consumer_offsets", 3, 3, {})
+    controller.register_broker(4, [("PLAINTEXT", "127.0.0.1", 9004)], None)
+    internal = controller.create_internal_topic("__consumer_offsets", 3, 3, {})
+    assert all(sorted(s.replicas) == [2, 3, 4] for s in internal.partitions.values())
