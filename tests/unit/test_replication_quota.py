@@ -133,6 +133,10 @@ def test_dynamic_broker_configs_are_committed_replayed_and_part_of_the_snapshot(
         rebuilt.apply(record)
     assert rebuilt.broker_configs == expected
     assert rebuilt.topics["t"].configs == {"leader.replication.throttled.replicas": "*"}
+    copied = controller.image.copy()  # what a snapshot is written from while the image moves on
+    controller.alter_broker_configs("1", {"leader.replication.throttled.rate": "9"}, replace=False)
+    assert copied.broker_configs == expected
+    controller.alter_broker_configs("1", {"leader.replication.throttled.rate": "1000"}, replace=False)
     assert _controller(tmp_path).image.broker_configs == expected  # replayed from the log, as after a restart
 
     controller.alter_broker_configs("1", {}, replace=True)  # AlterConfigs: the whole set, here none
