@@ -683,7 +683,7 @@ class QuorumController:
             return existing
         factor = max(1, replication_factor)
         if self.local_broker:
-            factor = min(factor, self.quorum_voters)
+            factor = max(1, min(factor, self.quorum_voters))  # no voters at all: a lone node too
         if factor > 1 or not self.local_broker:
             _check_reachable(factor, sorted(self._usable()))
         created = self.create_topic(TopicSpec(name, partitions, factor, configs=configs))

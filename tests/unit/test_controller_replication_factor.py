@@ -111,3 +111,10 @@ def test_with_separate_roles_internal_topics_get_their_configured_factor(tmp_pat
     controller.register_broker(4, [("PLAINTEXT", "127.0.0.1", 9004)], None)
     internal = controller.create_internal_topic("__consumer_offsets", 3, 3, {})
     assert all(sorted(s.replicas) == [2, 3, 4] for s in internal.partitions.values())
+
+
+def test_a_node_without_a_quorum_gives_internal_topics_one_replica(tmp_path: Path) -> None:
+    """No `controller.quorum.voters` at all (quorum_voters=0): still a lone node, never a factor of 0."""
+    controller = controller_of(tmp_path, brokers=1, quorum_voters=0)
+    internal = controller.create_internal_topic("__consumer_offsets", 2, 3, {})
+    assert all(s.replicas == [1] for s in internal.partitions.values())
