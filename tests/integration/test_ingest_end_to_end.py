@@ -13,6 +13,7 @@ from pathlib import Path
 import happybase
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from contracts import records
 from contracts.ingest_stats import merge_latency, parse_stats
@@ -21,6 +22,7 @@ from contracts.topics import Topics
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import count_rows, ingest_job, poll, read_all, row_counts, simulate
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster_process import ClusterProcess, started_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 JOB_DEADLINE_S = 300
@@ -80,16 +82,38 @@ def table_record_ids(conn: happybase.Connection) -> list[str]:
     return ids
 
 
-def test_simulated_captures_land_in_hbase(tmp_path: Path, broker: BrokerProcess, gateway: Gateway,
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    """Three combined nodes laid out as a production cluster: topics get three replicas, acks=all needs two."""
+    yield from started_cluster(tmp_path / "cluster", 3, {
+        "default.replication.factor": "3", "min.insync.replicas": "2",
+        "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
+
+
+def test_simulated_captures_land_in_hbase(tmp_path: Path, cluster: ClusterProcess, gateway: Gateway,
                                           conn: happybase.Connection) -> None:
-    summary = simulate(broker.bootstrap, tmp_path, "--count", "3000", "--rate", "3000", "--seed", "11",
+    """The slice on a 3-node cluster, changing nothing but the bootstrap servers (how a user outgrows one machine),
+    with the leader of a capture partition killed -9 while the Spark job reads: every record lands once."""
+    summary = simulate(cluster.bootstrap, tmp_path, "--count", "3000", "--rate", "3000", "--seed", "11",
                        "--failure-rate", "0.05", "--malformed-rate", "0.01", "--checkpoints", "16")
     assert sum(summary["produced"].values()) == 3000 and summary["failed"] == 0
-    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", tmp_path / "job.log", "--once")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.list_topics(TOPICS.vehicle, timeout=10).topics[TOPICS.vehicle].partitions[0]
+    assert len(described.replicas) == 3  # the broker's default.replication.factor: nothing in the slice says 3
+    victim = described.leader
+    job = ingest_job(cluster.bootstrap, gateway.port, tmp_path / "ckpt", tmp_path / "job.log", "--once")
     try:
+        # Once the job has made its own topics (creating one with three replicas needs three live brokers).
+        poll(lambda: {TOPICS.deadletter, TOPICS.ingest_stats} <= admin.list_topics(timeout=10).topics.keys()
+             or job.poll() is not None,
+             JOB_DEADLINE_S, 0.2, "the job's topics")
+        cluster[victim].kill()
         assert job.wait(JOB_DEADLINE_S) == 0, (tmp_path / "job.log").read_text()[-5000:]
     finally:
         job.kill()
+    broker = cluster.running()[0]  # the checks below read the capture topics from a survivor
     counts = row_counts(conn)
     assert counts == expected_counts(summary)
     rejected = counts["capture_unrecognized"] + sum(summary["malformed"].values())
