@@ -215,14 +215,17 @@ def _added_broker(args: argparse.Namespace, data_dir: Path) -> tuple[Node, str]:
     return Node(node_id, args.host, port, 0, data_dir / f"node-{node_id}", "broker"), voters_path.read_text().strip()
 
 
-def internal_topics(brokers: int | None) -> dict[str, str]:
-    """With fewer than three brokers, replication factors the coordinators' topics can have (Kafka would leave them
-    uncreated, and consumer groups and transactions unavailable, until three brokers are up). Combined nodes need
-    none: the controller caps them by the number of voters, every one a broker."""
-    if brokers is None or brokers >= 3:
-        return {}
-    return {"offsets.topic.replication.factor": str(brokers), "transaction.state.log.replication.factor": str(brokers),
-            "transaction.state.log.min.isr": str(min(2, brokers))}
+def replication_defaults(brokers: int | None) -> dict[str, str]:
+    """What a production cluster sets where Kafka's defaults suit a single broker: a new topic (the solution's
+    included, which name no replication factor) gets three replicas and acks=all needs two of them, as do the
+    coordinators' topics; with fewer brokers, as many as there are (with fewer than three, Kafka would leave the
+    coordinators' topics uncreated, and consumer groups and transactions unavailable). `brokers` None: a broker
+    added to a running cluster, which takes the full layout."""
+    replicas = min(3, brokers) if brokers is not None else 3
+    in_sync = str(min(2, replicas))
+    return {"default.replication.factor": str(replicas), "min.insync.replicas": in_sync,
+            "offsets.topic.replication.factor": str(replicas),
+            "transaction.state.log.replication.factor": str(replicas), "transaction.state.log.min.isr": in_sync}
 
 
 def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float) -> None:
@@ -271,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         for node in nodes:
             node.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(data_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-            children.append(subprocess.Popen(node_command(node, nodes, cid, internal_topics(args.brokers), voters),
+            defaults = replication_defaults(None if args.add_broker else sum(n.is_broker for n in nodes))
+            children.append(subprocess.Popen(node_command(node, nodes, cid, defaults, voters),
                                              stdout=log, stderr=subprocess.STDOUT))
         bootstrap = ",".join(n.bootstrap for n in nodes if n.is_broker)
         if args.add_broker:
