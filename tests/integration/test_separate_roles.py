@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bus.client.admin import AdminClient as BusAdmin
 from tests.integration._support_tools import bus, ok
+from tests.integration.test_reassignment import produce
 from tests.integration.test_replication import FAST, partitions_on
-from tests.support.cluster_process import SeparateRolesCluster, describe_quorum, until
+from tests.support.cluster_process import SeparateRolesCluster, describe_quorum, started, until
 
 pytestmark = pytest.mark.slow
 CONTROLLERS = [1, 2, 3]
@@ -31,13 +32,8 @@ CONTROLLERS = [1, 2, 3]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeparateRolesCluster]:
-    nodes = SeparateRolesCluster(tmp_path_factory.mktemp("roles"), controllers=3, brokers=2, overrides=FAST)
-    try:
-        nodes.start()
-        nodes.wait_for_brokers()
-        yield nodes
-    finally:
-        nodes.stop()
+    yield from started(SeparateRolesCluster(tmp_path_factory.mktemp("roles"), controllers=3, brokers=2,
+                                            overrides=FAST))
 
 
 def create(cluster: SeparateRolesCluster, topic: str, replicas: int) -> None:
@@ -53,15 +49,6 @@ def in_sync(cluster: SeparateRolesCluster, topic: str, replicas: int) -> list[in
     if len(entries) != len(seen) or any(len(e.isr_nodes) != replicas or e.leader_id < 0 for e in entries):
         return None
     return list(entries[0].replica_nodes)
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    failures: list[str] = []
-    for value in values:
-        producer.produce(topic, value, partition=0,
-                         on_delivery=lambda error, _msg: failures.append(str(error)) if error else None)
-    assert producer.flush(30) == 0 and not failures, failures[:3]
 
 
 def consume(bootstrap: str, topic: str, expected: int) -> list[bytes | None]:

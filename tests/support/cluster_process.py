@@ -153,13 +153,19 @@ class SeparateRolesCluster(ClusterProcess):
         return int(node.overrides["node.id"])
 
 
-def started_cluster(base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> Iterator[ClusterProcess]:
-    """A running cluster whose every node is registered, stopped afterwards: a fixture's body
-    (`yield from started_cluster(tmp_path, 3, {...})`)."""
-    nodes = ClusterProcess(base, size, overrides)
+C = TypeVar("C", bound=ClusterProcess)
+
+
+def started(nodes: C) -> Iterator[C]:
+    """`nodes` running with every broker registered, stopped afterwards: a fixture's body (`yield from ...`)."""
     try:
         nodes.start()
         nodes.wait_for_brokers()
         yield nodes
     finally:
         nodes.stop()
+
+
+def started_cluster(base: Path, size: int = 3, overrides: dict[str, str] | None = None) -> Iterator[ClusterProcess]:
+    """A running cluster of `size` combined nodes (`yield from started_cluster(tmp_path, 3, {...})`)."""
+    yield from started(ClusterProcess(base, size, overrides))
