@@ -109,6 +109,14 @@ BROKER_CONFIGS = ConfigDef(
                   "This is the maximum number of milliseconds to wait to generate a snapshot if there are committed "
                   "records in the log that are not included in the latest snapshot. A value of zero disables time "
                   "based snapshot generation.", at_least=0),
+        # How much metadata log history a quorum node keeps behind its snapshots (Kafka's names, defaults and docs).
+        ConfigKey("metadata.max.retention.bytes", _T.LONG, "104857600",
+                  "The maximum combined size of the metadata log and snapshots before deleting old snapshots and "
+                  "log files. Since at least one snapshot must exist before any logs can be deleted, this is a soft "
+                  "limit."),
+        ConfigKey("metadata.max.retention.ms", _T.LONG, "604800000",
+                  "The number of milliseconds to keep a metadata log file or snapshot before deleting it. Since at "
+                  "least one snapshot must exist before any logs can be deleted, this is a soft limit."),
         ConfigKey("num.partitions", _T.INT, "1", "Partitions of auto-created topics.", at_least=1),
         ConfigKey("default.replication.factor", _T.INT, "1", "Replicas of auto-created topics.", at_least=1),
         ConfigKey("min.insync.replicas", _T.INT, "1", "Replicas that must ack acks=all.", at_least=1),

@@ -85,7 +85,8 @@ def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
     if not runs_quorum(config):
         return None
     directory = config.metadata_dir / METADATA_PARTITION_DIR / RAFT_DIR
-    raft_log = FileRaftLog(directory)
+    raft_log = FileRaftLog(directory, retention_bytes=int(config["metadata.max.retention.bytes"]),
+                           retention_ms=int(config["metadata.max.retention.ms"]))  # fmt: skip
     try:
         driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, raft_log,
                             FileQuorumStateStore(directory), cluster_id)

@@ -20,12 +20,18 @@ readable by Kafka's tools. What this class adds is the Raft side:
 - **Leader-epoch cache.** (epoch, first offset) pairs in memory answer `epoch_of` and
   `end_offset_for_epoch` without reading the log; they are rebuilt on open from the batches, which are
   all decoded then anyway to check that this is a metadata log (a snapshot keeps the log short).
-- **Snapshots** (`bus.raft.snapshots`): the log start offset is always the latest snapshot's end offset.
-  `create_snapshot` makes the snapshot durable, then moves the log start (deleting whole segments below
-  it); `install_snapshot` makes it durable, then empties the log and restarts it at the snapshot's end
-  (Kafka's truncateFullyAndStartAt). A crash between the two steps is finished on open, as KRaft's
-  KafkaMetadataLog does: a log that continues the snapshot (its entry just below the snapshot's end has
-  the snapshot's epoch) only loses its prefix, anything else is discarded for the snapshot.
+- **Snapshots** (`bus.raft.snapshots`) and **retention**, as KRaft's KafkaMetadataLog: `create_snapshot`
+  only makes the snapshot durable; the entries it covers stay, so a follower a few entries behind is sent
+  those entries, not the whole image. `maybe_clean` (after each snapshot and on open) deletes history by
+  `metadata.max.retention.bytes` / `.ms`: while more than one snapshot exists and the log plus the
+  snapshots exceed the bytes, or the oldest snapshot is older than the ms, the log start moves to the end
+  of the next snapshot (whole segments below it go) and then the snapshots below the new start are
+  deleted. So the log starts at 0 or at the end of its oldest snapshot; the latest snapshot is what
+  FetchSnapshot serves. `install_snapshot` makes the leader's snapshot durable, then empties the log,
+  restarts it at the snapshot's end (Kafka's truncateFullyAndStartAt) and deletes the older snapshots.
+  A crash inside any of these is finished on open: snapshots below the log start are deleted (a cut
+  clean); a latest snapshot that the log does not continue (past its end, or the log's epoch at its end
+  differs) is an interrupted install, and the log is discarded for it.
 
 Opening a directory that holds anything a metadata log does not (a broker's log root, a topic's
 partition with producer snapshots), or batches that are not Raft entries in offset and epoch order, is
@@ -38,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +63,9 @@ log = logging.getLogger(__name__)
 
 # Kafka's metadata.log.segment.bytes default.
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+# Kafka's metadata.max.retention.bytes and metadata.max.retention.ms defaults (a negative value: no limit).
+DEFAULT_RETENTION_BYTES = 100 * 1024 * 1024
+DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
 _READ_CHUNK = 1 << 20
 
 
@@ -110,7 +120,14 @@ class _EpochCache:
 class FileRaftLog:
     """The replicated metadata log in `directory` (created if absent); see the module docstring."""
 
-    def __init__(self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        retention_bytes: int = DEFAULT_RETENTION_BYTES,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+    ) -> None:
         if directory.exists() and not directory.is_dir():
             raise MetadataLogError(f"{directory} is not a directory, so not a KRaft metadata log")
         if not directory.exists():
@@ -122,12 +139,14 @@ class FileRaftLog:
                 f"{directory} does not look like a KRaft metadata log: it holds {', '.join(strangers[:5])}"
             )
         self.directory = directory
+        self.retention_bytes, self.retention_ms = retention_bytes, retention_ms
         self._config = LogConfig(segment_bytes=segment_bytes, flush_messages=1)
         self._snapshots = SnapshotStore(directory)
         self._log = Log(directory, self._config)
         self._epochs = _EpochCache()
         try:
             self._reconcile()
+            self.maybe_clean()
             # A new directory's first segment: the Log fsyncs the directory only after later rolls.
             files.fsync_dir(directory)
         except BaseException:
@@ -137,31 +156,38 @@ class FileRaftLog:
     # ---- opening -------------------------------------------------------------------------------------
 
     def _reconcile(self) -> None:
-        """Load the epoch cache and make the log start at the latest snapshot, finishing an interrupted
-        create_snapshot (the prefix was not yet deleted) or install_snapshot (the log not yet replaced)."""
-        snapshot = self._snapshots.latest
+        """Load the epoch cache; finish an interrupted install_snapshot (the log not yet replaced) or clean
+        (the snapshots below the new log start not yet deleted)."""
         start, end = self._log.log_start_offset, self._log.log_end_offset
-        if snapshot is None:
-            if start > 0:
-                raise MetadataLogError(
-                    f"{self.directory}: the log starts at offset {start} but no snapshot covers the offsets below it"
-                )
-            self._load_epochs(start)
-            return
-        snapshot_id = snapshot.snapshot_id
-        if start > snapshot_id.offset:
-            raise MetadataLogError(
-                f"{self.directory}: the log starts at offset {start}, after the end of its latest snapshot "
-                f"{snapshot_id}"
-            )
         self._load_epochs(start)
-        if start < snapshot_id.offset <= end and self._epochs.epoch_at(snapshot_id.offset - 1) == snapshot_id.epoch:
-            self._log.delete_records_before(snapshot_id.offset)
-            self._epochs.truncate_before(snapshot_id.offset, end)
-        elif start != snapshot_id.offset or (end > start and self._epochs.epoch_at(start) < snapshot_id.epoch):
+        snapshot = self._snapshots.latest
+        if snapshot is not None and not self._continues(snapshot.snapshot_id):
             log.warning("%s: replacing the log [%d, %d) with snapshot %s (its install was interrupted)",
-                        self.directory, start, end, snapshot_id)  # fmt: skip
-            self._restart_at(snapshot_id.offset)
+                        self.directory, start, end, snapshot.snapshot_id)  # fmt: skip
+            self._restart_at(snapshot.snapshot_id.offset)
+            self._snapshots.delete_all_but(snapshot.snapshot_id)
+            return
+        if start > 0 and self._snapshot_at_start() is None:
+            raise MetadataLogError(
+                f"{self.directory}: the log starts at offset {start} but no snapshot ends there "
+                f"(snapshots: {', '.join(map(str, self._snapshots.ids)) or 'none'})"
+            )
+        self._snapshots.delete_before(start)
+
+    def _continues(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Whether the log holds the snapshot's end with the snapshot's epoch below it and none lower above it
+        (otherwise the snapshot came from the leader and the log it replaces was not yet discarded)."""
+        start, end, offset = self.start_offset(), self.end_offset(), snapshot_id.offset
+        if offset < start:
+            return True  # no install ends below the log start (the start check refuses such a log)
+        if offset > end or (offset > start and self._epochs.epoch_at(offset - 1) != snapshot_id.epoch):
+            return False
+        return offset == end or self._epochs.epoch_at(offset) >= snapshot_id.epoch
+
+    def _snapshot_at_start(self) -> OffsetAndEpoch | None:
+        """The snapshot the log starts from (Kafka's logStartSnapshot), None while the log starts at 0."""
+        start = self.start_offset()
+        return next((i for i in self._snapshots.ids if i.offset == start), None) if start > 0 else None
 
     def _load_epochs(self, start: int) -> None:
         expected, last_epoch = start, -1
@@ -228,9 +254,9 @@ class FileRaftLog:
         epochs, starts = self._epochs.epochs, self._epochs.starts
         index = bisect_right(epochs, epoch)
         if index == 0:
-            # Older than anything in the log: the log starts where the snapshot ends.
-            snapshot = self._snapshots.latest
-            return OffsetAndEpoch(snapshot.snapshot_id.epoch if snapshot is not None else 0, self.start_offset())
+            # Older than anything in the log: the log starts where its oldest snapshot ends.
+            snapshot_id = self._snapshot_at_start()
+            return OffsetAndEpoch(snapshot_id.epoch if snapshot_id is not None else 0, self.start_offset())
         end = starts[index] if index < len(starts) else self.end_offset()
         return OffsetAndEpoch(epochs[index - 1], end)
 
@@ -248,6 +274,9 @@ class FileRaftLog:
 
     def latest_snapshot(self) -> Snapshot | None:
         return self._snapshots.latest
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self._snapshots.ids[0] if self._snapshots.ids else None
 
     # ---- writing -------------------------------------------------------------------------------------
 
@@ -312,10 +341,40 @@ class FileRaftLog:
             raise ValueError(
                 f"snapshot {snapshot.snapshot_id} ends at an entry of epoch {self.epoch_of(end - 1)}, not its own"
             )
+        latest = self._snapshots.latest
+        if latest is not None and snapshot.snapshot_id <= latest.snapshot_id:
+            raise ValueError(f"snapshot {snapshot.snapshot_id} is not after the latest {latest.snapshot_id}")
         self._snapshots.save(snapshot)
-        if end > self._log.log_start_offset:
-            self._log.delete_records_before(end)
-        self._epochs.truncate_before(end, self.end_offset())
+        self.maybe_clean()
+
+    def maybe_clean(self, now_ms: int | None = None) -> bool:
+        """Kafka's KafkaMetadataLog.maybeClean: while a newer snapshot covers the oldest one's history and
+        the log and snapshots together exceed retention_bytes, or the oldest snapshot is older than
+        retention_ms, start the log at the next snapshot's end. Returns whether anything was deleted."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        cleaned = False
+        while len(ids := self._snapshots.ids) > 1 and (self._over_bytes() or self._expired(ids[0], now_ms)):
+            self._start_at_snapshot(ids[1].offset)
+            cleaned = True
+        return cleaned
+
+    def _over_bytes(self) -> bool:
+        if self.retention_bytes < 0:
+            return False
+        snapshots = sum(self._snapshots.size_bytes(i) for i in self._snapshots.ids)
+        return self._log.size_bytes + snapshots > self.retention_bytes
+
+    def _expired(self, snapshot_id: OffsetAndEpoch, now_ms: int) -> bool:
+        return self.retention_ms >= 0 and now_ms - self._snapshots.created_ms(snapshot_id) > self.retention_ms
+
+    def _start_at_snapshot(self, offset: int) -> None:
+        """Move the log start (durably, by the Log's checkpoint) to a snapshot's end, then delete the older
+        snapshots: a crash between the two leaves snapshots below the start, which the next open deletes."""
+        if offset > self.start_offset():
+            self._log.delete_records_before(offset)
+            self._epochs.truncate_before(offset, self.end_offset())
+            files.fsync_dir(self.directory)  # the new start is durable before the snapshots below it go
+        self._snapshots.delete_before(offset)
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         if snapshot.snapshot_id.offset < self.start_offset():
@@ -323,6 +382,7 @@ class FileRaftLog:
             raise ValueError(f"snapshot {snapshot.snapshot_id} ends below the log start {self.start_offset()}")
         self._snapshots.save(snapshot)
         self._restart_at(snapshot.snapshot_id.offset)
+        self._snapshots.delete_all_but(snapshot.snapshot_id)
 
     def close(self) -> None:
         self._log.close()

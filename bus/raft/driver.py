@@ -208,10 +208,10 @@ class RaftDriver:
 
     def create_snapshot(self, end_offset: int, data: bytes) -> Snapshot | None:
         """Keep `data`, the state machine's image of every offset below `end_offset` (committed), as the latest
-        snapshot and drop the log below it. None, and nothing written, when the log already starts at or past
-        `end_offset` (a snapshot from the leader was installed meanwhile)."""
+        snapshot (the log below it goes by metadata.max.retention.*). None, and nothing written, when the latest
+        snapshot already ends at or past `end_offset` (a snapshot from the leader was installed meanwhile)."""
         self._check_running()
-        if end_offset <= self.node.log.start_offset():
+        if end_offset <= self.node.snapshot_end():
             return None
         return self.node.create_snapshot(end_offset, data)
 

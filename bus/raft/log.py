@@ -62,7 +62,7 @@ class RaftLog(Protocol):
     """The replicated log as the consensus core sees it."""
 
     def start_offset(self) -> int:
-        """First offset still in the log (the latest snapshot's end offset once a prefix is deleted)."""
+        """First offset still in the log (0, or the end of the oldest snapshot once a prefix is deleted)."""
         ...
 
     def end_offset(self) -> int:
@@ -99,8 +99,12 @@ class RaftLog(Protocol):
 
     def latest_snapshot(self) -> Snapshot | None: ...
 
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The oldest snapshot still kept (the one the log starts from once a prefix is deleted)."""
+        ...
+
     def create_snapshot(self, snapshot: Snapshot) -> None:
-        """Keep `snapshot` as the latest and delete the entries it covers (start_offset moves up)."""
+        """Keep `snapshot` as the latest; the entries it covers go when the log's retention allows."""
         ...
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
@@ -117,19 +121,28 @@ class ValidationKind(Enum):
 def validate_offset_and_epoch(
     log: RaftLog, fetch_offset: int, last_fetched_epoch: int
 ) -> tuple[ValidationKind, OffsetAndEpoch | None]:
-    """KIP-595's fetch validation, as the leader applies it to a follower's (fetch_offset, last_fetched_epoch).
+    """KIP-595's fetch validation, as the leader applies it to a follower's (fetch_offset, last_fetched_epoch)
+    (Kafka's ReplicatedLog.validateOffsetAndEpoch).
 
-    SNAPSHOT with the latest snapshot id when the follower is behind it (or empty: a snapshot is cheaper
-    than the whole log); DIVERGING with the leader's end of the follower's last epoch when the follower's
-    log cannot be a prefix of the leader's (the follower truncates to it and fetches again); else VALID.
+    SNAPSHOT with the latest snapshot id when the follower needs entries the log no longer holds: it fetches
+    below the log start, at the log start with another epoch than the oldest snapshot's, or from an epoch
+    older than that snapshot. DIVERGING with the leader's end of the follower's last epoch when the
+    follower's log cannot be a prefix of the leader's (the follower truncates to it and fetches again);
+    else VALID, also for an offset the latest snapshot covers while the log still holds it.
     """
-    snapshot = log.latest_snapshot()
-    if snapshot is not None:
-        snapshot_id = snapshot.snapshot_id
-        if (fetch_offset == 0 and snapshot_id.offset > 0) or OffsetAndEpoch(
-            last_fetched_epoch, fetch_offset
-        ) < snapshot_id:
-            return ValidationKind.SNAPSHOT, snapshot_id
+    start = log.start_offset()
+    earliest, latest = log.earliest_snapshot_id(), log.latest_snapshot()
+    if (
+        earliest is not None
+        and latest is not None
+        and not (start == 0 and fetch_offset == 0)
+        and (
+            fetch_offset < start
+            or (fetch_offset == start and last_fetched_epoch != earliest.epoch)
+            or last_fetched_epoch < earliest.epoch
+        )
+    ):
+        return ValidationKind.SNAPSHOT, latest.snapshot_id
     leader_end = log.end_offset_for_epoch(last_fetched_epoch)
     if leader_end.epoch != last_fetched_epoch or leader_end.offset < fetch_offset:
         return ValidationKind.DIVERGING, leader_end
@@ -137,7 +150,9 @@ def validate_offset_and_epoch(
 
 
 class InMemoryRaftLog:
-    """The replicated log in memory: for tests and the simulation (a "crash" keeps it, as a disk would)."""
+    """The replicated log in memory: for tests and the simulation (a "crash" keeps it, as a disk would). It
+    keeps as little as a FileRaftLog with metadata.max.retention.bytes=0: a snapshot's history goes as soon
+    as a newer snapshot covers it, so the log starts at 0 until the second snapshot, then at the latest's end."""
 
     def __init__(self) -> None:
         self._start = 0
@@ -165,8 +180,10 @@ class InMemoryRaftLog:
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         index = bisect.bisect_right([e for e, _ in self._epochs], epoch)
         if index == 0:
-            # Older than anything in the log: the log starts where the snapshot ends.
-            base_epoch = self._snapshot.snapshot_id.epoch if self._snapshot is not None else 0
+            # Older than anything in the log: the log starts at 0 or where the snapshot ends.
+            snapshot = self._snapshot
+            at_start = snapshot is not None and snapshot.snapshot_id.offset == self._start > 0
+            base_epoch = snapshot.snapshot_id.epoch if snapshot is not None and at_start else 0
             return OffsetAndEpoch(base_epoch, self._start)
         found = self._epochs[index - 1][0]
         end = self._epochs[index][1] if index < len(self._epochs) else self.end_offset()
@@ -216,14 +233,18 @@ class InMemoryRaftLog:
     def latest_snapshot(self) -> Snapshot | None:
         return self._snapshot
 
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self._snapshot.snapshot_id if self._snapshot is not None else None  # the only one kept
+
     def create_snapshot(self, snapshot: Snapshot) -> None:
         end = snapshot.snapshot_id.offset
         if not self._start <= end <= self.end_offset():
             raise ValueError(f"snapshot end {end} is outside the log [{self._start}, {self.end_offset()}]")
-        remaining = self._entries[end - self._start :]
-        self._entries, self._epochs, self._start = [], [], end
+        if self._snapshot is not None:  # the new snapshot covers the old one's history: retention 0 drops it
+            remaining = self._entries[end - self._start :]
+            self._entries, self._epochs, self._start = [], [], end
+            self._append(remaining)
         self._snapshot = snapshot
-        self._append(remaining)
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         self._entries, self._epochs = [], []

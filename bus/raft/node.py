@@ -130,7 +130,7 @@ class RaftNode:
         self.rng = rng
         self.cluster_id = cluster_id
         self.is_voter = node_id in config.voters
-        self.high_watermark = log.start_offset()
+        self.high_watermark = self.snapshot_end()  # what is known committed after a restart
         self._step = Step()
         self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._parked: dict[int, _ParkedFetch] = {}
@@ -183,15 +183,21 @@ class RaftNode:
         return self._drain()
 
     def create_snapshot(self, end_offset: int, data: bytes) -> Snapshot:
-        """Keep the state machine's image of everything below `end_offset` (<= high watermark) and drop that prefix."""
-        if not self.log.start_offset() < end_offset <= self.high_watermark:
+        """Keep the state machine's image of everything below `end_offset` (<= high watermark); the log drops
+        the prefix when its retention allows."""
+        if not self.snapshot_end() < end_offset <= self.high_watermark:
             raise ValueError(
-                f"snapshot end {end_offset} must be above the log start {self.log.start_offset()} "
-                f"and at most the high watermark {self.high_watermark}"
+                f"snapshot end {end_offset} must be above the latest snapshot's end or log start "
+                f"{self.snapshot_end()} and at most the high watermark {self.high_watermark}"
             )
         snapshot = Snapshot(OffsetAndEpoch(self.log.epoch_of(end_offset - 1), end_offset), data)
         self.log.create_snapshot(snapshot)
         return snapshot
+
+    def snapshot_end(self) -> int:
+        """The end of the latest snapshot, or the log start without one: everything below it is committed."""
+        snapshot = self.log.latest_snapshot()
+        return max(self.log.start_offset(), snapshot.snapshot_id.offset if snapshot is not None else 0)
 
     @property
     def epoch(self) -> int:

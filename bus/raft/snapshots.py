@@ -11,8 +11,10 @@ is refused with a `SnapshotError` naming the file instead of being loaded (a nod
 image would apply a different history than its peers).
 
 Writing is atomic: the bytes go to `<name>.checkpoint.part`, are fsynced, renamed into place and the
-directory fsynced, so a crash leaves either no snapshot or a whole one. Older snapshots are deleted only
-once the new one is durable; a `.part` left by a crash is deleted when the store opens.
+directory fsynced, so a crash leaves either no snapshot or a whole one; a `.part` left by a crash is
+deleted when the store opens. Several snapshots may be kept (the metadata log keeps its entries after a
+snapshot and deletes old snapshots only by retention, see `bus.raft.disk_log`); only the latest is read
+into memory, the older ones are known by id, size and age.
 """
 
 from __future__ import annotations
@@ -78,23 +80,22 @@ def decode(path: Path, raw: bytes) -> Snapshot:
 
 
 class SnapshotStore:
-    """The snapshot files of one metadata log directory; `latest` is loaded (and verified) on open."""
+    """The snapshot files of one metadata log directory, oldest first; `latest` is loaded (and verified) on
+    open. Which of them to keep is the log's business (`delete_before`)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         for name in os.listdir(directory):
             if name.endswith(SUFFIX + PART):
                 (directory / name).unlink()
-        ids = sorted(i for name in os.listdir(directory) if (i := snapshot_id_of(name)) is not None)
+        self.ids = sorted(i for name in os.listdir(directory) if (i := snapshot_id_of(name)) is not None)
         self.latest: Snapshot | None = None
-        if ids:
-            path = snapshot_path(directory, ids[-1])
+        if self.ids:
+            path = snapshot_path(directory, self.ids[-1])
             self.latest = decode(path, path.read_bytes())
-            # Older ones survive only a crash between the newest's rename and their deletion.
-            self._delete_all_but(ids[-1])
 
     def save(self, snapshot: Snapshot) -> None:
-        """Make `snapshot` the durable latest, then delete the older ones."""
+        """Make `snapshot` the durable latest (the older ones stay)."""
         path = snapshot_path(self.directory, snapshot.snapshot_id)
         part = path.with_name(path.name + PART)
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -105,11 +106,26 @@ class SnapshotStore:
             os.close(fd)
         os.replace(part, path)
         files.fsync_dir(self.directory)
+        self.ids = sorted({*self.ids, snapshot.snapshot_id})
         self.latest = snapshot
-        self._delete_all_but(snapshot.snapshot_id)
 
-    def _delete_all_but(self, keep: OffsetAndEpoch) -> None:
-        for name in os.listdir(self.directory):
-            snapshot_id = snapshot_id_of(name)
-            if snapshot_id is not None and snapshot_id != keep:
-                (self.directory / name).unlink()
+    def size_bytes(self, snapshot_id: OffsetAndEpoch) -> int:
+        return snapshot_path(self.directory, snapshot_id).stat().st_size
+
+    def created_ms(self, snapshot_id: OffsetAndEpoch) -> int:
+        """When the snapshot was written (its file's mtime): its age for metadata.max.retention.ms."""
+        return snapshot_path(self.directory, snapshot_id).stat().st_mtime_ns // 1_000_000
+
+    def delete_before(self, offset: int) -> None:
+        """Delete every snapshot that ends below `offset` (the log no longer starts below it)."""
+        self._delete([i for i in self.ids if i.offset < offset])
+
+    def delete_all_but(self, keep: OffsetAndEpoch) -> None:
+        """Delete every snapshot but `keep` (one installed from the leader replaces the whole history)."""
+        self._delete([i for i in self.ids if i != keep])
+
+    def _delete(self, doomed: list[OffsetAndEpoch]) -> None:
+        """Not fsynced: a file that comes back after a crash is deleted again when the log opens."""
+        for snapshot_id in doomed:
+            snapshot_path(self.directory, snapshot_id).unlink(missing_ok=True)
+            self.ids.remove(snapshot_id)

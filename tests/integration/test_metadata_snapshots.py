@@ -1,10 +1,11 @@
 """Metadata snapshots on a real three-node cluster (one cluster for the whole scenario, to keep CI's time small).
 
 With a low `metadata.log.max.record.bytes.between.snapshots`, creating topics makes every node snapshot its
-committed image and move its log start; a node restarted with its metadata directory wiped catches up through
-FetchSnapshot, lists every topic and serves the partition it hosts; a node killed with SIGKILL reloads its own
-snapshot and loses nothing; `bus metadata-quorum` keeps describing the quorum. confluent-kafka and kafka-python
-judge the cluster.
+committed image, and with `metadata.max.retention.bytes=0` move its log start to its latest snapshot as soon as it
+has two (by default the history stays until 100 MiB or 7 days); a node restarted with its metadata directory
+wiped catches up through FetchSnapshot, lists every topic and serves the partition it hosts; a node killed with
+SIGKILL reloads its own snapshot and loses nothing; `bus metadata-quorum` keeps describing the quorum.
+confluent-kafka and kafka-python judge the cluster.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from bus.controller.metadata_log import METADATA_PARTITION_DIR
+from bus.log import files
 from bus.raft.broker_quorum import RAFT_DIR
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of
@@ -40,6 +42,7 @@ RECORDS = [f"r{i}".encode() for i in range(20)]
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
     # About one snapshot every few topics: a topic's entry is a few hundred bytes of JSON.
     yield from started_cluster(tmp_path, 3, {"metadata.log.max.record.bytes.between.snapshots": "2000",
+                                             "metadata.max.retention.bytes": "0",
                                              "broker.session.timeout.ms": "3000",
                                              "broker.heartbeat.interval.ms": "500"})
 
@@ -51,6 +54,12 @@ def raft_dir(node: BrokerProcess) -> Path:
 def latest_snapshot_offset(node: BrokerProcess) -> int | None:
     ids = [i for p in raft_dir(node).glob(f"*{SUFFIX}") if (i := snapshot_id_of(p.name)) is not None]
     return max(i.offset for i in ids) if ids else None
+
+
+def log_start_moved(node: BrokerProcess) -> bool | None:
+    """The Log's start checkpoint, which a clean writes before it deletes the older snapshot."""
+    start = files.read_offset(raft_dir(node) / files.LOG_START_OFFSET)
+    return True if start is not None and start > 0 and latest_snapshot_offset(node) else None
 
 
 def topics_on(node: BrokerProcess) -> set[str] | None:
@@ -100,8 +109,9 @@ def test_snapshots_are_written_on_every_node_and_restore_a_wiped_and_a_killed_no
     assert producer.flush(30) == 0
     expected = {*TOPICS, HOSTED}
 
-    # Every node, the active controller and the standbys, snapshots its own committed image.
-    until(lambda: all(latest_snapshot_offset(node) for node in cluster) or None, 30, "a snapshot on every node")
+    # Every node, the active controller and the standbys, snapshots its own committed image, and drops the history
+    # a newer snapshot covers.
+    until(lambda: all(log_start_moved(node) for node in cluster) or None, 30, "a log start moved on every node")
 
     # Node 3 restarted with an empty metadata directory: the leader's log starts after its snapshot now, so node 3
     # gets the snapshot (FetchSnapshot), then the entries after it, and serves its partition from its own log.

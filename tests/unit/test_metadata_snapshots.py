@@ -174,7 +174,7 @@ class LoneVoter:
 
     def __init__(self, directory: Path, policy: SnapshotPolicy) -> None:
         config = QuorumConfig(voters=frozenset({1}))
-        self.raft_log = FileRaftLog(directory)
+        self.raft_log = FileRaftLog(directory, retention_bytes=0)  # history goes once a newer snapshot covers it
         self.driver = RaftDriver(1, config, {1: ("127.0.0.1", 1)}, self.raft_log, FileQuorumStateStore(directory),
                                  "MkU3OEVBNTcwNTJENDM2Qg")
         self.driver.stop_callbacks.append(self.raft_log.close)

@@ -208,7 +208,7 @@ class Simulation:
 
     def take_snapshot(self, node: SimNode) -> None:
         raft = node.raft
-        if raft is None or raft.high_watermark <= node.log.start_offset():
+        if raft is None or raft.high_watermark <= raft.snapshot_end():
             return
         end = raft.high_watermark
         raft.create_snapshot(end, snapshot_image([self.committed[o].record for o in range(end)]))

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from bus.log.config import LogConfig
 from bus.log.log import Log
 from bus.protocol.records import build_batch, scan_batches
-from bus.raft.disk_log import FileRaftLog, MetadataLogError
+from bus.raft.disk_log import DEFAULT_RETENTION_BYTES, FileRaftLog, MetadataLogError
 from bus.raft.log import (
     InMemoryRaftLog,
     LeaderChangeMessage,
@@ -30,11 +31,16 @@ from bus.raft.log import (
     ValidationKind,
     validate_offset_and_epoch,
 )
+from bus.raft.messages import FetchSnapshotRequest
+from bus.raft.node import SnapshotInstalled
 from bus.raft.snapshots import SnapshotError, SnapshotStore, snapshot_path
+from tests.unit.raft.harness import Net
 from tests.unit.raft.sim import SimNode, Simulation
 
 ROOT = Path(__file__).resolve().parents[3]
 SEGMENT_BYTES = 600  # a few entries per segment: appends roll, snapshots delete whole segments
+# InMemoryRaftLog keeps what metadata.max.retention.bytes=0 keeps: the file log is compared to it so.
+NO_HISTORY = {"segment_bytes": SEGMENT_BYTES, "retention_bytes": 0}
 
 LogFactory = Callable[[], RaftLog]
 
@@ -46,7 +52,7 @@ def new_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogFacto
     def make() -> RaftLog:
         if request.param == "memory":
             return InMemoryRaftLog()
-        log = FileRaftLog(tmp_path / f"log{len(opened)}", segment_bytes=SEGMENT_BYTES)
+        log = FileRaftLog(tmp_path / f"log{len(opened)}", **NO_HISTORY)
         opened.append(log)
         return log
 
@@ -152,6 +158,8 @@ def test_create_snapshot_moves_the_start_and_keeps_the_epoch_history(new_log: Lo
     log = _fill(new_log(), [1, 1, 2, 2, 3])
     with pytest.raises(ValueError, match="outside the log"):
         log.create_snapshot(Snapshot(OffsetAndEpoch(3, 6), b"too far"))
+    log.create_snapshot(Snapshot(OffsetAndEpoch(1, 2), b"image1"))
+    assert (log.start_offset(), log.end_offset()) == (0, 5)  # the only snapshot: its history stays
     log.create_snapshot(Snapshot(OffsetAndEpoch(2, 3), b"image"))
     assert (log.start_offset(), log.end_offset()) == (3, 5)
     assert log.latest_snapshot() == Snapshot(OffsetAndEpoch(2, 3), b"image")
@@ -202,6 +210,7 @@ def test_fetch_validation(new_log: LogFactory, fetch_offset: int, last_epoch: in
 
 def test_fetch_validation_sends_followers_behind_the_snapshot_to_it(new_log: LogFactory) -> None:
     log = _fill(new_log(), [1, 1, 2, 2, 3])
+    log.create_snapshot(Snapshot(OffsetAndEpoch(1, 1), b"old"))
     log.create_snapshot(Snapshot(OffsetAndEpoch(2, 4), b"image"))
     snapshot = (ValidationKind.SNAPSHOT, OffsetAndEpoch(2, 4))
     assert validate_offset_and_epoch(log, 0, 0) == snapshot
@@ -238,6 +247,7 @@ def _truncation(log: RaftLog) -> None:
 
 def _snapshots(log: RaftLog) -> None:
     _appends(log)
+    log.create_snapshot(Snapshot(OffsetAndEpoch(1, 1), b"zeroth"))
     log.create_snapshot(Snapshot(OffsetAndEpoch(3, 10), b"first"))
     _fill(log, [5, 6])
     log.create_snapshot(Snapshot(OffsetAndEpoch(5, 16), b"second"))
@@ -254,19 +264,19 @@ def _install(log: RaftLog) -> None:
 def test_reopen_gives_the_same_answers(tmp_path: Path, history: Callable[[RaftLog], None]) -> None:
     expected = InMemoryRaftLog()
     history(expected)
-    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+    log = FileRaftLog(tmp_path, **NO_HISTORY)
     history(log)
     assert _answers(log) == _answers(expected)
     log.close()
-    reopened = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+    reopened = FileRaftLog(tmp_path, **NO_HISTORY)
     assert _answers(reopened) == _answers(expected)
     reopened.append_as_leader([b"after"], 9)
     reopened.close()
     assert FileRaftLog(tmp_path).end_offset() == expected.end_offset() + 1
 
 
-def test_snapshot_deletes_whole_segments_below_it_and_keeps_only_the_latest(tmp_path: Path) -> None:
-    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+def test_retention_0_deletes_whole_segments_below_the_latest_snapshot_and_older_snapshots(tmp_path: Path) -> None:
+    log = FileRaftLog(tmp_path, **NO_HISTORY)
     _appends(log)
     segments = sorted(tmp_path.glob("*.log"))
     assert len(segments) >= 3
@@ -341,18 +351,34 @@ def test_a_leader_epoch_checkpoint_write_cut_by_a_crash_does_not_make_the_log_a_
     log.close()
 
 
-def test_create_snapshot_interrupted_before_the_prefix_went_is_finished_on_open(tmp_path: Path) -> None:
-    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
-    _appends(log)
+def test_a_clean_cut_by_a_crash_after_the_log_start_moved_is_finished_on_open(tmp_path: Path) -> None:
+    """Cleaning moves the log start (durably) before it deletes the snapshots below it; a crash in between
+    leaves those snapshots, which the next open deletes."""
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)  # the default retention: nothing is cleaned
+    _snapshots(log)
+    assert (log.start_offset(), len(list(tmp_path.glob("*.checkpoint")))) == (0, 3)
     log.close()
-    # The crash came after the snapshot was durable, before the log start moved.
-    SnapshotStore(tmp_path).save(Snapshot(OffsetAndEpoch(3, 10), b"image"))
+    # The crash: the Log's start moved to the latest snapshot's end (segments below gone), no snapshot deleted.
+    data = Log(tmp_path, LogConfig(segment_bytes=SEGMENT_BYTES))
+    data.delete_records_before(16)
+    data.close()
     log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
     expected = InMemoryRaftLog()
-    _appends(expected)
-    expected.create_snapshot(Snapshot(OffsetAndEpoch(3, 10), b"image"))
+    _snapshots(expected)
     assert _answers(log) == _answers(expected)
+    assert sorted(tmp_path.glob("*.checkpoint*")) == [snapshot_path(tmp_path, OffsetAndEpoch(5, 16))]
     log.close()
+
+
+def test_a_log_start_no_snapshot_ends_at_is_refused(tmp_path: Path) -> None:
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+    _snapshots(log)
+    log.close()
+    data = Log(tmp_path, LogConfig(segment_bytes=SEGMENT_BYTES))
+    data.delete_records_before(12)
+    data.close()
+    with pytest.raises(MetadataLogError, match="the log starts at offset 12 but no snapshot ends there"):
+        FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
 
 
 @pytest.mark.parametrize("snapshot_id", [OffsetAndEpoch(7, 40), OffsetAndEpoch(7, 6)])
@@ -361,11 +387,13 @@ def test_install_snapshot_interrupted_before_the_log_was_replaced_is_finished_on
 ) -> None:
     log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
     _appends(log)
+    log.create_snapshot(Snapshot(OffsetAndEpoch(3, 4), b"own"))
     log.close()
     SnapshotStore(tmp_path).save(Snapshot(snapshot_id, b"leader's image"))
     log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
     assert (log.start_offset(), log.end_offset(), log.last_fetched_epoch()) == (snapshot_id.offset,) * 2 + (7,)
     assert _all(log) == []
+    assert sorted(tmp_path.glob("*.checkpoint*")) == [snapshot_path(tmp_path, snapshot_id)]
     log.close()
 
 
@@ -390,6 +418,101 @@ def test_a_directory_that_is_not_a_metadata_log_is_refused_untouched(tmp_path: P
     with pytest.raises(MetadataLogError, match="is not a KRaft metadata log"):
         FileRaftLog(partition)
     assert {p.name: p.read_bytes() for p in partition.iterdir()} == before
+
+
+# ---- retention: metadata.max.retention.bytes / .ms ----------------------------------------------------
+
+
+def test_a_snapshot_keeps_the_history_it_covers_within_retention(tmp_path: Path) -> None:
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)  # Kafka's defaults: 100 MiB, 7 days
+    _snapshots(log)
+    assert (log.start_offset(), log.end_offset(), log.latest_snapshot()) == (
+        0, 18, Snapshot(OffsetAndEpoch(5, 16), b"second"))  # fmt: skip
+    assert log.earliest_snapshot_id() == OffsetAndEpoch(1, 1)
+    assert [e.offset for e in log.read(15, 1 << 20)] == [15, 16, 17]
+    assert validate_offset_and_epoch(log, 15, 5) == (ValidationKind.VALID, None)  # one entry behind the snapshot
+    assert log.end_offset_for_epoch(0) == OffsetAndEpoch(0, 0)
+    log.close()
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+    assert (log.start_offset(), log.end_offset(), len(list(tmp_path.glob("*.checkpoint")))) == (0, 18, 3)
+    log.close()
+
+
+def _snapshot_bytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.glob("*.checkpoint"))
+
+
+def test_retention_bytes_deletes_history_only_a_newer_snapshot_covers(tmp_path: Path) -> None:
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES, retention_bytes=0)
+    _appends(log)
+    log.create_snapshot(Snapshot(OffsetAndEpoch(3, 10), b"only"))
+    assert (log.start_offset(), log.maybe_clean()) == (0, False)  # over the limit, but no newer snapshot
+    log.retention_bytes = 1 << 30
+    _fill(log, [5, 6])
+    log.create_snapshot(Snapshot(OffsetAndEpoch(5, 16), b"newer"))
+    assert log.start_offset() == 0  # within the limit
+    total = sum(path.stat().st_size for path in tmp_path.glob("*.log")) + _snapshot_bytes(tmp_path)
+    log.retention_bytes = total
+    assert (log.maybe_clean(), log.start_offset()) == (False, 0)
+    log.retention_bytes = total - 1
+    assert log.maybe_clean()
+    assert (log.start_offset(), log.end_offset(), log.earliest_snapshot_id()) == (16, 18, OffsetAndEpoch(5, 16))
+    assert sorted(tmp_path.glob("*.checkpoint*")) == [snapshot_path(tmp_path, OffsetAndEpoch(5, 16))]
+    assert min(int(path.name[:20]) for path in tmp_path.glob("*.log")) > 0  # whole segments went
+    assert validate_offset_and_epoch(log, 15, 5) == (ValidationKind.SNAPSHOT, OffsetAndEpoch(5, 16))
+    assert log.end_offset_for_epoch(3) == OffsetAndEpoch(5, 16)
+    log.close()
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES)
+    assert (log.start_offset(), log.end_offset(), log.last_fetched_epoch()) == (16, 18, 6)
+    log.close()
+
+
+def test_retention_ms_deletes_history_whose_snapshot_is_older_once_a_newer_covers_it(tmp_path: Path) -> None:
+    log = FileRaftLog(tmp_path, segment_bytes=SEGMENT_BYTES, retention_bytes=-1, retention_ms=60_000)
+    _snapshots(log)
+    now = time.time_ns() // 1_000_000
+    assert not log.maybe_clean(now)
+    old = (now - 120_000) / 1000
+    for snapshot_id in (OffsetAndEpoch(1, 1), OffsetAndEpoch(3, 10)):
+        os.utime(snapshot_path(tmp_path, snapshot_id), (old, old))
+    assert log.maybe_clean(now)
+    # Both expired snapshots' history went; the newest is kept however old it gets.
+    assert (log.start_offset(), log.earliest_snapshot_id()) == (16, OffsetAndEpoch(5, 16))
+    os.utime(snapshot_path(tmp_path, OffsetAndEpoch(5, 16)), (old, old))
+    assert not log.maybe_clean(now)
+    assert log.start_offset() == 16
+    log.close()
+
+
+@pytest.mark.parametrize(("retention_bytes", "sends_snapshot"), [(DEFAULT_RETENTION_BYTES, False), (0, True)])
+def test_a_follower_one_entry_behind_a_leaders_snapshot_is_caught_up_by_fetch(
+    tmp_path: Path, retention_bytes: int, sends_snapshot: bool
+) -> None:
+    """With the history kept, the follower gets the one entry it misses; with none kept, the whole snapshot."""
+    net = Net({1, 2, 3})
+    for node_id in net.logs:
+        net.logs[node_id] = FileRaftLog(tmp_path / str(node_id), retention_bytes=retention_bytes)  # type: ignore[assignment]
+        net.start(node_id)
+    try:
+        leader = net.elect()
+        net.append([b"a", b"b"])
+        net.advance(100)
+        leader.create_snapshot(leader.high_watermark, b"image of a, b")
+        behind = next(i for i in net.nodes if i != leader.node_id)
+        net.down.add(behind)
+        net.append([b"c"])
+        net.advance(100)
+        snapshot = leader.create_snapshot(leader.high_watermark, b"image of a, b, c")
+        assert net.logs[behind].end_offset() == snapshot.snapshot_id.offset - 1
+        net.down.discard(behind)
+        net.advance(200)
+        assert net.logs[behind].end_offset() == net.logs[leader.node_id].end_offset()
+        installed = [e for e in net.events[behind] if isinstance(e, SnapshotInstalled)]
+        fetched_snapshot = [e for e in net.delivered if isinstance(e.body, FetchSnapshotRequest)]
+        assert bool(installed) == bool(fetched_snapshot) == sends_snapshot
+    finally:
+        for raft_log in net.logs.values():
+            raft_log.close()  # type: ignore[attr-defined]
 
 
 # ---- kill -9 ------------------------------------------------------------------------------------------

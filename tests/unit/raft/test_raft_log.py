@@ -54,8 +54,12 @@ def test_read_respects_max_bytes_but_returns_at_least_one_entry() -> None:
     assert log.read(3, 100) == []
 
 
-def test_snapshot_moves_the_log_start_and_keeps_the_epoch_history() -> None:
+def test_a_first_snapshot_keeps_the_log_and_a_second_moves_its_start() -> None:
+    """Retention 0 as Kafka applies it: the history a snapshot covers goes once a newer snapshot covers it."""
     log = _log([1, 1, 2, 2, 3])
+    log.create_snapshot(Snapshot(OffsetAndEpoch(1, 2), b"image1"))
+    assert (log.start_offset(), log.end_offset(), len(log.entries())) == (0, 5, 5)
+    assert log.end_offset_for_epoch(0) == OffsetAndEpoch(0, 0)  # older than the log: it starts at 0
     log.create_snapshot(Snapshot(OffsetAndEpoch(2, 3), b"image"))
     assert log.start_offset() == 3
     assert log.end_offset() == 5
@@ -96,12 +100,24 @@ def test_fetch_validation(fetch_offset: int, last_epoch: int, expected: tuple) -
 
 def test_fetch_validation_sends_followers_behind_the_snapshot_to_it() -> None:
     log = _log([1, 1, 2, 2, 3])
+    log.create_snapshot(Snapshot(OffsetAndEpoch(1, 1), b"old"))
     log.create_snapshot(Snapshot(OffsetAndEpoch(2, 4), b"image"))
     snapshot = (ValidationKind.SNAPSHOT, OffsetAndEpoch(2, 4))
     assert validate_offset_and_epoch(log, 0, 0) == snapshot
     assert validate_offset_and_epoch(log, 2, 1) == snapshot
+    assert validate_offset_and_epoch(log, 4, 1) == snapshot  # at the log start in another epoch
     assert validate_offset_and_epoch(log, 4, 2) == (ValidationKind.VALID, None)
     assert validate_offset_and_epoch(log, 5, 3) == (ValidationKind.VALID, None)
+
+
+def test_fetch_validation_serves_entries_the_latest_snapshot_covers_while_the_log_holds_them() -> None:
+    log = _log([1, 1, 2, 2, 3])
+    log.create_snapshot(Snapshot(OffsetAndEpoch(2, 4), b"image"))
+    assert log.start_offset() == 0
+    assert validate_offset_and_epoch(log, 0, 0) == (ValidationKind.VALID, None)
+    assert validate_offset_and_epoch(log, 3, 2) == (ValidationKind.VALID, None)  # one entry behind the snapshot
+    # Kafka's third rule: a follower whose last epoch is older than the oldest snapshot's gets the snapshot.
+    assert validate_offset_and_epoch(log, 2, 1) == (ValidationKind.SNAPSHOT, OffsetAndEpoch(2, 4))
 
 
 def test_control_records_have_a_size() -> None:

@@ -161,6 +161,8 @@ def test_lagging_follower_fetches_the_snapshot_in_chunks_then_the_log() -> None:
     for i in range(10):
         net.append([f"r{i}".encode()])
         net.advance(10)
+        if i == 4:  # an older snapshot, whose history the next one lets the leader's log drop
+            leader.create_snapshot(leader.high_watermark, b"older")
     image = b"state-machine-image-0123456789"
     snapshot = leader.create_snapshot(leader.high_watermark, image)
     assert net.logs[leader.node_id].start_offset() == snapshot.snapshot_id.offset
