@@ -4,7 +4,9 @@ plus KafkaNetworkChannel).
 The node decides; the driver only moves time and messages:
 
 - a timer ticks the node every `tick_interval_ms` (the core has no "next deadline" query; 50 ms is a
-  twentieth of the default election timeout, so timers fire at most that late);
+  twentieth of the default election timeout, so timers fire at most that late), and every
+  `clean_interval_ms` asks the log to apply metadata.max.retention.* (`maybe_clean`), as KafkaRaftClient's
+  snapshot cleaner does every 60 s, so history expires by age without waiting for the next snapshot;
 - requests the node emits go to their voter through a `NodeConnection` (`wire.to_kio` at `wire.VERSIONS`),
   and their responses come back into `node.handle` with the request's correlation id. A request that
   fails on the network comes back as an error response (`_failed`), which the node retries after its
@@ -76,6 +78,7 @@ log = logging.getLogger(__name__)
 # back to the driver, which pairs it with the waiting handler by correlation id.
 INBOUND = -2
 TICK_INTERVAL_MS = 50
+CLEAN_INTERVAL_MS = 60_000  # KafkaRaftClient's RaftMetadataLogCleanerManager interval
 
 
 class RaftStoppedError(Exception):
@@ -100,6 +103,7 @@ class RaftDriver:
         cluster_id: str | None,
         *,
         tick_interval_ms: int = TICK_INTERVAL_MS,
+        clean_interval_ms: int = CLEAN_INTERVAL_MS,
         rng: random.Random | None = None,
     ) -> None:
         if set(voters) != set(config.voters):
@@ -109,6 +113,7 @@ class RaftDriver:
         self.voters = dict(voters)
         self.cluster_id = cluster_id
         self.tick_interval_s = tick_interval_ms / 1000.0
+        self.clean_interval_ms = clean_interval_ms
         self.node = RaftNode(node_id, config, log, store, rng or random.Random(), self._now(), cluster_id)
         self.high_watermark = self.node.high_watermark
         self.committed_listeners: list[Callable[[tuple[LogEntry, ...]], None]] = []
@@ -167,10 +172,15 @@ class RaftDriver:
             callback()
 
     async def _tick_forever(self) -> None:
+        next_clean = self._now() + self.clean_interval_ms
         while True:
             await asyncio.sleep(self.tick_interval_s)
             try:
-                self._process(self.node.tick(self._now()))
+                now = self._now()
+                self._process(self.node.tick(now))
+                if now >= next_clean:
+                    next_clean = now + self.clean_interval_ms
+                    self.node.log.maybe_clean()
             except Exception as exc:
                 self._fatal(exc)
                 return

@@ -107,6 +107,10 @@ class RaftLog(Protocol):
         """Keep `snapshot` as the latest; the entries it covers go when the log's retention allows."""
         ...
 
+    def maybe_clean(self) -> bool:
+        """Delete the history retention no longer keeps (Kafka's maybeClean); whether anything went."""
+        ...
+
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """Replace the whole log with `snapshot` fetched from the leader (KRaft's truncateToLatestSnapshot)."""
         ...
@@ -235,6 +239,9 @@ class InMemoryRaftLog:
 
     def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
         return self._snapshot.snapshot_id if self._snapshot is not None else None  # the only one kept
+
+    def maybe_clean(self) -> bool:
+        return False  # create_snapshot already dropped what retention 0 drops
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
         end = snapshot.snapshot_id.offset

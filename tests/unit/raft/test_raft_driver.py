@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +27,14 @@ from bus.protocol import header as hdr
 from bus.protocol import messages
 from bus.raft import wire
 from bus.raft.config import QuorumConfig
+from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver, RaftStoppedError
 from bus.raft.log import InMemoryRaftLog, LeaderChangeMessage, LogEntry
 from bus.raft.messages import DescribeQuorumRequest, Request
 from bus.raft.node import NotLeaderError
 from bus.raft.quorum_state import MemoryQuorumStateStore
 from bus.raft.roles import Role
+from bus.raft.snapshots import snapshot_path
 
 TIMINGS = {
     "election_timeout_ms": 150,
@@ -254,6 +258,43 @@ async def test_a_lone_voter_leads_at_once_and_commits_alone() -> None:
         leader = await c.wait_for_leader(timeout_s=1)
         await leader.wait_committed(leader.append([b"solo"]), timeout_s=1)
         assert data(c.committed[1]) == [b"solo"]
+
+
+def test_the_driver_expires_metadata_history_by_age_between_snapshots(tmp_path: Path) -> None:
+    """metadata.max.retention.ms acts without a new snapshot: the driver's periodic clean (KafkaRaftClient's
+    snapshot cleaner) moves the log start once the older snapshot is older than the limit."""
+
+    async def scenario() -> None:
+        raft_log = FileRaftLog(tmp_path, retention_bytes=-1, retention_ms=60_000)
+        config = QuorumConfig(voters=frozenset({1}), **TIMINGS)  # type: ignore[arg-type]
+        driver = RaftDriver(1, config, {1: ("127.0.0.1", 1)}, raft_log, MemoryQuorumStateStore(), CLUSTER,
+                            tick_interval_ms=10, clean_interval_ms=50)  # fmt: skip
+        driver.stop_callbacks.append(raft_log.close)
+        await driver.start()
+        try:
+            first = driver.create_snapshot(await commit(driver, b"a"), b"image of a")
+            second = driver.create_snapshot(await commit(driver, b"b"), b"image of a, b")
+            assert first is not None and second is not None
+            await asyncio.sleep(0.2)
+            assert raft_log.start_offset() == 0  # both snapshots are young: the history stays
+            old = time.time() - 3600
+            os.utime(snapshot_path(tmp_path, first.snapshot_id), (old, old))
+            deadline = time.monotonic() + 2
+            while raft_log.start_offset() == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert raft_log.start_offset() == second.snapshot_id.offset
+            assert raft_log.earliest_snapshot_id() == second.snapshot_id
+        finally:
+            await driver.stop()
+
+    asyncio.run(scenario())
+
+
+async def commit(driver: RaftDriver, record: bytes) -> int:
+    """Append `record` on a lone voter and wait for it to commit; the offset right after it."""
+    offset = driver.append([record])
+    await driver.wait_committed(offset, timeout_s=1)
+    return offset + 1
 
 
 @in_loop
