@@ -30,6 +30,7 @@ from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
+from bus.raft.log import LogEntry
 from bus.raft.quorum_state import FileQuorumStateStore
 from bus.raft.snapshots import SUFFIX
 
@@ -172,9 +173,10 @@ def test_an_interval_of_zero_disables_the_time_rule() -> None:
 class LoneVoter:
     """A lone voter's controller over a real FileRaftLog: it leads at once and commits every append."""
 
-    def __init__(self, directory: Path, policy: SnapshotPolicy) -> None:
+    def __init__(self, directory: Path, policy: SnapshotPolicy, retention_bytes: int = 0) -> None:
+        """`retention_bytes` 0: the history goes once a newer snapshot covers it."""
         config = QuorumConfig(voters=frozenset({1}))
-        self.raft_log = FileRaftLog(directory, retention_bytes=0)  # history goes once a newer snapshot covers it
+        self.raft_log = FileRaftLog(directory, retention_bytes=retention_bytes)
         self.driver = RaftDriver(1, config, {1: ("127.0.0.1", 1)}, self.raft_log, FileQuorumStateStore(directory),
                                  "MkU3OEVBNTcwNTJENDM2Qg")
         self.driver.stop_callbacks.append(self.raft_log.close)
@@ -219,6 +221,43 @@ async def _a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(dir
 
 def test_a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(tmp_path: Path) -> None:
     asyncio.run(_a_snapshot_is_written_on_the_byte_threshold_and_loaded_on_restart(tmp_path))
+
+
+async def _a_restart_replays_only_what_follows_the_snapshot(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Kafka's default retention the log keeps the history behind the snapshot: a restart loads the
+    snapshot and must replay only the entries after it, never the ones it already holds a second time."""
+    node = LoneVoter(directory, SnapshotPolicy(max_bytes=600, max_interval_ms=0), retention_bytes=104857600)
+    await node.driver.start()
+    for i in range(8):
+        node.controller.create_topic(TopicSpec(f"t{i}", 2, 1))
+        await node.log.sync()
+    await until(lambda: node.driver.latest_snapshot() is not None)
+    snapshot = node.driver.latest_snapshot()
+    assert snapshot is not None and node.raft_log.start_offset() == 0  # the history is still there
+    node.log.snapshot_policy.max_bytes = 10**9  # no more snapshots: what follows is only in the log
+    node.controller.delete_topic("t0")
+    await node.log.sync()
+    before = state(node.controller.image)
+    end = node.driver.latest_snapshot().snapshot_id.offset  # type: ignore[union-attr]
+    await node.driver.stop()
+
+    replayed: list[int] = []  # what the controller is handed as committed, from its very first start step on
+    applied = RaftMetadataLog._committed
+
+    def spy(log: RaftMetadataLog, entries: tuple[LogEntry, ...]) -> None:
+        replayed.extend(entry.offset for entry in entries)
+        applied(log, entries)
+
+    monkeypatch.setattr(RaftMetadataLog, "_committed", spy)
+    again = LoneVoter(directory, SnapshotPolicy(max_bytes=10**9, max_interval_ms=0), retention_bytes=104857600)
+    await again.driver.start()
+    await until(lambda: state(again.controller.image) == before)
+    assert replayed and min(replayed) >= end
+    await again.driver.stop()
+
+
+def test_a_restart_replays_only_what_follows_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_a_restart_replays_only_what_follows_the_snapshot(tmp_path, monkeypatch))
 
 
 async def _a_snapshot_is_written_after_the_interval(directory: Path) -> None:
