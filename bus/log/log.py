@@ -644,10 +644,16 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch ending at or after `offset` (replication divergence). A batch straddling
-        `offset` goes whole, so the log end offset may land below it."""
+        `offset` goes whole, so the log end offset may land below it.
+
+        At or past the log end no batch goes, but the leader epoch cache is still cut at the end, as Kafka's
+        UnifiedLog.truncateTo does: a node that led an epoch without appending to it holds an entry starting at
+        its log end; kept, it names that epoch as the last fetched one, the new leader answers that it diverges
+        at the very same end, and the follower truncates to where it already is, fetch after fetch."""
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
+                self._epochs.truncate_from_end(self.log_end_offset)
                 return
             if offset <= self._segments[0].base_offset:
                 self._restart_at(offset)

@@ -115,6 +115,18 @@ def test_truncation_trims_the_epochs(tmp_path: Path) -> None:
     assert read_checkpoint(tmp_path / "t-0" / CHECKPOINT) == []
 
 
+def test_truncating_at_the_end_drops_an_epoch_led_without_a_batch(tmp_path: Path) -> None:
+    """A node that led epoch 7 without appending holds (7, 10) at its log end. Truncating to the end keeps every
+    batch but forgets that epoch (Kafka's truncateTo), or the follower would keep naming epoch 7 as its last
+    fetched one, be told it diverges at offset 10 and truncate to 10 again, forever (seen in the fault test)."""
+    log = epochs_log(tmp_path)
+    log.assign_epoch_start(7)
+    assert log.epoch_entries[-1] == (7, 10) and log.latest_epoch == 7
+    log.truncate_to(10)
+    assert log.log_end_offset == 10 and log.epoch_entries == [(0, 0), (2, 4), (5, 8)] and log.latest_epoch == 5
+    assert read_checkpoint(tmp_path / "t-0" / CHECKPOINT) == [(0, 0), (2, 4), (5, 8)]
+
+
 def test_delete_records_and_retention_move_the_first_epochs_start(tmp_path: Path) -> None:
     log = epochs_log(tmp_path, segment_bytes=200, retention_bytes=0, retention_ms=-1)
     assert log.delete_records_before(5) == 5
