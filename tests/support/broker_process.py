@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 from tests.support.ports import free_port, wait_for_port
 
@@ -52,10 +56,24 @@ class BrokerProcess:
             )
         try:
             wait_for_port(self.port, timeout)
+            self._wait_until_it_listens(timeout)
         except TimeoutError:
             self.stop()
             raise RuntimeError(f"broker did not start:\n{self.log_path.read_text()[-3000:]}") from None
         return self
+
+    def _wait_until_it_listens(self, timeout: float) -> None:
+        """Something answers on the port; make sure it is this broker (another process may hold the port, and
+        then the broker exits with "address already in use")."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                listening = psutil.Process(self.proc.pid).net_connections(kind="tcp")
+                if any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in listening):
+                    return
+            time.sleep(0.05)
+        raise TimeoutError
 
     def kill(self) -> None:
         """kill -9: no shutdown hooks run, like a crash."""
