@@ -194,3 +194,24 @@ def test_legacy_flags(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="topics"):
         from_legacy_flags(consumer_config=None, producer_config=None, include="(", exclude=None, streams=1,
                           solution_defaults=DEFAULTS)
+
+
+def test_the_drill_waits_through_a_not_leader_answer_and_not_through_a_real_error() -> None:
+    """librdkafka's watermark query reports NOT_LEADER_FOR_PARTITION as not retriable; on a primary that has just
+    started, with topics the mirror has just created, it is transient (a CI failback drill died on it)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from dr_mirror.drill import _wait
+
+    answers = iter([KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)), False, True])
+
+    def condition() -> bool:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    _wait(condition, 5, "caught up")
+    with pytest.raises(KafkaException):
+        _wait(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))),
+              5, "never")
