@@ -135,7 +135,8 @@ class QuorumController:
         broker: bool = True,
     ) -> None:
         """`unclean_leader_election`: the broker's `unclean.leader.election.enable` (a topic's own config wins);
-        `quorum_voters`: how many controllers vote, which caps the internal topics' replication factor;
+        `quorum_voters`: how many controllers vote, which caps the internal topics' replication factor in combined
+        mode;
         `broker`: whether this node is a broker too (a controller-only node never hosts a replica)."""
         self.log = metadata_log
         self.unclean_leader_election = unclean_leader_election
