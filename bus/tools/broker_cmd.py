@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import signal
 import sys
+import threading
+import traceback
 
 from bus.config.broker import BrokerConfig, load_broker_config
 from bus.config.definitions import ConfigError
@@ -69,5 +72,28 @@ async def _serve(config: BrokerConfig) -> int:
     bound = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.network.bound.items())
     print(f"bus broker {config.node_id} started (cluster {broker.cluster_id}) listening on {bound}", flush=True)
     await stop.wait()
+    loop.call_later(SLOW_SHUTDOWN_REPORT_S, _report_slow_shutdown, loop)
     await broker.stop()
     return 0
+
+
+SLOW_SHUTDOWN_REPORT_S = 20.0
+
+
+def _report_slow_shutdown(loop: asyncio.AbstractEventLoop) -> None:
+    """Log where every unfinished task waits, again every SLOW_SHUTDOWN_REPORT_S while the shutdown lasts.
+
+    A broker hung once after its controlled shutdown under CI's load and was SIGKILLed with nothing in its log to
+    say which await never returned; asyncio.run's own cancellation of leftover tasks is covered too, since this
+    timer stays on the loop until it closes."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    stacks = io.StringIO()
+    for task in tasks:
+        task.print_stack(limit=8, file=stacks)
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():  # the loop's default executor is joined at the end too
+        if ident != threading.get_ident():
+            stacks.write(f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame, limit=8))}")
+    logging.getLogger("bus.broker").warning("shutdown still running after SIGTERM; %d unfinished tasks:\n%s",
+                                            len(tasks), stacks.getvalue())
+    loop.call_later(SLOW_SHUTDOWN_REPORT_S, _report_slow_shutdown, loop)
