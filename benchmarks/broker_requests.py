@@ -6,6 +6,8 @@
    statistics (brokers.*.req), the same on both sides. The mock cluster runs in a holder process, so its
    CPU is read the same way. Target (issue 15): produce ours/mock <= 1.5. A broker that answers slower
    lets librdkafka put more records in each request, so CPU per produced record is printed too.
+   Below it, the CPython floor (`python_floor.py`): a uvloop server that only splits the frames, appends
+   them to a file and answers each, at the same rate: what no CPython broker can spend less than.
 2. The event loop's worst stall in each phase (our `bus_event_loop_stall_recent_max_seconds`, 10 s window),
    and under an idempotent producer writing 5,000 records/s over 1,000 partitions (target < 20 ms).
 3. RSS of our broker (peak, over its idle RSS) while each hostile client of tests/support/hostile.py
@@ -30,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import python_floor as python_floor_server
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.ports import free_port
@@ -239,6 +243,22 @@ def hostile(broker: BrokerProcess) -> list[tuple[str, int, dict[str, float]]]:
     return results
 
 
+def python_floor(args: argparse.Namespace) -> float:
+    """CPU us per request of `python_floor.py`'s server at the produce phase's rate: what any CPython broker spends."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ready: mp.Queue = mp.Queue()
+        server = mp.Process(target=python_floor_server.serve, args=(str(Path(tmp) / "log"), ready))
+        server.start()
+        try:
+            pid, port = ready.get(timeout=30)
+            before = cpu_seconds(pid)
+            sent = python_floor_server.drive(port, args.rate, args.seconds, python_floor_server.produce_frame())
+            return (cpu_seconds(pid) - before) / sent * 1e6
+        finally:
+            server.kill()
+            server.join(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=int, default=10_000, help="produce requests/s")
@@ -256,6 +276,7 @@ def main() -> int:
     mock = measure(mock_pid, mock_bootstrap, args)
     stop.set()
     holder.join(10)
+    floor_us = python_floor(args)
 
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -295,6 +316,9 @@ def main() -> int:
                        ("record_cpu_us", "CPU us per produced record (same pacing)"),
                        ("fetch_cpu_us", "CPU us per fetch request (4 KiB)")):
         print(f"{label:<44}{ours[key]:>12.1f}{mock[key]:>12.1f}{ours[key] / mock[key]:>10.2f}")
+        if key == "produce_cpu_us":
+            print(f"{'  CPython floor (split, append, answer)':<44}{floor_us:>12.1f}{mock[key]:>12.1f}"
+                  f"{floor_us / mock[key]:>10.2f}")
     ours_rpr, mock_rpr = ours["records_per_request"], mock["records_per_request"]
     print(f"{'produce requests (records per request)':<44}{ours['produce_requests']:>6.0f} ({ours_rpr:.2f})"
           f"{mock['produce_requests']:>6.0f} ({mock_rpr:.2f})")
