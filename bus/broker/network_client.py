@@ -97,7 +97,8 @@ class NodeConnection:
         self._pending[correlation] = (future, int(request.__api_key__), version)
         writer.write(client_codec.encode_request(correlation, self.client_id, request, version))
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout_s)
+            async with asyncio.timeout(self.request_timeout_s):
+                return await asyncio.shield(future)
         except TimeoutError:
             self._disconnect(NodeConnectionError(
                 f"no response from {self.host}:{self.port} to api {request.__api_key__} in {self.request_timeout_s}s"))
@@ -119,8 +120,8 @@ class NodeConnection:
                 raise NodeConnectionError(f"cannot connect to {self.host}:{self.port}: backing off {wait:.2f}s "
                                           "after a failed connection attempt")
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                        self.connect_timeout_s)
+                async with asyncio.timeout(self.connect_timeout_s):
+                    reader, writer = await asyncio.open_connection(self.host, self.port)
             except (OSError, TimeoutError) as exc:
                 self._connect_failures += 1
                 backoff = RECONNECT_BACKOFF_S * 2 ** min(self._connect_failures - 1, 10)

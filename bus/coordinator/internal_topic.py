@@ -70,7 +70,8 @@ class InternalTopic:
 
     async def _replicated(self, future: asyncio.Future[None], partition: int) -> None:
         try:
-            await asyncio.wait_for(future, self.write_timeout_ms / 1000)
+            async with asyncio.timeout(self.write_timeout_ms / 1000):
+                await future
         except TimeoutError:
             raise KafkaApiError(ErrorCode.request_timed_out,
                                 f"{self.name}-{partition} not replicated within {self.write_timeout_ms} ms") from None

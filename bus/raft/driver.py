@@ -235,7 +235,8 @@ class RaftDriver:
         waiter = _CommitWaiter(offset, epoch, asyncio.get_running_loop().create_future())
         self._commit_waiters.append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(waiter.future)
         finally:
             if waiter in self._commit_waiters:
                 self._commit_waiters.remove(waiter)
@@ -249,7 +250,8 @@ class RaftDriver:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._leader_waiters.append(future)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
         finally:
             if future in self._leader_waiters:
                 self._leader_waiters.remove(future)
@@ -285,7 +287,8 @@ class RaftDriver:
                 raise
             # The node answers every request, a parked Fetch by its max wait; the bound only guards against
             # a reply that never comes (the connection would hang on it).
-            return await asyncio.wait_for(future, self.config.request_timeout_ms / 1000.0 + 1.0)
+            async with asyncio.timeout(self.config.request_timeout_ms / 1000.0 + 1.0):
+                return await future
         finally:
             self._inbound.pop(correlation, None)
 

@@ -123,7 +123,8 @@ async def _replicated(partition: Partition, index: int, result: AppendResult, re
     request's timeout_ms (the record may still commit later, as in Kafka), NOT_LEADER_OR_FOLLOWER when this
     node stopped leading first."""
     try:
-        await asyncio.wait_for(replicated, timeout)
+        async with asyncio.timeout(timeout):
+            await replicated
         _check_isr(partition, ErrorCode.not_enough_replicas_after_append)
     except TimeoutError:
         return PartitionProduced(index, ErrorCode.request_timed_out.value,

@@ -51,7 +51,8 @@ def _write(ctx: RequestContext, marker: Any, topic: str, index: int) -> Outcome:
 
 async def _replicated(ctx: RequestContext, topic: str, marker: Any, replicated: asyncio.Future[None]) -> ErrorCode:
     try:
-        await asyncio.wait_for(replicated, int(ctx.config["request.timeout.ms"]) / 1000)
+        async with asyncio.timeout(int(ctx.config["request.timeout.ms"]) / 1000):
+            await replicated
     except TimeoutError:
         return ErrorCode.request_timed_out
     except KafkaApiError as exc:
