@@ -5,8 +5,9 @@ ids 4 and 5, then 6 added while the cluster runs).
 confluent-kafka creates an RF=2 topic through a broker (forwarded to the controller-only active controller),
 produces with acks=all and consumes every record back; DescribeQuorum shows the three voters and the brokers as
 observers, and no controller appears among Metadata's brokers or a topic's replicas. SIGKILL of the active
-controller: another voter takes over and a new topic is still created. A third broker joins, appears in Metadata,
-and `bus reassign-partitions --execute/--verify` moves a partition onto it, from which the records are read.
+controller: another voter takes over and a new topic is still created. SIGKILL of a broker: the controller fences it
+when its session expires and unfences it when it comes back. A third broker joins, appears in Metadata, and
+`bus reassign-partitions --execute/--verify` moves a partition onto it, from which the records are read.
 """
 
 from __future__ import annotations
@@ -124,3 +125,34 @@ def test_an_added_broker_takes_a_reassigned_partition(cluster: SeparateRolesClus
     assert until(lambda: in_sync(cluster, "grown", 1), 30, "grown-0 on broker 6 alone") == [6]
     # The partition now lives on the new broker only: reading it back reads broker 6's replica.
     assert consume(cluster[added].bootstrap, "grown", len(values)) == values
+
+
+def test_a_dead_broker_only_node_is_fenced_and_unfenced_when_back(cluster: SeparateRolesCluster) -> None:
+    """A broker-only node has no vote to lose, only its session: SIGKILLed, the active controller fences it once
+    `broker.session.timeout.ms` passes (Metadata stops listing it, its leadership and ISR seat go to the other
+    replica); restarted, it registers again, is unfenced once caught up and rejoins the ISR."""
+    create(cluster, "fenced", 2)
+    entry = (partitions_on(cluster.running_brokers()[0].bootstrap, "fenced") or {})[0]
+    dead_id = entry.leader_id  # the leader dies: a leadership must move, not just an ISR seat
+    survivor_id = next(r for r in entry.replica_nodes if r != dead_id)
+    dead, survivor = cluster[dead_id], cluster[survivor_id]
+    produce(cluster.bootstrap, "fenced", [b"before"])
+    killed_at = time.monotonic()
+    dead.kill()
+    try:
+        def fenced() -> bool | None:
+            with BusAdmin({"bootstrap.servers": survivor.bootstrap, "default.api.timeout.ms": 2000}) as admin:
+                listed = {b.node_id for b in admin.describe_cluster().brokers}
+            moved = (partitions_on(survivor.bootstrap, "fenced") or {}).get(0)
+            return (dead_id not in listed and moved is not None and moved.leader_id == survivor_id
+                    and list(moved.isr_nodes) == [survivor_id]) or None
+
+        until(fenced, 30, f"broker {dead_id} fenced and its leadership moved")
+        session_s = int(FAST["broker.session.timeout.ms"]) / 1000
+        assert time.monotonic() - killed_at >= session_s * 0.5, "fenced before its session could have expired"
+        produce(survivor.bootstrap, "fenced", [b"while-fenced"])
+    finally:
+        dead.start()
+    until(lambda: sorted(in_sync(cluster, "fenced", 2) or []) == sorted([dead_id, survivor_id]) or None, 30,
+          f"broker {dead_id} unfenced and back in the ISR")
+    assert consume(cluster[dead_id].bootstrap, "fenced", 2) == [b"before", b"while-fenced"]
