@@ -34,9 +34,11 @@ system-deps: java-runtime
 java-runtime:
 	@command -v java >/dev/null 2>&1 || { $(call APT_INSTALL,openjdk-17-jre-headless); }
 
+# `make up CLUSTER=3` (1, 3 or 5): the bus as that many combined broker+controller nodes (deploy/cluster.py)
+# instead of the single broker, and the whole solution on it.
 up: install java-runtime
 	@mkdir -p $(DATA)
-	$(BIN)/python -m deploy.up --data-dir $(DATA)
+	$(BIN)/python -m deploy.up --data-dir $(DATA)$(if $(CLUSTER), --cluster $(CLUSTER))
 
 # Stop what `make up` started (from another terminal); Ctrl-C in make up's terminal does the same.
 down:

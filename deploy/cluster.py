@@ -2,7 +2,8 @@
 the default), or Kafka's separate roles (`--controllers 1|3|5 --brokers B`); `--add-broker` joins one more broker.
 
 `make up` runs a single node; a user who outgrows it runs this and points the solution at the printed
-`bootstrap.servers` (`[bus] bootstrap_servers` in the solution config). Each node is a `bus broker`
+`bootstrap.servers` (`[bus] bootstrap_servers` in the solution config), or runs `make up CLUSTER=3`, which
+starts such a cluster with these pieces and the solution on it. Each node is a `bus broker`
 process with its own data directory (`<data-dir>/node-<id>/`) and log file. With `--nodes` every node is a
 voter, as in Kafka's combined mode (`process.roles=broker,controller`). With `--controllers C --brokers B`,
 nodes 1..C are controller-only voters (`process.roles=controller`, a controller listener only) and nodes
@@ -80,9 +81,11 @@ def _ports(count: int, host: str, base_port: int) -> list[int]:
     return _free_ports(count, host) if base_port == 0 else list(range(base_port, base_port + count))
 
 
-def plan(nodes: int, host: str, base_port: int, data_dir: Path) -> list[Node]:
-    """`nodes` combined nodes, every one a voter."""
-    ports = _ports(2 * nodes, host, base_port)
+def plan(nodes: int, host: str, base_port: int, data_dir: Path, controller_port: int | None = None) -> list[Node]:
+    """`nodes` combined nodes, every one a voter; their quorum listeners follow the client ones unless
+    `controller_port` names the first of them (`make up --cluster` keeps `--controller-port`)."""
+    ports = _ports(2 * nodes, host, base_port) if controller_port is None else (
+        _ports(nodes, host, base_port) + _ports(nodes, host, controller_port))
     return [Node(i + 1, host, ports[i], ports[nodes + i], data_dir / f"node-{i + 1}") for i in range(nodes)]
 
 
@@ -160,6 +163,39 @@ def _stop(children: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+class NodeProcesses:
+    """The `bus broker` processes of a cluster's nodes (`python -m deploy.cluster`, `make up --cluster`), each
+    logging to `<log_dir>/node-<id>.log`."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[tuple[Node, subprocess.Popen[bytes]]] = []
+        self._reported: set[int] = set()
+
+    def launch(self, node: Node, cluster: Sequence[Node], cluster_id: str,
+               extra: Mapping[str, str] | None = None, voters: str | None = None) -> None:
+        """Start `node` (arguments as :func:`node_command`'s)."""
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.started.append((node, subprocess.Popen(node_command(node, cluster, cluster_id, extra, voters),
+                                                    stdout=log, stderr=subprocess.STDOUT)))
+
+    def report_exits(self) -> None:
+        """Say on stderr, once, which nodes have exited: a node that dies is reported, not restarted, and the
+        others carry on, as a cluster does."""
+        for node, child in self.started:
+            if child.poll() is not None and node.node_id not in self._reported:
+                self._reported.add(node.node_id)
+                print(f"node {node.node_id} exited (code {child.returncode}); see "
+                      f"{self.log_dir}/node-{node.node_id}.log", file=sys.stderr, flush=True)
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM (SIGKILL after `timeout_s`): brokers first, while the quorum can still take their controlled
+        shutdown, then the controllers."""
+        _stop([child for node, child in self.started if node.is_broker], timeout_s)
+        _stop([child for node, child in self.started if not node.is_broker], timeout_s)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -240,7 +276,8 @@ def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float) -> None:
     raise TimeoutError(f"broker {node_id} not registered after {timeout_s:.0f} s")
 
 
-def _describe(node: Node) -> str:
+def describe(node: Node) -> str:
+    """One status line: the node's roles, listeners and data directory."""
     clients = f"  clients {node.bootstrap}" if node.is_broker else ""
     quorum = f"  quorum {node.host}:{node.controller_port}" if node.is_controller else ""
     return f"  node {node.node_id} ({node.roles}){clients}{quorum}  data {node.data_dir}"
@@ -261,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     cid = cluster_id(data_dir)
     if voters is None:
         (data_dir / VOTERS_FILE).write_text(voters_of(nodes) + "\n")
-    children: list[subprocess.Popen[bytes]] = []
+    processes = NodeProcesses(data_dir)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -271,12 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        defaults = replication_defaults(None if args.add_broker else sum(n.is_broker for n in nodes))
         for node in nodes:
-            node.data_dir.mkdir(parents=True, exist_ok=True)
-            log = open(data_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-            defaults = replication_defaults(None if args.add_broker else sum(n.is_broker for n in nodes))
-            children.append(subprocess.Popen(node_command(node, nodes, cid, defaults, voters),
-                                             stdout=log, stderr=subprocess.STDOUT))
+            processes.launch(node, nodes, cid, defaults, voters)
         bootstrap = ",".join(n.bootstrap for n in nodes if n.is_broker)
         if args.add_broker:
             wait_for_broker(bootstrap, nodes[0].node_id, args.start_timeout)
@@ -285,24 +319,17 @@ def main(argv: list[str] | None = None) -> int:
             leader = wait_for_quorum(bootstrap, sum(n.is_controller for n in nodes), args.start_timeout)
             print(f"bus cluster {cid}: {len(nodes)} nodes, quorum leader {leader}")
         for node in nodes:
-            print(_describe(node))
+            print(describe(node))
         print(f"  bootstrap.servers={bootstrap}\n  logs {data_dir}/node-*.log\nPress Ctrl-C to stop.", flush=True)
-        reported: set[int] = set()
-        while not stopping:  # a node that dies is reported, not restarted: the others carry on, as a cluster does
-            for node, child in zip(nodes, children, strict=True):
-                if child.poll() is not None and node.node_id not in reported:
-                    reported.add(node.node_id)
-                    print(f"node {node.node_id} exited (code {child.returncode}); see "
-                          f"{data_dir}/node-{node.node_id}.log", file=sys.stderr, flush=True)
+        while not stopping:
+            processes.report_exits()
             time.sleep(0.5)
         return 0
     except TimeoutError as exc:
         print(f"{exc}; see the logs in {data_dir}", file=sys.stderr)
         return 1
-    finally:  # brokers first, while the quorum can still take their controlled shutdown, then the controllers
-        started = list(zip(nodes, children, strict=False))
-        _stop([child for node, child in started if node.is_broker], args.stop_timeout)
-        _stop([child for node, child in started if not node.is_broker], args.stop_timeout)
+    finally:
+        processes.stop(args.stop_timeout)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`make up`: start the solution on one machine with embedded defaults and say where to look.
 
-The bus (a single-node combined broker+controller), the embedded HBase Thrift gateway, object
+The bus (a single-node combined broker+controller; with ``--cluster 3`` (1, 3 or 5), `make up CLUSTER=3`,
+that many combined nodes of `deploy/cluster.py` under ``DATA/bus-cluster/``), the embedded HBase Thrift gateway, object
 storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
 random password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus
 and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
@@ -9,7 +10,11 @@ loader with watches on the simulator's recurring targets (`deploy/surveillance.p
 (`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders. Each service is a child
 process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
 them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
-endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it).
+endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it). With ``--cluster N``
+node i serves clients on ``--kafka-port`` + i - 1 and the quorum on ``--controller-port`` (default: the Kafka
+port + N) + i - 1, and every child runs against the cluster's full ``bootstrap.servers``: the ones that read
+the bus from the config get ``DATA/solution.toml``, the config with ``[bus] bootstrap_servers`` replaced; the
+nodes stop last, with SIGTERM (a controlled shutdown), as `deploy.cluster` stops them.
 """
 
 from __future__ import annotations
@@ -27,19 +32,66 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import tomli_w
+
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
-from deploy import dr_site
+from deploy import cluster, dr_site
 from deploy import surveillance as surveillance_slice
 from deploy.pipeline import Endpoints, Pipeline
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
+CLUSTER_START_S = 60.0
+"""`--cluster`: how long the quorum, then each broker's registration, may take (deploy.cluster's --start-timeout)."""
+CLUSTER_STOP_S = 30.0
+"""`--cluster`: how long a node's controlled shutdown may take before it is killed (its --stop-timeout)."""
+
+
+class BusCluster:
+    """``--cluster N``: the bus as N combined broker+controller nodes of `deploy/cluster.py` in ``DATA/bus-cluster/``
+    (one cluster id kept there, as `python -m deploy.cluster` keeps it), instead of the single broker."""
+
+    def __init__(self, data_dir: Path, args: argparse.Namespace) -> None:
+        self.dir = data_dir / "bus-cluster"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.nodes = cluster.plan(args.cluster, args.host, args.kafka_port, self.dir, args.controller_port)
+        self.id = cluster.cluster_id(self.dir)
+        self.bootstrap = ",".join(node.bootstrap for node in self.nodes)
+        self.processes = cluster.NodeProcesses(self.dir)
+        self.config_file = data_dir / "solution.toml"
+
+    def solution_config(self, config: Config) -> Config:
+        """The loaded config with ``[bus] bootstrap_servers`` replaced by the cluster's, written to
+        ``DATA/solution.toml``: what the children that read the bus from ``--config`` (console, monitor, surveillance
+        service and hit loader) are given."""
+        data = {**config.data, "bus": {**config.section("bus"), "bootstrap_servers": self.bootstrap}}
+        self.config_file.write_text(tomli_w.dumps(data))
+        return Config(data, self.config_file)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            self.processes.launch(node, self.nodes, self.id, cluster.replication_defaults(len(self.nodes)))
+
+    def ready(self) -> list[str]:
+        """Wait for the quorum and for every broker to be registered (the monitor and the surveillance service
+        create topics at start, with three replicas), then the status lines; TimeoutError if they do not come."""
+        leader = cluster.wait_for_quorum(self.bootstrap, len(self.nodes), CLUSTER_START_S)
+        for node in self.nodes:
+            cluster.wait_for_broker(self.bootstrap, node.node_id, CLUSTER_START_S)
+        return [f"  {'bus cluster':<14} {len(self.nodes)} nodes (broker+controller), quorum leader {leader}, "
+                f"cluster id {self.id}  (logs {self.dir}/node-*.log)",
+                *(f"  {'':<14}{cluster.describe(node)}" for node in self.nodes),
+                f"  {'':<14} Kafka bootstrap.servers={self.bootstrap}  (e.g. kcat -L -b {self.bootstrap}; "
+                f"the services' config: {self.config_file})"]
+
+    def stop(self) -> None:
+        self.processes.stop(CLUSTER_STOP_S)
 
 
 def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[str], str]]:
     py = sys.executable
-    services = [
+    services = [] if args.cluster else [
         (
             "bus broker",
             dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port,
@@ -84,13 +136,14 @@ def _cameras_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
                         "--wait-s", "120"], "camera simulator: a WebM segment per camera a minute into `videos`")
 
 
-def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config) -> tuple[launch.SparkJob, str]:
+def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
+                      bootstrap: str) -> tuple[launch.SparkJob, str]:
     """The video ingest job (spark_jobs/video_ingest.py): analysis commands -> batch jobs, results -> HBase."""
     log = (data_dir / "video-ingest.log").open("ab")
     with log:
         job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py", [
             *(["--config", str(args.config)] if args.config else []),
-            "--bootstrap-server", f"{args.host}:{args.kafka_port}", "--hbase-host", args.host,
+            "--bootstrap-server", bootstrap, "--hbase-host", args.host,
             "--hbase-port", str(args.hbase_port), "--checkpoint", str(data_dir / "spark" / "video_ingest")],
             launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
     return job, f"video.commands -> synopsis batch jobs; video.status/results -> HBase (log {log.name})"
@@ -176,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--kafka-port", type=int, default=_bus_port(config))
     parser.add_argument("--controller-port", type=int, default=None,
-                        help="the bus's KRaft quorum listener (default: the Kafka port + 1)")
+                        help="the bus's KRaft quorum listener (default: the Kafka port + 1); with --cluster N, "
+                             "node i's is this + i - 1 (default: the Kafka port + N)")
+    parser.add_argument("--cluster", type=int, choices=cluster.VOTER_COUNTS, default=None,
+                        help="N combined broker+controller nodes (deploy/cluster.py) instead of the single broker; "
+                             "node i serves clients on the Kafka port + i - 1")
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
     parser.add_argument("--console-port", type=int, default=config.get("console", "port", 8000))
     parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")
@@ -184,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
     parser.add_argument("--dr-site", action="store_true", help="also the DR site's HBase and loaders (dr_site.py)")
     args = parser.parse_args(argv)
+    if args.cluster and args.controller_port is not None and abs(args.controller_port - args.kafka_port) < args.cluster:
+        parser.error(f"--controller-port {args.controller_port} overlaps the {args.cluster} client ports from "
+                     f"--kafka-port {args.kafka_port}")
     data_dir = Path(args.data_dir).resolve()
     if args.down:
         return _down(data_dir)
@@ -191,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     children: list[subprocess.Popen[bytes]] = []
     lines = []
     dr = dr_site.DrSettings.from_config(config, data_dir)
+    bus = BusCluster(data_dir, args) if args.cluster else None
+    bootstrap = bus.bootstrap if bus is not None else f"{args.host}:{args.kafka_port}"
+    if bus is not None:  # every child below is given the cluster: by --config, or by --bootstrap-server
+        config = bus.solution_config(config)
+        args.config = config.path
+        bus.start()
     for name, cmd, where in _services(data_dir, args) + dr_site.cluster_services(dr):
         children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
@@ -198,12 +264,20 @@ def main(argv: list[str] | None = None) -> int:
     ready = (_wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
              and _wait_for(dr.host, dr.port, 30))
     failed = [c for c in children if c.poll() is not None]
+    if bus is not None and ready and not failed:
+        try:
+            lines[0:0] = bus.ready()
+        except TimeoutError as exc:
+            print(f"bus cluster: {exc}", file=sys.stderr)
+            ready = False
     if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
         for child in children:
             child.terminate()
+        if bus is not None:
+            bus.stop()
         return 1
-    name, cmd, where = dr_site.mirror_service(config, dr, f"{args.host}:{args.kafka_port}")
+    name, cmd, where = dr_site.mirror_service(config, dr, bootstrap)
     children.append(_start(data_dir, name, cmd))
     lines.append(f"  {name:<14} {where}")
     name, cmd, where = _monitor_service(args)
@@ -214,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
     pipeline = video_job = None
     if not args.no_pipeline:
-        pipeline = Pipeline(data_dir, Endpoints(f"{args.host}:{args.kafka_port}", args.host, args.hbase_port),
-                            config, args.rate)
+        pipeline = Pipeline(data_dir, Endpoints(bootstrap, args.host, args.hbase_port), config, args.rate)
         lines += pipeline.start()
         # The service reads the map at start: wait until this run's simulator has written it.
         surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
@@ -223,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         name, cmd, where = _cameras_service(args)
         children.append(_start(data_dir, name, cmd))
         lines.append(f"  {name:<14} {where}")
-        video_job, where = _video_ingest_job(data_dir, args, config)
+        video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)
         lines.append(f"  {'video ingest':<14} {where}")
     for name, cmd, where in surveillance_slice.services(config):  # the service creates its topics at start
         children.append(_start(data_dir, name, cmd))
@@ -244,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     next_status = time.monotonic() + STATUS_EVERY_S
     while not stopping and all(c.poll() is None for c in children):
+        if bus is not None:
+            bus.processes.report_exits()
         if site is not None and (problem := site.failed()):
             print(problem, file=sys.stderr, flush=True)
             break
@@ -280,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             child.wait(15)
         except subprocess.TimeoutExpired:
             child.kill()
+    if bus is not None:  # last: the other services finished their work against it
+        bus.stop()
     return 0
 
 
