@@ -1,0 +1,146 @@
+"""`make up CLUSTER=3` (``python -m deploy.up --cluster 3 --no-pipeline``): the solution runs on a 3-node cluster.
+
+The config handed to make up points ``[bus] bootstrap_servers`` at a port nobody listens on, so the console can
+only reach the bus through the derived ``DATA/solution.toml`` that names the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, PartitionMetadata
+
+from contracts.config import load as load_config
+from contracts.topics import Topics
+from tests.support.cluster_process import until
+from tests.support.ports import free_port
+from tests.web.test_auth_make_up import down, start_up
+
+NODES = 3
+
+
+def _draw(taken: set[int], count: int = 1) -> int:
+    """The first of `count` consecutive free ports none of which is in `taken` (node i listens on base + i - 1)."""
+    for _ in range(100):
+        base = free_port()
+        run = set(range(base, base + count))
+        if run & taken:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in run:
+                    stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken |= run
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+@contextlib.contextmanager
+def _cluster_flag() -> Iterator[None]:
+    """`start_up` with ``--cluster 3`` added to the command it runs (the harness takes no extra flags)."""
+    popen = subprocess.Popen
+
+    def with_cluster(cmd: list[str], **kwargs: object) -> subprocess.Popen[str]:
+        return popen([*cmd, "--cluster", str(NODES)], **kwargs)  # type: ignore[call-overload]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", with_cluster)
+        yield
+
+
+def _partitions(admin: AdminClient, topic: str) -> dict[int, PartitionMetadata] | None:
+    """The topic's partitions once it exists, else None (all topics are listed: a request naming it might create it)."""
+    found = admin.list_topics(timeout=5).topics.get(topic)
+    return found.partitions if found is not None and found.error is None and found.partitions else None
+
+
+def _read(consumer: Consumer, key: bytes) -> bool | None:
+    return True if any(m.error() is None and m.key() == key for m in consumer.consume(100, 1)) else None
+
+
+def _brokers_of(data_dir: Path) -> list[psutil.Process]:
+    """`bus broker` processes whose command line names `data_dir` (the cluster's nodes, the DR bus)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "bus" in cmdline and "broker" in cmdline and any(str(data_dir) in arg for arg in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.slow
+def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> None:
+    taken: set[int] = set()
+    ports = {"bus": _draw(taken, NODES), "controller": _draw(taken, NODES)}
+    ports |= {name: _draw(taken) for name in ("dead", "hbase", "s3", "console", "monitor", "surveillance", "dr", "drc",
+                                               "mm")}
+    config = tmp_path / "solution.toml"
+    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["dead"]}"\n'
+                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
+                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
+                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
+                      f'[console]\nport = {ports["console"]}\n'
+                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
+                      f'[surveillance]\nmetrics_port = {ports["surveillance"]}\n'
+                      f'[map]\npath = "{tmp_path / "deployment_map.json"}"\n'
+                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
+                      f'mirror_metrics_port = {ports["mm"]}\n')
+    data_dir = tmp_path / "data"
+    servers = ",".join(f"127.0.0.1:{ports['bus'] + i}" for i in range(NODES))
+    with _cluster_flag():
+        proc, output = start_up(config, data_dir, ports)
+    try:
+        # (a) the status lines name the cluster: its nodes, the quorum leader, bootstrap.servers
+        assert re.search(rf"bus cluster\s+{NODES} nodes .*quorum leader [1-{NODES}]", output), output
+        for i in range(NODES):
+            assert re.search(rf"node {i + 1} \(broker,controller\)\s+clients 127\.0\.0\.1:{ports['bus'] + i}"
+                             rf"\s+quorum 127\.0\.0\.1:{ports['controller'] + i}", output), output
+        assert f"bootstrap.servers={servers}" in output, output
+        assert f"bootstrap_servers = \"{servers}\"" in (data_dir / "solution.toml").read_text()
+
+        # (b) a topic the surveillance service creates at start has three replicas
+        topics = Topics.from_config(load_config(config))
+        admin = AdminClient({"bootstrap.servers": servers})
+        hits = until(lambda: _partitions(admin, topics.surveillance_hits), 60,
+                     f"{topics.surveillance_hits} created by the surveillance service", interval=0.5)
+        assert {len(p.replicas) for p in hits.values()} == {NODES}, hits
+
+        # (c) a capture record produced with acks=all reads back; the console reaches the bus
+        vehicle = until(lambda: _partitions(admin, topics.vehicle), 10, topics.vehicle)
+        producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+        key = f"make-up-cluster-{time.time_ns()}".encode()
+        errors: list[object] = []
+        producer.produce(topics.vehicle, b'{"probe": "make up --cluster"}', key=key,
+                         on_delivery=lambda error, _message: errors.append(error))
+        assert producer.flush(30) == 0 and errors == [None], errors
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": "make-up-cluster", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topics.vehicle, p, 0) for p in vehicle])
+        try:
+            until(lambda: _read(consumer, key), 20, "the acks=all record")
+        finally:
+            consumer.close()
+        console = f"http://127.0.0.1:{ports['console']}"
+        health = httpx.get(f"{console}/api/v1/health", timeout=30).json()
+        assert health["bus"] == {"up": True, "error": None}, health
+        password = (data_dir / "console" / "admin_password").read_text().strip()
+        token = httpx.post(f"{console}/api/v1/auth/token", data={"username": "admin", "password": password},
+                           timeout=30).json()["access_token"]
+        brokers = httpx.get(f"{console}/api/v1/bus/brokers", headers={"Authorization": f"Bearer {token}"},
+                            timeout=30).json()
+        assert [b["id"] for b in brokers["brokers"]] == list(range(1, NODES + 1)), brokers
+    finally:
+        down(data_dir, proc)
+    # (d) make down left no node (nor the DR bus) running
+    assert not _brokers_of(data_dir)
