@@ -69,6 +69,9 @@ class TopicSpec:
 
 
 COMPACTED = {"cleanup.policy": "compact"}
+NEW_TOPIC_ERRORS = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE)
+"""What a cluster answers for a topic it has just created until every broker has applied it."""
 
 
 def service_topics(settings: Settings) -> dict[str, TopicSpec]:
@@ -117,16 +120,29 @@ class CommandLog:
                                    "enable.partition.eof": True, "log_level": 3, "fetch.wait.max.ms": 50,
                                    "topic.metadata.refresh.interval.ms": 5_000})
 
+    def _ends(self, timeout: float) -> dict[int, int]:
+        """End offset per partition. A topic just created may be unknown for a moment to the broker asked, or not
+        led yet by the leader Metadata names (KRaft brokers learn it from the metadata log after the controller
+        answered; librdkafka does not retry these for a watermark query), so those are asked again until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                metadata = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
+                if metadata.error is not None:
+                    raise KafkaException(metadata.error)
+                return {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
+                        for p in metadata.partitions}
+            except KafkaException as exc:
+                if exc.args[0].code() not in NEW_TOPIC_ERRORS or time.monotonic() > deadline:
+                    raise RuntimeError(f"control topic {self.topic}: {exc.args[0]}") from exc
+            time.sleep(0.1)
+
     def catch_up(self, apply: Apply, timeout: float = 60.0) -> int:
         """Apply every command up to the end offsets seen now; returns how many records were applied.
 
         ``timeout`` bounds a stall (no record for that long), not the whole read: a big watchlist takes
         as long as it takes."""
-        metadata = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
-        if metadata.error is not None:
-            raise RuntimeError(f"control topic {self.topic}: {metadata.error}")
-        ends = {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
-                for p in metadata.partitions}
+        ends = self._ends(timeout)
         self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         pending = {p for p, end in ends.items() if end > 0}
         reached = dict.fromkeys(ends, 0)
