@@ -56,6 +56,7 @@ from bus.raft import broker_quorum
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES = 3  # controller unreachable this many times in a row: stop without it
+CONTROLLED_SHUTDOWN_STEP_HEARTBEATS = 3  # a shutdown heartbeat unanswered for this many intervals: unreachable
 
 
 def _check_meta_properties(directory: Path, node_id: int, cluster_id: str) -> None:
@@ -157,6 +158,7 @@ class Broker:
             quotas=ReplicationQuotas.from_broker(config),
         )
         self.replicas.checkpointed_high_watermarks = self._read_high_watermarks()
+        self.replicas.held = self.raft is not None and config.is_broker  # until registered: `ControllerChannel`
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.channel = None if self.raft is None else ControllerChannel(
@@ -164,6 +166,7 @@ class Broker:
             int(config["controller.socket.timeout.ms"]) / 1000.0)
         self.fetchers: ReplicaFetcherManager | None = None
         if self.channel is not None:  # a node of a quorum: partitions may have followers here and elsewhere
+            self.channel.registered_listeners.append(self.replicas.release)
             self.fetchers = ReplicaFetcherManager(FetcherSettings.from_broker(config), self._replication_endpoint,
                                                   self.replicas.quotas.follower)
             self.replicas.alter_isr = self.channel.alter_partition
@@ -380,7 +383,10 @@ class Broker:
         unreachable = 0
         while time.monotonic() < deadline and unreachable < CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES:
             try:
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+                # One step waits a few heartbeats at most, not a whole request timeout: when every node of a
+                # cluster is stopped at once, the last ones find the quorum gone and would each wait 30 s for it.
+                step_s = max(CONTROLLED_SHUTDOWN_STEP_HEARTBEATS * interval_s, 1.0)
+                async with asyncio.timeout(max(min(deadline - time.monotonic(), step_s), 0.1)):
                     if await self.channel.request_shutdown():
                         log.info("controlled shutdown: broker %d leads no partition any more", self.node_id)
                         return

@@ -75,6 +75,8 @@ class ControllerChannel:
         self.local_apis: KafkaApis | None = None  # the client APIs an Envelope from another node runs on
         self._connections: dict[int, NodeConnection] = {}
         self._creating: dict[str, asyncio.Task[None]] = {}  # topics being auto-created through the controller
+        self.incarnation_id = uuid.uuid4()  # this process's, in every registration it sends (Kafka's)
+        self.registered_listeners: list[Callable[[], None]] = []  # told each time a registration is committed
 
     def forwards(self, api_key: int) -> bool:
         return api_key in FORWARDED_APIS and not self.controller.active
@@ -246,14 +248,15 @@ class ControllerChannel:
         """Register this broker with the active controller, retrying until it is committed (or cancelled)."""
         shapes = request_shapes(BROKER_REGISTRATION, 0)
         request = shapes.make(
-            "BrokerRegistrationRequest", broker_id=self.node_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+            "BrokerRegistrationRequest", broker_id=self.node_id, cluster_id=cluster_id,
+            incarnation_id=self.incarnation_id,
             listeners=tuple(shapes.make("Listener", name=name, host=host, port=port, security_protocol=0)
                             for name, host, port in endpoints),
             features=(), rack=rack)
         while True:
             try:
                 if self.controller.active:
-                    self.controller.register_broker(self.node_id, endpoints, rack)
+                    self.controller.register_broker(self.node_id, endpoints, rack, str(self.incarnation_id))
                     await self.controller.log.sync()
                     break
                 response = await self._request(request, 0)
@@ -266,6 +269,19 @@ class ControllerChannel:
                 log.info("broker registration: %s; retrying", exc.message)
             await asyncio.sleep(REGISTRATION_RETRY_S)
         log.info("broker %d registered with the active controller", self.node_id)
+        await self._registration_applied()
+        for listener in self.registered_listeners:
+            listener()
+
+    async def _registration_applied(self) -> None:
+        """Until this node's metadata image holds this registration: everything committed before it (the fencing
+        of an earlier incarnation, the leaderships that moved away from it) is then applied here too, so the
+        partitions this broker opens next are the ones it really leads or follows (Kafka's brokers wait for
+        their initial metadata catch-up the same way)."""
+        incarnation = str(self.incarnation_id)
+        while (registered := self.controller.image.brokers.get(self.node_id)) is None or (
+                registered.incarnation_id != incarnation):
+            await asyncio.sleep(REGISTRATION_RETRY_S / 10)
 
     async def close(self) -> None:
         for task in list(self._creating.values()):

@@ -87,6 +87,18 @@ class ReplicaManager:
         # either way): coordinators load and unload their internal topics' partitions on it.
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._isr_updates: set[asyncio.Task[None]] = set()
+        self.held = False
+        """True on a broker of a quorum until its registration is committed and applied (`release`): the image
+        is kept, but no partition is opened, led or followed before, as Kafka's brokers publish no metadata to
+        their replica manager before their first registration and catch-up. A restarted broker would otherwise
+        lead its old partitions at once with what its disk holds, an empty one included."""
+
+    def release(self) -> None:
+        """The registration is in: open, lead and follow what the current image says (once per process)."""
+        if self.held:
+            self.held = False
+            if self._image is not None:
+                self.load(self._image)
 
     def effective_configs(self, topic: TopicImage) -> dict[str, str]:
         return effective_topic_configs(topic.configs, self.broker_static)
@@ -94,6 +106,8 @@ class ReplicaManager:
     def load(self, image: MetadataImage) -> None:
         """Open the logs of every partition this broker leads (start-up, after log recovery)."""
         self._image = image
+        if self.held:
+            return
         self.quotas.load(((topic.name, topic.configs) for topic in image.topics.values()), image.broker_configs)
         for topic in image.topics.values():
             self._sync_topic(topic)
@@ -101,6 +115,8 @@ class ReplicaManager:
     def apply(self, image: MetadataImage, records: Iterable[dict[str, Any]]) -> None:
         """Metadata publisher: bring hosted partitions in line with the committed records."""
         self._image = image
+        if self.held:
+            return
         touched: set[str] = set()
         for record in records:
             kind = record["type"]

@@ -57,6 +57,7 @@ from bus.controller.image import (
     PartitionState,
     TopicImage,
     broker_config_record,
+    broker_record,
     difference,
     partition_record,
 )
@@ -246,15 +247,28 @@ class QuorumController:
         self._check_active()
         self._commit(records)
 
-    def register_broker(self, broker_id: int, endpoints: list[tuple[str, str, int]], rack: str | None) -> None:
-        """Record where a broker serves clients (Kafka's BrokerRegistration): Metadata lists it, topics use it."""
+    def register_broker(self, broker_id: int, endpoints: list[tuple[str, str, int]], rack: str | None,
+                        incarnation_id: str | None = None) -> None:
+        """Record where a broker serves clients (Kafka's BrokerRegistration): Metadata lists it, topics use it.
+
+        Another incarnation (a new process) of a broker whose session still lives is refused with
+        DUPLICATE_BROKER_REGISTRATION, as Kafka's ClusterControlManager does: the old one is fenced when its
+        session expires, which moves its leaderships and ISR seats to replicas that have the data, and only then
+        may the new one register. A broker restarted with an empty disk would otherwise go on leading its
+        partitions with an empty log, and its followers would truncate acknowledged records to match it. Its own
+        node's registration is the exception: the controller runs in that process, so the old one is gone."""
         self._check_active()
-        record: MetadataRecord = {"type": "broker", "id": broker_id, "endpoints": [list(e) for e in endpoints],
-                                  "rack": rack}
         registered = self.working.brokers.get(broker_id)
+        if (registered is not None and broker_id != self.node_id and incarnation_id is not None
+                and registered.incarnation_id not in (None, incarnation_id) and not registered.fenced
+                and self._sessions.get(broker_id, 0.0) > time.monotonic()):
+            raise ControllerError(ErrorCode.duplicate_broker_registration,
+                                  "Another broker is registered with that broker id.")
         if (registered is None or registered.endpoints != tuple(endpoints) or registered.rack != rack
-                or registered.fenced or registered.in_controlled_shutdown):
-            self._commit([record, *self._elect_leaderless(broker_id)])
+                or registered.fenced or registered.in_controlled_shutdown
+                or registered.incarnation_id != incarnation_id):
+            self._commit([broker_record(broker_id, endpoints, rack, incarnation_id),
+                          *self._elect_leaderless(broker_id)])
         self._sessions[broker_id] = time.monotonic() + self.broker_session_timeout_s
 
     def broker_heartbeat(self, broker_id: int, want_shut_down: bool = False) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ class BrokerRegistration:
     rack: str | None = None
     fenced: bool = False  # its session with the active controller expired: not offered to clients or placements
     in_controlled_shutdown: bool = False  # it asked to shut down: it leads nothing and joins no ISR until it returns
+    incarnation_id: str | None = None  # one per broker process: another one while its session lives is refused
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         for name, host, port in self.endpoints:
@@ -112,7 +113,8 @@ class MetadataImage:
             self.next_producer_id = record["next"]
         elif kind == "broker":
             endpoints = tuple((name, host, port) for name, host, port in record["endpoints"])
-            self.brokers[record["id"]] = BrokerRegistration(record["id"], endpoints, record.get("rack"))
+            self.brokers[record["id"]] = BrokerRegistration(record["id"], endpoints, record.get("rack"),
+                                                            incarnation_id=record.get("incarnation"))
         elif kind == "broker_fence":
             self.brokers[record["id"]] = dataclasses.replace(self.brokers[record["id"]], fenced=record["fenced"])
         elif kind == "broker_shutdown":  # Kafka's BrokerRegistrationChangeRecord with inControlledShutdown
@@ -152,6 +154,16 @@ class MetadataImage:
         self.broker_configs = other.broker_configs
 
 
+def broker_record(broker_id: int, endpoints: Iterable[tuple[str, str, int]], rack: str | None,
+                  incarnation_id: str | None) -> MetadataRecord:
+    """A broker's registration (Kafka's RegisterBrokerRecord); an old log's record has no incarnation."""
+    record: MetadataRecord = {"type": "broker", "id": broker_id, "endpoints": [list(e) for e in endpoints],
+                              "rack": rack}
+    if incarnation_id is not None:
+        record["incarnation"] = incarnation_id
+    return record
+
+
 def broker_config_record(resource: str, key: str, value: str | None) -> MetadataRecord:
     """Set (or with None, delete) a dynamic broker config: Kafka's ConfigRecord with resource type BROKER."""
     return {"type": "config", "resource_type": BROKER_RESOURCE, "name": resource, "key": key, "value": value}
@@ -183,8 +195,7 @@ def snapshot_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     if image.cluster_id is not None:
         yield {"type": "cluster", "cluster_id": image.cluster_id}
     for broker in image.brokers.values():
-        yield {"type": "broker", "id": broker.broker_id, "endpoints": [list(e) for e in broker.endpoints],
-               "rack": broker.rack}
+        yield broker_record(broker.broker_id, broker.endpoints, broker.rack, broker.incarnation_id)
         if broker.fenced:
             yield {"type": "broker_fence", "id": broker.broker_id, "fenced": True}
         if broker.in_controlled_shutdown:

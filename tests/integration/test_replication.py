@@ -178,9 +178,10 @@ def test_a_replicated_topic_is_on_every_replica_and_acks_all_waits_for_them(clus
 
 
 def segment_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
-    """A partition's log bytes on one node, its segments in offset order (flushed or not, the page cache has them)."""
-    directory = next(data_dir.rglob(f"{topic}-{partition}"))
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+    """A partition's log bytes on one node, its segments in offset order (flushed or not, the page cache has them);
+    empty while the node hosts no such partition (a restarted broker opens none before it is registered)."""
+    directory = next(data_dir.rglob(f"{topic}-{partition}"), None)
+    return b"" if directory is None else b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
 
 
 def test_the_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cluster: ClusterProcess) -> None:
@@ -290,20 +291,28 @@ def test_two_of_three_replicas_gone_acks_all_is_refused_not_pretended(five: Clus
 
 
 def test_a_node_restarted_with_an_empty_disk_copies_every_replica_again(cluster: ClusterProcess) -> None:
-    create(cluster, "rebuilt", 2, 3)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    for i in range(400):
-        producer.produce("rebuilt", b"b%d" % i, partition=i % 2)
-    assert producer.flush(30) == 0
+    """The victim leads both partitions when its disk is wiped. Restarted within its session, it must not lead
+    them again with an empty log (its followers would truncate every acknowledged record to match it, as a CI run
+    once showed): the controller refuses the new process's registration until the old one's session expires and
+    the leaderships move, then it copies every replica again, and every acknowledged record is still there."""
     victim = next(n for n in (1, 2, 3) if n != cluster.leader())  # the quorum keeps its leader meanwhile
+    others = [n for n in (1, 2, 3) if n != victim]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic("rebuilt", 2, replica_assignment=[[victim, *others], [victim, *reversed(others)]])
+    admin.create_topics([topic])["rebuilt"].result(timeout=30)
+    until(lambda: all_in_sync(cluster, "rebuilt", 2, 3), 30, "rebuilt fully in sync")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    values = [b"b%d" % i for i in range(400)]
+    for i, value in enumerate(values):
+        producer.produce("rebuilt", value, partition=i % 2)
+    assert producer.flush(30) == 0
+    assert {leader_of(cluster, "rebuilt", p).leader_id for p in range(2)} == {victim}
     node = cluster[victim]
     node.kill()
     shutil.rmtree(node.data_dir)  # the disk replaced: no partition, metadata log or meta.properties left
     node.start()
     until(lambda: all_in_sync(cluster, "rebuilt", 2, 3), 60, "the rebuilt node back in every ISR")
-    # Restarted within its session timeout the node may never have left the ISRs (the controller does not
-    # detect an unclean restart yet, see KIP-966): wait for the copies themselves.
-    other = next(n for n in (1, 2, 3) if n != victim)
+    other = others[0]
 
     def copied() -> bool | None:
         for partition in range(2):
@@ -313,6 +322,8 @@ def test_a_node_restarted_with_an_empty_disk_copies_every_replica_again(cluster:
         return True
 
     until(copied, 60, "every partition copied again to the rebuilt node")
+    assert read_all(cluster.bootstrap, "rebuilt", 2, len(values)) == {p: values[p::2] for p in range(2)}
+    assert "broker registration refused: duplicate_broker_registration" in node.logs()
 
 
 def test_a_deleted_replicated_topic_leaves_no_replica_behind(cluster: ClusterProcess) -> None:
@@ -356,6 +367,19 @@ def test_sigterm_hands_leadership_over_before_the_broker_stops(tmp_path: Path) -
         assert longest < 3.0, f"acks=all producers waited {longest:.1f} s across the controlled shutdown"
     finally:
         cluster.stop()
+
+
+def test_a_whole_cluster_sigtermed_at_once_stops_within_seconds(cluster: ClusterProcess) -> None:
+    """Every node asked to stop together (`make down`, deploy.cluster's Ctrl-C): the last ones to try their
+    controlled shutdown find the quorum gone. Each step waited a whole request timeout (30 s) for a controller
+    before; now a few heartbeats, and after three unanswered steps the broker stops without it."""
+    create(cluster, "everywhere", 3, 3)
+    asked = time.monotonic()
+    for node in cluster:
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGTERM)
+    assert [node.stop(timeout=60) for node in cluster] == [0, 0, 0]
+    assert time.monotonic() - asked < 15, "a node waited for a quorum that had gone"
 
 
 def _sessions_opened(node: BrokerProcess, leader: int) -> list[str]:

@@ -235,3 +235,34 @@ def test_controlled_shutdown_moves_leaderships_first_then_lets_the_broker_go(tmp
     controller.register_broker(2, ENDPOINT, None)  # back after the restart: usable again, leads solo-0 again
     assert not controller.image.brokers[2].in_controlled_shutdown and not controller.image.brokers[2].fenced
     assert partitions(controller, "solo")[0] == PartitionState(0, [2], [2], 2, leader_epoch=2, partition_epoch=2)
+
+
+def test_a_new_incarnation_waits_for_the_old_ones_session_and_then_follows(tmp_path: Path) -> None:
+    """Kafka's DUPLICATE_BROKER_REGISTRATION: broker 2 restarted (a new process, perhaps an empty disk) while its
+    old session lives is refused; the old one is fenced when the session expires, which moves its leadership to an
+    in-sync replica that has the data, and only then is the new one registered, not leading."""
+    controller = controller_of(tmp_path)
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    controller.register_broker(2, ENDPOINT, None, old)
+    controller.register_broker(2, ENDPOINT, None, old)  # the same process registering again: fine
+    controller.create_topic(TopicSpec("kept", assignments={0: [2, 3]}))
+    assert partitions(controller, "kept")[0].leader == 2
+
+    with pytest.raises(ControllerError) as refused:
+        controller.register_broker(2, ENDPOINT, None, new)
+    assert refused.value.code == ErrorCode.duplicate_broker_registration
+    assert controller.image.brokers[2].incarnation_id == old
+
+    fence(controller, 2)
+    assert partitions(controller, "kept")[0].leader == 3
+    controller.register_broker(2, ENDPOINT, None, new)
+    assert controller.image.brokers[2].incarnation_id == new and not controller.image.brokers[2].fenced
+    assert partitions(controller, "kept")[0].leader == 3  # back as a follower: it must copy before it can lead
+
+
+def test_the_controllers_own_node_registers_a_new_incarnation_at_once(tmp_path: Path) -> None:
+    """The controller runs in its own node's process: a registration of that node comes from its new process."""
+    controller = controller_of(tmp_path)
+    controller.register_broker(1, ENDPOINT, None, str(uuid.uuid4()))
+    controller.register_broker(1, ENDPOINT, None, str(uuid.uuid4()))
+    assert not controller.image.brokers[1].fenced

@@ -1,7 +1,8 @@
 """BrokerRegistration (62): a broker tells the active controller where it serves clients.
 
 Committed as a broker record (Kafka's RegisterBrokerRecord) before the answer leaves, so every node's Metadata
-lists the broker and topics may be placed on it. A request from another cluster gets INCONSISTENT_CLUSTER_ID.
+lists the broker and topics may be placed on it. A request from another cluster gets INCONSISTENT_CLUSTER_ID; one
+from a new process of a broker whose previous one's session still lives, DUPLICATE_BROKER_REGISTRATION.
 Heartbeats, broker epochs and fencing are a later step: the answer's broker epoch is the log's append count.
 """
 
@@ -25,7 +26,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         broker_epoch=-1)
     endpoints = [(listener.name, listener.host, int(listener.port)) for listener in request.listeners]
     try:
-        ctx.controller.register_broker(request.broker_id, endpoints, request.rack)
+        ctx.controller.register_broker(request.broker_id, endpoints, request.rack, str(request.incarnation_id))
     except ControllerError as exc:
         return ctx.make("BrokerRegistrationResponse", throttle_time=0, error_code=exc.code, broker_epoch=-1)
     return ctx.make("BrokerRegistrationResponse", throttle_time=0, error_code=ErrorCode.none,
