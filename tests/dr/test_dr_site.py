@@ -17,7 +17,7 @@ from deploy.dr_site import DrSettings, loaders_config, mirror_properties
 from dr_mirror.settings import load as load_properties
 from tests.integration._ingest_support import poll, row_counts, simulate
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import down
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = Topics()
@@ -55,17 +55,8 @@ def _high_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int],
 @pytest.mark.xdist_group("spark")
 @pytest.mark.timeout(720)
 def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: Path) -> None:
-    names = ("bus", "controller", "hbase", "s3", "console", "monitor", "dr", "drc", "drh", "mm")
-    ports = {name: free_port() for name in names}
-    config = tmp_path / "solution.toml"
-    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
-                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
-                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
-                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
-                      f'[console]\nport = {ports["console"]}\n[monitoring]\nmetrics_port = {ports["monitor"]}\n'
-                      f'[map]\npath = "{tmp_path / "map.json"}"\n'
-                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
-                      f'hbase_port = {ports["drh"]}\nmirror_metrics_port = {ports["mm"]}\n')
+    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh")}
+    config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     out = tmp_path / "up.out"
     with out.open("w") as handle:

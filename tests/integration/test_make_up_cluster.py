@@ -9,9 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,7 +22,7 @@ from contracts.config import load as load_config
 from contracts.topics import Topics
 from tests.support.cluster_process import until
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import down, start_up
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
 
 NODES = 3
 
@@ -45,19 +43,6 @@ def _draw(taken: set[int], count: int = 1) -> int:
         taken |= run
         return base
     raise RuntimeError(f"no {count} consecutive free ports")
-
-
-@contextlib.contextmanager
-def _cluster_flag() -> Iterator[None]:
-    """`start_up` with ``--cluster 3`` added to the command it runs (the harness takes no extra flags)."""
-    popen = subprocess.Popen
-
-    def with_cluster(cmd: list[str], **kwargs: object) -> subprocess.Popen[str]:
-        return popen([*cmd, "--cluster", str(NODES)], **kwargs)  # type: ignore[call-overload]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(subprocess, "Popen", with_cluster)
-        yield
 
 
 def _partitions(admin: AdminClient, topic: str) -> dict[int, PartitionMetadata] | None:
@@ -84,23 +69,11 @@ def _brokers_of(data_dir: Path) -> list[psutil.Process]:
 def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> None:
     taken: set[int] = set()
     ports = {"bus": _draw(taken, NODES), "controller": _draw(taken, NODES)}
-    ports |= {name: _draw(taken) for name in ("dead", "hbase", "s3", "console", "monitor", "surveillance", "dr", "drc",
-                                               "mm")}
-    config = tmp_path / "solution.toml"
-    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["dead"]}"\n'
-                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
-                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
-                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
-                      f'[console]\nport = {ports["console"]}\n'
-                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
-                      f'[surveillance]\nmetrics_port = {ports["surveillance"]}\n'
-                      f'[map]\npath = "{tmp_path / "deployment_map.json"}"\n'
-                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
-                      f'mirror_metrics_port = {ports["mm"]}\n')
+    ports |= {name: _draw(taken) for name in ("dead", *MAKE_UP_PORTS) if name not in ports}
+    config = write_config(tmp_path, ports, bus=f"127.0.0.1:{ports['dead']}")
     data_dir = tmp_path / "data"
     servers = ",".join(f"127.0.0.1:{ports['bus'] + i}" for i in range(NODES))
-    with _cluster_flag():
-        proc, output = start_up(config, data_dir, ports)
+    proc, output = start_up(config, data_dir, ports, "--cluster", str(NODES))
     try:
         # (a) the status lines name the cluster: its nodes, the quorum leader, bootstrap.servers
         assert re.search(rf"bus cluster\s+{NODES} nodes .*quorum leader [1-{NODES}]", output), output

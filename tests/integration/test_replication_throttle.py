@@ -56,8 +56,10 @@ def describe(cluster: ClusterProcess, kind: ResourceType, name: str) -> dict[str
 
 
 def fill(bootstrap: str, topic: str, total: int) -> None:
-    """`total` bytes of incompressible values, acknowledged by every replica."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    """`total` bytes of incompressible values, acknowledged by every replica, in batches below FETCH_MAX: a fetch
+    returns at least one whole batch, so a bigger one would pass the quota by more than `least_seconds` allows
+    (librdkafka's batches reach 1 MB; a CI run moved 2 MB 10% faster than that bound)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": FETCH_MAX // 2})
     failures: list[str] = []
     for _ in range(total // 10_000):
         producer.produce(topic, os.urandom(10_000), partition=0,

@@ -18,8 +18,31 @@ from tests.support.ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subprocess.Popen[str], str]:
-    """Start deploy.up and return it with everything it printed up to its "Press Ctrl-C" line.
+MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "dr", "drc", "mm")
+
+
+def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
+    """A solution config of this test's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
+    optionally "drh", the DR site's HBase) and the deployment map in `tmp_path`, so that two make-up tests running
+    at once share no port and no file. `bus`: the `[bus] bootstrap_servers` (default the "bus" port)."""
+    bootstrap = bus or f"127.0.0.1:{ports['bus']}"
+    config = tmp_path / "solution.toml"
+    config.write_text(f'[bus]\nbootstrap_servers = "{bootstrap}"\n'
+                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
+                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
+                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
+                      f'[console]\nport = {ports["console"]}\n'
+                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
+                      f'[surveillance]\nmetrics_port = {ports["surveillance"]}\n'
+                      f'[map]\npath = "{tmp_path / "deployment_map.json"}"\n'
+                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
+                      f'mirror_metrics_port = {ports["mm"]}\n'
+                      + (f'hbase_port = {ports["drh"]}\n' if "drh" in ports else ""))
+    return config
+
+
+def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """Start deploy.up (with `flags` added) and return it with everything it printed up to its "Press Ctrl-C" line.
 
     The pipe is read with os.read: readline() on the buffered stream would keep lines that arrived in one
     write in its buffer, where select() cannot see them, and wait for output that never comes.
@@ -28,7 +51,7 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int]) -> tuple[subpr
         [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir), "--no-pipeline",
          "--kafka-port", str(ports["bus"]), "--controller-port", str(ports["controller"]),
          "--hbase-port", str(ports["hbase"]),
-         "--console-port", str(ports["console"])],
+         "--console-port", str(ports["console"]), *flags],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stdout is not None
@@ -68,17 +91,8 @@ def monitor_metrics(port: int, timeout: float = 60) -> str:
 
 @pytest.mark.slow
 def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in ("bus", "controller", "hbase", "s3", "console", "monitor", "dr", "drc",
-                                            "mm")}
-    config = tmp_path / "solution.toml"
-    config.write_text(f'[bus]\nbootstrap_servers = "127.0.0.1:{ports["bus"]}"\n'
-                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
-                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
-                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
-                      f'[console]\nport = {ports["console"]}\n'
-                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
-                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
-                      f'mirror_metrics_port = {ports["mm"]}\n')
+    ports = {name: free_port() for name in MAKE_UP_PORTS}
+    config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports)
     try:
