@@ -260,10 +260,13 @@ class QuorumController:
         self._check_active()
         registered = self.working.brokers.get(broker_id)
         if (registered is not None and broker_id != self.node_id and incarnation_id is not None
-                and registered.incarnation_id not in (None, incarnation_id) and not registered.fenced
-                and self._sessions.get(broker_id, 0.0) > time.monotonic()):
-            raise ControllerError(ErrorCode.duplicate_broker_registration,
-                                  "Another broker is registered with that broker id.")
+                and registered.incarnation_id not in (None, incarnation_id) and not registered.fenced):
+            if self._sessions.get(broker_id, 0.0) > time.monotonic():
+                raise ControllerError(ErrorCode.duplicate_broker_registration,
+                                      "Another broker is registered with that broker id.")
+            # Its session has expired but the periodic fencing has not run yet: fence the old one first.
+            self._fence({broker_id})
+            registered = self.working.brokers.get(broker_id)
         if (registered is None or registered.endpoints != tuple(endpoints) or registered.rack != rack
                 or registered.fenced or registered.in_controlled_shutdown
                 or registered.incarnation_id != incarnation_id):
@@ -312,13 +315,17 @@ class QuorumController:
         expired = [broker_id for broker_id, registration in self.working.brokers.items()
                    if not registration.fenced and broker_id != self.node_id
                    and self._sessions.get(broker_id, now) < now]
-        for broker_id in expired:
-            log.info("fencing broker %d: no heartbeat for %.1f s", broker_id, self.broker_session_timeout_s)
         if expired:
-            self._commit([*self._leave(set(expired)),
-                          *({"type": "broker_fence", "id": broker_id, "fenced": True} for broker_id in expired)])
+            self._fence(set(expired))
         if self._unfinished_activation:
             self._activated()
+
+    def _fence(self, expired: set[int]) -> None:
+        """Fence brokers whose session expired, moving their leaderships and ISR memberships to the others."""
+        for broker_id in sorted(expired):
+            log.info("fencing broker %d: no heartbeat for %.1f s", broker_id, self.broker_session_timeout_s)
+        self._commit([*self._leave(expired),
+                      *({"type": "broker_fence", "id": broker_id, "fenced": True} for broker_id in sorted(expired))])
 
     # -- partition leadership -----------------------------------------------------------------
 

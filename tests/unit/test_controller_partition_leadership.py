@@ -266,3 +266,17 @@ def test_the_controllers_own_node_registers_a_new_incarnation_at_once(tmp_path: 
     controller.register_broker(1, ENDPOINT, None, str(uuid.uuid4()))
     controller.register_broker(1, ENDPOINT, None, str(uuid.uuid4()))
     assert not controller.image.brokers[1].fenced
+
+
+def test_a_new_incarnation_after_the_session_but_before_the_fencing_pass_fences_the_old_one_first(
+        tmp_path: Path) -> None:
+    """The periodic fencing may not have run when the old session expires and the new process asks again (a
+    looped CI run lost a partition so): the registration fences the old incarnation itself, moving its leadership."""
+    controller = controller_of(tmp_path)
+    controller.register_broker(2, ENDPOINT, None, str(uuid.uuid4()))
+    controller.create_topic(TopicSpec("kept", assignments={0: [2, 3]}))
+    time.sleep(SESSION_MS / 1000 + 0.05)  # expired, and no fence_expired_brokers() call since
+    controller.register_broker(2, ENDPOINT, None, str(uuid.uuid4()))
+    state = partitions(controller, "kept")[0]
+    assert state.leader == 3 and state.isr == [3]
+    assert not controller.image.brokers[2].fenced
