@@ -76,7 +76,8 @@ class ControllerChannel:
         self._connections: dict[int, NodeConnection] = {}
         self._creating: dict[str, asyncio.Task[None]] = {}  # topics being auto-created through the controller
         self.incarnation_id = uuid.uuid4()  # this process's, in every registration it sends (Kafka's)
-        self.registered_listeners: list[Callable[[], None]] = []  # told each time a registration is committed
+        self.registered_listeners: list[Callable[[], None]] = []  # told each time a registration is applied here
+        self._applying: asyncio.Task[None] | None = None
 
     def forwards(self, api_key: int) -> bool:
         return api_key in FORWARDED_APIS and not self.controller.active
@@ -269,22 +270,23 @@ class ControllerChannel:
                 log.info("broker registration: %s; retrying", exc.message)
             await asyncio.sleep(REGISTRATION_RETRY_S)
         log.info("broker %d registered with the active controller", self.node_id)
-        await self._registration_applied()
-        for listener in self.registered_listeners:
-            listener()
+        if self._applying is None or self._applying.done():  # heartbeats start meanwhile: the session must live
+            self._applying = asyncio.create_task(self._tell_once_applied())
 
-    async def _registration_applied(self) -> None:
-        """Until this node's metadata image holds this registration: everything committed before it (the fencing
-        of an earlier incarnation, the leaderships that moved away from it) is then applied here too, so the
-        partitions this broker opens next are the ones it really leads or follows (Kafka's brokers wait for
-        their initial metadata catch-up the same way)."""
+    async def _tell_once_applied(self) -> None:
+        """Tell `registered_listeners` once this node's metadata image holds this registration: everything
+        committed before it (the fencing of an earlier incarnation, the leaderships that moved away from it) is
+        then applied here too, so the partitions this broker opens next are the ones it really leads or follows
+        (Kafka's brokers wait for their initial metadata catch-up the same way)."""
         incarnation = str(self.incarnation_id)
         while (registered := self.controller.image.brokers.get(self.node_id)) is None or (
                 registered.incarnation_id != incarnation):
             await asyncio.sleep(REGISTRATION_RETRY_S / 10)
+        for listener in self.registered_listeners:
+            listener()
 
     async def close(self) -> None:
-        for task in list(self._creating.values()):
+        for task in [*self._creating.values(), *([self._applying] if self._applying else [])]:
             task.cancel()
         for connection in self._connections.values():
             await connection.close()

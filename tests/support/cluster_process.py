@@ -42,6 +42,14 @@ def describe_quorum(node: BrokerProcess) -> QuorumInfo | None:
         return None
 
 
+def registered_since_start(node: BrokerProcess) -> bool:
+    """Whether the node's latest process has logged its registration with the active controller (its start is
+    the socket server's JSON log line, not the "started ... listening on" line printed once start-up is over)."""
+    logs = node.logs()
+    started = logs.rfind('"listening on PLAINTEXT://')
+    return started >= 0 and logs.find("registered with the active controller", started) >= 0
+
+
 def is_broker(node: BrokerProcess) -> bool:
     return "broker" in node.overrides.get("process.roles", "broker,controller")
 
@@ -88,9 +96,14 @@ class ClusterProcess:
         return [node for node in self.running() if is_broker(node)]
 
     def wait_for_brokers(self, timeout: float = 30.0) -> None:
-        """Until every running node's Metadata lists every running node (all registered with the controller)."""
+        """Until every running node's Metadata lists every running node and each has registered since it last
+        started: a node restarted within its session is still listed under its old registration, which the
+        controller fences before it accepts the new one (a client that saw it fenced meanwhile waits for its next
+        metadata refresh to find it again)."""
         def listed() -> bool | None:
             expected = {int(node.overrides["node.id"]) for node in self.running_brokers()}
+            if not all(registered_since_start(node) for node in self.running_brokers()):
+                return None
             for node in self.running_brokers():
                 try:
                     with AdminClient({"bootstrap.servers": node.bootstrap, "default.api.timeout.ms": 1000}) as admin:
