@@ -393,7 +393,7 @@ class Broker:
                 unreachable = 0
             except (ControllerUnavailable, TimeoutError) as exc:
                 unreachable += 1  # the quorum may be gone with the rest of the cluster: do not wait for ever
-                log.info("controlled shutdown step not taken: %s", exc)
+                log.info("controlled shutdown step not taken: %s", exc or "no controller answered in time")
             except ControllerError as exc:
                 log.info("controlled shutdown step refused: %s", exc.message)
             await asyncio.sleep(interval_s)
