@@ -158,7 +158,9 @@ class Broker:
             quotas=ReplicationQuotas.from_broker(config),
         )
         self.replicas.checkpointed_high_watermarks = self._read_high_watermarks()
-        self.replicas.held = self.raft is not None and config.is_broker  # until registered: `ControllerChannel`
+        # Until registered (`ControllerChannel`), unless this node is the only voter: then its controller runs in
+        # this process, so no earlier incarnation of it can still be registered and leading.
+        self.replicas.held = self.raft is not None and config.is_broker and set(config.quorum_voters) != {self.node_id}
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.channel = None if self.raft is None else ControllerChannel(
