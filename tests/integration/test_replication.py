@@ -180,7 +180,7 @@ def test_a_replicated_topic_is_on_every_replica_and_acks_all_waits_for_them(clus
 def segment_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
     """A partition's log bytes on one node, its segments in offset order (flushed or not, the page cache has them);
     empty while the node hosts no such partition (a restarted broker opens none before it is registered)."""
-    directory = next(data_dir.rglob(f"{topic}-{partition}"), None)
+    directory = next(data_dir.glob(f"{topic}-{partition}"), None)
     return b"" if directory is None else b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
 
 
@@ -335,7 +335,9 @@ def test_a_deleted_replicated_topic_leaves_no_replica_behind(cluster: ClusterPro
     admin.delete_topics(["doomed"])["doomed"].result(timeout=30)
 
     def gone() -> bool | None:
-        left = [path for node in cluster for path in node.data_dir.rglob("doomed-*") if path.is_dir()]
+        # Partition directories sit right under log.dirs; a recursive walk would descend into a "-delete" directory
+        # the broker is removing at that moment and fail on it.
+        left = [path for node in cluster for path in node.data_dir.glob("doomed-*") if path.is_dir()]
         return True if not left else None
 
     until(gone, 30, "every replica's directory removed")
