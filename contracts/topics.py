@@ -81,3 +81,9 @@ def partitions(config: Config) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"topics.partitions in {config.path} should be a positive integer, not {value!r}")
     return value
+
+
+NEW_TOPIC_ERRORS = frozenset({3, 5, 6})
+"""Kafka error codes (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER) a cluster answers
+for a topic it has just created, or a partition between leaders, until every broker has applied the change: ask
+again, it is not a failure. librdkafka does not retry them for a watermark query, so its callers do."""

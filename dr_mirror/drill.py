@@ -48,11 +48,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts import config as solution_config
-from contracts.topics import Topics
+from contracts.topics import NEW_TOPIC_ERRORS, Topics
 from dr_mirror.drill_report import LagProbe, chart, markdown, mirror_lag
 from dr_mirror.drill_sites import MirrorProcess, Site
 from dr_mirror.drill_supervisor import Supervisor
@@ -199,9 +199,6 @@ class Loader(threading.Thread):
         consumer.close()
 
 
-_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
-
-
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Until `condition()` holds. A retriable Kafka error while asking (a partition between leaders, a broker
     restarting) is asked again, not a failed drill."""
@@ -214,7 +211,7 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
             error = exc.args[0]
             # librdkafka marks a watermark query's NOT_LEADER_FOR_PARTITION (a partition the mirror just created
             # on a broker that has just started) as not retriable; it is as transient as the others.
-            if not (error.retriable() or error.code() in _TRANSIENT) or time.monotonic() > deadline:
+            if not (error.retriable() or error.code() in NEW_TOPIC_ERRORS) or time.monotonic() > deadline:
                 raise
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout:.0f}s")

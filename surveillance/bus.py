@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts.records import encode, now_time
 from contracts.surveillance import reply_record
+from contracts.topics import NEW_TOPIC_ERRORS
 
 from . import metrics
 from .settings import Settings
@@ -69,9 +70,6 @@ class TopicSpec:
 
 
 COMPACTED = {"cleanup.policy": "compact"}
-NEW_TOPIC_ERRORS = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
-                    KafkaError.LEADER_NOT_AVAILABLE)
-"""What a cluster answers for a topic it has just created until every broker has applied it."""
 
 
 def service_topics(settings: Settings) -> dict[str, TopicSpec]:

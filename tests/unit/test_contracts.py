@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError
 
 from contracts import config as solution
 from contracts.deployment_map import DeploymentMap, MapError, map_path
 from contracts.ingest_stats import BatchTally, StatsError, merge_latency, parse_stats, stats_record
 from contracts.records import Kind, is_checkpoint_id, is_plate
-from contracts.topics import Topics, partitions
+from contracts.topics import NEW_TOPIC_ERRORS, Topics, partitions
 from ingest.city import build_city
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +23,13 @@ def test_shipped_config_names_every_topic_with_its_default() -> None:
     """The TOML and the dataclass agree, so nobody reads a name the other does not know."""
     assert Topics.from_config(solution.load()) == Topics()
     assert partitions(solution.load()) == 2
+
+
+def test_new_topic_errors_are_the_codes_clients_name() -> None:
+    """The contract spells Kafka's codes as numbers (no client library in contracts); they must be the ones
+    confluent-kafka reports for a topic not yet applied everywhere."""
+    clients = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
+    assert clients == NEW_TOPIC_ERRORS
 
 
 def test_topics_split_data_from_control() -> None:
