@@ -113,6 +113,11 @@ def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> No
         brokers = httpx.get(f"{console}/api/v1/bus/brokers", headers={"Authorization": f"Bearer {token}"},
                             timeout=30).json()
         assert [b["id"] for b in brokers["brokers"]] == list(range(1, NODES + 1)), brokers
+        # (e) a topic the console creates without a replication factor gets the cluster's default, 3
+        made = httpx.post(f"{console}/api/v1/bus/topics", json={"name": "made-on-the-cluster", "partitions": 2},
+                          headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert made.status_code == 201, made.text
+        assert [len(p["replicas"]) for p in made.json()["partitions"]] == [NODES, NODES], made.text
     finally:
         down(data_dir, proc)
     # (d) make down left no node (nor the DR bus) running

@@ -165,6 +165,8 @@ def test_topic_create_and_delete_are_admin_only_and_audited(admin: httpx.Client,
     assert console.client("operator").post("/api/v1/bus/topics", json={"name": name}).status_code == 403
     created = admin.post("/api/v1/bus/topics", json={"name": name, "partitions": 2})
     assert created.status_code == 201 and len(created.json()["partitions"]) == 2
+    # left out, the replication factor is the broker's default.replication.factor
+    assert [len(p["replicas"]) for p in created.json()["partitions"]] == [1, 1]
     assert admin.post("/api/v1/bus/topics", json={"name": name}).status_code == 409
     for body, field in (({"name": "bad name"}, "name"), ({"name": ".."}, "name"),
                         ({"name": "x", "partitions": 0}, "partitions"),

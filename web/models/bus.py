@@ -87,7 +87,9 @@ class TopicDetail(Retention):
 class TopicCreate(BaseModel):
     name: TopicName
     partitions: int = Field(1, ge=1, le=10_000)
-    replication_factor: int = Field(1, ge=1, le=32)
+    replication_factor: int | None = Field(None, ge=1, le=32)
+    """Replicas of each partition; left out, the brokers' ``default.replication.factor`` (Kafka's -1, KIP-464,
+    what ``kafka-topics.sh --create`` sends without ``--replication-factor``), so a cluster gets its own default."""
     config: dict[str, str] = Field(default_factory=dict)
     """Topic configs, e.g. ``{"retention.ms": "86400000"}``."""
 

@@ -130,9 +130,10 @@ def topic(backends: Backends, log_dirs: LogDirs, name: str) -> dict[str, Any]:
     }
 
 
-def create_topic(backends: Backends, name: str, partitions: int, replication_factor: int,
+def create_topic(backends: Backends, name: str, partitions: int, replication_factor: int | None,
                  config: dict[str, str]) -> None:
-    new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config)
+    """``replication_factor`` None leaves it to the brokers' ``default.replication.factor``."""
+    new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor or -1, config=config)
     futures = backends.bus_admin().create_topics([new], request_timeout=backends.settings.backend_timeout_s,
                                                  operation_timeout=backends.settings.backend_timeout_s)
     wait(backends, futures[name], name)

@@ -224,12 +224,11 @@
     document.getElementById("create-topic").addEventListener("submit", async (event) => {
       event.preventDefault();
       const form = new FormData(event.target);
+      const body = { name: form.get("name"), partitions: Number(form.get("partitions")) };
+      // Left empty, the brokers' default.replication.factor applies (3 on a cluster, 1 on a single broker).
+      if (form.get("replication_factor")) body.replication_factor = Number(form.get("replication_factor"));
       try {
-        await api("/api/v1/bus/topics", {
-          method: "POST",
-          json: { name: form.get("name"), partitions: Number(form.get("partitions")),
-            replication_factor: Number(form.get("replication_factor")) },
-        });
+        await api("/api/v1/bus/topics", { method: "POST", json: body });
         showError(error, null);
         event.target.reset();
       } catch (e) {
