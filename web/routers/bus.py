@@ -66,7 +66,7 @@ def create_topic(body: TopicCreate, user: AdminDep, audit: AuditDep, backends: B
     with answering("body"), audited(audit, user, "topic.create", body.name, detail):
         bus.create_topic(backends, body.name, body.partitions, body.replication_factor, body.config)
     with answering("path"):
-        return TopicDetail(**bus.topic(backends, data.log_dirs, body.name))
+        return TopicDetail(**bus.created_topic(backends, data.log_dirs, body.name))
 
 
 @router.delete("/topics/{name}", status_code=status.HTTP_204_NO_CONTENT)

@@ -8,6 +8,7 @@ one Metadata, one DescribeConfigs and one DescribeLogDirs per broker, never a re
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -137,6 +138,21 @@ def create_topic(backends: Backends, name: str, partitions: int, replication_fac
     futures = backends.bus_admin().create_topics([new], request_timeout=backends.settings.backend_timeout_s,
                                                  operation_timeout=backends.settings.backend_timeout_s)
     wait(backends, futures[name], name)
+
+
+def created_topic(backends: Backends, log_dirs: LogDirs, name: str) -> dict[str, Any]:
+    """A topic just created, as :func:`topic` describes it. CreateTopics answers once the controller has committed
+    the topic; each broker learns it when it applies the metadata log a moment later and answers
+    UNKNOWN_TOPIC_OR_PARTITION until then (Kafka's KRaft brokers alike), so a not-found is asked again for up to the
+    backend timeout: the 201 describes a topic every broker serves."""
+    deadline = time.monotonic() + backends.settings.backend_timeout_s
+    while True:
+        try:
+            return topic(backends, log_dirs, name)
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def delete_topic(backends: Backends, name: str) -> None:
