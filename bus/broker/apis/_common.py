@@ -58,9 +58,10 @@ def live_brokers(ctx: RequestContext) -> list[BrokerEndpoint]:
 
 
 def controller_id(ctx: RequestContext) -> int:
-    """The active controller as clients see it: the raft leader on a node of a quorum (-1 while none is known),
-    else this node. A leader that is no broker (a controller-only node) is not reachable by clients, so this
-    broker stands in and forwards their controller requests (Kafka's KRaft brokers name an alive broker)."""
+    """The active controller as DescribeCluster shows it to an operator: the raft leader on a node of a quorum (-1
+    while none is known), else this node. A leader that is no broker (a controller-only node) is not reachable by
+    clients, so this broker stands in. (Kafka's KRaft brokers name a random alive broker here too; the console and
+    `bus` show which node leads. Clients route controller requests by Metadata, which names this broker.)"""
     raft = ctx.services.raft
     if raft is None:
         return ctx.node_id
