@@ -125,6 +125,7 @@ class RaftDriver:
         self._inbound_correlation = 0
         self._commit_waiters: list[_CommitWaiter] = []
         self._leader_waiters: list[asyncio.Future[int]] = []
+        self._unreachable: int | None = None  # the node whose latest exchange with this one failed on the network
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._opened = False
@@ -197,6 +198,16 @@ class RaftDriver:
 
     def leader(self) -> int | None:
         return self.node.leader_id
+
+    def reachable_leader(self) -> int | None:
+        """The leader, unless this node's latest request to it failed on the network (killed, paused, cut off):
+        None then until a new leader is elected or a request gets through again. A follower learns of a leader's
+        death at once (its fetch connection closes) but of the new leader only after an election timeout, and
+        clients must not be sent to the dead one meanwhile."""
+        leader = self.node.leader_id
+        if leader is None or (leader != self.node_id and leader == self._unreachable):
+            return None
+        return leader
 
     @property
     def epoch(self) -> int:
@@ -326,6 +337,10 @@ class RaftDriver:
             log.debug("raft %d -> %d %s failed: %s", self.node_id, envelope.destination, type(request).__name__, exc)
             timed_out = isinstance(exc, NodeConnectionError) and exc.timed_out
             body = self._failed(request, ErrorCode.request_timed_out if timed_out else ErrorCode.broker_not_available)
+            self._unreachable = envelope.destination
+        else:
+            if self._unreachable == envelope.destination:
+                self._unreachable = None
         if self._stopped:
             return
         response = Envelope(envelope.destination, self.node_id, envelope.correlation_id, body)

@@ -207,10 +207,12 @@ def test_a_topic_created_right_after_the_active_controller_died_does_not_wait_fo
         cluster: ClusterProcess) -> None:
     """Until its session expires a killed controller is still a registered broker; Metadata naming it as the
     controller made librdkafka send CreateTopics to the dead node and wait there (30 s in CI, past the fencing:
-    it does not ask Metadata again while the connection is refused). Metadata names the broker asked, which forwards
-    the request to the new active controller once one is elected."""
+    it does not ask Metadata again while the connection is refused). A node whose connection to the leader failed
+    names itself until a new leader is elected, and forwards the request. The client starts 0.2 s after the kill:
+    the survivors have seen the connection close (within milliseconds) and no election has ended yet (about 2 s)."""
     old = cluster.leader()
     cluster[old].kill()
+    time.sleep(0.2)
     survivors = ",".join(node.bootstrap for node in cluster if node is not cluster[old])
     admin = AdminClient({"bootstrap.servers": survivors})
     started = time.monotonic()

@@ -58,18 +58,24 @@ def live_brokers(ctx: RequestContext) -> list[BrokerEndpoint]:
 
 
 def controller_id(ctx: RequestContext) -> int:
-    """The active controller as DescribeCluster shows it to an operator: the raft leader on a node of a quorum (-1
-    while none is known), else this node. A leader that is no broker (a controller-only node) is not reachable by
-    clients, so this broker stands in. (Kafka's KRaft brokers name a random alive broker here too; the console and
-    `bus` show which node leads. Clients route controller requests by Metadata, which names this broker.)"""
+    """The controller clients should send controller requests to (Metadata, DescribeCluster): on a node of a quorum
+    the raft leader while this node reaches it, else this node, which forwards such requests to the active
+    controller and waits out an election (KIP-590).
+
+    Kafka's KRaft brokers always name a random alive broker. Naming the leader keeps a client's admin requests on
+    one node, not on whichever broker answered it last (kafka-python keeps that id: a pause of that broker stalled
+    its requests), and shows an operator which node leads. But a client must never be sent to a leader this node
+    knows is gone, nor be told -1: librdkafka keeps the controller id of its latest Metadata, does not ask again
+    while that node refuses connections or after a -1, and a CreateTopics waited 30 s for a controller just
+    killed. A leader that is no broker (a controller-only node) is not reachable by clients either."""
     raft = ctx.services.raft
     if raft is None:
         return ctx.node_id
-    leader = raft.leader()
-    if leader is None:
-        return -1
-    registration = ctx.metadata.brokers.get(leader)
-    return leader if leader == ctx.node_id or (registration is not None and not registration.fenced) else ctx.node_id
+    leader = raft.reachable_leader()
+    if leader == ctx.node_id:
+        return leader
+    registration = ctx.metadata.brokers.get(leader) if leader is not None else None
+    return leader if leader is not None and registration is not None and not registration.fenced else ctx.node_id
 
 
 def topic_name_for(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> str | None:

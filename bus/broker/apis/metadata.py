@@ -6,12 +6,8 @@ too): librdkafka asks for a producer's topics on start and on every refresh, and
 built on the loop held every other connection for over 20 ms.
 
 On a node of a quorum the brokers are this one plus every registered broker that is not fenced (at its endpoint
-on the listener the request came in on). `controller_id` is this broker, as Kafka's KRaft brokers name an alive
-broker rather than the active controller (KIP-590): clients send their controller requests (CreateTopics,
-DeleteTopics, ...) wherever it points, and this broker forwards them to the active controller, waiting out an
-election. Naming the raft leader sent them to a controller that had just died: until its session expired it was
-still a registered broker, librdkafka kept the id from its last Metadata and did not ask again while the
-connection was refused, and a CreateTopics waited 30 s for a node that was gone.
+on the listener the request came in on), and `controller_id` is the raft leader while this node reaches it, else
+this node, which forwards controller requests (see `controller_id`).
 
 A topic auto-created on a node that is not the active controller is created there (forwarded) and answered
 LEADER_NOT_AVAILABLE meanwhile, which clients retry, as Kafka's brokers answer it.
@@ -31,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis._common import (
     LARGE_RESPONSE_ITEMS,
     NULL_TOPIC_ID,
+    controller_id,
     live_brokers,
     topic_name_for,
 )
@@ -123,7 +120,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     brokers = _brokers(ctx)
     live = frozenset(image.live_brokers)
     cluster_id = image.cluster_id
-    controller = ctx.node_id
+    controller = controller_id(ctx)
     if sum(len(t.partitions) for t in topics if isinstance(t, TopicImage)) > LARGE_RESPONSE_ITEMS:
         return asyncio.to_thread(_response, ctx, described, live, brokers, cluster_id, controller)
     return _response(ctx, described, live, brokers, cluster_id, controller)
