@@ -374,12 +374,14 @@ class Broker:
         """Hand this broker's leaderships and ISR memberships to the other replicas before stopping (KRaft's
         controlled shutdown: heartbeats asking to shut down until the controller says this broker leads nothing),
         so acks=all producers and consumers move to the new leaders instead of waiting out a session timeout.
-        Bounded by `controlled.shutdown.timeout.ms`: a cluster without an active controller cannot answer."""
+        Bounded by `controlled.shutdown.timeout.ms`: a cluster without an active controller cannot answer.
+
+        A broker that leads nothing still asks, once: the controller fences it at once, so its next incarnation
+        may register as soon as it starts instead of being refused until this one's session expires (and the
+        other brokers meanwhile list a broker that is gone)."""
         assert self.channel is not None
         if self._lifecycle is not None:
             self._lifecycle.cancel()  # its ordinary heartbeats would not ask to shut down
-        if not any(p.is_leader and len(p.isr) > 1 for p in self.replicas.partitions.values()):
-            return  # no partition led here has another in-sync replica to take it over
         interval_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
         deadline = time.monotonic() + int(self.config["controlled.shutdown.timeout.ms"]) / 1000.0
         unreachable = 0

@@ -279,7 +279,8 @@ class QuorumController:
 
         `want_shut_down` (controlled shutdown, Kafka's BrokerHeartbeatManager): the first such heartbeat marks the
         broker shutting down and moves its leaderships and ISR memberships to other brokers, as fencing does; a
-        later one, once it leads nothing, fences it and answers True. Registering again ends the state.
+        later one, once it leads nothing, fences it and answers True. A broker that leads nothing is fenced by the
+        first one (Kafka's SHUTDOWN_NOW when it has no leaderships). Registering again ends the state.
         """
         self._check_active()
         registered = self.working.brokers.get(broker_id)
@@ -298,9 +299,13 @@ class QuorumController:
         if registered.fenced:
             return True
         if not registered.in_controlled_shutdown:
-            log.info("broker %d is shutting down: moving its leaderships away", broker_id)
-            self._commit([{"type": "broker_shutdown", "id": broker_id}, *self._leave({broker_id})])
-            return False
+            leads = any(state.leader == broker_id
+                        for topic in self.working.topics.values() for state in topic.partitions.values())
+            log.info("broker %d is shutting down: %s", broker_id,
+                     "moving its leaderships away" if leads else "it leads nothing, fenced now")
+            fence: list[MetadataRecord] = [] if leads else [{"type": "broker_fence", "id": broker_id, "fenced": True}]
+            self._commit([{"type": "broker_shutdown", "id": broker_id}, *self._leave({broker_id}), *fence])
+            return not leads
         # It has led nothing since the previous heartbeat (it cannot be elected): the new leaders took over.
         self._commit([{"type": "broker_fence", "id": broker_id, "fenced": True}])
         return True

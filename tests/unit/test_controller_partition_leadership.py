@@ -237,6 +237,22 @@ def test_controlled_shutdown_moves_leaderships_first_then_lets_the_broker_go(tmp
     assert partitions(controller, "solo")[0] == PartitionState(0, [2], [2], 2, leader_epoch=2, partition_epoch=2)
 
 
+def test_a_broker_leading_nothing_is_fenced_by_its_first_shutdown_heartbeat_and_comes_back_at_once(
+        tmp_path: Path) -> None:
+    """A SIGTERMed broker that led nothing skipped controlled shutdown, so its restart was refused
+    (DUPLICATE_BROKER_REGISTRATION) until its old session expired, and other nodes dropped it from Metadata and
+    listed it again meanwhile: librdkafka then waited 30 s for a DescribeConfigs to it (CI, the throttle test)."""
+    controller = controller_of(tmp_path)
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    controller.register_broker(2, ENDPOINT, None, old)
+    controller.create_topic(TopicSpec("followed", assignments={0: [3, 2]}))
+    assert controller.broker_heartbeat(2, want_shut_down=True) is True  # one step: fenced, out of the ISR
+    assert controller.image.brokers[2].fenced
+    assert partitions(controller, "followed")[0].isr == [3]
+    controller.register_broker(2, ENDPOINT, None, new)  # the restarted process, within the old session
+    assert controller.image.brokers[2].incarnation_id == new and not controller.image.brokers[2].fenced
+
+
 def test_a_new_incarnation_waits_for_the_old_ones_session_and_then_follows(tmp_path: Path) -> None:
     """Kafka's DUPLICATE_BROKER_REGISTRATION: broker 2 restarted (a new process, perhaps an empty disk) while its
     old session lives is refused; the old one is fenced when the session expires, which moves its leadership to an
