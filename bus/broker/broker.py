@@ -376,13 +376,22 @@ class Broker:
         so acks=all producers and consumers move to the new leaders instead of waiting out a session timeout.
         Bounded by `controlled.shutdown.timeout.ms`: a cluster without an active controller cannot answer.
 
-        A broker that leads nothing still asks, once: the controller fences it at once, so its next incarnation
-        may register as soon as it starts instead of being refused until this one's session expires (and the
-        other brokers meanwhile list a broker that is gone)."""
+        A broker with nothing to hand over still asks, once and for one heartbeat interval at most: the controller
+        fences it at once, so its next incarnation may register as soon as it starts instead of being refused until
+        this one's session expires (and the other brokers meanwhile list a broker that is gone). It does not wait
+        for a quorum that is going down with it (`make down` stops every node at once)."""
         assert self.channel is not None
         if self._lifecycle is not None:
             self._lifecycle.cancel()  # its ordinary heartbeats would not ask to shut down
         interval_s = int(self.config["broker.heartbeat.interval.ms"]) / 1000.0
+        if not any(p.is_leader and len(p.isr) > 1 for p in self.replicas.partitions.values()):
+            try:
+                async with asyncio.timeout(interval_s):
+                    await self.channel.request_shutdown()
+            except (ControllerUnavailable, TimeoutError, ControllerError) as exc:
+                log.info("controlled shutdown step not taken: %s", getattr(exc, "message", None) or exc
+                         or "no controller answered in time")
+            return
         deadline = time.monotonic() + int(self.config["controlled.shutdown.timeout.ms"]) / 1000.0
         unreachable = 0
         while time.monotonic() < deadline and unreachable < CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES:
