@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,10 @@ def bus_rows(n: int, seed: int = 3, malformed: float = 0.05) -> list[tuple]:
         except (ValueError, KeyError, TypeError):
             stamp = None  # a malformed record: the bus stamp does not matter, it is dead-lettered
         rows.append((e.key, e.value, TOPICS.of_kind(e.kind), 0, offset, stamp))
+    # The traffic's capture times run up to now, so the newest bus stamps lie up to BUS_DELAY_MS ahead: wait until
+    # they have passed, as they would have on a real bus, or a fast read measures a negative bus-to-read latency.
+    newest = max((row[5] for row in rows if row[5] is not None), default=0)
+    time.sleep(max(0.0, newest / 1000 - time.time()) + 0.005)
     return rows
 
 
