@@ -31,6 +31,7 @@ import tomli_w
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.topics import Topics
+from deploy import shutdown
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,12 +213,8 @@ class DrSite:
 def _stop(child: subprocess.Popen[bytes] | launch.SparkJob) -> None:
     if isinstance(child, launch.SparkJob):
         child.stop(60)
-    elif child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(20)
-        except subprocess.TimeoutExpired:
-            child.kill()
+    else:
+        shutdown.terminate(child)
 
 
 def main(argv: list[str] | None = None) -> int:

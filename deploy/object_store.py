@@ -37,6 +37,16 @@ SERVICES = ("master", "volume", "filer", "admin")
 DEFAULT_ACCESS_KEY = "securitybus"
 DEFAULT_SECRET_KEY = "securitybus-secret"
 DEFAULT_BUCKETS = ("videos", "synopsis")
+MAX_S3_PORT = 65535 - GRPC_OFFSET
+"""The highest S3 port whose gRPC pair (port + GRPC_OFFSET) is still a TCP port."""
+
+
+def check_s3_port(port: int) -> None:
+    """Refuse an S3 port outside 1..MAX_S3_PORT (0 asks for a free pair): `weed` would be started with a gRPC
+    port past 65535 and fail in its log, long after the operator's mistake."""
+    if port != 0 and not 0 < port <= MAX_S3_PORT:
+        raise ValueError(f"object store port {port}: its gRPC port is the S3 port + {GRPC_OFFSET}, so the S3 port "
+                         f"must be between 1 and {MAX_S3_PORT} (or 0 for any free pair)")
 
 
 def weed_binary() -> Path:
@@ -149,6 +159,7 @@ class ObjectStore:
         return args
 
     def start(self, timeout: float = 60.0) -> ObjectStore:
+        check_s3_port(self.port)
         if self.port == 0:
             self.port = free_port_pair(self.host)
         log = self.log_path
@@ -227,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--access-key", default=access_key)
     parser.add_argument("--secret-key", default=secret_key)
     args = parser.parse_args(argv)
+    try:
+        check_s3_port(args.port)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     stopping = False
 

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from contracts.config import Config
 from contracts.deployment_map import map_path
+from deploy import shutdown
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,14 +106,13 @@ class Pipeline:
                 f"+ {invalid} dead letters, {sum(status.get('valid', {}).values())} rows total")
 
     def stop(self) -> None:
-        """The job first (it finishes its batch; the checkpoint keeps its place), then the simulator."""
-        if self.job is not None:
-            self.job.stop(60)
+        """The simulator and the job at once: the job finishes its batch (the checkpoint keeps its place) while the
+        simulator flushes what it has produced; one after the other, their bounds added up."""
         if self.simulator is not None and self.simulator.poll() is None:
             self.simulator.terminate()
-            try:
-                self.simulator.wait(30)
-            except subprocess.TimeoutExpired:
-                self.simulator.kill()
+        if self.job is not None:
+            self.job.stop(60)
+        if self.simulator is not None:
+            shutdown.terminate(self.simulator)
         for handle in self._logs:
             handle.close()

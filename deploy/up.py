@@ -29,14 +29,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import tomli_w
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
-from deploy import cluster, dr_site
+from deploy import cluster, dr_site, object_store, shutdown
 from deploy import surveillance as surveillance_slice
 from deploy.pipeline import Endpoints, Pipeline
 from spark_jobs import launch
@@ -46,6 +46,12 @@ CLUSTER_START_S = 60.0
 """`--cluster`: how long the quorum, then each broker's registration, may take (deploy.cluster's --start-timeout)."""
 CLUSTER_STOP_S = 30.0
 """`--cluster`: how long a node's controlled shutdown may take before it is killed (its --stop-timeout)."""
+SPARK_STOP_S = 60.0
+"""How long a Spark job may take to finish its batch after SIGTERM before its process group gets SIGTERM, then
+SIGKILL (`launch.SparkJob.stop`: 30 s each)."""
+DOWN_WAIT_S = SPARK_STOP_S + 60 + 2 * shutdown.SERVICE_GRACE_S + 2 * CLUSTER_STOP_S + 60
+"""`make down` waits this long at most: the bound of make up's stop (the Spark jobs and services at once, the DR
+site's gateway after its loaders; then the servers; then a cluster's brokers and its controllers) and a minute."""
 
 
 class BusCluster:
@@ -108,7 +114,7 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
             f"HBase Thrift (happybase): {args.host}:{args.hbase_port}",
         ))
     # Object storage (issue 7): SeaweedFS behind S3; endpoint and keys from [object_storage].
-    s3_port = str(load_config(args.config).get("object_storage", "endpoint", "127.0.0.1:9000")).rsplit(":", 1)[1]
+    s3_port = str(_s3_port(load_config(args.config)))
     services.append((
         "object store",
         [py, "-m", "deploy.object_store", "--host", args.host, "--port", s3_port,
@@ -194,8 +200,9 @@ def _wait_for(host: str, port: int, timeout: float) -> bool:
     return False
 
 
-def _down(data_dir: Path, timeout: float = 90.0) -> int:
-    """`make down`: SIGTERM the running `make up` (it stops its children) and wait until it is gone."""
+def _down(data_dir: Path, timeout: float = DOWN_WAIT_S) -> int:
+    """`make down`: SIGTERM the running `make up` (it stops its children) and wait until it is gone, saying what
+    it still waits for (``DATA/up.stopping``) whenever that changes and every half minute."""
     pid_file = data_dir / "up.pid"
     try:
         pid = int(pid_file.read_text().strip())
@@ -204,16 +211,49 @@ def _down(data_dir: Path, timeout: float = 90.0) -> int:
         print(f"nothing to stop (no running make up for {data_dir})")
         pid_file.unlink(missing_ok=True)
         return 0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    said: tuple[list[str] | None, float] = (None, started)
+    while time.monotonic() - started < timeout:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            print("stopped")
+            print(f"stopped ({time.monotonic() - started:.0f} s)", flush=True)
             return 0
+        names = shutdown.waiting_for(data_dir, pid)
+        if names is not None and (names != said[0] or time.monotonic() - said[1] >= 30):
+            print(f"stopping ({time.monotonic() - started:.0f} s): waiting for {shutdown.describe(names)}", flush=True)
+            said = (names, time.monotonic())
         time.sleep(0.5)
-    print(f"make up (pid {pid}) still running after {timeout:.0f}s", file=sys.stderr)
+    names = shutdown.waiting_for(data_dir, pid) or []
+    print(f"make up (pid {pid}) still running after {timeout:.0f} s, waiting for {shutdown.describe(names)}; "
+          f"its stop should have ended by then: see the logs in {data_dir}", file=sys.stderr)
     return 1
+
+
+def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers: dict[str, subprocess.Popen[bytes]],
+          video_job: launch.SparkJob | None, pipeline: Pipeline | None, site: dr_site.DrSite | None,
+          bus: BusCluster | None) -> None:
+    """Everything that works against the servers at once (the Spark jobs finish their batch, the services commit),
+    then the servers, then a cluster's nodes (brokers first, in a controlled shutdown): each step bounded."""
+    stopping = shutdown.Shutdown(data_dir)
+    first: dict[str, Callable[[], object]] = {
+        name: partial(shutdown.terminate, child) for name, child in services.items()}
+    if video_job is not None:
+        first["video ingest job"] = partial(video_job.stop, SPARK_STOP_S)
+    if pipeline is not None:
+        first["simulator and ingest job"] = pipeline.stop
+    if site is not None:
+        first["dr site loaders and gateway"] = site.stop
+    stopping.phase(first)
+    stopping.phase({name: partial(shutdown.terminate, child) for name, child in servers.items()})
+    if bus is not None:  # last: the other services finished their work against it
+        stopping.phase({"bus cluster": bus.stop})
+    (data_dir / "up.pid").unlink(missing_ok=True)
+    stopping.done()
+
+
+def _s3_port(config: Config) -> int:
+    return int(str(config.get("object_storage", "endpoint", "127.0.0.1:9000")).rsplit(":", 1)[1])
 
 
 def _bus_port(config: Config) -> int:
@@ -244,11 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.cluster and args.controller_port is not None and abs(args.controller_port - args.kafka_port) < args.cluster:
         parser.error(f"--controller-port {args.controller_port} overlaps the {args.cluster} client ports from "
                      f"--kafka-port {args.kafka_port}")
+    try:
+        object_store.check_s3_port(_s3_port(config))
+    except ValueError as exc:
+        parser.error(f"[object_storage] endpoint in {config.path}: {exc}")
     data_dir = Path(args.data_dir).resolve()
     if args.down:
         return _down(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     children: list[subprocess.Popen[bytes]] = []
+    servers: dict[str, subprocess.Popen[bytes]] = {}  # stopped last: the other children work against them
+    services: dict[str, subprocess.Popen[bytes]] = {}
     lines = []
     dr = dr_site.DrSettings.from_config(config, data_dir)
     bus = BusCluster(data_dir, args) if args.cluster else None
@@ -258,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         args.config = config.path
         bus.start()
     for name, cmd, where in _services(data_dir, args) + dr_site.cluster_services(dr):
-        children.append(_start(data_dir, name, cmd))
+        child = _start(data_dir, name, cmd)
+        children.append(child)
+        (services if name == "console" else servers)[name] = child
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
     ready = (_wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
@@ -272,16 +320,18 @@ def main(argv: list[str] | None = None) -> int:
             ready = False
     if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
-        for child in children:
-            child.terminate()
-        if bus is not None:
-            bus.stop()
+        _stop(data_dir, services, servers, None, None, None, bus)
         return 1
+
+    def start(name: str, cmd: list[str]) -> None:
+        services[name] = _start(data_dir, name, cmd)
+        children.append(services[name])
+
     name, cmd, where = dr_site.mirror_service(config, dr, bootstrap)
-    children.append(_start(data_dir, name, cmd))
+    start(name, cmd)
     lines.append(f"  {name:<14} {where}")
     name, cmd, where = _monitor_service(args)
-    children.append(_start(data_dir, name, cmd))
+    start(name, cmd)
     lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
     lines.append(f"  {name:<14} {where}")
     if not _wait_for(args.host, args.console_port, 30):
@@ -294,12 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
         lines.append(surveillance_slice.watch_targets(config, pipeline.seed))
         name, cmd, where = _cameras_service(args)
-        children.append(_start(data_dir, name, cmd))
+        start(name, cmd)
         lines.append(f"  {name:<14} {where}")
         video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)
         lines.append(f"  {'video ingest':<14} {where}")
     for name, cmd, where in surveillance_slice.services(config):  # the service creates its topics at start
-        children.append(_start(data_dir, name, cmd))
+        start(name, cmd)
         lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
@@ -335,28 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                 next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
     print("stopping ...", flush=True)
-    # The video job, the capture pipeline and the DR site stop at once: each finishes its own batch, and one
-    # after another their Spark jobs took longer than `make down` waits on a loaded machine.
-    stops: list[Callable[[], object]] = []
-    if video_job is not None:
-        stops.append(lambda: video_job.stop(60))
-    if pipeline is not None:
-        stops.append(pipeline.stop)
-    if site is not None:
-        stops.append(site.stop)
-    with ThreadPoolExecutor() as pool:
-        list(pool.map(lambda stop: stop(), stops))
-    (data_dir / "up.pid").unlink(missing_ok=True)
-    for child in children:
-        if child.poll() is None:
-            child.terminate()
-    for child in children:
-        try:
-            child.wait(15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-    if bus is not None:  # last: the other services finished their work against it
-        bus.stop()
+    _stop(data_dir, services, servers, video_job, pipeline, site, bus)
     return 0
 
 

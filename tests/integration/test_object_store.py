@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from deploy.object_store import ObjectStore
 from video import storage
 
 T0 = dt.datetime(2024, 5, 1, 8, 0, tzinfo=dt.UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +81,17 @@ def test_data_survives_restart(tmp_path: Path) -> None:
         port = first.port
     with ObjectStore(data, port=port) as second:
         assert _client(second).get_object("videos", "cam/x.bin").read() == b"kept"
+
+
+@pytest.mark.parametrize("command", [["deploy.object_store", "--port", "60767"], ["deploy.up", "--no-pipeline"]])
+def test_a_port_whose_grpc_pair_overflows_is_refused_with_the_reason(command: list[str], tmp_path: Path) -> None:
+    """The S3 gRPC port is the S3 port + 10000: asked for 60767, `weed` was started with -s3.port.grpc=70767 and
+    failed in its own log. Both entry points refuse it before starting anything, naming the limit."""
+    config = tmp_path / "solution.toml"
+    config.write_text('[object_storage]\nendpoint = "127.0.0.1:60767"\n')
+    result = subprocess.run([sys.executable, "-m", *command, "--config", str(config), "--data-dir", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "60767" in result.stderr and "55535" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "store").exists() and not (tmp_path / "up.pid").exists()

@@ -41,22 +41,25 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
     return config
 
 
-def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str) -> tuple[subprocess.Popen[str], str]:
-    """Start deploy.up (with `flags` added) and return it with everything it printed up to its "Press Ctrl-C" line.
+def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str, pipeline: bool = False,
+             env: dict[str, str] | None = None, timeout: float = 120) -> tuple[subprocess.Popen[str], str]:
+    """Start deploy.up (with `flags` added; `--no-pipeline` unless `pipeline`; `env` added to the environment) and
+    return it with everything it printed up to its "Press Ctrl-C" line.
 
     The pipe is read with os.read: readline() on the buffered stream would keep lines that arrived in one
     write in its buffer, where select() cannot see them, and wait for output that never comes.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir), "--no-pipeline",
+        [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir),
+         *([] if pipeline else ["--no-pipeline"]),
          "--kafka-port", str(ports["bus"]), "--controller-port", str(ports["controller"]),
          "--hbase-port", str(ports["hbase"]),
          "--console-port", str(ports["console"]), *flags],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     assert proc.stdout is not None
     output = ""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
         selector.register(proc.stdout, selectors.EVENT_READ)
         while "Press Ctrl-C" not in output:
@@ -68,13 +71,15 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str) -
     return proc, output
 
 
-def down(data_dir: Path, proc: subprocess.Popen[str]) -> None:
-    """`make down`; we reap `make up` meanwhile (an unreaped child stays a zombie that `--down` sees alive)."""
+def down(data_dir: Path, proc: subprocess.Popen[str], timeout: float = 90) -> str:
+    """`make down`, and what it printed; we reap `make up` meanwhile (an unreaped child stays a zombie that `--down`
+    sees alive)."""
     stopper = subprocess.Popen([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.wait(90) == 0
+    assert proc.wait(timeout) == 0
     said, _ = stopper.communicate(timeout=30)
     assert stopper.returncode == 0, said
+    return said
 
 
 def monitor_metrics(port: int, timeout: float = 60) -> str:
