@@ -3,8 +3,12 @@
 Only one instance evaluates (:mod:`monitoring.leader`): another started with the same ``group_id``
 waits as a standby and takes over when the active one dies.
 
-Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field)
-or a backend is unreachable at start-up; 3 when this instance lost the single-monitor lock to another
+Its /metrics is served on ``metrics_port``; when that port is taken (a standby started from the same
+config on the same host) it is logged and a free one is used instead.
+
+Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field; a
+metrics port that cannot be bound for another reason than being taken, too) or a backend is
+unreachable at start-up; 3 when this instance lost the single-monitor lock to another
 (it writes nothing more); 0 after SIGTERM/SIGINT (state flushed, offsets committed).
 """
 
@@ -15,10 +19,9 @@ import logging
 import signal
 import sys
 
-from prometheus_client import start_http_server
-
 from contracts.config import add_config_flag, preparse_config
 from contracts.deployment_map import map_path
+from contracts.metrics_http import serve_metrics
 from contracts.topics import Topics
 from contracts.topics import partitions as topic_partitions
 
@@ -57,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     if cfg.metrics_port:
         try:
-            start_http_server(cfg.metrics_port, addr="127.0.0.1")
-        except OSError as exc:  # e.g. a second instance on this host with the same port: run, say so
-            logging.getLogger("monitoring").error("metrics port %d: %s; running without /metrics",
-                                                  cfg.metrics_port, exc)
+            serve_metrics(cfg.metrics_port, name="monitoring")
+        except OSError as exc:
+            print(f"monitoring: cannot serve /metrics on port {cfg.metrics_port}: {exc}", file=sys.stderr)
+            return 2
     try:
         leader = monitor.leader = Leadership(monitor.bootstrap, cfg.group_id, cfg.lock_session_s,
                                              monitor.producer.ensure_topics)

@@ -45,6 +45,7 @@ class Engine:
         self.nflog = NotificationLog(persist=self._persist_log)
         self.dispatcher = Dispatcher(cfg.route, cfg.receivers, cfg.inhibit_rules, self.nflog)
         self._stored: set[str] = set()
+        self._bad_silences: set[bytes] = set()
 
     def _persist_log(self, receiver: str, group_key: str, entry: LogEntry) -> None:
         self.store.put_states("nflog", [(f"{receiver}|{group_key}", {"receiver": receiver, "group_key": group_key,
@@ -109,11 +110,18 @@ class Engine:
                 self.published[alert.fp] = alert.status
 
     def _silences(self) -> list[Silence]:
+        """The silences; a row that is not one is left out and counted, and logged once (not every evaluation)."""
+        bad: dict[bytes, Exception] = {}
         try:
-            return load_silences(self.store.connection())
+            silences = load_silences(self.store.connection(), bad.__setitem__)
         except Exception as exc:  # HBase hiccup: evaluate without silences this once, and say so
             log.warning("cannot read silences: %s", exc)
             return []
+        for key in bad.keys() - self._bad_silences:
+            log.warning("silence row %r is not a silence, left out (the others still mute): %r", key, bad[key])
+        self._bad_silences = set(bad)
+        metrics.MALFORMED_SILENCES.set(len(bad))
+        return silences
 
     def _persist(self) -> None:
         rows: list[tuple[str, dict[str, Any]]] = []

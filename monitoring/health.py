@@ -22,6 +22,13 @@ States: *silent* (no heartbeat for ``silent_after_s``), *degraded* (bad share at
 ``degraded_share``), *recovering* (good again, for ``recovery_s``), *healthy*. Nothing here trusts
 what a device says of its own status. Replayed input is recognised (heartbeats by time, ingest
 batches by job and batch id) and counted once.
+
+Time since a device's last heartbeat and since the ingest's last batch are measured from those
+records themselves, never from when this monitor (re)started: the monitor resumes its topics from
+the committed offsets and judges only once it has caught up, so by then it has read every heartbeat
+and batch there was, also those of its own downtime. What it knew before is persisted (a device's
+last heartbeat, when it was first expected, a job's last batch and position), so a restart or a
+standby's takeover judges every device as the previous monitor did.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ class DeviceTrack:
     """(ingest.stats time, the ingest position it reached, valid, unrecognized, invalid)."""
     state: str = HEALTHY
     since: float = 0.0
+    watched_since: float = 0.0
+    """When the monitor first expected this device's heartbeats (the map or a batch named it): its silence
+    counts from there while it has never been heard."""
     share: float | None = None
     bad: float | None = None
     lost: float | None = None
@@ -71,8 +81,8 @@ class DeviceTrack:
     def to_json(self) -> dict[str, Any]:
         last = self.beats[-1] if self.beats else None
         return {"device_ip": self.device_ip, "recognizer_ip": self.recognizer_ip, "checkpoint_id": self.checkpoint_id,
-                "topic": self.topic, "state": self.state, "since": self.since, "share": self.share, "bad": self.bad,
-                "lost": self.lost,
+                "topic": self.topic, "state": self.state, "since": self.since, "watched_since": self.watched_since,
+                "share": self.share, "bad": self.bad, "lost": self.lost,
                 "last_seen": last.t if last else None, "produced": last.produced if last else None,
                 "unrecognized": last.unrecognized if last else None, "window": self.window}
 
@@ -80,7 +90,8 @@ class DeviceTrack:
     def from_json(cls, data: dict[str, Any]) -> DeviceTrack:
         track = cls(data["device_ip"], data["recognizer_ip"], data["checkpoint_id"], data["topic"],
                     state=data["state"], since=data["since"], share=data["share"], bad=data["bad"],
-                    lost=data.get("lost"), window=data.get("window", {}))
+                    lost=data.get("lost"), window=data.get("window", {}),
+                    watched_since=data.get("watched_since", data["since"]))  # rows older than the field
         if data.get("last_seen") is not None:
             track.beats.append(Beat(data["last_seen"], data["produced"], data["unrecognized"]))
         return track
@@ -103,34 +114,37 @@ class Fleet:
         self.started_at = started_at
         self.live_since: float | None = started_at
         """Since when the monitor reads its input up to date (None: not now, e.g. rejoining its group).
-        Silence is only judged while live, and never counted from before: a monitor that was down or
-        rebalancing must not take its own deafness for devices falling silent."""
+        Silence and a stalled ingest are only judged while live: until it has caught up, a monitor that
+        was down or rebalancing has not read the heartbeats and batches of its own deafness yet."""
         self.devices: dict[str, DeviceTrack] = {}
-        self.jobs: dict[str, tuple[int, float]] = {}
-        """Per ingest job: (last batch id, its time), to skip replays."""
+        self.jobs: dict[str, tuple[int, float, float]] = {}
+        """Per ingest job: (last batch id, its time, the position it reached), to skip replays and to restore
+        the ingest's position after a restart."""
         self.latest_stats_t: float | None = None
         self.positions: deque[tuple[float, float]] = deque()
         """Per ``ingest.stats`` batch: (its time, the ingest position it reached), positions never decreasing."""
         self.latency: deque[tuple[float, dict[str, LatencyHistogram]]] = deque()
         self.dirty: set[str] = set()
 
-    def track(self, device_ip: str) -> DeviceTrack:
+    def track(self, device_ip: str, t: float) -> DeviceTrack:
+        """The device's track, new (and expected to send heartbeats from ``t`` on) when it is first named."""
         track = self.devices.get(device_ip)
         if track is None:
-            track = self.devices[device_ip] = DeviceTrack(device_ip, since=self.started_at)
+            track = self.devices[device_ip] = DeviceTrack(device_ip, since=self.started_at, watched_since=t)
         return track
 
     def heartbeat(self, device_ip: str, recognizer_ip: str, checkpoint_id: str, topic: str, t: float,
                   produced: int, unrecognized: int) -> Delta | None:
         """Take one heartbeat; None when it is a replay (not newer than the last one seen)."""
-        track = self.track(device_ip)
+        track = self.track(device_ip, t)
         last = track.beats[-1] if track.beats else None
         if last is not None and t <= last.t:
             return None
         track.recognizer_ip, track.checkpoint_id, track.topic = recognizer_ip, checkpoint_id, topic
-        reset = last is None or produced < last.produced or unrecognized < last.unrecognized
-        delta = Delta(produced, unrecognized) if reset else Delta(produced - last.produced,
-                                                                  unrecognized - last.unrecognized)
+        if last is None or produced < last.produced or unrecognized < last.unrecognized:
+            delta = Delta(produced, unrecognized)
+        else:
+            delta = Delta(produced - last.produced, unrecognized - last.unrecognized)
         track.beats.append(Beat(t, produced, unrecognized))
         self.dirty.add(device_ip)
         return delta
@@ -142,16 +156,23 @@ class Fleet:
         return not new
 
     def ingest_stats(self, stats: IngestStats, t: float) -> None:
-        self.jobs[stats.job] = (stats.batch_id, t)
         self.latest_stats_t = t if self.latest_stats_t is None else max(self.latest_stats_t, t)
         self.latency.append((t, stats.latency))
         position = self._position(stats, t)
         self.positions.append((t, position))
+        self.jobs[stats.job] = (stats.batch_id, t, position)
         for d in stats.devices:
-            track = self.track(d.device_ip)
+            track = self.track(d.device_ip, t)
             if not track.recognizer_ip:
                 track.recognizer_ip, track.checkpoint_id, track.topic = d.recognizer_ip, d.checkpoint_id, d.topic
             track.counts.append((t, position, d.valid, d.unrecognized, d.invalid))
+
+    def restore_job(self, job: str, batch_id: int, t: float, position: float) -> None:
+        """A job's last batch as persisted by the monitor before this one: its replay mark, and the position it
+        reached, from which the ingest is judged behind until its next batch (not from this start)."""
+        self.jobs[job] = (batch_id, t, position)
+        if not self.positions or t > self.positions[-1][0]:
+            self.positions.append((t, max(position, self.positions[-1][1]) if self.positions else position))
 
     def _position(self, stats: IngestStats, t: float) -> float:
         """Up to which bus time the ingest has read after this batch: its time less the ``bus_to_read`` of its
@@ -162,13 +183,11 @@ class Fleet:
         return max(position, self.positions[-1][1]) if self.positions else position
 
     def ingest_behind(self, now: float) -> float | None:
-        """Seconds the ingest's position is behind ``now``: the time since its last batch (counted from when the
-        monitor went live, so its own deafness is not blamed) plus how late that batch read its freshest record.
-        None before any batch, or while the monitor is not live."""
+        """Seconds the ingest's position is behind ``now``: the time since its last batch plus how late that batch
+        read its freshest record. None before any batch, or while the monitor is not live."""
         if not self.positions or self.live_since is None:
             return None
-        t, position = self.positions[-1]
-        return now - max(t, self.live_since) + (t - position)
+        return now - self.positions[-1][1]
 
     def latency_window(self, stage: str, now: float) -> LatencyHistogram:
         merged = LatencyHistogram()
@@ -187,21 +206,21 @@ class Fleet:
         return round(total)
 
     def silent_for(self, track: DeviceTrack, now: float) -> float:
-        """Seconds the monitor has been live without hearing from the device (0 while not live)."""
+        """Seconds since the device's last heartbeat, or since it was first expected when it never sent one; 0
+        while the monitor is not live (it may not have read the newest heartbeats yet)."""
         if self.live_since is None:
             return 0.0
-        return now - max(track.last_seen or self.live_since, self.live_since)
+        return now - (track.watched_since if track.last_seen is None else track.last_seen)
 
     def location(self, track: DeviceTrack) -> Location:
         return self.locator.locate(track.device_ip, track.recognizer_ip, track.checkpoint_id)
 
     def judge(self, now: float) -> None:
         """Measure every device and move its state; trims what the windows no longer need."""
-        for ip in self.locator.devices():
+        for ip, location in self.locator.devices().items():
             if ip not in self.devices:
-                location = self.locator.locate(ip)
-                self.devices[ip] = DeviceTrack(ip, location.recognizer_ip, location.checkpoint_id,
-                                               since=self.started_at)
+                track = self.track(ip, now)
+                track.recognizer_ip, track.checkpoint_id = location.recognizer_ip, location.checkpoint_id
         self._trim(now)
         behind = self.ingest_behind(now)
         read_all = behind is not None and behind <= self.health.window_s + self.health.ingest_delay_s
@@ -302,7 +321,7 @@ class Fleet:
             state = DEGRADED
         elif track.state == SILENT:
             heard = track.last_seen is not None and track.last_seen > track.since
-            state = RECOVERING if heard else SILENT  # quiet only because the monitor just (re)started
+            state = RECOVERING if heard else SILENT  # heard only of before it fell silent (late heartbeats)
         elif track.state == DEGRADED:
             state = RECOVERING if bad is not None else DEGRADED
         elif track.state == RECOVERING and now - track.since < h.recovery_s:

@@ -5,9 +5,13 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 RECORDS = Counter("monitor_records_total", "Input records consumed, by topic", ["topic"])
-MALFORMED = Counter("monitor_records_malformed_total", "Input records counted and skipped as malformed", ["topic"])
+MALFORMED = Counter("monitor_records_malformed_total",
+                    "Input records set aside, by topic and reason (undecodable, not_object, invalid, future, error)",
+                    ["topic", "reason"])
 DUPLICATES = Counter("monitor_records_duplicate_total", "Replayed heartbeats/batches skipped (already counted)",
                      ["topic"])
+MALFORMED_SILENCES = Gauge("monitor_silences_malformed",
+                           "Silence rows that are not silences, left out (the others still mute)")
 UNKNOWN_DEVICES = Gauge("monitor_unknown_devices", "Devices reporting that the deployment map does not know")
 EVALUATIONS = Counter("monitor_evaluations_total", "Rule evaluations run")
 EVALUATION_SECONDS = Histogram("monitor_evaluation_seconds", "Time one evaluation of all rules takes")

@@ -99,7 +99,7 @@ def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
     if fleet.live_since is None:
         return []
     behind = fleet.ingest_behind(now)
-    if behind is None:  # no batch since the monitor started reading
+    if behind is None:  # no batch known at all (none read, none persisted): count from when reading began
         behind = now - fleet.live_since
     position = fleet.positions[-1][1] if fleet.positions else fleet.live_since
     waiting = fleet.produced_since(position)

@@ -6,6 +6,10 @@ only then commits the consumed offsets (so a kill -9 re-reads at most one flush 
 replay marks make that re-read count nothing twice). apscheduler runs the evaluation on its own
 thread every ``evaluation_interval_s``, one at a time (``max_instances=1``), and a run missed while
 the previous one was slow is coalesced into one instead of queueing up.
+
+Any record of any input may be malformed or foreign: it is set aside, counted in
+``monitor_records_malformed_total`` by topic and reason, logged with why, and the next one is
+taken. A record must never stop the monitor, since a restart would only read it again.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from contracts.ingest_stats import StatsError, parse_stats
+from contracts.ingest_stats import IngestStats, StatsError, parse_stats
 from contracts.records import encode, parse_time
 from contracts.topics import Topics
 from ingest.producer import open_producer
@@ -39,25 +43,87 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 
+UNDECODABLE, NOT_OBJECT, INVALID, FUTURE, ERROR = "undecodable", "not_object", "invalid", "future", "error"
+"""Why a record was set aside: not JSON; JSON but not an object (or no value at all); an object without the
+fields its topic's records have; dated too far ahead; anything else that went wrong taking it."""
+MAX_AHEAD_S = 60.0
+"""A record dated further ahead of this host's clock is set aside: one heartbeat stamped tomorrow would make every
+real heartbeat of its device look like a replay until then, one batch stamped tomorrow would empty every window."""
+
+
 class MalformedRecord(ValueError):
-    pass
+    """A record to set aside; ``reason`` is one of the reasons above, the message says what is wrong."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-def parse_heartbeat(raw: bytes | None) -> dict[str, Any]:
+def decode_object(raw: bytes | None) -> dict[str, Any]:
+    if raw is None:
+        raise MalformedRecord(NOT_OBJECT, "no value")
     try:
-        beat = json.loads(raw) if raw is not None else None
-        if not isinstance(beat, dict):
-            raise MalformedRecord("not a JSON object")
-        for name in ("device_ip", "recognizer_ip", "checkpoint_id", "topic", "time"):
-            if not isinstance(beat.get(name), str) or not beat[name]:
-                raise MalformedRecord(f"field {name!r} missing or not a string")
-        for name in ("produced", "unrecognized"):
-            if isinstance(beat.get(name), bool) or not isinstance(beat.get(name), int) or beat[name] < 0:
-                raise MalformedRecord(f"field {name!r} should be a count")
-        beat["t"] = parse_time(beat["time"]).timestamp()
-        return beat
-    except (ValueError, TypeError) as exc:
-        raise MalformedRecord(str(exc)) from None
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int over Python's digit limit, deep nesting
+        raise MalformedRecord(UNDECODABLE, f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise MalformedRecord(NOT_OBJECT, f"not a JSON object but {type(value).__name__}")
+    return value
+
+
+def record_time(text: Any, now: float) -> float:
+    """A record's time in epoch seconds; refused when it is no time or lies more than ``MAX_AHEAD_S`` ahead."""
+    try:
+        t = parse_time(text).timestamp()
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MalformedRecord(INVALID, f"bad time {text!r}: {exc}") from None
+    if t > now + MAX_AHEAD_S:
+        raise MalformedRecord(FUTURE, f"time {text} is {t - now:.0f} s ahead of this host's clock")
+    return t
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def parse_heartbeat(raw: bytes | None, now: float) -> dict[str, Any]:
+    beat = decode_object(raw)
+    for name in ("device_ip", "recognizer_ip", "checkpoint_id", "topic", "time"):
+        if not _is_name(beat.get(name)):
+            raise MalformedRecord(INVALID, f"field {name!r} missing or not a string")
+    for name in ("produced", "unrecognized"):
+        if not _is_count(beat.get(name)):
+            raise MalformedRecord(INVALID, f"field {name!r} missing or not a count")
+    beat["t"] = record_time(beat["time"], now)
+    return beat
+
+
+def parse_ingest_stats(raw: bytes | None, now: float) -> tuple[IngestStats, float]:
+    """The batch and its time. Beyond what :func:`parse_stats` checks, each device must be named by strings (they
+    become keys and labels) and counted without negatives."""
+    data = decode_object(raw)
+    try:
+        stats = parse_stats(data)
+    except (StatsError, OverflowError) as exc:  # OverflowError: a count of 1e999 (infinity) made an int
+        raise MalformedRecord(INVALID, str(exc)) from None
+    for d in stats.devices:
+        if not all(_is_name(v) for v in (d.device_ip, d.recognizer_ip, d.checkpoint_id, d.topic)):
+            raise MalformedRecord(INVALID, f"a device not named by strings: {d}")
+        if min(d.valid, d.unrecognized, d.invalid) < 0:
+            raise MalformedRecord(INVALID, f"a device with negative counts: {d}")
+    return stats, record_time(stats.time, now)
+
+
+def check_deadletter(raw: bytes | None) -> None:
+    """A dead letter as the ingest job writes them: at least the topic it came from and why it was refused."""
+    letter = decode_object(raw)
+    for name in ("topic", "reason"):
+        if not _is_name(letter.get(name)):
+            raise MalformedRecord(INVALID, f"field {name!r} missing or not a string")
 
 
 class Monitor:
@@ -92,7 +158,7 @@ class Monitor:
         for ip, row in self.store.states("device"):
             self.fleet.devices[ip] = DeviceTrack.from_json(row)
         for job, row in self.store.states("job"):
-            self.fleet.jobs[job] = (row["batch_id"], row["t"])
+            self.fleet.restore_job(job, row["batch_id"], row["t"], row.get("position", row["t"]))  # older rows
         self.engine.load()
         for receiver in self.engine.dispatcher.receivers:
             self.notifiers[receiver.name] = Notifier(receiver, self.cfg.retry, self.engine.dispatcher.delivered,
@@ -100,7 +166,10 @@ class Monitor:
         self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.cfg.group_id,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "client.id": "monitor", "log_level": 3, "enable.partition.eof": True,
-                                  "session.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 5000})
+                                  # A restarted or standby monitor gets the inputs once the dead one's session
+                                  # expires: no later than the lock, so lock_session_s bounds a takeover.
+                                  "session.timeout.ms": int(self.cfg.lock_session_s * 1000),
+                                  "topic.metadata.refresh.interval.ms": 5000})
         self.consumer.subscribe(list(self._inputs()), on_assign=self._assigned_now, on_revoke=self._revoked)
         self.scheduler.add_job(self.evaluate, "interval", seconds=self.cfg.evaluation_interval_s, max_instances=1,
                                coalesce=True, misfire_grace_time=None, id="evaluate")
@@ -183,14 +252,21 @@ class Monitor:
             elif topic == self.topics.ingest_stats:
                 self._stats(message.value())
             else:
+                check_deadletter(message.value())
                 self.series.add_counts(("city",), (message.timestamp()[1] or time.time() * 1000) / 1000,
                                        {"deadletter": 1})
-        except (MalformedRecord, StatsError) as exc:
-            metrics.MALFORMED.labels(topic).inc()
-            log.debug("skipping malformed %s record at offset %s: %s", topic, message.offset(), exc)
+        except MalformedRecord as exc:
+            self._set_aside(message, exc.reason, exc)
+        except Exception as exc:  # what no check foresaw: still one record, and reading it again would fail again
+            self._set_aside(message, ERROR, exc)
+
+    def _set_aside(self, message: Any, reason: str, exc: Exception) -> None:
+        metrics.MALFORMED.labels(message.topic(), reason).inc()
+        log.warning("set aside the record at %s[%d]@%d (%s): %s", message.topic(), message.partition(),
+                    message.offset(), reason, exc, exc_info=reason == ERROR)
 
     def _heartbeat(self, raw: bytes | None) -> None:
-        beat = parse_heartbeat(raw)
+        beat = parse_heartbeat(raw, time.time())
         delta = self.fleet.heartbeat(beat["device_ip"], beat["recognizer_ip"], beat["checkpoint_id"], beat["topic"],
                                      beat["t"], beat["produced"], beat["unrecognized"])
         if delta is None:
@@ -201,11 +277,7 @@ class Monitor:
                                {"produced": delta.produced, "reported_unrecognized": delta.unrecognized})
 
     def _stats(self, raw: bytes | None) -> None:
-        stats = parse_stats(raw)
-        try:
-            t = parse_time(stats.time).timestamp()
-        except (ValueError, TypeError) as exc:
-            raise StatsError(f"bad time {stats.time!r}: {exc}") from None
+        stats, t = parse_ingest_stats(raw, time.time())
         if self.fleet.is_replay(stats, t):
             metrics.DUPLICATES.labels(self.topics.ingest_stats).inc()
             return
@@ -224,7 +296,7 @@ class Monitor:
             self.series.flush()
             devices = [(ip, self.fleet.devices[ip].to_json()) for ip in self.fleet.dirty if ip in self.fleet.devices]
             self.fleet.dirty.clear()
-            jobs = [(job, {"batch_id": b, "t": t}) for job, (b, t) in self.fleet.jobs.items()]
+            jobs = [(job, {"batch_id": b, "t": t, "position": p}) for job, (b, t, p) in self.fleet.jobs.items()]
             self.store.put_states("device", devices)
             self.store.put_states("job", jobs)
         metrics.FLUSHES.inc()

@@ -8,9 +8,10 @@ mutes matching alerts' notifications while ``startsAt <= now < endsAt``. Expirin
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from contracts.alerts import rfc3339
 from contracts.tables.monitoring import STATE_TABLE, read_state, state_cells, state_key
 
 from .matchers import Matcher, all_match
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,20 @@ def save_silence(connection: Any, silence: Silence) -> None:
     connection.table(STATE_TABLE).put(state_key("silence", silence.id), state_cells(silence.to_json()))
 
 
-def load_silences(connection: Any) -> list[Silence]:
-    rows = connection.table(STATE_TABLE).scan(row_prefix=b"silence|")
-    return [Silence.from_json(read_state(cells)) for _, cells in rows]
+def _log_malformed(key: bytes, exc: Exception) -> None:
+    log.warning("silence row %r is not a silence, left out: %r", key, exc)
+
+
+def load_silences(connection: Any, malformed: Callable[[bytes, Exception], None] = _log_malformed) -> list[Silence]:
+    """Every silence. A row that is not one is handed to ``malformed`` (by default: logged) and left out, so one
+    damaged row never un-mutes the others."""
+    found = []
+    for key, cells in connection.table(STATE_TABLE).scan(row_prefix=b"silence|"):
+        try:
+            found.append(Silence.from_json(read_state(cells)))
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
+            malformed(key, exc)
+    return found
 
 
 def expire_silence(connection: Any, silence_id: str, now: float | None = None) -> Silence | None:

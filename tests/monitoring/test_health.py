@@ -12,7 +12,7 @@ from contracts.ingest_stats import BatchTally, IngestStats, parse_stats, stats_r
 from contracts.records import CITY_TZ, format_time
 from monitoring.alerts import FIRING, RESOLVED, AlertBook
 from monitoring.config import Health, Rule
-from monitoring.health import DEGRADED, HEALTHY, RECOVERING, SILENT, Fleet
+from monitoring.health import DEGRADED, HEALTHY, RECOVERING, SILENT, DeviceTrack, Fleet
 from monitoring.locator import Locator
 from monitoring.rules import candidates
 
@@ -183,3 +183,50 @@ def test_blurred_device_is_flagged_while_the_ingest_lags(tmp_path: Path) -> None
     assert history[-1]["10.0.0.1"] == DEGRADED
     assert all(h[ip] == HEALTHY for h in history for ip in DEVICES[1:])
     assert {name for _, state, name in fired if state == FIRING} == {"IngestBehind/", "DeviceDegraded/10.0.0.1"}
+
+
+def test_a_restarted_monitor_judges_silence_and_a_stalled_ingest_as_before(tmp_path: Path) -> None:
+    """A fleet rebuilt from what the monitor persists (device rows, job marks), once it has read what was published
+    while no monitor ran, judges as the old one did at its first judgement: silent devices, heard once or never
+    (only a batch named it), stay silent, and an ingest that stopped is still behind. Counted from the restart
+    instead, their alerts resolved and fired again later."""
+    health = Health(window_s=10, silent_after_s=3, recovery_s=5, min_records=5, ingest_delay_s=0.5)
+    fleet = Fleet(health, Locator(tmp_path / "no-map.json"), started_at=1_000_000.0)
+    city = City(fleet)
+    city.batch += 1
+    fleet.ingest_stats(stats_at(1_000_000.0, city.batch, {}, {"10.0.0.9": 5}), 1_000_000.0)
+
+    def beats_only(fleet: Fleet, t: float) -> None:
+        for ip in (ip for ip in DEVICES if ip != "10.0.0.3"):
+            city.produced[ip] += 10
+            fleet.heartbeat(ip, "r1", f"cp-{ip}", "capture.vehicle", t, city.produced[ip], 0)
+
+    for s in range(40):  # 10.0.0.3 falls silent at 10 s; the ingest stops at 20 s while the others go on
+        if s < 20:
+            city.second(1_000_000.0 + s, {"10.0.0.3": "silent"} if s >= 10 else {})
+        else:
+            beats_only(fleet, 1_000_000.0 + s)
+        fleet.judge(1_000_000.6 + s)
+    rules = (Rule("DeviceSilent", "device_silent", 3), Rule("IngestStalled", "ingest_stalled", 5))
+
+    def judged(fleet: Fleet, now: float) -> tuple[dict[str, str], list[dict[str, str]]]:
+        found = [c.labels for rule in rules for c in candidates(rule, fleet, lambda _: None, now)]
+        return {ip: track.state for ip, track in fleet.devices.items()}, found
+
+    before = judged(fleet, 1_000_039.6)
+    assert before[0] == {**dict.fromkeys(DEVICES, HEALTHY), "10.0.0.3": SILENT, "10.0.0.9": SILENT}
+    assert [labels.get("device_ip", labels["alertname"]) for labels in before[1]] == [
+        "10.0.0.9", "10.0.0.3", "IngestStalled"]
+
+    # The monitor dies after that judgement; a new one starts 5 s later and reads the heartbeats sent meanwhile.
+    restarted = Fleet(health, Locator(tmp_path / "no-map.json"), started_at=1_000_045.0)
+    restarted.live_since = None
+    for ip, track in fleet.devices.items():
+        restarted.devices[ip] = DeviceTrack.from_json(json.loads(json.dumps(track.to_json())))
+    for job, (batch_id, t, position) in fleet.jobs.items():
+        restarted.restore_job(job, batch_id, t, position)
+    for s in range(40, 45):
+        beats_only(restarted, 1_000_000.0 + s)
+    restarted.live_since = 1_000_045.0
+    restarted.judge(1_000_045.1)
+    assert judged(restarted, 1_000_045.1) == before
