@@ -2,12 +2,15 @@
 
 Names follow MM2's MirrorSourceConnector metrics where one exists (record-count, byte-count,
 replication-latency) under a `dr_mirror_` prefix; lag is the source's high watermark minus the
-mirror's position, per partition, the figure a DR operator watches.
+mirror's position, per partition, the figure a DR operator watches. A taken metrics port is not fatal
+(a second mirror started with the same command line): the mirror logs the free port it serves instead.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from contracts.metrics_http import serve_metrics
 
 
 class MirrorMetrics:
@@ -31,6 +34,10 @@ class MirrorMetrics:
                                    registry=self.registry)
         self.retries = Counter("dr_mirror_produce_retries", "Produce attempts retried (target unreachable or busy)",
                                registry=self.registry)
+        self.skipped = Counter("dr_mirror_records_skipped",
+                               "Records of the mirror's own topics (offset syncs) set aside as malformed or foreign",
+                               ("topic", "reason"), registry=self.registry)
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Serve /metrics on ``port``, or on a free port (logged) when it is taken; returns the port bound."""
+        return serve_metrics(port, host=host, registry=self.registry, name="dr_mirror")

@@ -50,7 +50,7 @@ class Mirror:
             target, s.target_bootstrap)
         create_internal(sync_admin, s.offset_syncs_topic, s.offset_syncs_replication_factor,
                         {"cleanup.policy": "delete", "retention.ms": "-1"})
-        syncs = SyncStore(sync_bootstrap, s.offset_syncs_topic)
+        syncs = SyncStore(sync_bootstrap, s.offset_syncs_topic, self.metrics)
         known = syncs.load()
         self.workers = [Worker(i, s, self.registry, syncs, known, self.metrics) for i in range(s.tasks)]
         for worker in self.workers:

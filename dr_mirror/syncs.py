@@ -4,6 +4,10 @@ read back whole at start-up so translation and resumption stay exact across rest
 Kept with cleanup.policy=delete and no retention rather than MM2's compaction: compaction would keep
 only the newest sync per partition and translation of older group offsets would become approximate,
 which is what this mirror exists to avoid. One 24-byte record per gap is cheap.
+
+A record in the topic that is not a well-formed sync (another tool's, or garbage), or a batch the client
+cannot decode, is skipped, counted in ``dr_mirror_records_skipped`` and logged: it must not stop the mirror
+from starting.
 """
 
 from __future__ import annotations
@@ -12,42 +16,61 @@ import logging
 import time
 from collections import defaultdict
 
-from bus.client.consumer import KafkaConsumer
+from bus.client.consumer import KafkaConsumer, TopicPartition
 from bus.client.producer import KafkaProducer
 from dr_mirror.formats import FormatError, OffsetSync
+from dr_mirror.metrics import MirrorMetrics
 
 log = logging.getLogger(__name__)
 
 
 class SyncStore:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, metrics: MirrorMetrics) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.metrics = metrics
         self._producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                                         "client.id": "dr-mirror-offset-syncs", "delivery.timeout.ms": 2**31 - 1})
 
     def load(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
-        """Every sync in the topic, in write order, by (source topic, partition)."""
+        """Every sync in the topic, in write order, by (source topic, partition).
+
+        A batch the client cannot decode (its records section does not decompress, a header name is not
+        UTF-8) fails the whole poll without saying where, so partitions are read one at a time, a record per
+        poll: the batch is then the one at the position, stepped past an offset at a time (the broker answers
+        with the whole batch, which fails again until the position is beyond it).
+        """
         out: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
         consumer = KafkaConsumer({"bootstrap.servers": self.bootstrap, "enable.auto.commit": False,
                                   "client.id": "dr-mirror-offset-syncs-reader"})
         try:
-            partitions = [(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic))]
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(partitions)
-            ends = consumer.end_offsets(partitions)
-            while any(consumer.position(tp) < end for tp, end in ends.items()):
-                for record in consumer.poll(1.0):
+            for partition in sorted(consumer.partitions_for_topic(self.topic)):
+                tp = TopicPartition(self.topic, partition)
+                consumer.assign([tp])
+                consumer.seek_to_beginning([tp])
+                end = consumer.end_offsets([tp])[tp]
+                while (position := consumer.position(tp)) < end:
                     try:
-                        sync = OffsetSync.decode(record.key or b"", record.value or b"")
-                    except FormatError as exc:
-                        log.warning("skipping a malformed record at offset %s of %s: %s", record.offset,
-                                    self.topic, exc)
+                        records = consumer.poll(1.0, max_records=1)
+                    except ValueError as exc:  # CorruptRecordError, or a header name's UnicodeDecodeError
+                        self._skip(partition, position, "undecodable batch", exc)
+                        consumer.seek(tp, position + 1)
                         continue
-                    out[(sync.topic, sync.partition)].append((sync.upstream_offset, sync.downstream_offset))
+                    for record in records:
+                        try:
+                            sync = OffsetSync.decode(record.key or b"", record.value or b"")
+                        except FormatError as exc:
+                            self._skip(partition, record.offset, exc.reason, exc)
+                            continue
+                        out[(sync.topic, sync.partition)].append((sync.upstream_offset, sync.downstream_offset))
         finally:
             consumer.close()
         return dict(out)
+
+    def _skip(self, partition: int, offset: int, reason: str, detail: Exception) -> None:
+        self.metrics.skipped.labels(self.topic, reason).inc()
+        log.warning("skipping a record that is not an offset sync at %s-%s offset %s: %s", self.topic, partition,
+                    offset, detail)
 
     def write(self, syncs: list[OffsetSync]) -> None:
         """Write and wait for the acknowledgement: the data after a gap must not land before its sync.

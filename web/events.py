@@ -8,9 +8,15 @@ minute of ingest statistics): those partitions start earlier, and records below 
 at assignment go to the folds (listeners) only, never to pages.
 
 Each record is parsed and serialised once, then handed to the event loop, which puts it in the
-bounded queue of each page that asked for its topic. A page that does not keep up loses the oldest
-events and is told how many (``event: dropped``); a page that goes away is removed at once (the
-response's generator is cancelled on disconnect and unsubscribes in ``finally``).
+bounded queue of each page that asked for its topic. A record may be malformed or foreign: one that is
+not a JSON object still reaches pages (as text, or base64 for binary, under ``value``) and listeners,
+and is counted (``console_bus_records_skipped_total{reader="events"}``); one that cannot be delivered
+at all is counted and dropped, and so is a batch librdkafka cannot read (stepped past). No record stops
+the hub or breaks a page's stream.
+
+A page that does not keep up loses the oldest events and is told how many (``event: dropped``); a
+page that goes away is removed at once (the response's generator is cancelled on disconnect and
+unsubscribes in ``finally``).
 """
 
 from __future__ import annotations
@@ -20,20 +26,30 @@ import base64
 import collections
 import json
 import logging
+import math
+import re
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, Gauge
 from sse_starlette import ServerSentEvent
 
 from contracts.topics import Topics
+from web.metrics import skipped
 
 log = logging.getLogger(__name__)
+
+READER = "events"
+"""This reader's label in ``console_bus_records_skipped_total``."""
+UNREADABLE_BATCH = {KafkaError._BAD_MSG, KafkaError._BAD_COMPRESSION}
+"""librdkafka's errors for a batch on the log that it cannot parse or decompress."""
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+"""A ``\\uD800``-``\\uDFFF`` escape: only such JSON can hold an unpaired surrogate (raw UTF-8 cannot)."""
 
 Listener = Callable[[str, bytes | None, Any, int], None]
 """``(topic, key, value parsed from JSON or None, timestamp ms)``, called in the consumer thread."""
@@ -46,17 +62,37 @@ class HistorySpec:
     since_s: float | None = None
 
 
-def decode_value(raw: bytes | None) -> Any:
-    """The record's value as JSON, else as text, else as base64 (binary); None for a tombstone."""
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return number
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_value(raw: bytes | None) -> tuple[Any, str | None]:
+    """The record's value as JSON, else as text, else as base64 (binary), and why it is not a JSON object
+    (None for an object, or a tombstone, whose value is None).
+
+    Strict JSON only: NaN, Infinity, a number too large for a float or an unpaired surrogate would parse,
+    but could not be written back as JSON that browsers and the API's responses accept, so such a record
+    is text. Too deep or too many digits is a ValueError or RecursionError of the parser: text too.
+    """
     if raw is None:
-        return None
+        return None, None
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        value = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+        if _SURROGATE_ESCAPE.search(raw):
+            json.dumps(value, ensure_ascii=False).encode()  # UnicodeEncodeError on an unpaired one
+    except (ValueError, RecursionError):
         try:
-            return raw.decode()
+            return raw.decode(), "not JSON"
         except UnicodeDecodeError:
-            return {"base64": base64.b64encode(raw).decode()}
+            return {"base64": base64.b64encode(raw).decode()}, "not UTF-8"
+    return value, None if isinstance(value, dict) else "not a JSON object"
 
 
 def event_data(topic: str, value: Any) -> str:
@@ -103,6 +139,8 @@ class EventHub:
         """Partition -> end offset at assignment, while its history is still being read."""
         self._history_seen: set[str] = set()
         """History topics whose existing records have all been read (or that did not exist)."""
+        self._stepping: dict[tuple[str, int], int] = {}
+        """Partition -> the offset last sought to, to get past a batch librdkafka cannot read."""
         self._lock = threading.Lock()
 
     # -- pages ------------------------------------------------------------------------------------
@@ -188,17 +226,33 @@ class EventHub:
                 message = consumer.poll(0.2)
                 if message is None:
                     continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         self._history_done(message.topic(), message.partition())
+                    elif error.code() in UNREADABLE_BATCH:
+                        self._step_past(consumer, message)
                     else:
-                        log.warning("event hub: %s", message.error())
+                        log.warning("event hub: %s", error)
                     continue
-                self._deliver(message)
+                try:
+                    self._deliver(message)
+                except Exception as exc:  # one record never stops the hub
+                    skipped(READER, str(message.topic()), "undeliverable", repr(exc))
         except Exception:
             log.exception("event hub stopped")
         finally:
             consumer.close()
+
+    def _step_past(self, consumer: Consumer, message: Any) -> None:
+        """A batch librdkafka cannot read: it reports it, at the batch's first offset, on every fetch and never
+        moves on. Seek one offset further each time until past the batch (whose length it does not tell)."""
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        skipped(READER, topic, "unreadable batch", f"partition {partition}: {message.error().str()}",
+                record=(partition, offset))
+        target = max(self._stepping.get((topic, partition), offset), offset) + 1
+        self._stepping[(topic, partition)] = target
+        consumer.seek(TopicPartition(topic, partition, target))
 
     def _assign_new(self, consumer: Consumer, assigned: set[tuple[str, int]], first_look: bool) -> None:
         metadata = consumer.list_topics(timeout=5)
@@ -241,22 +295,26 @@ class EventHub:
                 self._history_seen.add(topic)
 
     def _deliver(self, message: Any) -> None:
+        """Listeners first, then pages (history is for the listeners only). The partition's history ends
+        with its last record even when that record cannot be delivered."""
         topic, partition, offset = message.topic(), message.partition(), message.offset()
-        value = decode_value(message.value())
-        _kind, timestamp = message.timestamp()
-        for listener in self._listeners:
-            try:
-                listener(topic, message.key(), value, timestamp)
-            except Exception:
-                log.exception("event hub listener failed on %s", topic)
         end = self._history_left.get((topic, partition))
-        if end is not None:
-            if offset + 1 >= end:
+        try:
+            value, problem = decode_value(message.value())
+            if problem is not None:
+                skipped(READER, topic, problem, f"partition {partition} offset {offset}")
+            _kind, timestamp = message.timestamp()
+            for listener in self._listeners:
+                try:
+                    listener(topic, message.key(), value, timestamp)
+                except Exception as exc:
+                    name = getattr(listener, "__qualname__", "a listener")
+                    skipped(READER, topic, "listener failed", f"{name} at offset {offset}: {exc!r}")
+            if (end is None or offset >= end) and self._loop is not None and self._subscriptions:
+                self._loop.call_soon_threadsafe(self._fan_out, topic, event_data(topic, value))
+        finally:
+            if end is not None and offset + 1 >= end:
                 self._history_done(topic, partition)
-            if offset < end:
-                return  # history: for the folds only
-        if self._loop is not None and self._subscriptions:
-            self._loop.call_soon_threadsafe(self._fan_out, topic, event_data(topic, value))
 
 
 def hub_topics(topics: Topics) -> tuple[str, ...]:

@@ -11,6 +11,11 @@ round trip per request):
   HdrHistograms merged (exact to 1 %, whatever the number of jobs and batches);
 * open alerts: the ``alerts`` topic folded by key (the fingerprint) to its latest ``status``;
 * health: :meth:`Backends.health` every ``health_interval_s`` in the background.
+
+A record that is not a usable batch or alert is set aside, counted and logged (``web.metrics.skipped``)
+before it reaches the folds, so the answer can always be computed: a count or a window no batch can
+have, or a latency histogram that does not merge into ours, would otherwise fail every request for a
+whole window; an alert without a key or a status would close or open one that is not there.
 """
 
 from __future__ import annotations
@@ -18,21 +23,46 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import threading
 import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from contracts.ingest_stats import IngestStats, StatsError, merge_latency, parse_stats
+from contracts.alerts import FIRING, RESOLVED
+from contracts.ingest_stats import IngestStats, LatencyHistogram, StatsError, merge_latency, parse_stats
 from contracts.topics import Topics
 from web.backends import Backends
 from web.events import EventHub, HistorySpec
+from web.metrics import skipped
 from web.models.health import BackendHealth, Health
 from web.models.overview import IngestFigures, LatencyFigures, OverviewOut
 
 LATENCY_STAGE = "capture_to_ingest"
 """The stage the overview shows: capture time -> row written to HBase."""
+READER = "overview"
+"""This reader's label in ``console_bus_records_skipped_total``."""
+MAX_COUNT = 2**63 - 1
+"""No batch reads or writes more records than a Kafka offset can count."""
+MIN_WINDOW_S = 0.001
+"""``ingest.stats`` rounds a batch's window to milliseconds: 0 (nothing to rate) or at least this."""
+
+
+def unusable(batch: IngestStats) -> str | None:
+    """Why the overview cannot fold ``batch`` (None when it can): the rates it is summed into must stay
+    finite, and its histograms must merge into the overview's (same range)."""
+    counts = (batch.read, batch.valid, batch.unrecognized, batch.invalid, batch.rows_written)
+    if not all(0 <= count <= MAX_COUNT for count in counts):
+        return "count out of range"
+    if batch.window_s != 0 and not MIN_WINDOW_S <= batch.window_s < math.inf:
+        return "window out of range"
+    try:
+        for histogram in batch.latency.values():
+            LatencyHistogram().merge(histogram)
+    except Exception:  # hdrh refuses a histogram of another range with its own errors
+        return "histogram out of range"
+    return None
 
 
 class Overview:
@@ -42,8 +72,7 @@ class Overview:
         self.window_s = window_s
         self.health_interval_s = health_interval_s
         self._batches: collections.deque[tuple[int, IngestStats]] = collections.deque()
-        self.malformed_stats = 0
-        self._alerts: dict[bytes | None, bool] = {}
+        self._alerts: dict[bytes, bool] = {}
         self._health: Health | None = None
         self._health_at = 0.0
         self._lock = threading.Lock()
@@ -55,21 +84,34 @@ class Overview:
     # -- folds (called in the hub's consumer thread) ----------------------------------------------
     def observe(self, topic: str, key: bytes | None, value: Any, timestamp_ms: int) -> None:
         if topic == self.topics.ingest_stats:
+            if not isinstance(value, dict):  # the hub found no JSON object: nothing for parse_stats to read again
+                skipped(READER, topic, "not a JSON object")
+                return
             try:
                 batch = parse_stats(value)
-            except StatsError:
-                self.malformed_stats += 1
+            except StatsError as exc:
+                skipped(READER, topic, "malformed", exc)
+                return
+            problem = unusable(batch)
+            if problem is not None:
+                skipped(READER, topic, problem, f"job {batch.job!r} batch {batch.batch_id}")
                 return
             if batch.window_s > 0:
                 with self._lock:
                     self._batches.append((timestamp_ms, batch))
                     self._prune(time.time() * 1000)
         elif topic == self.topics.alerts:
-            with self._lock:
-                if isinstance(value, dict) and value.get("status") == "firing":
-                    self._alerts[key] = True
-                else:  # resolved, or a tombstone
-                    self._alerts.pop(key, None)
+            status = value.get("status") if isinstance(value, dict) else None
+            if key is None:
+                skipped(READER, topic, "no key", "an alert is keyed by its fingerprint")
+            elif value is not None and status not in (FIRING, RESOLVED):
+                skipped(READER, topic, "not an alert", f"status {str(status)[:40]!r}")
+            else:
+                with self._lock:
+                    if status == FIRING:
+                        self._alerts[key] = True
+                    else:  # resolved, or a tombstone
+                        self._alerts.pop(key, None)
 
     def _prune(self, now_ms: float) -> None:
         oldest = now_ms - self.window_s * 1000

@@ -53,11 +53,12 @@ class Backing:
 
 
 def write_config(path: Path, backing: Backing, port: int, data_dir: Path, s3: tuple[str, str, str] | None = None,
-                 **console: Any) -> Path:
+                 topics: dict[str, str] | None = None, **console: Any) -> Path:
     """A solution config naming the test's broker and gateway; ``console`` adds/overrides ``[console]`` keys.
 
     ``s3`` is a real object store's (endpoint, access key, secret key); without it the console's points
-    at a port nothing listens on (its pages then show the object store as down).
+    at a port nothing listens on (its pages then show the object store as down). ``topics`` renames
+    topics (``[topics]``), for a test whose records must not reach the other tests' consoles.
     """
     endpoint, access_key, secret_key = s3 or (f"127.0.0.1:{free_port()}", "k", "s")
     keys = {"host": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}", "data_dir": str(data_dir),
@@ -68,6 +69,7 @@ def write_config(path: Path, backing: Backing, port: int, data_dir: Path, s3: tu
         "[object_storage]", f'endpoint = "{endpoint}"', f'access_key = "{access_key}"', f'secret_key = "{secret_key}"',
         "[map]", f'path = "{backing.root / "deployment_map.json"}"',
         "[console]", *(f"{key} = {_toml(value)}" for key, value in keys.items()),
+        *(["[topics]", *(f"{key} = {_toml(value)}" for key, value in topics.items())] if topics else []),
     ]
     path.write_text("\n".join(lines) + "\n")
     return path

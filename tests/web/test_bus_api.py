@@ -13,6 +13,13 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from tests.integration._support_raw import RawKafka, produce_error
+from tests.web._bad_records import (
+    WRONG_SHAPES,
+    header_name_batch,
+    skipped_counts,
+    undecompressible_batch,
+)
 from tests.web.conftest import ConsoleProcess
 
 _counter = iter(range(1_000_000))
@@ -109,6 +116,38 @@ def test_messages_latest_n_with_key_value_and_headers(viewer: httpx.Client, cons
     assert viewer.get("/api/v1/bus/topics/nope/messages").status_code == 404
     # Reading messages is not a consumer group.
     assert not [g for g in viewer.get("/api/v1/bus/groups").json() if g["group_id"].startswith("console")]
+
+
+def test_messages_show_what_cannot_be_decoded_and_the_page_still_answers(viewer: httpx.Client,
+                                                                         console: ConsoleProcess, topic: str) -> None:
+    """Partition 0: garbage, the wrong JSON shapes, a record with fields missing, one whose header name is not
+    UTF-8, then a good one; partition 1: a good one, then a batch that does not decompress."""
+    producer = Producer({"bootstrap.servers": console.backing.broker.bootstrap})
+    for value in (*WRONG_SHAPES, b'{"record_id": "r-1"}'):
+        producer.produce(topic, value, key=b"bad", partition=0)
+    producer.produce(topic, b"good before", partition=1)
+    assert producer.flush(10) == 0
+    with RawKafka(console.backing.broker.bootstrap, timeout=10) as raw:
+        assert produce_error(raw, topic, 0, header_name_batch(b"\xff\xfe-name", b"k", b"headed"))[0] == 0
+        assert produce_error(raw, topic, 1, undecompressible_batch(3)) == (0, 1)
+    producer.produce(topic, b"good after", partition=0)
+    assert producer.flush(10) == 0
+
+    for _ in range(3):  # counted once, however often the page is loaded (the crash came with the second)
+        response = viewer.get(f"/api/v1/bus/topics/{topic}/messages", params={"limit": 50})
+        assert response.status_code == 200, response.text
+        by_offset = {(m["partition"], m["offset"]): m for m in response.json()}
+    shown = [(by_offset[(0, n)]["value"]["encoding"], by_offset[(0, n)]["undecodable"]) for n in range(7)]
+    assert shown == [("base64", None)] + [("utf-8", None)] * 4 + [("utf-8", "a header name is not UTF-8"),
+                                                                   ("utf-8", None)]
+    headed = by_offset[(0, 5)]
+    assert (headed["key"]["data"], headed["value"]["data"], headed["headers"]) == ("k", "headed", [])
+    assert by_offset[(0, 6)]["value"]["data"] == "good after"
+    assert by_offset[(1, 0)]["value"]["data"] == "good before" and by_offset[(1, 0)]["undecodable"] is None
+    unreadable = by_offset[(1, 1)]
+    assert unreadable["value"] is None and "ecompress" in unreadable["undecodable"]
+    assert skipped_counts(httpx.get(f"{console.url}/metrics").text, "messages") == {
+        (topic, "header name not UTF-8"): 1, (topic, "unreadable batch"): 1}
 
 
 def test_groups_lag_per_partition_and_offset_reset(admin: httpx.Client, viewer: httpx.Client,

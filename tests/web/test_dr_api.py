@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import time
@@ -15,8 +16,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contracts.config import load
 from deploy.dr_site import mirror_properties
+from dr_mirror.formats import Checkpoint
 from tests.support.broker_process import ROOT, BrokerProcess
 from tests.support.ports import free_port
+from tests.web._bad_records import WRONG_SHAPES, skipped_counts
 from tests.web.conftest import ROLES, Backing, ConsoleProcess, password_of, write_config
 
 TOPIC = "capture.vehicle"
@@ -144,6 +147,44 @@ def test_checkpoints_show_the_group_offset_translated_to_dr(setup: DrSetup) -> N
     assert found is not None
     assert (found["topic"], found["partition"], found["upstream_offset"]) == (TOPIC, 0, 150)
     assert found["downstream_offset"] == 150  # identity offsets: the mirror alone writes the DR topic
+
+
+def test_records_that_are_not_checkpoints_are_left_out_and_counted(setup: DrSetup) -> None:
+    """Garbage, the wrong shapes, a group name that is not UTF-8, fields missing, impossible offsets and another
+    version in the checkpoints topic, then a group's offset: its checkpoint shows, every answer a 200."""
+    good, other = Checkpoint("dr-api-after-garbage", TOPIC, 0, 120, 120), Checkpoint("dr-api-foreign", TOPIC, 0, 1, 1)
+    group_key = struct.pack(">h", 4) + b"\xff\xfe-g" + good.key()[len(good.group) + 2:]
+    foreign = [(key, value, "bad length") for key, value in zip(WRONG_SHAPES, WRONG_SHAPES, strict=True)]
+    foreign += [(group_key, good.value(), "not UTF-8"),
+                (good.key()[:-4], good.value(), "bad length"),  # no partition
+                (good.key(), good.value()[:10], "bad length"),  # no downstream offset, no metadata
+                (other.key(), b"\x00\x00" + struct.pack(">qq", -1, -1) + b"\x00\x00", "negative partition or offset"),
+                (other.key(), b"\x00\x07" + other.value()[2:], "unknown version")]
+    producer = Producer({"bootstrap.servers": setup.dr.bootstrap})
+    for key, value, _reason in foreign:
+        producer.produce("primary.checkpoints.internal", value, key=key, partition=0)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": setup.console.backing.broker.bootstrap, "group.id": good.group,
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(TOPIC, 0, good.upstream_offset)], asynchronous=False)
+    consumer.close()
+    viewer = setup.console.client("viewer")
+
+    def shown() -> list[dict]:
+        response = viewer.get("/api/v1/dr/checkpoints")
+        assert response.status_code == 200, response.text
+        return [c for c in response.json() if c["group"] == good.group]
+
+    wait_for(lambda: bool(shown()), 60, "a checkpoint for the group")
+    [found] = shown()
+    assert (found["topic"], found["upstream_offset"], found["downstream_offset"]) == (TOPIC, 120, 120)
+    assert not [c for c in viewer.get("/api/v1/dr/checkpoints").json() if c["group"] == other.group]
+    counted: dict[tuple[str, str], int] = {}
+    for *_, reason in foreign:
+        counted[("primary.checkpoints.internal", reason)] = counted.get(("primary.checkpoints.internal", reason),
+                                                                        0) + 1
+    # Each record counted once, however often the page reads the topic again.
+    assert skipped_counts(httpx.get(f"{setup.console.url}/metrics").text, "dr_checkpoints") == counted
 
 
 def test_lag_answers_503_naming_the_mirror_when_it_is_down(setup: DrSetup) -> None:

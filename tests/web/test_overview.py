@@ -6,8 +6,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+from hdrh.histogram import HdrHistogram
+
 from contracts.ingest_stats import BatchTally, stats_record
 from contracts.records import now_time
+from tests.web._bad_records import skipped_counts
 from tests.web.conftest import ConsoleProcess
 from tests.web.test_events import produce
 
@@ -50,15 +54,27 @@ def test_overview_figures_from_stats_and_alerts(console: ConsoleProcess,
     assert not before["health"]["object_store"]["up"] and before["health"]["object_store"]["error"]
 
     # job a: 600 records (580 rows) over 6 s of batches: 100/s; job b: 100 over 2 s: 50/s. Unusable records are skipped.
+    wide = HdrHistogram(1, 10**12, 3)
+    wide.record_value(10**11)
+    foreign = wide.encode().decode()
     produce(fresh, STATS, stats("a", 1, 200, 190, {10: 100}, invalid=5))
     produce(fresh, STATS, stats("a", 2, 400, 390, {30: 300}, unrecognized=7, window_s=4.0))
     produce(fresh, STATS, b"not json at all")
     produce(fresh, STATS, {"batch_id": 3, "read": 10**9})  # no job
     produce(fresh, STATS, {**stats("c", 1, 10**9, 0, {}), "window_s": 0})  # no window
+    # Figures no batch can have would fail every answer for a minute (a histogram of another range does not
+    # merge; a rate over a window of 1e-300 s is infinite) or falsify it.
+    produce(fresh, STATS, {**stats("d", 1, 10, 10, {}), "latency_ms": {"capture_to_ingest": {"hdr": foreign}}})
+    produce(fresh, STATS, {**stats("e", 1, 10, 10, {}), "window_s": 1e-300})
+    produce(fresh, STATS, {**stats("f", 1, 10**30, 10, {})})
     produce(fresh, STATS, stats("b", 9, 100, 100, {70: 100}))
     produce(fresh, ALERTS, {"status": "firing", "name": "x"}, key=b"fp-1")
     produce(fresh, ALERTS, {"status": "firing", "name": "y"}, key=b"fp-2")
     produce(fresh, ALERTS, {"status": "resolved", "name": "x"}, key=b"fp-1")
+    # Not alerts: no key (whose would it be?), and no status (it closes nothing).
+    produce(fresh, ALERTS, {"status": "firing", "name": "z"})
+    produce(fresh, ALERTS, b"[1, 2, 3]", key=b"fp-2")
+    produce(fresh, ALERTS, {"name": "y"}, key=b"fp-2")
 
     def complete(body: dict[str, Any]) -> bool:
         return body["ingest"]["batches"] == 3 and body["open_alerts"] == 1
@@ -69,6 +85,10 @@ def test_overview_figures_from_stats_and_alerts(console: ConsoleProcess,
     body = overview_until(fresh, complete)
     assert {k: body["ingest"][k] for k in expected_ingest} == expected_ingest
     assert 0 <= body["ingest"]["last_batch_age_s"] < 30
+    assert skipped_counts(httpx.get(f"{fresh.url}/metrics").text, "overview") == {
+        (STATS, "not a JSON object"): 1, (STATS, "malformed"): 1, (STATS, "histogram out of range"): 1,
+        (STATS, "window out of range"): 1, (STATS, "count out of range"): 1, (ALERTS, "no key"): 1,
+        (ALERTS, "not an alert"): 2}
 
     # A console started now re-reads the last minute of stats and all alerts: same figures at once.
     restarted = overview_until(make_console(), complete)

@@ -116,6 +116,9 @@ class Message(BaseModel):
     key: Blob | None
     value: Blob | None
     headers: list[Header]
+    undecodable: str | None = None
+    """Why part of the record could not be read (a header name that is not UTF-8: no headers shown; a
+    batch that does not decompress: nothing shown, and the partition is not read past it)."""
 
 
 class GroupSummary(BaseModel):

@@ -7,7 +7,8 @@
   ``lag_history.py``) into ``console_dr_lag`` with the same row layout, so a reload or a console
   restart keeps the chart.
 - Checkpoints are MirrorMaker 2's records in ``<source>.checkpoints.internal`` on the DR cluster, read
-  with ``dr_mirror.formats``; the newest per group and partition.
+  with ``dr_mirror.formats``; the newest per group and partition. A record there that is not a
+  checkpoint (another tool's, or garbage) is left out, counted and logged (``web.metrics.skipped``).
 - Drills are ``python -m dr_mirror.drill`` runs, each in its own directory under ``[dr] reports_dir``
   (``drill.json``, ``drill.md``, ``drill.png``). One runs at a time, as a subprocess of the console.
 """
@@ -36,6 +37,7 @@ from dr_mirror.formats import Checkpoint, FormatError
 from web.auth.table import ConsoleTable
 
 from ..backends import Backends, BackendUnavailable
+from ..metrics import skipped
 from ..settings import ConsoleSettings
 from .errors import Conflict, NotFound
 
@@ -47,6 +49,8 @@ SCENARIOS = ("primary-loss", "mirror-crash", "failback")
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 REPORT_FILES = {"json": "drill.json", "md": "drill.md", "png": "drill.png"}
 MIRROR_ID = "primary->dr"  # the lag rows' id: the one mirror the DR site runs
+READER = "dr_checkpoints"
+"""This reader's label in ``console_bus_records_skipped_total``."""
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,10 @@ class DrService:
                         ends.pop(msg.partition(), None)
                     try:
                         cp = Checkpoint.decode(msg.key() or b"", msg.value() or b"")
-                    except FormatError:
-                        continue  # not ours to judge: another tool's record in the topic
+                    except FormatError as exc:
+                        skipped(READER, topic, exc.reason, f"partition {msg.partition()} offset {msg.offset()}: {exc}",
+                                record=(msg.partition(), msg.offset()))
+                        continue
                     latest[(cp.group, cp.topic, cp.partition)] = {
                         "group": cp.group, "topic": cp.topic, "partition": cp.partition,
                         "upstream_offset": cp.upstream_offset, "downstream_offset": cp.downstream_offset,

@@ -11,6 +11,11 @@ is folded from the bus by the SSE hub's consumer thread, so a list costs no bus 
 - ``surveillance.stats`` over the last hour: the latest value per window and group of each statistic.
 
 Hits come from HBase (the hit loader's tables), where they survive restarts and exist at the DR site.
+
+Anyone may write to these topics. A command is read with the contract functions the service applies
+(a record the service rejects removes its key's command there, as the latest record of a key is the
+command, so it does here too); a reply or a result that is not shaped like one is set aside. Either is
+counted and logged (``web.metrics.skipped``), so what the pages show always fits their models.
 """
 
 from __future__ import annotations
@@ -21,21 +26,33 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import happybase
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
+from pydantic import ValidationError
 from thriftpy2.thrift import TException
 
 from contracts.records import CITY_TZ, Kind, format_time
-from contracts.surveillance import CommandError, StatCommand, stat_from_json, watch_from_json
+from contracts.surveillance import (
+    ACCEPTED,
+    REJECTED,
+    REMOVED,
+    REPLY_COMMANDS,
+    CommandError,
+    StatCommand,
+    stat_from_json,
+    watch_from_json,
+)
 from contracts.tables import surveillance as layout
 
 from ..backends import BUS, Backends, BackendUnavailable
 from ..events import EventHub, HistorySpec
+from ..metrics import skipped
+from ..models.surveillance import StatResult
 from .captures import Locate, capture_detail, decode_cursor, encode_cursor, is_missing_table
 from .errors import Invalid, NotFound
 
@@ -46,6 +63,8 @@ MAX_WINDOWS = 240
 COUNT_CAP = 10_000
 """A watch's hit count is counted up to this many (shown as "at least")."""
 COMPACTED = {"cleanup.policy": "compact"}
+READER = "surveillance"
+"""This reader's label in ``console_bus_records_skipped_total``."""
 
 
 def now_iso() -> str:
@@ -54,6 +73,51 @@ def now_iso() -> str:
 
 def _invalid(exc: CommandError) -> Invalid:
     return Invalid(exc.field, exc.reason)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CommandError("value", f"not a JSON object: {type(value).__name__}")
+    return value
+
+
+def watch_value(value: Any, key: bytes) -> dict[str, Any]:
+    """A ``control.watchlist`` value as the console keeps it: the command as the service reads it, plus
+    the face capture it was taken from (text, when there is one); CommandError when the service rejects it."""
+    data = _object(value)
+    command = watch_from_json(data, key).to_json()
+    return {**command, "capture": data["capture"]} if isinstance(data.get("capture"), str) else command
+
+
+def stat_value(value: Any, key: bytes) -> dict[str, Any]:
+    """A ``control.stats`` value as the service reads it; CommandError when the service rejects it."""
+    return stat_from_json(_object(value), key).to_json()
+
+
+def read_command(topic: str, key: bytes, value: Any,
+                 read: Callable[[Any, bytes], dict[str, Any]]) -> dict[str, Any] | None:
+    """The command a control record holds; None for a tombstone, or for a command the service rejects
+    (counted: it removes the key's command there too)."""
+    if value is None:
+        return None
+    try:
+        return read(value, key)
+    except CommandError as exc:
+        skipped(READER, topic, "rejected command", exc)
+        return None
+
+
+def reply_problem(value: Any) -> str | None:
+    """Why a ``surveillance.replies`` value is not a reply the pages can show (None when it is one)."""
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    if value.get("command") not in REPLY_COMMANDS or not isinstance(value.get("id"), str) or not value["id"]:
+        return "no command or id"
+    if value.get("status") not in (ACCEPTED, REJECTED, REMOVED):
+        return "unknown status"
+    if not all(isinstance(value.get(name), str | None) for name in ("reason", "time")):
+        return "reason or time not text"
+    return None
 
 
 class SurveillanceConsole:
@@ -77,29 +141,40 @@ class SurveillanceConsole:
     # -- the fold (hub consumer thread) -----------------------------------------------------------
     def _fold(self, topic: str, key: bytes | None, value: Any, _timestamp: int) -> None:
         t = self.topics
-        ident = key.decode("utf-8", "replace") if key is not None else None
-        with self._lock:
-            if topic == t.control_watchlist and ident is not None:
-                self._put(self._watches, ident, value)
-            elif topic == t.control_stats and ident is not None:
-                self._put(self._stats, ident, value)
-                if value is None:
-                    self._results.pop(ident, None)
-            elif topic == t.surveillance_replies and isinstance(value, dict):
-                self._replies[(str(value.get("command")), str(value.get("id")))] = value
-            elif topic == t.surveillance_stats and isinstance(value, dict):
+        if topic in (t.control_watchlist, t.control_stats):
+            if key is None:
+                skipped(READER, topic, "no key", "a command is keyed by its id")
+                return
+            ident = key.decode("utf-8", "replace")
+            command = read_command(topic, key, value, watch_value if topic == t.control_watchlist else stat_value)
+            with self._lock:
+                table = self._watches if topic == t.control_watchlist else self._stats
+                if command is not None:
+                    table[ident] = command
+                else:
+                    table.pop(ident, None)
+                    if topic == t.control_stats:
+                        self._results.pop(ident, None)
+        elif topic == t.surveillance_replies:
+            problem = reply_problem(value)
+            if problem is not None:
+                skipped(READER, topic, problem)
+                return
+            with self._lock:
+                self._replies[(value["command"], value["id"])] = value
+        elif topic == t.surveillance_stats:
+            try:
+                StatResult.model_validate(value)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                skipped(READER, topic, "malformed result", f"{'.'.join(map(str, first['loc']))}: {first['msg']}")
+                return
+            with self._lock:
                 self._result(value)
 
-    @staticmethod
-    def _put(table: dict[str, dict[str, Any]], ident: str, value: Any) -> None:
-        if value is None:
-            table.pop(ident, None)
-        elif isinstance(value, dict):
-            table[ident] = value
-
     def _result(self, value: dict[str, Any]) -> None:
-        stat_id = value.get("stat_id")
-        if not isinstance(stat_id, str) or stat_id not in self._stats:
+        stat_id = value["stat_id"]
+        if stat_id not in self._stats:
             return  # a result of a statistic that was stopped (or never started here)
         windows = self._results.setdefault(stat_id, OrderedDict())
         slot = (str(value.get("window_start")), str(value.get("group")))

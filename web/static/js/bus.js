@@ -123,6 +123,7 @@
           el("span", {}, `${t("bus.key")} `, el("b", { class: "mono" }, m.key ? m.key.data : t("bus.null")))),
         (m.headers || []).length ? el("div", { class: "message-meta" }, `${t("bus.headers")}: `,
           ...m.headers.map((h) => el("code", {}, `${h.key}=${h.value ? h.value.data : ""}`))) : null,
+        m.undecodable ? el("div", { class: "muted" }, t("bus.undecodable", { reason: m.undecodable })) : null,
         blobNode(m.value))));
     } catch (e) {
       box.replaceChildren();
