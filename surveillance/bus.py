@@ -22,11 +22,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts.records import encode, now_time
-from contracts.surveillance import reply_record
+from contracts.surveillance import REJECTED, reply_record
 from contracts.topics import NEW_TOPIC_ERRORS
 
 from . import metrics
 from .settings import Settings
+from .skipped import skip
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,12 @@ class CommandLog:
         self._consumer.close()
 
 
+REPLY_ID_CHARS, REPLY_REASON_CHARS = 256, 1000
+"""A reply (and the log line of a rejection) names a command and why it was refused in at most this many
+characters: a foreign command's key may be as large as a record can be, and a reply echoing it (twice)
+would not fit in one."""
+
+
 class Replies:
     """Publishes what this instance did with each command on ``surveillance.replies`` (key = the id)."""
 
@@ -204,7 +211,11 @@ class Replies:
         self._producer = producer
 
     def send(self, command_id: str, command: str, status: str, reason: str = "") -> None:
+        """Count and publish what was done with a command (and log a rejection, with its reason)."""
         metrics.COMMANDS.labels(command, status).inc()
+        command_id, reason = command_id[:REPLY_ID_CHARS], reason[:REPLY_REASON_CHARS]
+        if status == REJECTED:
+            log.info("%s %r rejected: %s", command, command_id, reason)
         value = reply_record(command_id, command, status, reason, now_time(), self._instance)
         while True:
             try:
@@ -230,7 +241,8 @@ class CommitAfterAck:
     """Tracks consumed records until their outputs are acknowledged and commits what is settled.
 
     Delivery callbacks run inside ``producer.poll``/``flush`` on the stage's own thread, so no lock is
-    needed. A failed delivery is produced again (the idempotent producer and the hit ids make that safe).
+    needed. A failed delivery is produced again (the idempotent producer and the hit ids make that safe);
+    an output too large for any record is set aside instead (it would fail again for ever).
     """
 
     def __init__(self, consumer: Consumer, producer: Producer, stage: str) -> None:
@@ -245,10 +257,12 @@ class CommitAfterAck:
             if error is None:
                 if done is not None:
                     done()
-                return
-            log.warning("%s: delivery to %s failed (%s); producing again", self.stage, output.topic, error)
-            metrics.DELIVERY_RETRIES.labels(self.stage).inc()
-            self._retry.append((output, done))
+            elif error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                self._set_aside(output, error, done)
+            else:
+                log.warning("%s: delivery to %s failed (%s); producing again", self.stage, output.topic, error)
+                metrics.DELIVERY_RETRIES.labels(self.stage).inc()
+                self._retry.append((output, done))
 
         placed = {} if output.partition is None else {"partition": output.partition}
         while True:
@@ -257,6 +271,20 @@ class CommitAfterAck:
                 return
             except BufferError:  # local queue full: serve acks until there is room (back-pressure)
                 self.producer.poll(0.05)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise
+                self._set_aside(output, exc.args[0], done)
+                return
+
+    def _set_aside(self, output: Output, error: KafkaError, done: Callable[[], None] | None) -> None:
+        """An output too large for any broker (a foreign record's huge field echoed into it), now or after a
+        restart: set aside and counted, and taken as acknowledged, so its input is committed instead of failing
+        the stage (or retrying) at every replay."""
+        skip(self.stage, "output too large", output.topic,
+             f"{len(output.key or b'') + len(output.value or b'')} bytes: {error.str()}")
+        if done is not None:
+            done()
 
     def track(self, message: Message, outputs: Sequence[Output]) -> None:
         """Produce the outputs of one consumed record; its offset becomes committable once all are acked."""

@@ -26,9 +26,9 @@ from confluent_kafka import Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from contracts.alerts import FIRING, alert_record, fingerprint
-from contracts.records import Kind, encode, epoch_ms, now_time, parse
+from contracts.records import Kind, encode, epoch_ms, now_time
 from contracts.records import Status as RecordStatus
-from contracts.surveillance import CommandError, WatchCommand, cloned_hit_id, hit_record, parse_watch
+from contracts.surveillance import WatchCommand, cloned_hit_id, hit_record
 
 from . import metrics
 from .bus import CommandLog, Output, Stage, TopicSpec, ensure_topics, make_consumer, make_producer, run_stage
@@ -36,7 +36,8 @@ from .cloned import Clone, CloneDetector, CloneRules, Sighting
 from .geo import Geo
 from .rewind import EAGER, Rewind
 from .settings import Settings
-from .watch_stage import load_geo
+from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, read_capture, skip, where
+from .watch_stage import SkippedRecord, load_geo, read_watch
 
 log = logging.getLogger(__name__)
 SIGHTINGS_GROUP, SIGHTINGS_STAGE = "surveillance-sightings", "sightings"
@@ -50,15 +51,15 @@ HORIZON_SLACK_S = 60.0
 
 # -- stage A: repartition ---------------------------------------------------------------------
 
-def sighting_of(raw: bytes | None) -> dict[str, Any] | None:
-    """The sighting a capture makes, or None when it has no readable plate (skipped, counted by the caller).
-
-    A capture whose other fields were unreadable still places its plate at a checkpoint at a time.
-    """
-    checked = parse(Kind.VEHICLE, raw)
+def sighting_of(raw: bytes | None) -> dict[str, Any]:
+    """The sighting a capture makes; :class:`SkippedRecord` when it makes none (not a vehicle record, or no
+    plate read). A capture whose other fields were unreadable still places its plate at a checkpoint at a time."""
+    checked = read_capture(Kind.VEHICLE, raw)
     record = checked.record
-    if checked.status is RecordStatus.INVALID or record is None or "plate_number" in checked.unrecognized:
-        return None
+    if checked.status is RecordStatus.INVALID or record is None:
+        raise SkippedRecord("malformed", checked.reason)
+    if "plate_number" in checked.unrecognized:
+        raise SkippedRecord("unrecognized", "plate_number")
     return {"plate": record["plate_number"], "record_id": record["record_id"],
             "checkpoint_id": record["checkpoint_id"], "capture_time": record["capture_time"]}
 
@@ -66,12 +67,13 @@ def sighting_of(raw: bytes | None) -> dict[str, Any] | None:
 def repartition(topic: str, messages: Sequence[Message]) -> list[list[Output]]:
     out: list[list[Output]] = []
     for message in messages:
-        sighting = sighting_of(message.value())
-        if sighting is None:
-            metrics.SKIPPED.labels(SIGHTINGS_STAGE, "no plate").inc()
+        try:
+            sighting = sighting_of(message.value())
+        except SkippedRecord as exc:
+            skip(SIGHTINGS_STAGE, exc.reason, where(message), exc.detail)
             out.append([])
-        else:
-            out.append([Output(topic, sighting["plate"].encode(), encode(sighting))])
+            continue
+        out.append([Output(topic, sighting["plate"].encode(), encode(sighting))])
     return out
 
 
@@ -130,15 +132,10 @@ class ClonedPlates:
         """The plate watches by id."""
 
     def apply_watch(self, key: bytes | None, value: bytes | None) -> None:
-        """A ``control.watchlist`` record: only plate watches matter here. The latest record of a key is the
-        watch (as compaction will leave it), so a rejected one removes the watch it replaces; the watch stage
-        answers it."""
-        if key is not None:
-            self.watches.pop(key.decode("utf-8", "replace"), None)
-        try:
-            command = parse_watch(key, value)
-        except CommandError:
-            return
+        """A ``control.watchlist`` record: only plate watches matter here. A rejected one removes the watch it
+        replaces (:func:`surveillance.watch_stage.read_watch`); the watch stage answers it."""
+        watch_id, command, _reason = read_watch(key, value)
+        self.watches.pop(watch_id, None)
         if command is not None and command.kind == "plate":
             self.watches[command.watch_id] = command
 
@@ -152,11 +149,16 @@ class ClonedPlates:
 
     def handle(self, messages: Sequence[Message]) -> list[list[Output]]:
         out: list[list[Output]] = []
+        future_ms = time.time() * 1000 + FUTURE_TOLERANCE_MS
         for message in messages:
             try:
                 sighting = parse_sighting(message.value())
-            except (ValueError, KeyError, TypeError):
-                metrics.SKIPPED.labels(CLONED_STAGE, "malformed").inc()
+            except UNREADABLE as exc:
+                skip(CLONED_STAGE, "malformed", where(message), f"{type(exc).__name__}: {exc}")
+                out.append([])
+                continue
+            if sighting.capture_ms > future_ms:  # would make every plate's sightings look expired
+                skip(CLONED_STAGE, "future", where(message), sighting.capture_time)
                 out.append([])
                 continue
             clones = self.detector.observe(sighting)

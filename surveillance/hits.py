@@ -7,19 +7,17 @@ included), de-duplicated by hit id, so any instance's next hit carries the whole
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import encode, epoch_ms, now_time
-from contracts.surveillance import WATCH_KINDS, WatchCommand, hit_record, parse_hit, watch_hit_id
+from contracts.surveillance import WATCH_KINDS, WatchCommand, hit_record, watch_hit_id
 
 from .bus import Output
 from .geo import Geo
 from .settings import Settings
 
-log = logging.getLogger(__name__)
 ALERT_NAME = "WatchlistHit"
 ALERT_HOLD_S = 600.0
 """A hit's alert resolves by itself this long after the capture unless a newer hit refreshes it
@@ -34,25 +32,23 @@ class Trajectories:
         self._paths: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
 
     def add(self, hit: dict[str, Any]) -> None:
+        """Add a hit (as :func:`contracts.surveillance.parse_hit` checked it); ValueError on a capture time that
+        is not one, before anything is kept. A hit read back from the topic may be foreign: a watch id or a
+        location of another type is ignored rather than trusted."""
         watch_id = hit.get("watch_id")
-        if not watch_id or hit["kind"] not in WATCH_KINDS:  # a cloned-plate hit repeats two sightings
-            return
+        if not isinstance(watch_id, str) or not watch_id or hit["kind"] not in WATCH_KINDS:
+            return  # a cloned-plate hit repeats two sightings
+        capture_ms = epoch_ms(hit["capture_time"])
         path = self._paths.setdefault(watch_id, {})
         if hit["hit_id"] in path:
             return
-        location = hit.get("location") or {}
-        path[hit["hit_id"]] = (epoch_ms(hit["capture_time"]), {
+        location = hit.get("location")
+        location = location if isinstance(location, dict) else {}
+        path[hit["hit_id"]] = (capture_ms, {
             "record_id": hit["record_id"], "checkpoint_id": hit["checkpoint_id"],
             "capture_time": hit["capture_time"], "lat": location.get("lat"), "lon": location.get("lon")})
         if len(path) > self.points:
             del path[min(path, key=lambda hit_id: path[hit_id][0])]
-
-    def read_back(self, _key: bytes | None, value: bytes | None) -> None:
-        """A record of ``surveillance.hits`` (CommandLog ``Apply``): malformed ones are skipped."""
-        try:
-            self.add(parse_hit(value))
-        except (ValueError, KeyError, TypeError) as exc:
-            log.debug("hits topic: skipped %s", exc)
 
     def of(self, watch_id: str) -> list[dict[str, Any]]:
         return [entry for _ms, entry in sorted(self._paths.get(watch_id, {}).values(), key=lambda e: e[0])]
@@ -85,7 +81,8 @@ class HitPublisher:
         annotations = {"summary": f"watched {what} seen at {checkpoint_id} ({match or f'score {score:.3f}'})",
                        "description": watch.reason, "hit_id": hit["hit_id"], "record_id": record["record_id"],
                        "checkpoint_id": checkpoint_id, "capture_time": record["capture_time"]}
-        starts = epoch_ms(record["capture_time"]) / 1000
-        alert = alert_record(FIRING, labels, annotations, starts, max(starts, time.time()) + ALERT_HOLD_S)
+        now = time.time()  # an alert never starts in the future (nor ends past year 9999: a foreign capture time)
+        alert = alert_record(FIRING, labels, annotations, min(epoch_ms(record["capture_time"]) / 1000, now),
+                             now + ALERT_HOLD_S)
         return [Output(self.topics.surveillance_hits, watch.watch_id.encode(), encode(hit)),
                 Output(self.topics.alerts, fingerprint(labels).encode(), encode(alert))]

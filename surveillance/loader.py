@@ -5,8 +5,9 @@ that writes each batch of hits to the ``surveillance_hit`` tables (:mod:`contrac
 and commits the batch's offsets only after HBase took the rows. Row keys end in the hit's
 deterministic ``hit_id``, so whatever is read twice (a kill -9 between write and commit, a replay by
 the service) rewrites the same rows: at-least-once reading, exactly-once rows. A hit that cannot be a
-row (not JSON, no ``hit_id``, a bad time) is skipped, counted and logged, never retried forever; an
-HBase failure is retried (with the same batch, uncommitted) until it works or the loader is stopped.
+row (not JSON, no ``hit_id``, a bad time, ids too long for a row key) is skipped, counted and logged,
+never retried forever; an HBase failure is retried (with the same batch, uncommitted) until it works or
+the loader is stopped.
 
 The DR site runs the same loader against its own bus and HBase (``--bootstrap-server``,
 ``--hbase-host``, ``--hbase-port`` override the config), which is how its hit history is rebuilt from
@@ -32,7 +33,11 @@ from contracts.surveillance import parse_hit
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
 from contracts.topics import Topics
 
+from .skipped import UNREADABLE
+
 log = logging.getLogger("surveillance.loader")
+MAX_ROW_KEY = 32767
+"""HBase's longest row key (``Short.MAX_VALUE`` bytes); a hit's keys hold its ids, a foreign hit's any length."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,13 @@ def rows_of(messages: Sequence[Message], counts: Counts) -> dict[str, dict[bytes
     for message in messages:
         try:
             rows = hit_rows(parse_hit(message.value()))
-        except (TypeError, ValueError, KeyError) as exc:  # not a hit, or a time that is not one
+            longest = max(len(key) for _table, key, _cells in rows)
+            if longest > MAX_ROW_KEY:  # HBase would refuse the batch at every retry: the loader would stall on it
+                raise ValueError(f"a row key of {longest} bytes (HBase takes at most {MAX_ROW_KEY})")
+        except UNREADABLE as exc:  # not a hit (not even JSON), a time that is not one, ids too long for a row
             counts.skipped += 1
             log.warning("skipped a malformed hit at %s[%d]@%d: %s", message.topic(), message.partition(),
-                        message.offset(), f"{type(exc).__name__}: {exc}")
+                        message.offset(), f"{type(exc).__name__}: {exc}"[:200])
             continue
         for table, key, cells in rows:
             tables.setdefault(table, {})[key] = cells

@@ -9,7 +9,7 @@ from prometheus_client import Counter, Histogram
 
 HITS = Counter("surveillance_hits", "Hits published", ["kind", "match"])
 COMMANDS = Counter("surveillance_commands", "Commands applied or rejected", ["command", "status"])
-SKIPPED = Counter("surveillance_records_skipped", "Capture records skipped (malformed or unrecognised)",
+SKIPPED = Counter("surveillance_records_skipped", "Input records set aside (malformed, foreign or unrecognised)",
                   ["stage", "reason"])
 LATE = Counter("surveillance_late_records", "Records older than their window plus the allowed lateness", ["stat"])
 DELIVERY_RETRIES = Counter("surveillance_delivery_retries", "Outputs produced again after a failed delivery",

@@ -26,7 +26,9 @@ class Settings:
     partitions: int
     """Partitions of the topics the service creates when they do not exist yet."""
     instance: str
-    """Names this process in replies and client ids (host:pid unless configured)."""
+    """Names this process in replies and client ids: ``<[surveillance] instance, else the host name>:<pid>``.
+    The pid is always there: scaling out starts more processes from one config on one host, and a shared
+    name would make their replies and group members indistinguishable."""
     fuzzy: bool = True
     trajectory_points: int = 20
     clone_speed_kmh: float = 200.0
@@ -36,6 +38,7 @@ class Settings:
     allowed_lateness_s: float = 10.0
     partial_interval_s: float = 1.0
     metrics_port: int = 9330
+    """Asked for, not promised: a port another instance holds is replaced by a free one (logged)."""
     batch: int = 500
     """Records a stage takes per poll (faces: one matrix product per batch)."""
     commit_interval_s: float = 0.5
@@ -56,7 +59,7 @@ class Settings:
         return cls(
             bootstrap=bootstrap, topics=Topics.from_config(config), map_path=map_path(config),
             partitions=partitions(config),
-            instance=config.get(SECTION, "instance", "") or f"{socket.gethostname()}:{os.getpid()}",
+            instance=f"{config.get(SECTION, 'instance', '') or socket.gethostname()}:{os.getpid()}",
             fuzzy=config.get(SECTION, "fuzzy", cls.fuzzy),
             trajectory_points=int(number("trajectory_points", cls.trajectory_points)),
             clone_speed_kmh=number("clone_speed_kmh", cls.clone_speed_kmh),

@@ -26,12 +26,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.records import Kind, epoch_ms, is_plate
 from contracts.surveillance import CommandError, StatCommand, parse_stat
+
+from .skipped import UNREADABLE, refusal
 
 log = logging.getLogger(__name__)
 Source = tuple[str, int, int, int]
@@ -48,13 +51,25 @@ def read_command(key: bytes | None, value: bytes | None) -> tuple[str, StatComma
     """A ``control.stats`` record as (stat id, the statistic or None when it stops, the rejection reason).
 
     The latest record of a key is the statistic (as compaction will leave it), so a rejected one stops the
-    statistic it replaces."""
+    statistic it replaces. Whatever the value holds this returns: a record that cannot be read is one more
+    rejection, and so is a ``requested_at`` that is not a time (the contract checks only that it is a string,
+    and :class:`Router` counts from it)."""
     stat_id = key.decode("utf-8", "replace") if key is not None else ""
     try:
         command = parse_stat(key, value)
-    except CommandError as exc:
-        return stat_id, None, str(exc)
+        if command is not None and command.requested_at:
+            _requested_ms(command.requested_at)
+    except UNREADABLE as exc:
+        return stat_id, None, refusal(exc)
     return (stat_id, None, None) if command is None else (command.stat_id, command, None)
+
+
+def _requested_ms(requested_at: str) -> int:
+    """When a statistic starts counting; CommandError (a rejection, not a crash) when it is not a time."""
+    try:
+        return epoch_ms(requested_at)
+    except ValueError as exc:
+        raise CommandError("requested_at", f"not an ISO-8601 time with offset: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -114,14 +129,23 @@ def parse_record(raw: bytes | None) -> StatEvent | Progress:
     plate, speed = data["plate"], data["speed_kmh"]
     if plate is not None and not isinstance(plate, str):
         raise ValueError("plate must be a string or null")
-    if speed is not None and (not isinstance(speed, int | float) or isinstance(speed, bool)):
-        raise ValueError("speed_kmh must be a number or null")
+    if speed is not None and not _finite(speed):
+        raise ValueError("speed_kmh must be a finite number or null")
     return StatEvent(data["stat_id"], data["version"], data["group"], data["capture_ms"], plate, speed,
                      (topic, partition, offset, index))
 
 
 def _integers(*values: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def _finite(value: Any) -> bool:
+    """A number an average can take: Python's JSON reads ``Infinity`` and ``NaN``, and an integer too large
+    for a float would raise OverflowError in the sum."""
+    try:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 class Router:
@@ -137,7 +161,7 @@ class Router:
         if command is None:
             self.stats.pop(stat_id, None)
         else:
-            since = epoch_ms(command.requested_at) if command.requested_at else None
+            since = _requested_ms(command.requested_at) if command.requested_at else None
             self.stats[stat_id] = (command, version(command), since)
 
     def group(self, command: StatCommand, checkpoint_id: str) -> str:

@@ -20,7 +20,8 @@ the statistic's own captures). Each sub-stage scales on its own: any number of p
 ``--stages stats`` share both groups' partitions and every result stays whole.
 
 A capture time more than a minute ahead of this host's clock would close every open window at once;
-such a record is skipped and counted (``future``), as is a malformed one.
+such a record is set aside and counted (``future``), as is a malformed one, and a statistic command that
+cannot be read is rejected with a reply (:mod:`surveillance.skipped`).
 """
 
 from __future__ import annotations
@@ -33,11 +34,10 @@ from functools import partial
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from contracts.records import Kind, epoch_ms, parse
+from contracts.records import Kind, epoch_ms
 from contracts.records import Status as RecordStatus
 from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, WINDOW_S_RANGE
 
-from . import metrics
 from .bus import (
     CommandLog,
     Output,
@@ -53,13 +53,13 @@ from .bus import (
 from .geo import Geo
 from .rewind import EAGER
 from .settings import Settings
+from .skipped import FUTURE_TOLERANCE_MS, read_capture, skip, where
 from .stats_events import Progress, Router, read_command
 from .stats_windows_stage import REWIND_SLACK_MS, run_windows
 from .watch_stage import load_geo
 
 log = logging.getLogger(__name__)
 GROUP, STAGE = "surveillance-stats", "stats"
-FUTURE_TOLERANCE_MS = 60_000
 MARK_INTERVAL_S = 0.5
 """How often stage A marks its progress: a window's final goes out at most this much after it could."""
 
@@ -98,7 +98,6 @@ class StatsRepartition:
         stat_id, command, reason = read_command(key, value)
         self.router.apply(stat_id, command)
         if reason is not None:
-            log.info("statistic %r rejected: %s", stat_id, reason)
             self._reply(stat_id or "?", REJECTED, reason)
         else:
             self._reply(stat_id, REMOVED if command is None else ACCEPTED)
@@ -109,14 +108,14 @@ class StatsRepartition:
         for message in messages:
             topic = message.topic() or ""
             kind = self.topics.kind_of(topic) or Kind.VEHICLE
-            checked = parse(kind, message.value())
+            checked = read_capture(kind, message.value())
             if checked.status is RecordStatus.INVALID or checked.record is None:
-                metrics.SKIPPED.labels(STAGE, "malformed").inc()
+                skip(STAGE, "malformed", where(message), checked.reason)
                 out.append([])
                 continue
             capture_ms = epoch_ms(checked.record["capture_time"])
             if capture_ms > now_ms + FUTURE_TOLERANCE_MS:
-                metrics.SKIPPED.labels(STAGE, "future").inc()
+                skip(STAGE, "future", where(message), checked.record["capture_time"])
                 out.append([])
                 continue
             partition = message.partition() or 0

@@ -19,18 +19,19 @@ once with the same value. Events a stage A replay published twice are dropped
 This stage follows ``control.stats`` itself (silently: stage A answers the commands) to know each
 statistic's window and measure; an event routed for a definition it has not read yet makes it read the
 control topic up to its end first, and an event of a statistic stopped or redefined since is dropped
-(counted).
+(counted). A record that is not stage A's (malformed, from the future, naming a capture partition that
+does not exist) is set aside and counted (:mod:`surveillance.skipped`).
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from contracts.records import encode
 from contracts.surveillance import StatCommand
@@ -39,13 +40,15 @@ from . import metrics
 from .bus import CommandLog, Output, Stage, make_consumer, make_producer, run_stage
 from .rewind import EAGER, Rewind
 from .settings import Settings
+from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, skip, where
 from .stats_events import Dedup, Progress, StatEvent, parse_record, read_command
 from .windows import Result, Windows
 
-log = logging.getLogger(__name__)
 GROUP, STAGE = "surveillance-stats-windows", "stats-windows"
 REWIND_SLACK_MS = 60_000
 """Added to the rewind (capture clocks behind the bus clock, the pipeline's own delay)."""
+RELIST_S = 5.0
+"""At most this often a record naming an unknown capture partition makes the stage list them again."""
 
 
 @dataclass
@@ -69,6 +72,8 @@ class WindowedStats:
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.capture_partitions: list[tuple[str, int]] = []
         """Every capture partition: each holds stream time back until its progress is known."""
+        self.listed_at = float("-inf")
+        """When :attr:`capture_partitions` was last asked of the bus (monotonic seconds)."""
         self.stale: set[tuple[str, str]] = set()
         """(stat id, version) of events found stopped or redefined even after a refresh."""
 
@@ -97,12 +102,30 @@ class WindowedStats:
             state = self.partitions[partition] = PartitionState(windows)
         return state
 
-    def assigned(self, partitions: list[TopicPartition]) -> None:
+    def list_capture_partitions(self) -> None:
+        """Read :attr:`capture_partitions` from the bus (the stage's consumer's metadata)."""
         consumer = self.rewind.consumer if self.rewind is not None else None
         if consumer is not None:
+            self.listed_at = time.monotonic()
             metadata = consumer.list_topics(timeout=30).topics
             self.capture_partitions = [(t, p) for t in self.settings.topics.captures if t in metadata
                                        for p in metadata[t].partitions]
+
+    def foreign(self, record: StatEvent | Progress, now_ms: float) -> str | None:
+        """Why a well-formed record cannot be stage A's, or None. A capture time in the future would move stream
+        time past every real record (every later one late); a capture partition that does not exist would hold
+        it still for ever (no final again). The partitions are read again, at most every ``RELIST_S``, when a
+        record names one not seen yet (a capture topic may have grown)."""
+        if record.capture_ms > now_ms + FUTURE_TOLERANCE_MS:
+            return "future"
+        source = record.source if isinstance(record, Progress) else record.capture_partition
+        if source not in self.capture_partitions and time.monotonic() - self.listed_at >= RELIST_S:
+            with contextlib.suppress(KafkaException):  # the bus unreachable now: judged on the list as it is
+                self.list_capture_partitions()
+        return None if source in self.capture_partitions else "unknown source"
+
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        self.list_capture_partitions()
         if self.rewind is not None:
             self.rewind.on_assign(partitions)
         for tp in partitions:
@@ -145,14 +168,19 @@ class WindowedStats:
 
     def handle(self, messages: Sequence[Message]) -> list[list[Output]]:
         out: list[list[Output]] = []
+        now_ms = time.time() * 1000
         for message in messages:
             replaying = self.rewind is not None and self.rewind.replaying(message)
             partition = (message.topic() or "", message.partition() or 0)
             try:
                 record = parse_record(message.value())
-            except (ValueError, KeyError, TypeError) as exc:
-                log.info("%s[%s]@%s: not an event (%s)", *partition, message.offset(), exc)
-                metrics.SKIPPED.labels(STAGE, "malformed").inc()
+            except UNREADABLE as exc:
+                skip(STAGE, "malformed", where(message), f"{type(exc).__name__}: {exc}")
+                out.append([])
+                continue
+            reason = self.foreign(record, now_ms)
+            if reason is not None:
+                skip(STAGE, reason, where(message), str(record))
                 out.append([])
                 continue
             state = self.state(partition)

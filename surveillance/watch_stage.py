@@ -4,7 +4,9 @@ Per batch of consumed captures: each vehicle's plate is one dictionary lookup, a
 are one matrix product. A matched capture yields a hit on ``surveillance.hits`` and an alert on
 ``alerts``; the capture's offset is committed once both are acknowledged (``bus.run_stage``). A capture
 that is not a usable record (bad JSON, no plate, a malformed embedding) is skipped and counted: the
-ingest job has already dead-lettered it, and this stage must not stall on it.
+ingest job has already dead-lettered it, and this stage must not stall on it. So is a record of
+``surveillance.hits`` that is not a hit (:mod:`surveillance.skipped`); a watch command that cannot be read
+is rejected with a reply like any invalid one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from confluent_kafka import Message
 
 from contracts.deployment_map import DeploymentMap, MapError
 from contracts.records import FEATURE_DIM, UNRECOGNIZED, Kind, epoch_ms, is_checkpoint_id, is_plate
-from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, CommandError, parse_watch
+from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, WatchCommand, parse_hit, parse_watch
 
 from . import metrics
 from .bus import CommandLog, Output, Replies, Stage, make_consumer, make_producer, run_stage
@@ -32,6 +34,7 @@ from .geo import Geo
 from .hits import HitPublisher, Trajectories
 from .plates import PlateWatchlist
 from .settings import Settings
+from .skipped import UNREADABLE, refusal, skip, where
 
 log = logging.getLogger(__name__)
 GROUP = "surveillance-watch"
@@ -39,36 +42,53 @@ STAGE = "watch"
 
 
 class SkippedRecord(ValueError):
-    """A capture this stage cannot match; the message is the reason label."""
+    """A capture a stage cannot use: ``reason`` is the metric's label, ``detail`` what the log adds."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
 
 
 def _capture(raw: bytes | None, kind: Kind) -> dict[str, Any]:
     """The few fields matching needs, checked; raises :class:`SkippedRecord` naming the reason."""
     try:
         record = json.loads(raw) if raw is not None else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SkippedRecord("malformed") from None
-    if not isinstance(record, dict) or not isinstance(record.get("record_id"), str) \
-            or not is_checkpoint_id(record.get("checkpoint_id")):
-        raise SkippedRecord("malformed")
+    except (ValueError, RecursionError) as exc:
+        raise SkippedRecord("malformed", f"not JSON: {type(exc).__name__}") from None
+    if not isinstance(record, dict):
+        raise SkippedRecord("malformed", f"not a JSON object: {type(record).__name__}")
+    if not isinstance(record.get("record_id"), str) or not is_checkpoint_id(record.get("checkpoint_id")):
+        raise SkippedRecord("malformed", "no record_id or checkpoint_id")
     try:
-        epoch_ms(record.get("capture_time"))
+        epoch_ms(record.get("capture_time"))  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise SkippedRecord("malformed") from None
+        raise SkippedRecord("malformed", "capture_time") from None
     field = "plate_number" if kind is Kind.VEHICLE else "feature"
     if record.get(field) == UNRECOGNIZED:
-        raise SkippedRecord("unrecognized")
+        raise SkippedRecord("unrecognized", field)
     if kind is Kind.VEHICLE and not is_plate(record.get("plate_number")):
-        raise SkippedRecord("malformed")
+        raise SkippedRecord("malformed", "plate_number")
     if kind is Kind.FACE:
         try:
-            raw_feature = base64.b64decode(record.get("feature"), validate=True)
+            raw_feature = base64.b64decode(record.get("feature"), validate=True)  # type: ignore[arg-type]
         except (binascii.Error, TypeError, ValueError):
-            raise SkippedRecord("malformed") from None
+            raise SkippedRecord("malformed", "feature") from None
         if len(raw_feature) != 4 * FEATURE_DIM:
-            raise SkippedRecord("malformed")
+            raise SkippedRecord("malformed", "feature")
         record["_vector"] = np.frombuffer(raw_feature, dtype="<f4")
     return record
+
+
+def read_watch(key: bytes | None, value: bytes | None) -> tuple[str, WatchCommand | None, str | None]:
+    """A ``control.watchlist`` record as (watch id from the key, the watch or None when removed, the rejection
+    reason). Whatever the value holds this returns: a record that cannot be read is one more rejection, and
+    the latest record of a key is the watch (as compaction will leave it), so it removes the one it replaces."""
+    watch_id = key.decode("utf-8", "replace") if key else ""
+    try:
+        return watch_id, parse_watch(key, value), None
+    except UNREADABLE as exc:
+        return watch_id, None, refusal(exc)
 
 
 def load_geo(settings: Settings) -> Geo:
@@ -94,14 +114,11 @@ class WatchMatcher:
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """One ``control.watchlist`` record: add, replace or remove a watch, and reply what was done."""
-        watch_id = key.decode("utf-8", "replace") if key else ""
-        self.plates.remove(watch_id)  # the latest record of a key is the watch (as compaction will leave it)
+        watch_id, watch, reason = read_watch(key, value)
+        self.plates.remove(watch_id)
         self.faces.remove(watch_id)
-        try:
-            watch = parse_watch(key, value)
-        except CommandError as exc:
-            log.info("watch %r rejected: %s", watch_id, exc)
-            self.replies.send(watch_id or "?", "watch", REJECTED, str(exc))
+        if reason is not None:
+            self.replies.send(watch_id or "?", "watch", REJECTED, reason)
             return
         if watch is None:
             self.trajectories.forget(watch_id)
@@ -110,6 +127,13 @@ class WatchMatcher:
         (self.plates if watch.kind == "plate" else self.faces).add(watch)
         expired = not watch.active(int(time.time() * 1000))
         self.replies.send(watch_id, "watch", ACCEPTED, "already expired" if expired else "")
+
+    def read_hit(self, _key: bytes | None, value: bytes | None) -> None:
+        """A record of ``surveillance.hits`` (CommandLog ``Apply``): into the trajectories, or set aside."""
+        try:
+            self.trajectories.add(parse_hit(value))
+        except UNREADABLE as exc:
+            skip(STAGE, "malformed hit", self.settings.topics.surveillance_hits, f"{type(exc).__name__}: {exc}")
 
     def handle(self, messages: Sequence[Message]) -> list[list[Output]]:
         now_ms = int(time.time() * 1000)
@@ -120,7 +144,7 @@ class WatchMatcher:
             try:
                 record = _capture(message.value(), kind)  # type: ignore[arg-type]
             except SkippedRecord as exc:
-                metrics.SKIPPED.labels(STAGE, str(exc)).inc()
+                skip(STAGE, exc.reason, where(message), exc.detail)
                 continue
             if kind is Kind.FACE:
                 faces.append((n, record))
@@ -149,5 +173,5 @@ def run_watch(settings: Settings, stop: threading.Event, ready: threading.Event 
     hits_log = CommandLog(settings, settings.topics.surveillance_hits, f"{STAGE}-hits")
     watch_log = CommandLog(settings, settings.topics.control_watchlist, f"{STAGE}-commands")
     stage = Stage(STAGE, GROUP, settings.topics.captures, matcher.handle,
-                  commands=((hits_log, matcher.trajectories.read_back), (watch_log, matcher.apply)))
+                  commands=((hits_log, matcher.read_hit), (watch_log, matcher.apply)))
     run_stage(settings, stage, make_consumer(settings, GROUP, STAGE), producer, stop, ready)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
 from contracts.records import CITY_TZ, encode, encode_feature, format_time
@@ -26,6 +29,8 @@ from tests.support.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTRICTS = ("330102", "330106")
+METRICS_PORT = re.compile(r"serving /metrics on (?:http://[^:/]+:|port )(\d+)")
+"""``contracts.metrics_http``'s log line: the configured port, or the free one that replaced it."""
 
 
 def city_map() -> DeploymentMap:
@@ -83,6 +88,12 @@ class ServiceProcess:
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def metrics_url(self) -> str:
+        """Where this process serves /metrics: the port its log names (a taken configured port is replaced)."""
+        ports = METRICS_PORT.findall(self.text())
+        assert ports, f"no metrics port in the log:\n{self.text()[-3000:]}"
+        return f"http://127.0.0.1:{ports[-1]}/metrics"
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
@@ -98,6 +109,25 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         return self.process.returncode
+
+
+def scrape(url: str) -> dict[tuple[str, ...], float]:
+    """A /metrics page as (sample name, its label values sorted) -> value."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {(sample.name, *sorted(sample.labels.values())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+UNREADABLE: tuple[bytes, ...] = (b"\xff\xfe{not json", b"[" * 50_000 + b"]" * 50_000, b"9" * 5_000, b"[1, 2]", b"42",
+                                 b'{"unrelated": "keys", "n": 1}')
+"""Values no consumer can use, each on every topic it reads: not UTF-8 JSON, JSON nested past the interpreter's
+recursion limit (``json.loads`` raises RecursionError), an integer past Python's 4,300-digit limit (a
+ValueError that is no JSONDecodeError), and JSON of the wrong shape: a list, a number, unrelated keys."""
+
+
+def without(record: dict[str, Any], field: str) -> bytes:
+    """A valid-looking record that lacks ``field``."""
+    return encode({k: v for k, v in record.items() if k != field})
 
 
 def capture_time(offset_s: float = 0.0) -> str:
@@ -161,7 +191,8 @@ class Publisher:
 
 
 class Reader:
-    """Reads one topic from the beginning, without a group, decoding JSON values."""
+    """Reads one topic from the beginning, without a group, decoding JSON values (a value that is not JSON, a
+    test's deliberate garbage, stays bytes)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.records: list[tuple[bytes | None, Any]] = []
@@ -183,14 +214,20 @@ class Reader:
     def _poll(self, timeout: float) -> None:
         for message in self._consumer.consume(1000, timeout):
             if message.error() is None:
-                value = message.value()
-                self.records.append((message.key(), None if value is None else json.loads(value)))
+                self.records.append((message.key(), _decoded(message.value())))
 
     def values(self) -> list[Any]:
         return [value for _key, value in self.records]
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _decoded(value: bytes | None) -> Any:
+    try:
+        return None if value is None else json.loads(value)
+    except (ValueError, RecursionError):
+        return value
 
 
 @dataclass

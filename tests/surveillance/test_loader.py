@@ -1,8 +1,9 @@
 """The hit loader as a real process: real broker, real HBase gateway, hits produced with confluent-kafka.
 
 What it must do: every hit reaches both tables once (a replayed hit rewrites its row), malformed hits
-are skipped and counted without stopping the loader, and a kill -9 between write and commit loses
-nothing and duplicates nothing.
+(``_support.UNREADABLE``, a hit without a field, a null, a bad time, an id too long for a row key) are
+skipped and counted without stopping the loader (a hit after them is loaded), and a kill -9 between
+write and commit loses nothing and duplicates nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from contracts.tables.surveillance import BY_TIME_TABLE, BY_WATCH_TABLE, bucket_prefixes, read_hit, watch_prefix
 from tests.hbase.conftest import Gateway, start_gateway
 from tests.support.broker_process import BrokerProcess
+from tests.surveillance._support import UNREADABLE, without
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "surveillance.hits"
@@ -57,10 +59,10 @@ def backing(tmp_path: Path) -> Iterator[tuple[BrokerProcess, Gateway, Path]]:
         broker.stop()
 
 
-def produce(bootstrap: str, values: list[bytes | dict[str, Any]]) -> None:
+def produce(bootstrap: str, values: list[bytes | dict[str, Any] | None]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for value in values:
-        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        raw = json.dumps(value).encode() if isinstance(value, dict) else value
         key = value.get("watch_id") if isinstance(value, dict) else None
         producer.produce(TOPIC, raw, key=(key or "cloned").encode())
     assert producer.flush(30) == 0
@@ -93,6 +95,12 @@ def committed(bootstrap: str) -> int:
         consumer.close()
 
 
+def running(proc: subprocess.Popen[bytes], log: Path) -> bool:
+    """True while ``proc`` runs; a loader that died fails the test at once, with its log."""
+    assert proc.poll() is None, f"the loader exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+    return True
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -104,13 +112,15 @@ def test_hits_reach_both_tables_once_and_malformed_ones_are_skipped(backing, tmp
     watched = [hit(n) for n in range(20)] + [hit(n, "w-face-2", "face") for n in range(20, 30)]
     cloned = [hit(n, None, "cloned_plate") for n in range(30, 35)]
     replayed = watched[:5]  # the service after kill -9 publishes these again, same ids
-    produce(broker.bootstrap, [*watched, *cloned, b"not json", {"watch_id": "w-plate-1", "no": "hit_id"},
-                               {**hit(99), "capture_time": "yesterday"}, *replayed])
+    # keyed "cloned" like the garbage, so the last cloned hit follows all of it in one partition
+    malformed = [*UNREADABLE, without(hit(98, None, "cloned_plate"), "record_id"), None,
+                 {**hit(99, None, "cloned_plate"), "capture_time": "yesterday"},
+                 {**hit(97, None, "cloned_plate"), "hit_id": "h" * 40_000}]   # longer than an HBase row key
+    produce(broker.bootstrap, [*watched, *cloned[:-1], *malformed, *replayed, cloned[-1]])
     log = tmp_path / "loader.log"
     loader = start_loader(config, log)
     try:
-        wait_for(lambda: committed(broker.bootstrap) == 35 + 3 + 5)
-        assert loader.poll() is None, log.read_text()
+        wait_for(lambda: running(loader, log) and committed(broker.bootstrap) == 35 + len(malformed) + 5)
         ids = by_time_ids(gateway)
         assert sorted(ids) == sorted(h["hit_id"] for h in watched + cloned)  # no duplicates, cloned included
         table = gateway.connect().table(BY_WATCH_TABLE)
@@ -122,8 +132,8 @@ def test_hits_reach_both_tables_once_and_malformed_ones_are_skipped(backing, tmp
     finally:
         stop(loader)
     text = log.read_text()
-    assert text.count("skipped a malformed hit") == 3, text
-    assert "40 hits loaded, 3 malformed skipped" in text
+    assert text.count("skipped a malformed hit") == len(malformed), text
+    assert f"40 hits loaded, {len(malformed)} malformed skipped" in text
 
 
 @pytest.mark.slow

@@ -7,23 +7,26 @@ expected hits are known exactly from the records produced.
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
 from ingest import values
-from surveillance.watch_stage import GROUP
-from tests.surveillance._support import CHECKPOINTS, ServiceProcess, Site, plate_watch, vehicle
+from surveillance import cloned_stage, stats_stage, stats_windows_stage, watch_stage
+from tests.support.ports import free_port
+from tests.surveillance._support import CHECKPOINTS, ServiceProcess, Site, plate_watch, scrape, vehicle
 
 T = Topics()
-ASSIGNED = re.compile(r"watch: assigned (\[.*\])")
-PARTITION = re.compile(r"\('([^']+)', (\d+)\)")
+GROUP_INPUTS = {watch_stage.GROUP: T.captures, cloned_stage.SIGHTINGS_GROUP: (T.vehicle,),
+                cloned_stage.CLONED_GROUP: (T.plate_sightings,), stats_stage.GROUP: T.captures,
+                stats_windows_stage.GROUP: (T.stat_events,)}
+"""Every consumer group of the service and the topics (2 partitions each here) its members share."""
 
 
 def watch_hits(hits: list[dict]) -> list[dict]:
@@ -31,25 +34,52 @@ def watch_hits(hits: list[dict]) -> list[dict]:
     return [h for h in hits if h["kind"] != "cloned_plate"]
 
 
-def last_assignment(service: ServiceProcess) -> set[tuple[str, int]]:
-    found = ASSIGNED.findall(service.text())
-    return {(topic, int(p)) for topic, p in PARTITION.findall(found[-1])} if found else set()
+def shares(admin: AdminClient, group: str) -> dict[str, set[tuple[str, int]]]:
+    """The group's members as the broker's DescribeGroups has them: client id -> partitions assigned (none
+    while the group is still forming)."""
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+    except KafkaException:
+        return {}
+    return {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+            for m in described.members}
 
 
-@pytest.mark.slow
-def test_two_instances_share_the_partitions_and_every_hit_arrives_once(site: Site) -> None:
+def split_by_process(bootstrap: str, services: list[ServiceProcess]) -> dict[str, list[set[tuple[str, int]]]]:
+    """Per group, each process's share (by the pid its client id ends in), once every group has exactly one
+    member per process and their shares are disjoint, non-empty and cover the group's input partitions."""
+    pids = [str(s.process.pid) for s in services if s.process is not None]
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    deadline = time.monotonic() + 60
+    while True:
+        found = {group: shares(admin, group) for group in GROUP_INPUTS}
+        split = {group: [{tp for client, held in members.items() if client.endswith(f":{pid}") for tp in held}
+                         for pid in pids]
+                 for group, members in found.items()}
+        if all(len(found[g]) == len(pids) and all(held) and sum(map(len, held)) == len(set().union(*held))
+               and set().union(*held) == {(t, p) for t in GROUP_INPUTS[g] for p in range(2)}
+               for g, held in split.items()):
+            return split
+        assert time.monotonic() < deadline, f"groups not split between {pids}: {found}"
+        time.sleep(0.5)
+
+
+def test_a_second_instance_from_the_same_config_runs_and_takes_half_the_partitions(site: Site) -> None:
+    """Scaling out is the same command line again, on the same host: the configured metrics port is taken by
+    the first instance, so the second serves /metrics on a free one; the pid in each instance's name keeps
+    the two apart in every group (the config names the instance), and each matches its share of captures."""
     rng = random.Random(21)
     for n in range(4):
         site.publisher.command(T.control_watchlist, f"w{n}", plate_watch(f"w{n}", f"京Z0000{n}"))
-    first, second = site.service().start(), site.service().start()
-    wanted = {(topic, p) for topic in T.captures for p in range(2)}
-    deadline = time.monotonic() + 60
-    while True:
-        a, b = last_assignment(first), last_assignment(second)
-        if a and b and not a & b and a | b == wanted:
-            break
-        assert time.monotonic() < deadline, f"assignments {a} / {b}"
-        time.sleep(0.5)
+    config = {"metrics_port": free_port(), "instance": "city-a"}
+    first, second = site.service(**config), site.service(**config)
+    assert (first.config, first.args) == (second.config, second.args)
+    first.start()
+    second.start()
+    split = split_by_process(site.broker.bootstrap, [first, second])
+    urls = [first.metrics_url(), second.metrics_url()]
+    assert urls[0] == f"http://127.0.0.1:{config['metrics_port']}/metrics" != urls[1]
+    assert "is taken" in second.text()
     records = [vehicle(f"r{n}", CHECKPOINTS[n % 8], f"京Z0000{n % 4}" if n % 5 == 0 else values.plate(rng, "blue"),
                        rng) for n in range(400)]
     site.publisher.captures(T.vehicle, records)
@@ -59,6 +89,14 @@ def test_two_instances_share_the_partitions_and_every_hit_arrives_once(site: Sit
     hits = watch_hits(site.reader(T.surveillance_hits).read(lambda got: len(watch_hits(got)) >= len(expected),
                                                             quiet_s=2.0))
     assert Counter(h["hit_id"] for h in hits) == Counter(expected)
+    # each instance matched the captures of its own vehicle partition, and its own /metrics says so
+    held = [{p for topic, p in share if topic == T.vehicle} for share in split[watch_stage.GROUP]]
+    for url, partitions in zip(urls, held, strict=True):
+        mine = sum(site.publisher.placed[r["record_id"]][0] in partitions for r in records
+                   if r["plate_number"].startswith("京Z"))
+        assert scrape(url)[("surveillance_hits_total", "exact", "plate")] == mine > 0
+    assert all(s.process is not None and s.process.poll() is None for s in (first, second))
+    print(f"metrics at {urls}; shares {split}")
 
 
 @pytest.mark.slow
@@ -92,7 +130,7 @@ def test_kill_9_under_load_then_restart_loses_no_watch_and_no_hit(site: Site) ->
     try:
         time.sleep(4)
         service.kill()
-        check = Consumer({"bootstrap.servers": site.broker.bootstrap, "group.id": GROUP, "log_level": 3})
+        check = Consumer({"bootstrap.servers": site.broker.bootstrap, "group.id": watch_stage.GROUP, "log_level": 3})
         committed = {tp.partition: tp.offset for tp in check.committed(
             [TopicPartition(T.vehicle, p) for p in range(2)], timeout=10)}
         check.close()

@@ -7,9 +7,6 @@ service publishes are compared one by one with the expected set; precision and r
 from __future__ import annotations
 
 import random
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.records import epoch_ms
 from contracts.surveillance import watch_hit_id
@@ -25,6 +22,7 @@ from tests.surveillance._support import (
     face,
     face_watch,
     plate_watch,
+    scrape,
     vehicle,
 )
 
@@ -139,9 +137,7 @@ def test_malformed_commands_are_rejected_with_a_reply_and_the_service_keeps_goin
     hits = site.reader(T.surveillance_hits).read(lambda got: len(got) >= 1)
     assert [h["record_id"] for h in hits if h["kind"] == "plate"] == ["after"]
     assert service.process is not None and service.process.poll() is None
-    scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    counted = {(sample.name, *sorted(sample.labels.values())): sample.value
-               for family in text_string_to_metric_families(scraped) for sample in family.samples}
+    counted = scrape(f"http://127.0.0.1:{port}/metrics")
     assert counted[("surveillance_commands_total", "rejected", "watch")] == 7
     assert counted[("surveillance_commands_total", "accepted", "watch")] == 1
     assert counted[("surveillance_records_skipped_total", "malformed", "watch")] == 2
