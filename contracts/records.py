@@ -56,7 +56,8 @@ def _check_int(value: Any) -> bool:
 
 
 def _check_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    # An int is finite whatever its size (math.isfinite would raise OverflowError on one beyond a float's range).
+    return _check_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _check_bool(value: Any) -> bool:
@@ -186,7 +187,7 @@ def parse(kind: Kind, raw: bytes | None) -> Checked:
         return Checked(Status.INVALID, reason="null value")
     try:
         record = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int over Python's digit limit, deep nesting
         return Checked(Status.INVALID, reason=f"not JSON: {exc}")
     if not isinstance(record, dict):
         return Checked(Status.INVALID, reason=f"not a JSON object: {type(record).__name__}")

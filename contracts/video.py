@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ CAMERA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Camera ids are the first part of video keys ``CAMERA/YYYY/MM/DD/HHMMSS_name``."""
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 bucket naming rules (3-63 characters)
 MAX_TEXT = 256
+_MAX_SECONDS = 1e300  # finite, as a float (math.isfinite would raise OverflowError on an int over a float's range)
 OPTIONS = ("classes", "window")
 """Known options: ``classes`` (a subset of :data:`CLASSES`: only these objects are reported) and
 ``window`` (``[from_s, to_s]`` seconds into the video: only objects seen inside it). Other keys are
@@ -127,7 +127,7 @@ def validate_options(value: Any) -> dict[str, Any]:
     if "window" in value:
         window = value["window"]
         if (not isinstance(window, list) or len(window) != 2
-                or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                or not all(isinstance(x, int | float) and not isinstance(x, bool) and abs(x) <= _MAX_SECONDS
                            for x in window) or not 0 <= window[0] < window[1]):
             raise CommandError("options.window", "must be [from_s, to_s] with 0 <= from_s < to_s")
         options["window"] = [float(window[0]), float(window[1])]
@@ -163,7 +163,7 @@ def decode(raw: bytes | None) -> Any:
         raise CommandError("value", "null value")
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int over Python's digit limit, deep nesting
         raise CommandError("value", f"not JSON: {exc}") from None
 
 

@@ -42,6 +42,14 @@ log = logging.getLogger("spark_jobs.capture_writer")
 
 UNKNOWN = "unknown"
 
+MAX_ROW_KEY = 32767
+"""HBase's longest row key (``Short.MAX_VALUE``): a record that would need a longer one cannot be stored."""
+LETTER_VALUE_BYTES = 256 * 1024
+LETTER_KEY_BYTES = 1024
+"""How much of a refused record's value and key its dead letter carries (see :func:`deadletter`)."""
+DEVICE_CHARS = 64
+"""The longest device or checkpoint name a refused record is counted under (see :func:`_device_of`)."""
+
 RESULT_SCHEMA = "tally string"
 """One row per task: its :class:`BatchTally` as JSON (per-device counts, per-stage latency counters)."""
 CHUNK_ROWS = 1000
@@ -154,14 +162,19 @@ def send_deadletters(letters: list[tuple[str, bytes]], settings: WriterSettings)
 
 
 def deadletter(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str) -> bytes:
-    """The dead-letter record: where it came from, why it was refused, and the exact bytes (base64)."""
+    """The dead-letter record: where it came from, why it was refused, and its bytes (base64).
+
+    The bytes are cut to :data:`LETTER_VALUE_BYTES` (``value_bytes`` keeps the original length; topic, partition
+    and offset find the whole record): base64 adds a third, so the letter of a record near the bus's size
+    limit would be over it, could not be produced, and would fail the batch, and its replay again."""
     return encode({
         "topic": topic,
         "partition": partition,
         "offset": offset,
         "reason": reason,
-        "key": None if key is None else key.decode(errors="replace"),
-        "value_base64": None if value is None else base64.b64encode(value).decode(),
+        "key": None if key is None else key[:LETTER_KEY_BYTES].decode(errors="replace"),
+        "value_base64": None if value is None else base64.b64encode(value[:LETTER_VALUE_BYTES]).decode(),
+        "value_bytes": None if value is None else len(value),
         "failed_at": now_time(),
     })
 
@@ -176,58 +189,85 @@ def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[Row]:
 
 
 def _device_of(value: bytes | None) -> tuple[str, str, str]:
-    """Best effort for a record that failed validation: which device sent it, if its JSON says so."""
+    """Best effort for a record that failed validation: which device sent it, if its JSON says so. Only short
+    ASCII text counts as a name: one record must not put a megabyte (or what JSON cannot carry) into the stats."""
     try:
         record = json.loads(value) if value is not None else None
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # as in contracts.records.parse
         record = None
     if not isinstance(record, dict):
         return UNKNOWN, UNKNOWN, UNKNOWN
-    return tuple(str(record.get(k) or UNKNOWN) for k in ("device_ip", "recognizer_ip", "checkpoint_id"))  # type: ignore[return-value]
+    device, recognizer, checkpoint = (record.get(k) for k in ("device_ip", "recognizer_ip", "checkpoint_id"))
+    return _name(device), _name(recognizer), _name(checkpoint)
+
+
+def _name(value: Any) -> str:
+    return value if isinstance(value, str) and 0 < len(value) <= DEVICE_CHARS and value.isascii() else UNKNOWN
+
+
+def _storable(puts: list[tables.Put]) -> list[tables.Put]:
+    for _table, key, _cells in puts:
+        if len(key) > MAX_ROW_KEY:
+            raise ValueError(f"its row key would be {len(key)} bytes, HBase takes at most {MAX_ROW_KEY}")
+    return puts
 
 
 def process_records(rows: Iterable[Row], settings: WriterSettings) -> BatchTally:
-    """Validate and write every record; returns what ``ingest.stats`` reports (counts and latencies)."""
+    """Validate and write every record; returns what ``ingest.stats`` reports (counts and latencies).
+
+    A record is counted (valid or unrecognized, with its latencies) once its rows are built: one that passes
+    validation but cannot be stored (a lone surrogate in its text, nesting too deep to encode, a row key too
+    long for HBase) is refused then, like an invalid one, instead of failing the write of its whole chunk."""
     tally = BatchTally()
     capture_to_bus, bus_to_read, read_to_write, capture_to_ingest = (tally.latency[s] for s in STAGES)
-    pending: list[tuple[str, Kind, Any, int, int]] = []
+    pending: list[tuple[Row, Kind, Any, int]] = []
     letters: list[tuple[str, bytes]] = []
+
+    def refuse(row: Row, reason: str) -> None:
+        key, value, topic, partition, offset, _bus_ms = row
+        tally.device(topic, *_device_of(value)).invalid += 1
+        letters.append((topic, deadletter(topic, partition, offset, key, value, reason)))
 
     def flush() -> None:
         stamp = now_time()
         stamp_ms = epoch_ms(stamp)
         puts: list[tables.Put] = []
-        for topic, kind, checked, capture_ms, read_ms in pending:
+        written = 0
+        for row, kind, checked, read_ms in pending:
+            topic, bus_ms, record = row[2], row[5], checked.record
+            try:
+                puts.extend(_storable(tables.rows_for_valid(kind, record, stamp) if checked.status is Status.VALID
+                                      else [tables.row_for_unrecognized(topic, record, checked.unrecognized, stamp)]))
+            except Exception as exc:  # building rows touches nothing but the record: what it raises is the record's
+                refuse(row, f"cannot be stored: {type(exc).__name__}: {exc}")
+                continue
+            counts = tally.device(topic, record["device_ip"], record["recognizer_ip"], record["checkpoint_id"])
             if checked.status is Status.VALID:
-                puts.extend(tables.rows_for_valid(kind, checked.record, stamp))
+                counts.valid += 1
             else:
-                puts.append(tables.row_for_unrecognized(topic, checked.record, checked.unrecognized, stamp))
+                counts.unrecognized += 1
+            capture_ms = epoch_ms(record["capture_time"])
+            if bus_ms is not None:
+                capture_to_bus[bus_ms - capture_ms] += 1
+                bus_to_read[read_ms - bus_ms] += 1
             read_to_write[stamp_ms - read_ms] += 1
             capture_to_ingest[stamp_ms - capture_ms] += 1
+            written += 1
         write_puts(puts, settings)
-        tally.rows_written += len(pending)
+        tally.rows_written += written
         pending.clear()
 
-    for key, value, topic, partition, offset, bus_ms in rows:
+    for row in rows:
         read_ms = int(time.time() * 1000)
-        kind = settings.kind_of(topic)
-        checked = parse(kind, value) if kind is not None else None
-        if checked is None or checked.status is Status.INVALID:
-            reason = checked.reason if checked is not None else "not a capture topic"
-            tally.device(topic, *_device_of(value)).invalid += 1
-            letters.append((topic, deadletter(topic, partition, offset, key, value, reason)))
+        kind = settings.kind_of(row[2])
+        if kind is None:
+            refuse(row, "not a capture topic")
             continue
-        record = checked.record
-        counts = tally.device(topic, record["device_ip"], record["recognizer_ip"], record["checkpoint_id"])
-        if checked.status is Status.VALID:
-            counts.valid += 1
-        else:
-            counts.unrecognized += 1
-        capture_ms = epoch_ms(record["capture_time"])
-        if bus_ms is not None:
-            capture_to_bus[bus_ms - capture_ms] += 1
-            bus_to_read[read_ms - bus_ms] += 1
-        pending.append((topic, kind, checked, capture_ms, read_ms))
+        checked = parse(kind, row[1])
+        if checked.status is Status.INVALID:
+            refuse(row, checked.reason)
+            continue
+        pending.append((row, kind, checked, read_ms))
         if len(pending) >= settings.chunk_rows:
             flush()
     if pending:

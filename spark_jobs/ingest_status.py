@@ -128,8 +128,12 @@ class StatsPublisher:
             return False
         record = stats_record(self.job, batch_id, now_time(), now - self._last, duration_s, tally)
         self._last = now
-        self.producer.produce(self.topic, self.job.encode(), json.dumps(record, separators=(",", ":")).encode(),
-                              self._delivered)
+        try:
+            self.producer.produce(self.topic, self.job.encode(),
+                                  json.dumps(record, separators=(",", ":")).encode(), self._delivered)
+        except Exception as exc:  # refused at once, e.g. over the size limit (refused records naming many devices)
+            self._delivered(f"{type(exc).__name__}: {exc}")
+            return False
         self.producer.poll(0)
         return True
 

@@ -45,6 +45,10 @@ HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
 ARROW_BATCH_ROWS = 10_000
 CONSUME_CHUNK = 500
 METADATA_TIMEOUT_S = 15.0
+TIMESTAMP_RANGE_MS = (-62_135_596_800_000, 253_402_300_799_999)
+"""Spark's (and Python's) timestamps: 0001-01-01 to 9999-12-31 UTC. A producer may stamp a record with any 64-bit
+milliseconds; one outside reads as null (a microsecond column overflows, or its row has no datetime) instead of
+failing every batch that reads the record."""
 
 
 @dataclass(frozen=True)
@@ -371,7 +375,8 @@ class _BatchBuilder:
         self.values.append(message.value())
         self.offsets.append(message.offset())
         # librdkafka: 1 = CreateTime, 2 = LogAppendTime; Spark's column: 0 and 1.
-        self.timestamps.append(stamp * 1000 if kind else None)
+        low, high = TIMESTAMP_RANGE_MS
+        self.timestamps.append(stamp * 1000 if kind and low <= stamp <= high else None)
         self.types.append(max(kind - 1, 0))
         if self.include_headers:
             self.headers.append([{"key": k, "value": v} for k, v in (message.headers() or [])])

@@ -13,6 +13,11 @@ and tells them apart by topic, with the book's two duties:
   has none) and the job carries on;
 * results and status (:mod:`spark_jobs.video_loader`): ``video_object``, its index and ``video_task``.
 
+Any producer may write to these topics: a record that is not what its topic carries is skipped, and a
+``queued`` status without the command (a batch job run by hand announces its own task so) is loaded but
+not taken over; both are counted per batch with the reason on stderr, and never fail a micro-batch (whose
+replay from the checkpoint would fail again, and again).
+
 ``--loader-only`` keeps the second duty alone: a DR site, which receives the mirrored data topics but
 not the control topic ``video.commands``, rebuilds the tables without launching anything.
 
@@ -37,10 +42,10 @@ from typing import Any
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.topics import Topics, partitions
-from contracts.video import ANALYZE, TERMINAL, CommandError, VideoCommand, parse_command, parse_status, task_id_of
+from contracts.video import ANALYZE, TERMINAL, CommandError, VideoCommand, parse_command, task_id_of
 from spark_jobs import launch
 from spark_jobs.video_bus import TaskPublisher
-from spark_jobs.video_loader import VideoLoader, check_result
+from spark_jobs.video_loader import VideoLoader, check_result, check_status
 from spark_jobs.video_scheduler import Scheduler
 from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S
 
@@ -115,22 +120,24 @@ class Handler:
         return happybase.Connection(self.args.hbase_host, self.args.hbase_port, timeout=60_000)
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        """One micro-batch. Bad records are counted as ``skipped`` (not loaded) or ``set_aside`` (a status loaded,
+        not taken over), see the module docstring; the job has no dead-letter topic: the log names each one's
+        topic, partition and offset."""
         started = time.time()
         rows = sorted(batch.select("topic", "value", "partition", "offset").collect(),
                       key=lambda r: (r.topic, r.partition, r.offset))
-        counts = {"commands": 0, "statuses": 0, "results": 0, "rejected": 0, "skipped": 0}
+        counts = {"commands": 0, "statuses": 0, "results": 0, "rejected": 0, "skipped": 0, "set_aside": 0}
         results, statuses, commands = [], [], []
         for row in rows:
             try:
                 if row.topic == self.args.results_topic:
-                    results.append(check_result(json.loads(row.value)))
+                    results.append(check_result(row.value))
                 elif row.topic == self.args.status_topic:
-                    statuses.append(parse_status(row.value))
+                    statuses.append(check_status(row.value))
                 elif row.topic == self.args.commands_topic:
                     commands.append(row.value)
-            except (ValueError, TypeError) as exc:  # not ours to fail: count and go on
-                counts["skipped"] += 1
-                print(f"video_ingest: skipped {row.topic}@{row.partition}:{row.offset}: {exc}", file=sys.stderr)
+            except Exception as exc:  # checking touches nothing but the record: whatever it raises is the record's
+                set_aside(counts, "skipped", f"{row.topic}@{row.partition}:{row.offset}", exc)
         conn = self.connect()
         try:
             loader = VideoLoader(conn)
@@ -139,7 +146,10 @@ class Handler:
             counts["promoted"] = len(loader.promote_held(r["task_id"] for r in results))
             if self.scheduler is not None:
                 for status in statuses:
-                    self.scheduler.observe(status)
+                    try:
+                        self.scheduler.observe(status)
+                    except CommandError as exc:  # e.g. a queued status some other process published
+                        set_aside(counts, "set_aside", f"task {status['task_id']} (not taken over)", exc)
                 self._commands(self.scheduler, loader, commands, counts)
         finally:
             conn.close()
@@ -193,6 +203,12 @@ class Handler:
         return thread
 
 
+def set_aside(counts: dict[str, int], counter: str, what: str, reason: Exception) -> None:
+    """Count a record the job does not act on, and say which and why (stderr, with the job's other logs)."""
+    counts[counter] += 1
+    print(f"video_ingest: {counter} {what}: {type(reason).__name__}: {reason}", file=sys.stderr, flush=True)
+
+
 def prepare(args: argparse.Namespace, config: Config, loader_conn: Any) -> None:
     """Create the topics the job reads and the tables it writes, if missing."""
     from contracts.tables.video import ensure_video_tables
@@ -240,10 +256,13 @@ def main(argv: list[str] | None = None) -> int:
         prepare(args, config, conn)
         if scheduler is not None:
             report["orphans_killed"] = scheduler.kill_orphans()
+            counts = {"set_aside": 0}
             for row in VideoLoader(conn).unfinished():
-                with contextlib.suppress(CommandError):  # a row without a usable command is left as it is
+                try:
                     scheduler.adopt(row)
-            report.update(scheduler.snapshot())
+                except CommandError as exc:  # a row without a usable command is left as it is
+                    set_aside(counts, "set_aside", f"task {row.get('task_id')} (not taken over)", exc)
+            report.update(scheduler.snapshot(), **counts)
     finally:
         conn.close()
     print(json.dumps(report), flush=True)

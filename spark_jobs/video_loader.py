@@ -17,6 +17,7 @@ that loads the task's last object. The hold is in HBase, not in memory: the micr
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -36,23 +37,92 @@ from contracts.tables.video import (
     task_row,
     task_row_key,
 )
-from contracts.video import DONE, TERMINAL
+from contracts.video import CAMERA_ID, DONE, TASK_ID, TERMINAL, CommandError, decode, encode, parse_status
 
 RESULT_FIELDS = ("task_id", "object_id", "camera_id", "first_seen")
-_STATUS_CORE = ("task_id", "state", "timings")
+_STATUS_CORE = ("task_id", "state", "timings", "status")
+"""Status fields that do not become cells of their own: the row's ``t:status`` holds the state (a record's own
+``status`` field, which none of ours has, would collide with it) and timings are merged."""
 HELD = b"t:held_done"
+MAX_NESTING = 32
+"""How deep a record's JSON may nest (ours: 3, a result's track). Deeper than Python can encode again a few calls
+further down, in the writes, it would fail them: see :func:`_check_storable`."""
 
 
-def check_result(record: Any) -> dict[str, Any]:
-    """A ``video.results`` record with what the row keys need, or a ValueError naming what is missing."""
+def check_result(raw: bytes | None) -> dict[str, Any]:
+    """A ``video.results`` record whose rows can be written, or a ValueError naming what is wrong with it.
+
+    This and :func:`check_status` are the loader's door: any producer may write to the topics, and a record let
+    through must not be able to fail the writes (a failed write fails the micro-batch, and its replay again)."""
+    try:
+        record = decode(raw)
+    except CommandError as exc:  # the contract's decoding error, named for commands (as in parse_status)
+        raise ValueError(str(exc)) from None
     if not isinstance(record, dict):
-        raise ValueError("not a JSON object")
+        raise ValueError(f"not a JSON object: {type(record).__name__}")
     missing = [f for f in RESULT_FIELDS if f not in record]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    parse_time(record["first_seen"])
-    int(record["object_id"])
+    _check_id(record, "task_id", TASK_ID)
+    _check_id(record, "camera_id", CAMERA_ID)
+    _check_count(record, "object_id")
+    _check_time(record, "first_seen")
+    _check_storable(record)
     return record
+
+
+def check_status(raw: bytes | None) -> dict[str, Any]:
+    """A ``video.status`` record the task row can fold in (:func:`fold`), or a ValueError naming what is wrong."""
+    status = parse_status(raw)
+    _check_id(status, "task_id", TASK_ID)
+    _check_time(status, "time")
+    if status.get("requested_at"):  # the list row's key, when the record starts a task
+        _check_time(status, "requested_at")
+    for name in ("objects", "attempt"):
+        if status.get(name) is not None:
+            _check_count(status, name)
+    if not isinstance(status.get("timings") or {}, dict):
+        raise ValueError(f"timings must be an object, not {status['timings']!r:.60}")
+    _check_storable(status)
+    return status
+
+
+def _check_id(record: dict[str, Any], name: str, pattern: re.Pattern[str]) -> None:
+    """Ids go into row keys: the contract's pattern keeps them short and free of the keys' separators."""
+    value = record[name]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{name} {value!r:.60} does not match {pattern.pattern}")
+
+
+def _check_count(record: dict[str, Any], name: str) -> None:
+    value = record[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, not {value!r:.60}")
+
+
+def _check_storable(record: dict[str, Any]) -> None:
+    """A ValueError unless the record's JSON can be encoded again, as its cells are (an object's record, a task's
+    dict and list fields, a held done): not nested too deep, and no lone surrogate (JSON's ``\\ud800`` decodes
+    to one, and UTF-8 cannot carry it)."""
+    level: list[Any] = [record]
+    for _ in range(MAX_NESTING):
+        level = [v for item in level if isinstance(item, dict | list)
+                 for v in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            break
+    else:
+        raise ValueError(f"nested deeper than {MAX_NESTING} levels")
+    encode(record)
+
+
+def _check_time(record: dict[str, Any], name: str) -> None:
+    value = record.get(name)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a time, not {value!r:.60}")
+    try:
+        parse_time(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def fold(current: Mapping[bytes, bytes], statuses: Iterable[Mapping[str, Any]], now: float,

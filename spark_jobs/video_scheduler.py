@@ -25,7 +25,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contracts.records import parse_time
-from contracts.video import ANALYZE, CANCELLED, FAILED, QUEUED, RUNNING, TERMINAL, VideoCommand, validate_command
+from contracts.video import (
+    ANALYZE,
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+    CommandError,
+    VideoCommand,
+    validate_command,
+)
 from spark_jobs.video_bus import TaskPublisher
 from spark_jobs.video_synopsis import EXIT_BAD_VIDEO
 
@@ -43,6 +53,9 @@ class Job(Protocol):
 
 Launcher = Callable[[VideoCommand, int], Job]
 """Starts the batch job for a command's given attempt (1-based)."""
+
+MAX_REASON = 1000
+"""Characters of a refused command's reason kept in its ``failed`` status (see :meth:`Scheduler.reject`)."""
 
 
 @dataclass
@@ -85,7 +98,11 @@ class Scheduler:
             return task_id in self.states
 
     def observe(self, status: Mapping[str, Any]) -> None:
-        """Fold a ``video.status`` record read from the bus (ours, a batch job's, or from before a restart)."""
+        """Fold a ``video.status`` record read from the bus (ours, a batch job's, or from before a restart).
+
+        A ``queued`` record of a task not seen yet is taken over (ours, from before a restart, carry the command).
+        One without a usable command raises :class:`CommandError` and changes nothing: any producer may write
+        one (a batch job run by hand announces its own task), and such a task is not this job's to run."""
         with self._lock:
             task_id, state = status["task_id"], status["state"]
             if self.states.get(task_id) in TERMINAL:
@@ -100,17 +117,26 @@ class Scheduler:
                 self.states.setdefault(task_id, state)
 
     def adopt(self, row: Mapping[str, str]) -> None:
-        """Take over an unfinished task from its table row (a restarted job): it is queued again."""
+        """Take over an unfinished task from its table row (a restarted job): it is queued again. A row
+        without a usable command (see :meth:`observe`) raises :class:`CommandError` and changes nothing."""
         with self._lock:
             if row.get("task_id") not in self.states:
-                self._adopt_record({**row, "options": json.loads(row.get("options") or "{}"), "action": ANALYZE})
+                try:
+                    options = json.loads(row.get("options") or "{}")
+                except ValueError as exc:
+                    raise CommandError("options", f"not JSON: {exc}") from None
+                self._adopt_record({**row, "options": options, "action": ANALYZE})
 
     def _adopt_record(self, record: Mapping[str, Any]) -> None:
+        """Queue the task a record describes; validates everything before changing anything."""
         fields = ("task_id", "action", "video_url", "camera_id", "requested_by", "requested_at", "options")
         command = validate_command({k: record.get(k) for k in fields})
+        try:
+            attempt = int(record.get("attempt") or 0)
+        except ValueError:  # a row written before the loader checked statuses may hold anything
+            raise CommandError("attempt", f"not a whole number: {record.get('attempt')!r:.60}") from None
         self.states[command.task_id] = QUEUED
         # A queued task's attempt is the one that died (the next is one more); a running one is re-run as is.
-        attempt = int(record.get("attempt") or 0)
         state = record.get("state", record.get("status"))
         self.queue.append(Task(command, attempt=attempt if state == QUEUED else max(0, attempt - 1),
                                queued_at=time.time()))
@@ -146,12 +172,14 @@ class Scheduler:
 
     def reject(self, task_id: str, reason: str) -> bool:
         """Fail the task of a command that cannot be carried out, unless that task exists (a malformed
-        duplicate must not end a good task); returns whether it was failed."""
+        duplicate must not end a good task); returns whether it was failed. The reason is cut to
+        :data:`MAX_REASON`: it may echo the command (an unknown option's name), and a status record over the
+        bus's size limit could not be published (the micro-batch would fail, and its replay again)."""
         with self._lock:
             if task_id in self.states:
                 return False
             self.states[task_id] = FAILED
-            self.publisher.status(task_id, FAILED, error=f"bad command: {reason}")
+            self.publisher.status(task_id, FAILED, error=f"bad command: {reason[:MAX_REASON]}")
             return True
 
     # -- launching and watching batch jobs ----------------------------------------------------------
