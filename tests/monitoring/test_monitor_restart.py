@@ -40,7 +40,14 @@ from monitoring.matchers import Matcher
 from monitoring.series import decode
 from monitoring.silences import new_silence, save_silence
 from tests.hbase.conftest import start_gateway
-from tests.monitoring._support import MonitorProcess, ScriptedCity, WebhookReceiver, city_map, wait_for
+from tests.monitoring._support import (
+    MonitorProcess,
+    ScriptedCity,
+    WebhookReceiver,
+    city_map,
+    wait_for,
+    webhook_monitor_config,
+)
 from tests.monitoring.test_single_monitor import active
 from tests.support.broker_process import BrokerProcess
 from tests.support.ports import free_port
@@ -60,48 +67,9 @@ HEARTBEAT, STATS, DEADLETTER = "device.heartbeat", "ingest.stats", "capture.dead
 def config_text(bootstrap: str, hbase_port: int, map_path: Path, hook: str, metrics_port: int) -> str:
     """``keep_firing_for_s = 0``: an alert its rule misses for a single evaluation resolves at once, so a
     restart that forgets anything for a moment shows as a resolution and a second firing."""
-    return f"""
-[bus]
-bootstrap_servers = "{bootstrap}"
-[hbase]
-host = "127.0.0.1"
-port = {hbase_port}
-[map]
-path = "{map_path}"
-[topics]
-partitions = 1
-[monitoring]
-evaluation_interval_s = {EVALUATION_S}
-flush_interval_s = 0.5
-metrics_port = {metrics_port}
-lock_session_s = 6
-[monitoring.health]
-window_s = 4
-silent_after_s = {SILENT_AFTER_S}
-recovery_s = 3
-min_records = 5
-ingest_delay_s = 0.5
-[monitoring.route]
-group_by = ["alertname", "device_ip"]
-group_wait_s = {GROUP_WAIT_S}
-group_interval_s = {GROUP_INTERVAL_S}
-repeat_interval_s = 3600
-[[monitoring.rules]]
-name = "DeviceSilent"
-kind = "device_silent"
-threshold = {SILENT_AFTER_S}
-keep_firing_for_s = 0
-[[monitoring.rules]]
-name = "DeviceDegraded"
-kind = "device_quality"
-threshold = 0.2
-for_s = 1
-keep_firing_for_s = 0
-[[monitoring.receivers]]
-name = "hook"
-type = "webhook"
-url = "{hook}"
-"""
+    return webhook_monitor_config(bootstrap, hbase_port, map_path, hook, metrics_port, evaluation_s=EVALUATION_S,
+                                  silent_after_s=SILENT_AFTER_S, group_wait_s=GROUP_WAIT_S,
+                                  group_interval_s=GROUP_INTERVAL_S, keep_firing_for_s=0)
 
 
 @pytest.fixture

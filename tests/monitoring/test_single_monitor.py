@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.hbase.conftest import start_gateway
-from tests.monitoring._support import MonitorProcess, ScriptedCity, WebhookReceiver, city_map, wait_for
+from tests.monitoring._support import (
+    MonitorProcess,
+    ScriptedCity,
+    WebhookReceiver,
+    city_map,
+    wait_for,
+    webhook_monitor_config,
+)
 from tests.support.broker_process import BrokerProcess
 from tests.support.ports import free_port
 
@@ -24,48 +31,7 @@ SESSION_S = 6  # the broker's group.min.session.timeout.ms
 
 
 def config_text(bootstrap: str, hbase_port: int, map_path: Path, hook: str, metrics_port: int) -> str:
-    return f"""
-[bus]
-bootstrap_servers = "{bootstrap}"
-[hbase]
-host = "127.0.0.1"
-port = {hbase_port}
-[map]
-path = "{map_path}"
-[topics]
-partitions = 1
-[monitoring]
-evaluation_interval_s = 0.5
-flush_interval_s = 0.5
-metrics_port = {metrics_port}
-lock_session_s = {SESSION_S}
-[monitoring.health]
-window_s = 4
-silent_after_s = 3
-recovery_s = 3
-min_records = 5
-ingest_delay_s = 0.5
-[monitoring.route]
-group_by = ["alertname", "device_ip"]
-group_wait_s = 0.5
-group_interval_s = 1
-repeat_interval_s = 3600
-[[monitoring.rules]]
-name = "DeviceSilent"
-kind = "device_silent"
-threshold = 3
-keep_firing_for_s = 600
-[[monitoring.rules]]
-name = "DeviceDegraded"
-kind = "device_quality"
-threshold = 0.2
-for_s = 1
-keep_firing_for_s = 600
-[[monitoring.receivers]]
-name = "hook"
-type = "webhook"
-url = "{hook}"
-"""
+    return webhook_monitor_config(bootstrap, hbase_port, map_path, hook, metrics_port, lock_session_s=SESSION_S)
 
 
 def active(port: int) -> float | None:
