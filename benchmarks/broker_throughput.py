@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,18 +42,20 @@ def _mock_holder(ready: mp.Queue, stop: mp.Event) -> None:  # type: ignore[valid
     stop.wait()
 
 
-def _produce(bootstrap: str, records: int, out: mp.Queue) -> None:  # type: ignore[valid-type]
+def produce_rate(conf: dict[str, Any], topic: str, records: int, out: mp.Queue) -> None:  # type: ignore[valid-type]
+    """Records/s of one confluent-kafka producer (100-byte records to partition 0, acks=1, linger.ms=5) with `conf`
+    (its bootstrap servers and security), put on `out`; connecting and the first metadata are not timed."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                         "queue.buffering.max.messages": 2_000_000, "enable.idempotence": False})
-    producer.produce(TOPIC, VALUE, partition=0)
+    producer = Producer({**conf, "acks": 1, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
+                         "enable.idempotence": False})
+    producer.produce(topic, VALUE, partition=0)
     producer.flush(30)
     start = time.perf_counter()
     for _ in range(records):
         while True:
             try:
-                producer.produce(TOPIC, VALUE, partition=0)
+                producer.produce(topic, VALUE, partition=0)
                 break
             except BufferError:
                 producer.poll(0.001)
@@ -195,7 +198,8 @@ def _group_consume(bootstrap: str, topic: str, partitions: int, per_partition: i
     return sum(r for r, _ in results) / max(t for _, t in results)
 
 
-def _run(target, *args):  # type: ignore[no-untyped-def]
+def run_in_process(target, *args):  # type: ignore[no-untyped-def]
+    """`target(*args, out)` in a process of its own (the client never shares an interpreter with the broker)."""
     out: mp.Queue = mp.Queue()
     proc = mp.Process(target=target, args=(*args, out))
     proc.start()
@@ -205,10 +209,10 @@ def _run(target, *args):  # type: ignore[no-untyped-def]
 
 
 def _measure(bootstrap: str, args: argparse.Namespace, group_topics: dict[str, int]) -> dict[str, object]:
-    produce = _run(_produce, bootstrap, args.records)
-    consume = _run(_consume, bootstrap, args.records)
-    latency = _run(_latency, bootstrap, args.rate, args.latency_seconds)
-    transactional = _run(_txn_produce, bootstrap, args.txn_records)
+    produce = run_in_process(produce_rate, {"bootstrap.servers": bootstrap}, TOPIC, args.records)
+    consume = run_in_process(_consume, bootstrap, args.records)
+    latency = run_in_process(_latency, bootstrap, args.rate, args.latency_seconds)
+    transactional = run_in_process(_txn_produce, bootstrap, args.txn_records)
     groups = {topic: _group_consume(bootstrap, topic, partitions, GROUP_RECORDS_PER_PARTITION)
               for topic, partitions in group_topics.items()}
     return {"produce": produce, "consume": consume, "latency": latency, "txn": transactional, **groups}

@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 from bus.tools import (
+    acls_cmd,
     broker_cmd,
     configs_cmd,
     console_consumer_cmd,
@@ -17,6 +18,7 @@ from bus.tools import (
     metadata_quorum_cmd,
     producer_perf_cmd,
     reassign_partitions_cmd,
+    storage_cmd,
     topics_cmd,
 )
 
@@ -24,6 +26,7 @@ COMMANDS = {
     "broker": broker_cmd,
     "topics": topics_cmd,
     "configs": configs_cmd,
+    "acls": acls_cmd,
     "consumer-groups": consumer_groups_cmd,
     "console-producer": console_producer_cmd,
     "console-consumer": console_consumer_cmd,
@@ -32,6 +35,7 @@ COMMANDS = {
     "metadata-quorum": metadata_quorum_cmd,
     "leader-election": leader_election_cmd,
     "reassign-partitions": reassign_partitions_cmd,
+    "storage": storage_cmd,
 }
 
 

@@ -20,7 +20,6 @@ import inspect
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from bus.broker.context import BrokerServices
 from bus.broker.controller_apis import handlers as controller_handlers
 from bus.broker.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.broker.kafka_apis import KafkaApis
+from bus.broker.listener_security import listener_securities
 from bus.broker.metrics import BrokerMetrics
 from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
@@ -37,51 +37,27 @@ from bus.broker.replication_quota import ReplicationQuotas
 from bus.broker.socket_server import SocketServer
 from bus.broker.txn_marker_channel import TxnMarkerChannel
 from bus.config.broker import BrokerConfig
-from bus.config.definitions import ConfigError
-from bus.config.properties import load_properties
 from bus.config.topic import effective_topic_configs
+from bus.controller.bootstrap import read_bootstrap
 from bus.controller.controller import ControllerError, QuorumController
-from bus.controller.image import ImageView
+from bus.controller.image import ImageScramCredentials, ImageView
 from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
+from bus.log.meta_properties import check_meta_properties
 from bus.log.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from bus.protocol import messages
 from bus.protocol.topic_partition import TopicPartition
 from bus.raft import broker_quorum
+from bus.security.authorizer import StandardAuthorizer
 
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_UNREACHABLE_TRIES = 3  # controller unreachable this many times in a row: stop without it
 CONTROLLED_SHUTDOWN_STEP_HEARTBEATS = 3  # a shutdown heartbeat unanswered for this many intervals: unreachable
-
-
-def _check_meta_properties(directory: Path, node_id: int, cluster_id: str) -> None:
-    """Each log dir records which node and cluster own it (`meta.properties`), as `kafka-storage format` does.
-
-    Pointing a node at another node's or cluster's data is refused rather than silently mixed.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "meta.properties"
-    if path.exists():
-        props = load_properties(path)
-        if props.get("node.id") != str(node_id):
-            raise ConfigError(
-                f"Stored node id {props.get('node.id')} in {path} doesn't match the configured node.id {node_id}"
-            )
-        if props.get("cluster.id") != cluster_id:
-            raise ConfigError(
-                f"Invalid cluster.id in {path}: expected {cluster_id} but read {props.get('cluster.id')}"
-            )
-        return
-    directory_id = uuid.uuid4()
-    path.write_text(
-        f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\ncluster.id={cluster_id}\n"
-        f"directory.id={directory_id}\nnode.id={node_id}\nversion=1\n"
-    )
 
 
 async def _stop_step(name: str, step: Awaitable[None]) -> None:
@@ -120,10 +96,14 @@ class Broker:
         self.started_at = time.time()
         quorum = broker_quorum.runs_quorum(config)
         self.clustered = broker_quorum.takes_metadata(config)  # metadata comes from the other nodes
+        # TLS and SASL first, before any file is opened: a key store that cannot be read stops the start at once.
+        # SCRAM logins read the committed image's credentials.
+        self.security = listener_securities(config, ImageScramCredentials(lambda: self.controller.image),
+                                            clustered=self.clustered)
         configured_id = broker_quorum.quorum_cluster_id(config) if quorum else None
         if configured_id:  # before the quorum's files are touched: another node's or cluster's data is refused
             for directory in {*config.log_dirs, config.metadata_dir}:
-                _check_meta_properties(directory, self.node_id, configured_id)
+                check_meta_properties(directory, self.node_id, configured_id)
         self.raft = broker_quorum.build_driver(config, configured_id) if configured_id else None
         self.metadata_log = broker_quorum.metadata_log(config, self.raft)
         self.controller = QuorumController(  # opens the log: what is committed is in the image after this
@@ -136,6 +116,7 @@ class Broker:
             quorum_voters=len(config.quorum_voters),
             broker=config.is_broker,
         )
+        self.controller.bootstrap_records = read_bootstrap(config.metadata_dir)
         if self.clustered:
             assert configured_id is not None
             self.cluster_id = configured_id
@@ -143,10 +124,10 @@ class Broker:
                 lambda: self.controller.ensure_cluster_id(lambda: self.cluster_id))
         else:
             broker_quorum.import_local_log(config, self.controller)
-            cluster_id = configured_id or config.new_cluster_id()
+            cluster_id = configured_id or broker_quorum.quorum_cluster_id(config)  # as `storage format` gave it
             self.cluster_id = self.controller.ensure_cluster_id(lambda: cluster_id)
         for directory in {*config.log_dirs, config.metadata_dir}:
-            _check_meta_properties(directory, self.node_id, self.cluster_id)
+            check_meta_properties(directory, self.node_id, self.cluster_id)
         static = config.static_topic_defaults()
         self.logs = LogManager(config.log_dirs, LogConfig.from_properties(effective_topic_configs({}, static)))
         self.logs.load_all(self._log_config_for)
@@ -175,6 +156,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(
             self.controller, remote=self.channel.allocate_producer_ids if self.channel else None)
         self._wire_coordinators(config)
+        # The ACLs it checks are the committed image's, read on every check: a snapshot that replaces them counts.
+        self.authorizer = StandardAuthorizer.from_config(config, lambda: self.controller.image.acls)
         services = BrokerServices(
             config=config,
             metadata=self.metadata,
@@ -187,6 +170,7 @@ class Broker:
             bound_address=lambda listener: self.network.bound.get(listener),
             raft=self.raft,
             controller_channel=self.channel,
+            authorizer=self.authorizer,
         )
         self.apis = KafkaApis(services)
         if self.channel is not None:
@@ -196,10 +180,20 @@ class Broker:
         if self.raft:
             controller_apis = KafkaApis(services, controller_handlers())
             listener_apis = {name: controller_apis for name in config.controller_listener_names}
-        self.network = SocketServer(config, self.apis, listener_apis)
+        self.network = SocketServer(config, self.apis, self.security, listener_apis)
         self.metrics = BrokerMetrics(config, self.apis, self.network)
+        if self.authorizer is not None:
+            self._count_authorizations(self.authorizer)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle: asyncio.Task[None] | None = None  # registration and heartbeats, on a node of a quorum
+
+    def _count_authorizations(self, authorizer: StandardAuthorizer) -> None:
+        """The authorizer's metrics (Kafka's authorization-allowed/denied rates and acls-total-count, as totals)."""
+        gauges = self.metrics.collector.gauges
+        gauges["bus_authorizer_allowed_total"] = ("Authorization checks allowed since start",
+                                                  lambda: authorizer.allowed)
+        gauges["bus_authorizer_denied_total"] = ("Authorization checks denied since start", lambda: authorizer.denied)
+        gauges["bus_authorizer_acls"] = ("ACLs in the committed metadata", lambda: authorizer.acl_count)
 
     def _wire_coordinators(self, config: BrokerConfig) -> None:
         """The one place coordinators meet their collaborators (Kafka's BrokerServer does this)."""
@@ -235,14 +229,12 @@ class Broker:
             lambda records: self.groups.on_metadata(records, set(self.metadata.topics)))
 
     def _replication_endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where followers fetch from a leader: its registered endpoint on `inter.broker.listener.name` (by
-        default the first client listener, as this broker's own registration lists them)."""
+        """Where followers fetch from a leader: its registered endpoint on the inter-broker listener
+        (`inter.broker.listener.name`, else the one `security.inter.broker.protocol` names, as in Kafka)."""
         registration = self.controller.image.brokers.get(broker_id)
         if registration is None:
             return None
-        listener = (self.config.values.get("inter.broker.listener.name")
-                    or self.config.advertised_client_listeners[0].name)
-        return registration.endpoint(listener)
+        return registration.endpoint(self.config.inter_broker_listener)
 
     def _read_high_watermarks(self) -> dict[TopicPartition, int]:
         """The high watermarks the last run checkpointed (Kafka's replication-offset-checkpoint per log dir)."""

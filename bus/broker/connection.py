@@ -18,6 +18,18 @@ reasons, and reads again when all are gone:
   out of the broker-wide queue (in Kafka they would still sit in the socket buffer, as Kafka reads one
   request per connection at a time), so slow readers cannot mute everybody else; the read-ahead bound
   above still bounds what they hold.
+
+Who the connection is (its principal, handed to every request) depends on its listener's security
+(`ListenerSecurity`): User:ANONYMOUS on PLAINTEXT; on SSL, the TLS handshake runs first (`accept_tls`, bounded
+by `bus.ssl.handshake.timeout.ms`; the connection is admitted and counted from the TCP accept on, so connections
+stuck in handshakes are bounded by `max.connections` like any other) and the client certificate's mapped name
+decides; on SASL_PLAINTEXT and SASL_SSL the connection is `authenticating` until its SASL exchange
+succeeds: its frames then go to `_authenticate`, which answers ApiVersions, SaslHandshake and SaslAuthenticate only
+(anything else closes the connection, nothing sent, as Kafka does) and reads frames of at most
+`sasl.server.max.receive.size`. The one test per request on the hot path is `authenticating`. A failed login is
+answered after `connection.failed.authentication.delay.ms`, then the connection closes (`_MUTE_CLOSING`: nothing
+more is read or handled meanwhile); a session that outlives `connections.max.reauth.ms` without re-authenticating
+(KIP-368) is closed when it ends.
 """
 
 from __future__ import annotations
@@ -25,13 +37,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 
+from bus.broker.authenticator import SaslAuthenticator
 from bus.broker.errors import InvalidRequest
 from bus.broker.kafka_apis import KafkaApis
+from bus.broker.listener_security import ListenerSecurity
+from bus.broker.metrics import AuthenticationMetrics
 from bus.broker.request_queue import RequestQueue
+from bus.protocol import header as hdr
 from bus.protocol.framing import FrameDecoder, FrameError
+from bus.security.acls import ANONYMOUS
+from bus.security.principal import ssl_principal
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +66,11 @@ WRITE_BATCH_BYTES = 64 << 10  # responses of one turn gathered into one write up
 _MUTE_READ_AHEAD = 1
 _MUTE_QUEUE = 2
 _MUTE_WRITE = 4
+_MUTE_CLOSING = 8  # its authentication failed: its last answer is on the way, then it closes
+_STOP_HANDLING = _MUTE_WRITE | _MUTE_CLOSING
+SOCKET_LIMIT_KEY = "socket.request.max.bytes"
+SASL_LIMIT_KEY = "sasl.server.max.receive.size"
+TLS_MECHANISM = "SSL"  # how the metrics name the TLS handshake and client certificate step
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -57,10 +82,20 @@ class KafkaConnection(asyncio.Protocol):
         queue: RequestQueue,
         admit: Callable[[KafkaConnection], str | None],
         on_close: Callable[[KafkaConnection], None],
+        security: ListenerSecurity,
+        authentications: AuthenticationMetrics,
     ) -> None:
         self.apis = apis
         self.listener = listener
+        self.max_frame_bytes = max_frame_bytes
         self.decoder = FrameDecoder(max_frame_bytes)
+        self.security = security
+        self.authentications = authentications
+        self.principal = ANONYMOUS
+        self.sasl: SaslAuthenticator | None = None
+        self.authenticating = False  # a SASL exchange is not over: frames go to `_authenticate`
+        self.admitted = False  # counted in by the socket server's connection limits
+        self._session_timer: asyncio.TimerHandle | None = None  # the end of a SASL session (KIP-368)
         self.queue = queue
         self.admit = admit
         self.on_close = on_close
@@ -80,7 +115,14 @@ class KafkaConnection(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport's methods without subclassing it.
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)  # type: ignore[attr-defined]
-        peer = transport.get_extra_info("peername")
+        if self.closed:  # a TLS connection closed (the idle reaper, a stop) while its handshake ran
+            transport.close()
+        elif self.admitted:  # a TLS connection, admitted before its handshake (`accept_tls`), which has just ended
+            self._tls_authenticated(transport)
+        elif self._admit(transport.get_extra_info("peername")) and self.security.sasl is not None:
+            self._start_sasl()
+
+    def _admit(self, peer: tuple[str, int] | None) -> bool:
         if peer:
             self.ip = peer[0]
             self.peer = f"{peer[0]}:{peer[1]}"
@@ -88,6 +130,109 @@ class KafkaConnection(asyncio.Protocol):
         if refusal is not None:
             log.info("rejected connection from %s on %s: %s", self.peer, self.listener, refusal)
             self.close()
+            return False
+        self.admitted = True
+        return True
+
+    # -- authentication ------------------------------------------------------------------------
+
+    async def accept_tls(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        """A TLS listener's new connection: admitted first, so connections in a handshake count against the
+        connection limits, then the handshake, bounded by `bus.ssl.handshake.timeout.ms`; `connection_made` follows
+        with the TLS transport once it succeeded. A failure is logged with the peer and counted."""
+        if not self._admit(peer):
+            sock.close()
+            return
+        security = self.security
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: self, sock, ssl=security.tls, ssl_handshake_timeout=security.handshake_timeout_s)
+        except ssl.SSLError as exc:  # not a ClientHello, an untrusted or missing client certificate, ...
+            self._refuse(f"SSL handshake failed: {exc.reason or exc}")
+            return
+        except OSError as exc:  # the peer went away, or the handshake timed out
+            log.info("closing connection %s on %s during its TLS handshake: %s", self.peer, self.listener,
+                     exc or type(exc).__name__)
+            self._closed()
+            return
+        if self.transport is None:  # the peer closed before the handshake ended: no connection was made
+            log.debug("connection %s on %s closed during its TLS handshake", self.peer, self.listener)
+            self._closed()
+
+    def _tls_authenticated(self, transport: asyncio.BaseTransport) -> None:
+        """Who a client is once its TLS handshake succeeded: its SASL login (SASL_SSL), or on SSL the principal
+        `ssl.principal.mapping.rules` makes of its certificate (ANONYMOUS without one)."""
+        security = self.security
+        if security.sasl is not None:
+            self._start_sasl()
+            return
+        assert security.principal_mapper is not None
+        ssl_object = transport.get_extra_info("ssl_object")
+        try:
+            principal = ssl_principal(ssl_object.getpeercert(binary_form=True), security.principal_mapper)
+        except ValueError as exc:  # no mapping rule matches the certificate's name, or it cannot be read
+            self._refuse(str(exc))
+            return
+        self.principal = str(principal)
+        self.authentications.record("successful_authentication", self.listener, TLS_MECHANISM)
+
+    def _refuse(self, reason: str) -> None:
+        """A failed TLS authentication: logged and counted as Kafka's failed-authentication, then closed."""
+        self.authentications.record("failed_authentication", self.listener, TLS_MECHANISM)
+        log.info("Failed authentication with %s on %s: %s", self.peer, self.listener, reason)
+        self.close()
+
+    def _start_sasl(self) -> None:
+        security = self.security
+        assert security.sasl is not None
+        self.sasl = SaslAuthenticator(security.sasl, self.listener, self.peer, self, self.authentications,
+                                      max_reauth_ms=security.max_reauth_ms, failure_delay_s=security.failure_delay_s)
+        self.reauthenticating()
+
+    def authenticated(self, principal: str, session_lifetime_s: float) -> None:
+        """The SASL exchange succeeded: requests are this principal's, in frames up to socket.request.max.bytes."""
+        self.principal = principal
+        self.authenticating = False
+        self.decoder.max_frame_bytes, self.decoder.limit_key = self.max_frame_bytes, SOCKET_LIMIT_KEY
+        if self._session_timer is not None:
+            self._session_timer.cancel()
+            self._session_timer = None
+        if session_lifetime_s > 0:
+            self._session_timer = asyncio.get_running_loop().call_later(session_lifetime_s, self._session_expired)
+
+    def reauthenticating(self) -> None:
+        """A SASL exchange begins (or begins again): only its requests, in frames up to its receive size."""
+        assert self.sasl is not None
+        self.authenticating = True
+        self.decoder.max_frame_bytes, self.decoder.limit_key = self.sasl.listener.max_receive_size, SASL_LIMIT_KEY
+
+    def authentication_failed(self) -> None:
+        self._mute(_MUTE_CLOSING)
+
+    def _session_expired(self) -> None:
+        self._session_timer = None
+        assert self.sasl is not None
+        log.info("closing connection %s on %s: its SASL session ended (connections.max.reauth.ms) without "
+                 "re-authentication", self.peer, self.listener)
+        self.authentications.record("expired_connections_killed", self.listener, self.sasl.mechanism or "")
+        self.close()
+
+    def _authenticate(self, frame: bytes) -> bytes | memoryview | Awaitable[bytes | memoryview | None] | None:
+        """A frame of a SASL connection whose exchange is not over: a bare token after a v0 handshake, else one of
+        the requests the exchange expects (KafkaApis answers it, with the exchange in its context)."""
+        sasl = self.sasl
+        assert sasl is not None
+        if sasl.raw:
+            answer = sasl.evaluate_raw(frame)
+            return sasl.delayed(None) if answer is None else answer
+        try:
+            api_key = hdr.peek_api(frame)[0]
+        except hdr.HeaderError as exc:
+            raise InvalidRequest(f"not a Kafka request during SASL authentication ({exc}): a client configured "
+                                 "with the wrong security protocol?") from None
+        if not sasl.expects(api_key):
+            raise InvalidRequest(f"unexpected request of api {api_key} during SASL authentication")
+        return self.apis.handle(frame, self.listener, self.peer, sasl=sasl)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -167,7 +312,7 @@ class KafkaConnection(asyncio.Protocol):
     def _handle_pending(self, batch: list[bytes | memoryview]) -> None:
         budget = READ_AHEAD
         batched = 0
-        while self.pending and not self.closed and not self.muted & _MUTE_WRITE:
+        while self.pending and not self.closed and not self.muted & _STOP_HANDLING:
             if not budget:
                 self.busy = True
                 asyncio.get_running_loop().call_soon(self._next_turn)
@@ -176,7 +321,10 @@ class KafkaConnection(asyncio.Protocol):
             frame = self.pending.popleft()
             self.in_flight = 1
             try:
-                result = self.apis.handle(frame, self.listener, self.peer)
+                if self.authenticating:
+                    result = self._authenticate(frame)
+                else:
+                    result = self.apis.handle(frame, self.listener, self.peer, principal=self.principal, sasl=self.sasl)
             except InvalidRequest as exc:
                 self.abort(str(exc))
                 return
@@ -233,6 +381,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         if response is not None and self.transport:
             self.transport.write(response)
+        if self.muted & _MUTE_CLOSING:  # the answer to a failed authentication has left
+            self.close()
+            return
         self._done(size)
         self._process()
 
@@ -258,6 +409,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
+        if self._session_timer is not None:
+            self._session_timer.cancel()
         unanswered = len(self.pending) + self.in_flight
         self.pending.clear()
         if self.task and not self.task.done():

@@ -3,17 +3,34 @@
 Handlers see the broker's parts through `BrokerServices`, built once by `Broker` (as Kafka hands
 KafkaApis its collaborators explicitly): the coordinators, the replica manager, the controller for
 admin requests, a metadata view and a producer-id source. Nothing reaches back into "the broker".
+
+Who asked is the request's principal ("User:alice"; "User:ANONYMOUS" on a PLAINTEXT connection, as in Kafka) and
+client host. A handler asks `ctx.authorize` (one resource) or `ctx.authorized` (the names of a list it may act on)
+before it acts, as Kafka's KafkaApis asks its AuthHelper; both go to the one authorizer (`services.authorizer`), and
+with none configured (`authorizer.class.name` empty) everything is allowed. No handler reads ACLs itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bus.protocol.messages import Shapes
+from kio.schema.errors import ErrorCode
+
+from bus.protocol.error_response import error_response
+from bus.protocol.messages import Shapes, response_class
+from bus.security.acls import (
+    ANONYMOUS,
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bit_field,
+)
 
 if TYPE_CHECKING:
+    from bus.broker.authenticator import SaslAuthenticator
     from bus.broker.controller_channel import ControllerChannel
     from bus.broker.replica_manager import ReplicaManager
     from bus.config.broker import BrokerConfig
@@ -23,6 +40,7 @@ if TYPE_CHECKING:
     from bus.coordinator.interfaces import MetadataView, ProducerIdSource
     from bus.coordinator.transaction.coordinator import TransactionCoordinator
     from bus.raft.driver import RaftDriver
+    from bus.security.authorizer import StandardAuthorizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +56,7 @@ class BrokerServices:
     bound_address: Callable[[str], tuple[str, int] | None]  # listener name -> the address it bound
     raft: RaftDriver | None = None  # the KRaft quorum, on a node with the controller role and voters configured
     controller_channel: ControllerChannel | None = None  # to the active controller, on a node of a quorum
+    authorizer: StandardAuthorizer | None = None  # None: `authorizer.class.name` empty, every request allowed
 
     @property
     def node_id(self) -> int:
@@ -54,10 +73,53 @@ class RequestContext:
     listener: str
     peer: str
     shapes: Shapes
+    principal: str = ANONYMOUS
+    client_host: str = ""  # the client's address, which ACL hosts match
+    sasl: SaslAuthenticator | None = None  # the connection's SASL exchange, on a SASL listener
 
     def make(self, class_name: str, **values: Any) -> Any:
         """Build a response dataclass of this request's version (see `bus.protocol.messages`)."""
         return self.shapes.make(class_name, **values)
+
+    def error_response(self, request: Any, code: ErrorCode, message: str | None = None) -> Any:
+        """This request's response with `code` in every error field (Kafka's `getErrorResponse`)."""
+        return error_response(self.shapes, response_class(self.api_key, self.api_version), request, code, message)
+
+    # -- authorization ------------------------------------------------------------------------------------------
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                  log_if_denied: bool = True) -> bool:
+        """Whether this request's principal may do `operation` on resource `name` (Kafka's AuthHelper.authorize).
+        `log_if_denied=False` where a denial only narrows what is answered (a listing) rather than refuses it."""
+        authorizer = self.services.authorizer
+        return authorizer is None or authorizer.authorize(self, operation, resource_type, name,
+                                                          log_if_denied=log_if_denied)
+
+    def authorize_cluster(self, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+        """`authorize` on the cluster resource (kafka-cluster)."""
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *,
+                   log_if_denied: bool = True) -> set[str]:
+        """The names among `names` this request's principal may do `operation` on, each checked once (Kafka's
+        AuthHelper.filterByAuthorized): a Metadata, Produce or Fetch of many topics asks once."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return set(names)
+        return authorizer.authorized(self, operation, resource_type, names, log_if_denied=log_if_denied)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit field of the operations this principal may do on `name` (the `authorized_operations` fields)."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return operations_bit_field(SUPPORTED_OPERATIONS[resource_type])
+        return authorizer.authorized_operations(self, resource_type, name)
+
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether this principal may do `operation` on some resource of `resource_type` (Kafka's
+        AuthHelper.authorizeByResourceType)."""
+        authorizer = self.services.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(self, operation, resource_type)
 
     @property
     def config(self) -> BrokerConfig:
@@ -70,6 +132,11 @@ class RequestContext:
     @property
     def node_id(self) -> int:
         return self.services.metadata.node_id
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        """The authorizer, for the ACL APIs (SECURITY_DISABLED without one; DescribeAcls lists its ACLs)."""
+        return self.services.authorizer
 
     @property
     def controller(self) -> QuorumController:

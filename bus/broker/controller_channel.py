@@ -1,9 +1,10 @@
 """This node's requests to the active controller (Kafka's NodeToControllerChannelManager), on a node of a quorum.
 
 - **Forwarding (KIP-590).** An admin request (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-  IncrementalAlterConfigs, ElectLeaders) that reaches a node which is not the active controller is wrapped, frame as
-  received, in an Envelope (API 58) and sent to the active controller's controller listener, which runs it and
-  returns the response frame; the client sees one answer, as if this node had run it. When no controller can be
+  IncrementalAlterConfigs, ElectLeaders, CreateAcls, DeleteAcls, ...) that reaches a node which is not the active
+  controller is wrapped, frame as received, in an Envelope (API 58) with the client's principal and address and sent
+  to the active controller's controller listener, which authorizes and runs it as that principal and returns the
+  response frame; the client sees one answer, as if this node had run it. When no controller can be
   reached, or it stopped being active meanwhile, the client gets NOT_CONTROLLER (retriable) in every error field.
 - **AllocateProducerIds (67)** for a non-active node's InitProducerId.
 - **AlterPartition (56)**: a partition leader's ISR change, answered with the partition's committed new state.
@@ -36,6 +37,7 @@ from bus.controller.image import PartitionState
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
 from bus.raft.driver import RaftDriver, RaftStoppedError
+from bus.security.acls import serialize_principal
 
 if TYPE_CHECKING:
     from bus.broker.kafka_apis import KafkaApis
@@ -52,9 +54,10 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 ALTER_PARTITION_VERSION = 3
-# CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders, IncrementalAlterConfigs,
-# AlterPartitionReassignments, ListPartitionReassignments: Kafka's forwardable admin APIs that this broker serves.
-FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46})
+# CreateTopics, DeleteTopics, CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions, ElectLeaders,
+# IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments, AlterUserScramCredentials:
+# Kafka's forwardable admin APIs that this broker serves.
+FORWARDED_APIS = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 51})
 REGISTRATION_RETRY_S = 0.5
 FORWARD_RETRY_S = 10.0  # how long a forwarded request waits out a controller failover before NOT_CONTROLLER
 FORWARD_BACKOFF_S = 0.1
@@ -99,15 +102,16 @@ class ControllerChannel:
         except NodeConnectionError as exc:
             raise ControllerUnavailable(f"controller {leader}: {exc}") from None
 
-    async def forward(self, frame: bytes, peer: str) -> bytes:
-        """The response frame (size prefix included) of `frame` as the active controller answered it.
+    async def forward(self, frame: bytes, peer: str, principal: str) -> bytes:
+        """The response frame (size prefix included) of `frame`, sent by `principal` from `peer`, as the active
+        controller answered it.
 
         While there is no active controller (an election, or a new leader that has not caught up; this node's own
         controller listener when it leads), the envelope is sent again after a backoff for up to
         `FORWARD_RETRY_S`, as Kafka's ForwardingManager retries, so a failover rarely reaches the client.
         """
         envelope = request_shapes(ENVELOPE, 0).make(
-            "EnvelopeRequest", request_data=bytes(frame), request_principal=None,
+            "EnvelopeRequest", request_data=bytes(frame), request_principal=serialize_principal(principal),
             client_host_address=_address_bytes(peer))
         deadline = time.monotonic() + min(FORWARD_RETRY_S, self.request_timeout_s)
         while True:
@@ -126,15 +130,16 @@ class ControllerChannel:
                 raise error
             await asyncio.sleep(FORWARD_BACKOFF_S)
 
-    def create_topic_soon(self, name: str) -> None:
+    def create_topic_soon(self, name: str, principal: str, peer: str) -> None:
         """Auto-create `name` with the defaults through the active controller, in the background (Kafka's
-        AutoTopicCreationManager); one request per topic at a time."""
+        AutoTopicCreationManager), as `principal` at `peer`, whose Metadata request asked for it; one request per
+        topic at a time."""
         if name in self._creating:
             return
-        task = self._creating[name] = asyncio.create_task(self._create_topic(name))
+        task = self._creating[name] = asyncio.create_task(self._create_topic(name, principal, peer))
         task.add_done_callback(lambda _task: self._creating.pop(name, None))
 
-    async def _create_topic(self, name: str) -> None:
+    async def _create_topic(self, name: str, principal: str, peer: str) -> None:
         shapes = request_shapes(CREATE_TOPICS, CREATE_TOPICS_VERSION)
         topic = shapes.make("CreatableTopic", name=name, num_partitions=-1, replication_factor=-1, assignments=(),
                             configs=())
@@ -142,7 +147,7 @@ class ControllerChannel:
                               timeout=datetime.timedelta(seconds=self.request_timeout_s))
         frame = client_codec.encode_request(0, f"auto-create-{self.node_id}", request, CREATE_TOPICS_VERSION)
         try:
-            await self.forward(bytes(frame[4:]), "")
+            await self.forward(bytes(frame[4:]), peer, principal)
         except ControllerUnavailable as exc:
             log.info("auto-creation of %s not forwarded: %s", name, exc)
 

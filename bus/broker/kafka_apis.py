@@ -10,8 +10,12 @@ request, in every error field of the response (`bus.protocol.error_response`), a
 close it (InvalidRequest), as in Kafka.
 
 On a node of a quorum, an admin request that only the active controller can run is forwarded to it
-(`ControllerChannel`); a metadata change this node made that cannot be committed (it lost the leadership
-first) answers NOT_CONTROLLER in every error field, never the success the handler had built.
+(`ControllerChannel`) with the principal that sent it, which the controller authorizes; a metadata change this node
+made that cannot be committed (it lost the leadership first) answers NOT_CONTROLLER in every error field, never the
+success the handler had built.
+
+`handle` takes the connection's principal (Kafka's ANONYMOUS unless the connection authenticated) and hands it to
+the handler in its RequestContext with the client's host, which is what the authorizer checks.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.apis._common import LARGE_RESPONSE_ITEMS
+from bus.broker.authenticator import SaslAuthenticator
 from bus.broker.context import BrokerServices, RequestContext
 from bus.broker.controller_channel import ControllerUnavailable
 from bus.broker.errors import CloseConnection, InvalidRequest
@@ -37,7 +42,8 @@ from bus.controller.controller import ControllerError
 from bus.controller.record_log import MetadataRecordLog
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec
-from bus.protocol.error_response import ERROR_MESSAGES, error_response
+from bus.protocol.error_response import ERROR_MESSAGES
+from bus.security.acls import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +60,14 @@ async def _after_sync(ctx: RequestContext, request: Any, metadata_log: MetadataR
         log.info("api %d request %d from %s: %s", ctx.api_key, ctx.correlation_id, ctx.peer, exc.message)
         if inspect.iscoroutine(result):
             result.close()
-        return error_response(ctx.shapes, messages.response_class(ctx.api_key, ctx.api_version), request, exc.code)
+        return ctx.error_response(request, exc.code)
     await replicas.settled()
     return await result if inspect.isawaitable(result) else result
+
+
+def peer_host(peer: str) -> str:
+    """The host of a "host:port" peer ("[::1]:9092" -> "::1"), as ACL hosts name it."""
+    return peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
 
 
 class KafkaApis:
@@ -69,8 +80,12 @@ class KafkaApis:
         self.metrics = RequestMetrics()
 
     def handle(
-        self, frame: bytes, listener: str, peer: str
+        self, frame: bytes, listener: str, peer: str, *, principal: str = ANONYMOUS, client_host: str | None = None,
+        sasl: SaslAuthenticator | None = None,
     ) -> bytes | memoryview | Awaitable[bytes | memoryview | None] | None:
+        """The response to one request frame (without its size prefix) from `peer` ("host:port") on `listener`.
+        `client_host`: the client's address when `peer` is not the client (an Envelope names the client's);
+        `sasl`: the connection's SASL exchange on a SASL listener, which SaslHandshake and SaslAuthenticate drive."""
         try:
             api_key, version, correlation_id = hdr.peek_api(frame)
         except hdr.HeaderError as exc:
@@ -98,6 +113,9 @@ class KafkaApis:
             listener=listener,
             peer=peer,
             shapes=messages.shapes(api_key, version),
+            principal=principal,
+            client_host=peer_host(peer) if client_host is None else client_host,
+            sasl=sasl,
         )
         started = time.perf_counter()
         channel = self.services.controller_channel
@@ -147,11 +165,10 @@ class KafkaApis:
         channel = self.services.controller_channel
         assert channel is not None
         try:
-            response: bytes | memoryview = await channel.forward(frame, ctx.peer)
+            response: bytes | memoryview = await channel.forward(frame, ctx.peer, ctx.principal)
         except ControllerUnavailable as exc:
             log.info("api %d request %d from %s not forwarded: %s", ctx.api_key, ctx.correlation_id, ctx.peer, exc)
-            response_cls = messages.response_class(ctx.api_key, ctx.api_version)
-            framed = self._frame(ctx, error_response(ctx.shapes, response_cls, request, ErrorCode.not_controller))
+            framed = self._frame(ctx, ctx.error_response(request, ErrorCode.not_controller))
             assert framed is not None
             response = framed
         self.metrics.observe(ctx.api_key, time.perf_counter() - started)
@@ -169,9 +186,7 @@ class KafkaApis:
             code = ErrorCode.unknown_server_error
             answer = produce_codec.error_answer(request, code.value, ERROR_MESSAGES[code])
             return produce_codec.encode_response(ctx.correlation_id, answer, ctx.api_version)
-        response_cls = messages.response_class(ctx.api_key, ctx.api_version)
-        response = error_response(ctx.shapes, response_cls, request, ErrorCode.unknown_server_error)
-        return self._frame(ctx, response)
+        return self._frame(ctx, ctx.error_response(request, ErrorCode.unknown_server_error))
 
     @staticmethod
     def _frame(ctx: RequestContext, response: Any) -> memoryview | None:

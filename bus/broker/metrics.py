@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 from wsgiref.simple_server import WSGIServer
 
 from kio.schema.index import api_key_map
@@ -89,6 +89,44 @@ class RequestMetrics:
     def requests(self, api_key: int) -> int:
         histogram = self.latency.get(api_key)
         return histogram.count if histogram else 0
+
+
+class AuthenticationMetrics:
+    """Kafka's selector metrics `successful-authentication-total`, `failed-authentication-total` (and their
+    re-authentication twins, KIP-368) and `expired-connections-killed-count`, per listener and mechanism, as plain
+    counters the connections bump; the mechanism is the SASL one, or SSL for the TLS handshake and certificate."""
+
+    OUTCOMES: ClassVar[dict[str, str]] = {
+        "successful_authentication": "Connections that authenticated",
+        "failed_authentication": "Connections whose authentication failed (TLS handshake, certificate or SASL login)",
+        "successful_reauthentication": "SASL sessions renewed by re-authentication (KIP-368)",
+        "failed_reauthentication": "SASL re-authentications that failed (the connection was closed)",
+        "expired_connections_killed": "Connections closed because their SASL session outlived "
+                                      "connections.max.reauth.ms without re-authentication",
+    }
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], int] = {}  # (outcome, listener, mechanism) -> count
+
+    def record(self, outcome: str, listener: str, mechanism: str) -> None:
+        key = (outcome, listener, mechanism)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def count(self, outcome: str, listener: str | None = None, mechanism: str | None = None) -> int:
+        """The total of `outcome`, optionally for one listener and one mechanism only."""
+        return sum(n for (kind, lst, mech), n in list(self.counts.items())
+                   if kind == outcome and listener in (None, lst) and mechanism in (None, mech))
+
+    def collect(self) -> Iterator[Metric]:
+        counts = list(self.counts.items())
+        for outcome, doc in self.OUTCOMES.items():
+            family = CounterMetricFamily(f"bus_{outcome}", doc, labels=["listener", "mechanism"])
+            for (kind, listener, mechanism), count in sorted(counts):
+                if kind == outcome:
+                    family.add_metric([listener, mechanism], count)
+            yield family
 
 
 class LoopMonitor:
@@ -239,10 +277,12 @@ class GcPauses:
 
 
 class BrokerCollector(Collector):
-    def __init__(self, requests: RequestMetrics, loop: LoopMonitor, gauges: dict[str, tuple[str, object]]) -> None:
+    def __init__(self, requests: RequestMetrics, loop: LoopMonitor, gauges: dict[str, tuple[str, object]],
+                 authentications: AuthenticationMetrics | None = None) -> None:
         self.requests = requests
         self.loop = loop
         self.gauges = gauges  # name -> (help, zero-argument callable giving the value)
+        self.authentications = authentications
 
     def collect(self) -> Iterator[Metric]:
         latency = HistogramMetricFamily("bus_request_seconds", "Time from a request's decode to its response, by API",
@@ -269,6 +309,8 @@ class BrokerCollector(Collector):
         yield gc_seconds
         yield GaugeMetricFamily("bus_gc_pause_max_seconds", "Longest garbage collection since start",
                                 value=self.loop.gc.worst)
+        if self.authentications is not None:
+            yield from self.authentications.collect()
         for name, (doc, read) in self.gauges.items():
             yield GaugeMetricFamily(name, doc, value=read())  # type: ignore[operator]
 
@@ -296,7 +338,7 @@ class BrokerMetrics:
             "bus_connections": ("Open client connections", lambda: len(network.connections)),
             "bus_queued_requests": ("Requests read and not yet answered", lambda: queue.requests),
             "bus_queued_request_bytes": ("Bytes of requests read and not yet answered", lambda: queue.bytes),
-        })
+        }, network.authentications)
         self.server: WSGIServer | None = None
         self.bound: tuple[str, int] | None = None
 

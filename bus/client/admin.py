@@ -1,4 +1,5 @@
-"""The admin client: topics, partitions, configs, consumer groups and their offsets, records deletion.
+"""The admin client: topics, partitions, configs, consumer groups and their offsets, records deletion, ACLs and
+SCRAM credentials.
 
 It mirrors the Java `Admin` API (snake_case names, Java config keys) but is blocking: each call sends
 its requests, waits, and returns plain data or raises an `AdminError` that carries Kafka's error
@@ -11,7 +12,10 @@ retry until `default.api.timeout.ms`; an unreachable cluster fails within
 `socket.connection.setup.timeout.ms`, not after a long hang, so the command-line tools stay snappy.
 
 Every request is built with `request_for`, at the highest version both sides speak, so the same code
-talks to our broker and to Apache Kafka.
+talks to our broker and to Apache Kafka. The ACL calls (`admin_acls.py`) and the SCRAM credential calls
+(`admin_scram.py`) live in mixins of their own; the errors every call raises are in `admin_common.py`. The client
+connects with the security its config asks for (`security.protocol`, `sasl.*`, `ssl.*`, as the producer and
+consumer); a refused login raises `AuthenticationError` from the constructor or the call, at once.
 """
 
 from __future__ import annotations
@@ -27,13 +31,39 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from bus.client.admin_acls import ANY_ACL, AclAdmin
+from bus.client.admin_common import (
+    AdminError,
+    AdminTimeoutError,
+    GroupIdNotFoundError,
+    InvalidConfigError,
+    NonEmptyGroupError,
+    Retry,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    check_error,
+    error_name,
+    finish,
+    first_error,
+)
+from bus.client.admin_scram import (
+    ScramAdmin,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
-from bus.client.errors import KafkaError, KafkaTimeoutError
+from bus.client.security import client_security
 from bus.protocol.consumer_protocol import assigned_partitions
 from bus.protocol.topic_partition import TopicPartition
+from bus.security.acls import AclBinding, AclBindingFilter, AclOperation, PatternType, PermissionType, ResourceType
 
 __all__ = [
+    "ANY_ACL",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
     "AdminClient",
     "AdminError",
     "AlterConfigOp",
@@ -59,12 +89,18 @@ __all__ = [
     "OffsetSpec",
     "PartitionInfo",
     "PartitionReassignment",
+    "PatternType",
+    "PermissionType",
     "QuorumInfo",
     "QuorumReplicaState",
+    "ResourceType",
+    "ScramCredentialInfo",
     "TopicAlreadyExistsError",
     "TopicDescription",
     "TopicPartition",
     "UnknownTopicOrPartitionError",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 T = TypeVar("T")
@@ -87,136 +123,6 @@ _RETRY_LATER = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.reba
 _GROUP_RETRY_CODES = frozenset(int(e) for e in (*_COORDINATOR_ERRORS, ErrorCode.coordinator_load_in_progress))
 
 
-# -- errors -----------------------------------------------------------------------------------------
-
-# Kafka's default messages (org.apache.kafka.common.protocol.Errors) for the codes an admin meets most.
-_DEFAULT_MESSAGES = {
-    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
-    ErrorCode.topic_already_exists: "Topic with this name already exists.",
-    ErrorCode.invalid_partitions: "Number of partitions is below 1.",
-    ErrorCode.invalid_replication_factor: "Replication factor is below 1 or larger than the number of available "
-                                          "brokers.",
-    ErrorCode.invalid_replica_assignment: "Replica assignment is invalid.",
-    ErrorCode.invalid_config: "Configuration is invalid.",
-    ErrorCode.invalid_topic_exception: "The request attempted to perform an operation on an invalid topic.",
-    ErrorCode.group_id_not_found: "The group id does not exist.",
-    ErrorCode.non_empty_group: "The group is not empty.",
-    ErrorCode.invalid_group_id: "The configured groupId is invalid.",
-    ErrorCode.group_subscribed_to_topic: "Deleting offsets of a topic is forbidden while the consumer group is "
-                                         "actively subscribed to it.",
-    ErrorCode.unknown_member_id: "The coordinator is not aware of this member.",
-    ErrorCode.illegal_generation: "Specified group generation id is not valid.",
-    ErrorCode.coordinator_not_available: "The coordinator is not available.",
-    ErrorCode.not_coordinator: "This is not the correct coordinator.",
-    ErrorCode.not_controller: "This is not the correct controller for this cluster.",
-    ErrorCode.request_timed_out: "The request timed out.",
-    ErrorCode.policy_violation: "Request parameters do not satisfy the configured policy.",
-    ErrorCode.topic_deletion_disabled: "Topic deletion is disabled.",
-    ErrorCode.offset_out_of_range: "The requested offset is not within the range of offsets maintained by the "
-                                   "server.",
-    ErrorCode.unsupported_version: "The version of API is not supported.",
-    ErrorCode.resource_not_found: "A request illegally referred to a resource that does not exist.",
-    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
-    ErrorCode.leader_not_available: "There is no leader for this topic-partition as we are in the middle of a "
-                                    "leadership election.",
-    ErrorCode.not_leader_or_follower: "For requests intended only for the leader, this error indicates that the "
-                                      "broker is not the current leader.",
-}
-
-
-def error_name(code: int | ErrorCode) -> str:
-    """Kafka's name for an error code, e.g. 36 -> TOPIC_ALREADY_EXISTS (UNKNOWN_SERVER_ERROR if unknown)."""
-    try:
-        name = ErrorCode(int(code)).name
-    except ValueError:
-        return f"UNKNOWN_ERROR_CODE_{int(code)}"
-    return "INVALID_TOPIC_EXCEPTION" if name == "invalid_topic_exception" else name.upper()
-
-
-class AdminError(KafkaError):
-    """A Kafka error answered by the cluster (or a client-side deadline), with Kafka's error name.
-
-    `name` is Kafka's name for the code (TOPIC_ALREADY_EXISTS), `code` the numeric code, `message`
-    the broker's error message or Kafka's default text, and `errors` every per-resource failure of
-    the call that raised it (a multi-resource call raises its first failure, carrying all of them).
-    It is a `KafkaError` like every other client failure, so one `except KafkaError` covers the
-    producer, the consumer and the admin alike.
-    """
-
-    code: int
-    name: str
-    message: str
-    errors: dict[Any, AdminError]
-
-    def __init__(self, code: int | ErrorCode, message: str | None = None) -> None:
-        self.code = int(code)
-        self.name = error_name(code)
-        try:
-            default = _DEFAULT_MESSAGES.get(ErrorCode(self.code))
-        except ValueError:
-            default = None
-        self.message = message or default or self.name.replace("_", " ").capitalize() + "."
-        self.errors = {}
-        try:
-            self.retriable = bool(ErrorCode(self.code).retriable)
-        except ValueError:
-            self.retriable = False
-        super().__init__(f"{self.message} ({self.name})")
-
-    @staticmethod
-    def of(code: int | ErrorCode, message: str | None = None) -> AdminError:
-        """The most specific subclass registered for `code` (AdminError otherwise)."""
-        cls = _ERROR_CLASSES.get(int(code), AdminError)
-        return cls(code, message)
-
-
-class TopicAlreadyExistsError(AdminError):
-    """TOPIC_ALREADY_EXISTS: `--if-not-exists` callers catch this one."""
-
-
-class UnknownTopicOrPartitionError(AdminError):
-    """UNKNOWN_TOPIC_OR_PARTITION: the topic (or partition) does not exist."""
-
-
-class GroupIdNotFoundError(AdminError):
-    """GROUP_ID_NOT_FOUND: no such consumer group."""
-
-
-class NonEmptyGroupError(AdminError):
-    """NON_EMPTY_GROUP: the group still has members (delete / reset refused)."""
-
-
-class InvalidConfigError(AdminError):
-    """INVALID_CONFIG: a config name or value the broker rejected."""
-
-
-class AdminTimeoutError(AdminError, KafkaTimeoutError):
-    """The call did not complete within `default.api.timeout.ms` (REQUEST_TIMED_OUT)."""
-
-
-_ERROR_CLASSES: dict[int, type[AdminError]] = {
-    int(ErrorCode.topic_already_exists): TopicAlreadyExistsError,
-    int(ErrorCode.unknown_topic_or_partition): UnknownTopicOrPartitionError,
-    int(ErrorCode.group_id_not_found): GroupIdNotFoundError,
-    int(ErrorCode.non_empty_group): NonEmptyGroupError,
-    int(ErrorCode.invalid_config): InvalidConfigError,
-}
-
-
-class _Retry(Exception):
-    """Internal: the attempt hit a retriable condition; refresh routing and try again."""
-
-    def __init__(self, error: AdminError, refresh: bool = True) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.refresh = refresh
-
-
-def _check(code: Any, message: str | None = None) -> None:
-    if int(code) != 0:
-        raise AdminError.of(code, message)
-
-
 def _partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     """Topic -> partition indexes, in the order given: how most requests list partitions."""
     by_topic: dict[str, list[int]] = {}
@@ -228,15 +134,6 @@ def _partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[i
 def _wanted(partitions: Iterable[TopicPartition] | None) -> list[TopicPartition] | None:
     """The partitions asked for, deduplicated and sorted, or None for all of them."""
     return None if partitions is None else sorted({TopicPartition(tp.topic, int(tp.partition)) for tp in partitions})
-
-
-def _first_error(results: Mapping[Any, AdminError | None]) -> AdminError | None:
-    failed = {key: err for key, err in results.items() if err is not None}
-    if not failed:
-        return None
-    first = next(iter(failed.values()))
-    first.errors = failed
-    return first
 
 
 # -- data -------------------------------------------------------------------------------------------
@@ -506,14 +403,15 @@ def _parse_bootstrap(value: str | Iterable[str]) -> list[tuple[str, int]]:
     return out
 
 
-class AdminClient:
+class AdminClient(AclAdmin, ScramAdmin):
     """A blocking Kafka admin client.
 
     Configure it with the Java client's keys, as a mapping or as keyword arguments with underscores:
     `AdminClient({"bootstrap.servers": "127.0.0.1:9092"})` or `AdminClient(bootstrap_servers=...)`.
     Known keys: `bootstrap.servers`, `client.id`, `request.timeout.ms` (one request, 30 s),
     `default.api.timeout.ms` (a whole call with its retries, 60 s),
-    `socket.connection.setup.timeout.ms` (10 s), `retry.backoff.ms` (100 ms).
+    `socket.connection.setup.timeout.ms` (10 s), `retry.backoff.ms` (100 ms), and the security keys
+    (`security.protocol`, `sasl.mechanism`, `sasl.jaas.config` or `sasl.username`/`sasl.password`, `ssl.*`).
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -534,7 +432,8 @@ class AdminClient:
                                   retry_backoff_ms=int(self.retry_backoff * 1000),
                                   metadata_max_age_ms=int(conf.get("metadata.max.age.ms", 300_000)),
                                   allow_auto_create=False,
-                                  connect_timeout_ms=int(self.connect_timeout * 1000))
+                                  connect_timeout_ms=int(self.connect_timeout * 1000),
+                                  security=client_security(conf))
         self._nodes = NodeConnections(self._metadata, self.client_id, timeout=self.request_timeout,
                                       backoff=self.retry_backoff, connect_timeout=self.connect_timeout)
         self._coordinators: dict[str, int] = {}
@@ -564,7 +463,7 @@ class AdminClient:
 
     def _conn(self, node_id: int) -> BrokerConnection:
         if node_id not in self._metadata.view.brokers:
-            raise _Retry(AdminError(ErrorCode.leader_not_available, f"broker {node_id} is not in the metadata"))
+            raise Retry(AdminError(ErrorCode.leader_not_available, f"broker {node_id} is not in the metadata"))
         return self._nodes.connect(node_id)
 
     def _drop(self, node_id: int) -> None:
@@ -623,7 +522,7 @@ class AdminClient:
             while True:
                 try:
                     return attempt()
-                except _Retry as retry:
+                except Retry as retry:
                     if time.monotonic() + self.retry_backoff >= deadline:
                         raise AdminTimeoutError(ErrorCode.request_timed_out,
                                                 f"{what} timed out after {self.api_timeout:g}s: "
@@ -654,7 +553,7 @@ class AdminClient:
                 view = self._metadata.view
                 return ClusterDescription(view.cluster_id, view.controller_id, sorted(
                     self._brokers.values(), key=lambda b: b.node_id))
-            _check(response.error_code, getattr(response, "error_message", None))
+            check_error(response.error_code, getattr(response, "error_message", None))
             brokers = [BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack) for b in response.brokers]
             return ClusterDescription(response.cluster_id, int(response.controller_id),
                                       sorted(brokers, key=lambda b: b.node_id))
@@ -676,11 +575,11 @@ class AdminClient:
 
         def attempt() -> QuorumInfo:
             response = self._send(self._any_node(), DESCRIBE_QUORUM, build)
-            _check(response.error_code, getattr(response, "error_message", None))
+            check_error(response.error_code, getattr(response, "error_message", None))
             partition = response.topics[0].partitions[0]
             if partition.error_code in _LEADER_ERRORS:
-                raise _Retry(AdminError.of(partition.error_code), refresh=False)
-            _check(partition.error_code, getattr(partition, "error_message", None))
+                raise Retry(AdminError.of(partition.error_code), refresh=False)
+            check_error(partition.error_code, getattr(partition, "error_message", None))
             return QuorumInfo(int(partition.leader_id), int(partition.leader_epoch), int(partition.high_watermark),
                               replicas(partition.current_voters), replicas(partition.observers))
 
@@ -721,7 +620,7 @@ class AdminClient:
             for topic in response.topics:
                 code = int(topic.error_code)
                 if code == int(ErrorCode.leader_not_available):
-                    raise _Retry(AdminError(code, f"Topic '{topic.name}' has no leader yet"), refresh=False)
+                    raise Retry(AdminError(code, f"Topic '{topic.name}' has no leader yet"), refresh=False)
                 if code == int(ErrorCode.unknown_topic_or_partition):
                     errors[topic.name] = UnknownTopicOrPartitionError(code, f"Topic '{topic.name}' does not exist.")
                     continue
@@ -729,7 +628,7 @@ class AdminClient:
                     errors[topic.name] = AdminError.of(code, f"Topic '{topic.name}': {error_name(code)}")
                     continue
                 out[topic.name] = _topic_description(topic)
-            failure = _first_error(errors)
+            failure = first_error(errors)
             if failure is not None:
                 raise failure
             return {name: out[name] for name in wanted if name in out}
@@ -766,7 +665,7 @@ class AdminClient:
             return shapes.make("CreateTopicsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
 
         results = self._per_topic_controller_call(CREATE_TOPICS, build, pending, "topics", "create topics")
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
     def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None,
                       raise_on_error: bool = True) -> dict[str, AdminError | None]:
@@ -786,7 +685,7 @@ class AdminClient:
 
         results = self._per_topic_controller_call(DELETE_TOPICS, build, pending, "responses", "delete topics",
                                                   message)
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
     def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *, validate_only: bool = False,
                           timeout_ms: int | None = None,
@@ -804,7 +703,7 @@ class AdminClient:
             return shapes.make("CreatePartitionsRequest", topics=topics, timeout=timeout, validate_only=validate_only)
 
         results = self._per_topic_controller_call(CREATE_PARTITIONS, build, pending, "results", "create partitions")
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
     def elect_leaders(self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None, *,
                       timeout_ms: int | None = None) -> dict[TopicPartition, AdminError | None]:
@@ -836,8 +735,8 @@ class AdminClient:
                 for r in response.replica_election_results for p in r.partition_result}
             if top in _CONTROLLER_ERRORS or any(e is not None and e.code in _CONTROLLER_ERRORS
                                                 for e in results.values()):
-                raise _Retry(AdminError(ErrorCode.not_controller))
-            _check(top)
+                raise Retry(AdminError(ErrorCode.not_controller))
+            check_error(top)
             return results
 
         return self._call(attempt, "elect leaders")
@@ -876,8 +775,8 @@ class AdminClient:
             top = int(response.error_code)
             if top in _CONTROLLER_ERRORS or any(e is not None and e.code in _CONTROLLER_ERRORS
                                                 for e in results.values()):
-                raise _Retry(AdminError(ErrorCode.not_controller))
-            _check(top, response.error_message)
+                raise Retry(AdminError(ErrorCode.not_controller))
+            check_error(top, response.error_message)
             return results
 
         return self._call(attempt, "alter partition reassignments")
@@ -900,8 +799,8 @@ class AdminClient:
             response = self._send(self._controller(), LIST_PARTITION_REASSIGNMENTS, build)
             top = int(response.error_code)
             if top in _CONTROLLER_ERRORS:
-                raise _Retry(AdminError(top))
-            _check(top, response.error_message)
+                raise Retry(AdminError(top))
+            check_error(top, response.error_message)
             return {TopicPartition(t.name, int(p.partition_index)): PartitionReassignment(
                 [int(r) for r in p.replicas], [int(r) for r in p.adding_replicas],
                 [int(r) for r in p.removing_replicas]) for t in response.topics for p in t.partitions}
@@ -934,17 +833,9 @@ class AdminClient:
                 pending.pop(r.name, None)
                 results[r.name] = AdminError.of(code, message(r)) if code else None
             if retry is not None and pending:
-                raise _Retry(retry)
+                raise Retry(retry)
 
         self._call(attempt, what)
-        return results
-
-    @staticmethod
-    def _finish(results: dict[Any, AdminError | None], raise_on_error: bool) -> dict[Any, AdminError | None]:
-        if raise_on_error:
-            failure = _first_error(results)
-            if failure is not None:
-                raise failure
         return results
 
     # -- configs ----------------------------------------------------------------------------------------
@@ -996,7 +887,7 @@ class AdminClient:
                         errors[key] = AdminError.of(code, result.error_message)
                         continue
                     out[key] = {c.name: _config_entry(c) for c in result.configs}
-            failure = _first_error(errors)
+            failure = first_error(errors)
             if failure is not None:
                 raise failure
 
@@ -1028,7 +919,7 @@ class AdminClient:
                     results[key] = AdminError.of(code, result.error_message) if code else None
 
         self._call(attempt, "alter configs")
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
     def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *, validate_only: bool = False,
                       raise_on_error: bool = True) -> dict[ConfigResource, AdminError | None]:
@@ -1054,7 +945,7 @@ class AdminClient:
                     results[key] = AdminError.of(code, result.error_message) if code else None
 
         self._call(attempt, "alter configs")
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
     # -- offsets and records ------------------------------------------------------------------------------
 
@@ -1069,7 +960,7 @@ class AdminClient:
                 raise UnknownTopicOrPartitionError(ErrorCode.unknown_topic_or_partition,
                                                    f"Partition {tp.partition} of topic '{tp.topic}' does not exist.")
             if info.leader is None:
-                raise _Retry(AdminError(ErrorCode.leader_not_available, f"{tp} has no leader"))
+                raise Retry(AdminError(ErrorCode.leader_not_available, f"{tp} has no leader"))
             leaders[tp] = info.leader
         return leaders
 
@@ -1145,7 +1036,7 @@ class AdminClient:
                             raise AdminError.of(code, f"{tp}: {error_name(code)}")
                         out[tp] = result(p)
             if retry is not None:
-                raise _Retry(retry)
+                raise Retry(retry)
 
         self._call(attempt, what)
         return {tp: out[tp] for tp in wanted}
@@ -1162,11 +1053,11 @@ class AdminClient:
         found = response.coordinators[0] if getattr(response, "coordinators", None) else response
         code = int(found.error_code)
         if code in {int(e) for e in (*_COORDINATOR_ERRORS, *_RETRY_LATER)}:
-            raise _Retry(AdminError(code, getattr(found, "error_message", None)))
-        _check(code, getattr(found, "error_message", None))
+            raise Retry(AdminError(code, getattr(found, "error_message", None)))
+        check_error(code, getattr(found, "error_message", None))
         node = int(found.node_id)
         if node not in self._metadata.view.brokers:
-            raise _Retry(AdminError(ErrorCode.coordinator_not_available, f"coordinator {node} is not in the metadata"))
+            raise Retry(AdminError(ErrorCode.coordinator_not_available, f"coordinator {node} is not in the metadata"))
         self._coordinators[group_id] = node
         return node
 
@@ -1174,12 +1065,12 @@ class AdminClient:
         """Raise for a group-level error code: coordinator moves and loads are retried."""
         if code in {int(e) for e in _COORDINATOR_ERRORS}:
             self._coordinators.pop(group_id, None)
-            raise _Retry(AdminError(code, message))
+            raise Retry(AdminError(code, message))
         if code == int(ErrorCode.coordinator_load_in_progress):
-            raise _Retry(AdminError(code, message), refresh=False)
+            raise Retry(AdminError(code, message), refresh=False)
         if code == int(ErrorCode.group_id_not_found):
             raise GroupIdNotFoundError(code, message or f"Group {group_id} not found.")
-        _check(code, message)
+        check_error(code, message)
 
     def list_consumer_groups(self, states: Iterable[str] | None = None,
                              types: Iterable[str] | None = None) -> list[GroupListing]:
@@ -1195,8 +1086,8 @@ class AdminClient:
                     "ListGroupsRequest", states_filter=list(states), types_filter=list(types)))
                 code = int(response.error_code)
                 if code in {int(e) for e in (*_COORDINATOR_ERRORS, *_RETRY_LATER)}:
-                    raise _Retry(AdminError(code), refresh=False)
-                _check(code)
+                    raise Retry(AdminError(code), refresh=False)
+                check_error(code)
                 for g in response.groups:
                     listing = GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None) or None,
                                            getattr(g, "group_type", None) or None)
@@ -1287,10 +1178,10 @@ class AdminClient:
                 for p in topic.partitions:
                     perr = int(p.error_code)
                     if perr == int(ErrorCode.unstable_offset_commit):
-                        raise _Retry(AdminError(perr), refresh=False)
+                        raise Retry(AdminError(perr), refresh=False)
                     if perr == int(ErrorCode.unknown_topic_or_partition) or int(p.committed_offset) < 0:
                         continue
-                    _check(perr)
+                    check_error(perr)
                     epoch = int(getattr(p, "committed_leader_epoch", -1))
                     out[TopicPartition(topic.name, int(p.partition_index))] = OffsetAndMetadata(
                         int(p.committed_offset), p.metadata or "", None if epoch < 0 else epoch)
@@ -1344,14 +1235,14 @@ class AdminClient:
                     code = int(p.error_code)
                     if code:
                         if code in _GROUP_RETRY_CODES:
-                            self._group_error(group_id, code)  # raises _Retry
+                            self._group_error(group_id, code)  # raises Retry
                         message = None
                         if code in (int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation)):
                             # Kafka's answer to an outsider's commit into a live group; say what it means.
                             message = (f"Commit cannot be completed since the group '{group_id}' has active "
                                        "members; stop its consumers first.")
                         errors[TopicPartition(topic.name, int(p.partition_index))] = AdminError.of(code, message)
-            failure = _first_error(errors)
+            failure = first_error(errors)
             if failure is not None:
                 raise failure
 
@@ -1392,13 +1283,13 @@ class AdminClient:
                     "DeleteGroupsRequest", groups_names=[group_id]))
                 code = int(response.results[0].error_code)
                 try:
-                    self._group_error(group_id, code)  # coordinator moves raise _Retry, not AdminError
+                    self._group_error(group_id, code)  # coordinator moves raise Retry, not AdminError
                 except AdminError as exc:
                     return exc
                 return None
 
             results[group_id] = self._call(attempt, f"delete group {group_id}")
-        return self._finish(results, raise_on_error)
+        return finish(results, raise_on_error)
 
 
 # -- response decoding helpers ------------------------------------------------------------------------

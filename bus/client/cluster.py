@@ -5,6 +5,10 @@ way in; after the first Metadata response the client talks to the brokers the cl
 A refresh is synchronous on whichever thread needs it, under one lock, on a dedicated connection, so
 a stale leader found by the sender thread and a topic first seen by `send()` both just call
 `refresh()`. Snapshots (`ClusterView`) are immutable: readers never see half an update.
+
+Every connection a client opens (these, and the group coordinator's) carries the client's `ClientSecurity`, held
+here. A refused login is an `AuthenticationError` that reaches the caller at once: it is not a broker to skip or
+a connection to retry after a backoff, as the same credentials would be refused again.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.client.config import bootstrap_addresses
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
-from bus.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
+from bus.client.errors import AuthenticationError, BrokerResponseError, KafkaError, KafkaTimeoutError
+from bus.client.security import PLAINTEXT, ClientSecurity, client_security
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +88,10 @@ class Metadata:
 
     def __init__(self, bootstrap_servers: Iterable[str], *, client_id: str, request_timeout_ms: int,
                  retry_backoff_ms: int, metadata_max_age_ms: int, allow_auto_create: bool = True,
-                 connect_timeout_ms: int | None = None) -> None:
+                 connect_timeout_ms: int | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap_addresses(bootstrap_servers)
         self.client_id = client_id
+        self.security = security
         self.timeout = request_timeout_ms / 1000.0
         self.connect_timeout = None if connect_timeout_ms is None else connect_timeout_ms / 1000.0
         self.backoff = retry_backoff_ms / 1000.0
@@ -105,7 +111,7 @@ class Metadata:
         """The metadata of a producer or consumer, from its config."""
         return cls(cfg["bootstrap.servers"], client_id=client_id, request_timeout_ms=cfg["request.timeout.ms"],
                    retry_backoff_ms=cfg["retry.backoff.ms"], metadata_max_age_ms=cfg["metadata.max.age.ms"],
-                   allow_auto_create=allow_auto_create)
+                   allow_auto_create=allow_auto_create, security=client_security(cfg))
 
     # -- what to fetch --------------------------------------------------------------------------
 
@@ -132,12 +138,16 @@ class Metadata:
         errors = []
         for host, port in dict.fromkeys(candidates):
             try:
-                self._conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
-                                              connect_timeout=self.connect_timeout)
+                self._conn = self.open(host, port, timeout=self.timeout, connect_timeout=self.connect_timeout)
                 return self._conn
             except KafkaConnectionError as exc:
                 errors.append(str(exc))
         raise KafkaConnectionError("could not reach any bootstrap server: " + "; ".join(dict.fromkeys(errors)))
+
+    def open(self, host: str, port: int, *, timeout: float, connect_timeout: float | None = None) -> BrokerConnection:
+        """A new connection to `host:port` with this client's id and security."""
+        return BrokerConnection(host, port, client_id=self.client_id, timeout=timeout, connect_timeout=connect_timeout,
+                                security=self.security)
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -157,7 +167,7 @@ class Metadata:
                     topics=None if names is None else [s.make("MetadataRequestTopic", name=n) for n in names],
                     allow_auto_topic_creation=self.allow_auto_create,
                 ))
-            except (KafkaConnectionError, OSError):
+            except (KafkaConnectionError, AuthenticationError, OSError):
                 self._drop_connection()
                 raise
             self.absorb(response)
@@ -255,7 +265,8 @@ class NodeConnections:
         self._blackout: dict[int, tuple[float, float]] = {}  # node -> (until, current backoff)
 
     def get(self, node: int, now: float) -> BrokerConnection | None:
-        """The node's connection, opened now if needed; None while it is backing off or not in the metadata."""
+        """The node's connection, opened now if needed; None while it is backing off, not in the metadata or
+        unreachable. A refused login raises its AuthenticationError (the node backs off as after any failure)."""
         conn = self.conns.get(node)
         if conn is not None:
             return conn
@@ -271,8 +282,8 @@ class NodeConnections:
         return node not in self.conns and node in self._blackout
 
     def connect(self, node: int) -> BrokerConnection:
-        """The node's connection, opened now if needed whatever its backoff; raises KafkaConnectionError
-        (the node then backs off) for callers that report failures, such as the admin client."""
+        """The node's connection, opened now if needed whatever its backoff; raises KafkaConnectionError or
+        AuthenticationError (the node then backs off) for callers that report failures, such as the admin client."""
         conn = self.conns.get(node)
         if conn is not None:
             return conn
@@ -282,8 +293,10 @@ class NodeConnections:
             raise KafkaConnectionError(f"broker {node} is not in the metadata")
         backoff = self._blackout.get(node, (0.0, 0.0))[1]
         try:
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout,
-                                    connect_timeout=self.connect_timeout)
+            conn = self.metadata.open(*address, timeout=self.timeout, connect_timeout=self.connect_timeout)
+        except AuthenticationError as exc:
+            self._failed(node, backoff, exc)
+            raise
         except (KafkaConnectionError, OSError) as exc:
             self._failed(node, backoff, exc)
             raise KafkaConnectionError(str(exc)) from exc
@@ -314,6 +327,14 @@ class NodeConnections:
             conn.close()
         self._blackout[node] = (now + self.backoff, self.backoff)
         self.metadata.request_update()
+
+    def select(self, timeout: float) -> list[tuple[selectors.SelectorKey, int]]:
+        """The selector's ready keys, and those of connections whose TLS layer already holds decrypted bytes: their
+        sockets may not be readable although a response is waiting (it came in one TLS record with the last)."""
+        buffered = [self.selector.get_key(conn) for conn in self.conns.values() if conn.buffered]
+        events = self.selector.select(0 if buffered else timeout)
+        ready = {key.fd for key, _ in events}
+        return events + [(key, selectors.EVENT_READ) for key in buffered if key.fd not in ready]
 
     def next_retry(self, now: float) -> float | None:
         """Seconds until the first node in backoff may be tried again (None if none is)."""

@@ -6,6 +6,11 @@ strings as in a .properties file. Bad values fail at construction with a ConfigE
 unknown keys are logged and ignored (as Java does), and the idempotence rules of KIP-679 apply:
 idempotence is on by default and quietly turns off only when the user set a conflicting config without
 asking for idempotence explicitly.
+
+The security configs (`security.protocol`, `sasl.*`, `ssl.*`) are checked and resolved into a `ClientSecurity` by
+`bus.client.security` when the client starts (the admin client, which takes its config loosely, shares that
+check); the secret ones (passwords, keys, the JAAS line) are shown as `[hidden]` whenever a Config is printed, as
+Kafka hides its PASSWORD configs.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bus.client.errors import ConfigError
+from bus.client.security import SECRET_KEYS, SSL_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +111,13 @@ _COMMON = [
     ConfigKey("connections.max.idle.ms", "int", 540000),
     ConfigKey("send.buffer.bytes", "int", 131072),
     ConfigKey("receive.buffer.bytes", "int", 32768),
-    ConfigKey("security.protocol", "str", "PLAINTEXT", _one_of("PLAINTEXT")),
+    ConfigKey("security.protocol", "str", "PLAINTEXT"),  # values checked by bus.client.security
+    ConfigKey("sasl.mechanism", "str", "GSSAPI"),
+    ConfigKey("sasl.jaas.config", "str", None),
+    ConfigKey("sasl.username", "str", None),  # librdkafka's names, so one config serves both clients
+    ConfigKey("sasl.password", "str", None),
+    *(ConfigKey(name, "list" if name in ("ssl.enabled.protocols", "ssl.cipher.suites") else "str", None)
+      for name in SSL_KEYS),
     ConfigKey("interceptor.classes", "list", ()),
     ConfigKey("metric.reporters", "list", ()),
 ]
@@ -190,7 +202,8 @@ class Config(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"Config({self._values!r})"
+        shown = {k: "[hidden]" if k in SECRET_KEYS and v is not None else v for k, v in self._values.items()}
+        return f"Config({shown!r})"
 
 
 def _normalise_name(name: str) -> str:

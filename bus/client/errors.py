@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from bus.client.connection import KafkaConnectionError, UnsupportedVersionError
-
 __all__ = [
+    "AuthenticationError",
     "BrokerResponseError",
     "BufferExhaustedError",
     "CommitFailedError",
@@ -24,7 +23,10 @@ __all__ = [
     "OffsetOutOfRangeError",
     "ProducerClosedError",
     "RecordTooLargeError",
+    "SaslAuthenticationError",
     "SerializationError",
+    "SslAuthenticationError",
+    "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "broker_error",
 ]
@@ -34,6 +36,32 @@ class KafkaError(Exception):
     """Base of every client error."""
 
     retriable = False
+
+
+class KafkaConnectionError(ConnectionError):
+    """The broker could not be reached, closed the connection, or sent something unreadable."""
+
+
+class UnsupportedVersionError(RuntimeError):
+    """Neither side serves a common version of the API the client needs."""
+
+
+class AuthenticationError(KafkaError):
+    """The broker refused who we are (Java's AuthenticationException): wrong or missing credentials, a certificate
+    it does not trust, or one of ours we do not trust. Not retriable and not a connection error: retrying with the
+    same settings fails the same way, so the client reports it at once instead of backing off until a timeout."""
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """The SASL exchange failed; the message is the broker's `error_message` (or the server's proof did not check)."""
+
+
+class UnsupportedSaslMechanismError(AuthenticationError):
+    """The listener does not offer the configured `sasl.mechanism`; the message lists the ones it does."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: the broker's certificate is not trusted (or not for this host), or it refused ours."""
 
 
 class ConfigError(KafkaError, ValueError):

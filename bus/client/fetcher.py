@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError
 from bus.client.errors import (
+    AuthenticationError,
     BrokerResponseError,
     KafkaError,
     KafkaTimeoutError,
@@ -342,6 +343,9 @@ class Fetcher:
                 version = conn.version_for(FETCH, FETCH_VERSIONS)
                 request = self._fetch_request(version, partitions)
                 conn.send(request, version)
+            except AuthenticationError as exc:  # its re-authentication was refused: the caller of poll() hears it
+                self._disconnect(node, str(exc))
+                raise
             except (KafkaConnectionError, OSError) as exc:
                 self._disconnect(node, str(exc))
                 continue
@@ -378,7 +382,7 @@ class Fetcher:
             if timeout > 0:
                 time.sleep(min(timeout, self.retry_backoff))
             return
-        events = self._nodes.selector.select(max(timeout, 0.0))
+        events = self._nodes.select(max(timeout, 0.0))
         for key, _ in events:
             node = key.data
             conn = self._nodes.conns.get(node)
@@ -521,8 +525,7 @@ class Fetcher:
                     continue
                 # A connection may have a fetch in flight; offsets go on a separate short-lived one.
                 try:
-                    with BrokerConnection(conn.host, conn.port, client_id=self.client_id,
-                                          timeout=self.request_timeout) as side:
+                    with self.metadata.open(conn.host, conn.port, timeout=self.request_timeout) as side:
                         version = side.version_for(LIST_OFFSETS, LIST_OFFSETS_VERSIONS)
                         shapes = request_shapes(LIST_OFFSETS, version)
                         by_topic: dict[str, list[Any]] = {}

@@ -7,6 +7,9 @@ joining) or cooperative (KIP-429: keep what stays, revoke only what moves, then 
 heartbeat thread keeps the membership alive between polls on its own connection, notices a
 rebalance or a lost membership, sends asynchronous commits, and leaves the group if the application
 stops polling for longer than max.poll.interval.ms, exactly as the Java heartbeat thread does.
+
+A refused login (`AuthenticationError`) on the consumer's thread reaches the caller of `poll()` or `commit_sync()`;
+the heartbeat thread, which has no caller, logs it and treats its connection as lost, like any broken one.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from kio.schema.errors import ErrorCode
 from bus.client.assignors import COOPERATIVE, AbstractAssignor, rebalance_protocol
 from bus.client.cluster import Metadata
 from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
-from bus.client.errors import BrokerResponseError, CommitFailedError, KafkaError, KafkaTimeoutError
+from bus.client.errors import (
+    AuthenticationError,
+    BrokerResponseError,
+    CommitFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from bus.client.subscription import OffsetAndMetadata, SubscriptionState, TopicPartition
 from bus.protocol.consumer_protocol import Assignment, decode_assignment, decode_subscription, encode_assignment
 
@@ -37,6 +46,8 @@ OFFSET_FETCH_VERSIONS = range(1, 10)
 _COORDINATOR_ERRORS = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                        ErrorCode.coordinator_load_in_progress}
 _MEMBERSHIP_LOST = {ErrorCode.unknown_member_id, ErrorCode.illegal_generation, ErrorCode.fenced_instance_id}
+# How the heartbeat connection fails; the heartbeat thread drops it and carries on.
+_HEARTBEAT_CONNECTION_FAILURES = (KafkaConnectionError, AuthenticationError, OSError)
 
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
@@ -125,8 +136,8 @@ class ConsumerCoordinator:
             _, host, port = self.coordinator
             try:
                 # JoinGroup legitimately waits up to the rebalance timeout for other members.
-                self._conn = BrokerConnection(host, port, client_id=self.client_id,
-                                              timeout=max(self.request_timeout, self.rebalance_timeout_ms / 1000 + 5))
+                self._conn = self.metadata.open(host, port,
+                                                timeout=max(self.request_timeout, self.rebalance_timeout_ms / 1000 + 5))
                 return self._conn
             except (KafkaConnectionError, OSError) as exc:
                 self.coordinator_dead(str(exc))
@@ -371,9 +382,10 @@ class ConsumerCoordinator:
             if coordinator is None:
                 return None
             try:
-                self._hb_conn = BrokerConnection(coordinator[1], coordinator[2], client_id=self.client_id,
-                                                 timeout=self.request_timeout)
-            except (KafkaConnectionError, OSError):
+                self._hb_conn = self.metadata.open(coordinator[1], coordinator[2], timeout=self.request_timeout)
+            except _HEARTBEAT_CONNECTION_FAILURES as exc:
+                if isinstance(exc, AuthenticationError):
+                    log.error("group %s: heartbeat connection: %s", self.group_id, exc)
                 return None
         return self._hb_conn
 
@@ -394,7 +406,7 @@ class ConsumerCoordinator:
             response = request_for(conn, HEARTBEAT, lambda s: s.make(
                 "HeartbeatRequest", group_id=self.group_id, generation_id=generation, member_id=member_id,
                 group_instance_id=self.group_instance_id))
-        except (KafkaConnectionError, OSError):
+        except _HEARTBEAT_CONNECTION_FAILURES:
             self._drop_hb_conn()
             return None
         if generation != self.generation:
@@ -404,7 +416,7 @@ class ConsumerCoordinator:
     def _leave_from_heartbeat(self) -> None:
         conn = self._hb_connection()
         if conn is not None:
-            with contextlib.suppress(KafkaConnectionError, OSError):
+            with contextlib.suppress(*_HEARTBEAT_CONNECTION_FAILURES):
                 self._send_leave(conn)
         self._reset_generation(lost=True)
 
@@ -553,7 +565,7 @@ class ConsumerCoordinator:
             return KafkaError(f"coordinator {state}; commit not sent (retriable)")
         try:
             return self._check_commit(request_for(conn, OFFSET_COMMIT, build, OFFSET_COMMIT_VERSIONS))
-        except (KafkaConnectionError, OSError) as exc:
+        except _HEARTBEAT_CONNECTION_FAILURES as exc:
             self._drop_hb_conn()
             return exc
 

@@ -14,6 +14,12 @@ records in the order `send()` was called, without duplicates: a retry of a batch
 holds is answered from its dedup cache. When the sequence state becomes unknowable (a batch that was
 sent expires, or the broker forgot the producer), the producer waits for its in-flight requests to
 drain and takes a new producer id, as the Java client bumps its epoch.
+
+A refused login (an `AuthenticationError` from any connection, or from the metadata refresh) fails every record
+waiting to be sent with that error, as Java's idempotent producer does, rather than letting them expire after
+`delivery.timeout.ms`: the same credentials would be refused again. The producer stays usable; the next `send()`
+logs in again (and raises the error if it is refused again). A connection whose SASL session is due for
+re-authentication (KIP-368) gets no new request until its pipeline has drained, so it re-authenticates in time.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from bus.client.accumulator import ProducerBatch, RecordAccumulator
 from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, request_for
 from bus.client.errors import (
+    AuthenticationError,
     BrokerResponseError,
     KafkaError,
     KafkaTimeoutError,
@@ -160,6 +167,19 @@ class Sender(threading.Thread):
         return any(self._in_flight.values())
 
     def _run_once(self) -> None:
+        try:
+            self._send_ready()
+        except AuthenticationError as exc:
+            self._authentication_failed(exc)
+
+    def _authentication_failed(self, exc: AuthenticationError) -> None:
+        log.error("producer %s: authentication failed: %s", self.client_id, exc)
+        now = time.monotonic()
+        for batch in self.accumulator.abort_all():
+            self._fail_sequenced(batch, exc, now)
+        self._poll(self.reconnect_backoff_max)
+
+    def _send_ready(self) -> None:
         now = time.monotonic()
         metadata = self.metadata
         if metadata.stale:
@@ -177,7 +197,7 @@ class Sender(threading.Thread):
         sendable = []
         drained: dict[int, list[ProducerBatch]] = {}
         for node in ready:
-            if len(self._in_flight.get(node, ())) >= self.max_in_flight:
+            if not self._pipeline_open(node):
                 continue
             if self._connection(node, now) is not None:
                 sendable.append(node)
@@ -190,6 +210,15 @@ class Sender(threading.Thread):
         timeout = 0.0 if drained else min(next_check, self._next_timeout(now))
         self._poll(max(timeout, 0.0))
 
+    def _pipeline_open(self, node: int) -> bool:
+        """Whether another request may go to `node`: fewer than max.in.flight outstanding, and none at all once its
+        connection must re-authenticate (it does so before the next request, when nothing is outstanding)."""
+        in_flight = self._in_flight.get(node, ())
+        if len(in_flight) >= self.max_in_flight:
+            return False
+        conn = self._nodes.conns.get(node)
+        return not (in_flight and conn is not None and conn.reauthentication_due)
+
     def _next_timeout(self, now: float) -> float:
         timeout = self.request_timeout
         for requests in self._in_flight.values():
@@ -199,7 +228,7 @@ class Sender(threading.Thread):
         return timeout if retry is None else min(timeout, retry)
 
     def _poll(self, timeout: float) -> None:
-        events = self._nodes.selector.select(min(timeout, 1.0))
+        events = self._nodes.select(min(timeout, 1.0))
         now = time.monotonic()
         for key, _ in events:
             if key.data is None:
@@ -344,6 +373,12 @@ class Sender(threading.Thread):
                         for name, parts in by_topic.items()])
         try:
             correlation = conn.send(request, version, expect_response=self.acks != 0)
+        except AuthenticationError as exc:  # its re-authentication was refused: the batches fail with the rest
+            self._disconnect(node, str(exc), now)
+            for batch in batches:
+                self._resolved(batch)
+                self._fail_sequenced(batch, exc, now)
+            raise
         except (KafkaConnectionError, OSError) as exc:
             self._in_flight[node].append(_InFlight(-1, batches, now))
             self._disconnect(node, str(exc), now)

@@ -18,6 +18,11 @@ from bus.config.topic import TOPIC_SYNONYMS
 
 _T = ConfigType
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+# `authorizer.class.name` of the one authorizer there is (bus.security.authorizer), as Kafka's KRaft brokers name it.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 # The broker configs that IncrementalAlterConfigs / AlterConfigs may change at run time (Kafka's
 # DynamicConfig.Broker quota keys), per broker or as the cluster-wide default (resource name "").
 DYNAMIC_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
@@ -96,7 +101,16 @@ BROKER_CONFIGS = ConfigDef(
                   "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                   "SASL_SSL:SASL_SSL", "Listener name to security protocol."),
         ConfigKey("inter.broker.listener.name", _T.STRING, None, "Listener brokers talk on."),
-        ConfigKey("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", "Inter-broker protocol."),
+        ConfigKey("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", "Security protocol between brokers, "
+                  "naming the inter-broker listener when inter.broker.listener.name is unset.",
+                  one_of=SECURITY_PROTOCOLS),
+        ConfigKey("authorizer.class.name", _T.STRING, "", "The authorizer checking every request against the ACLs: "
+                  f"{STANDARD_AUTHORIZER}, or empty for none (every request is allowed).",
+                  one_of=("", STANDARD_AUTHORIZER)),
+        ConfigKey("super.users", _T.STRING, "", "Principals the authorizer allows everything, separated by "
+                  "semicolons (User:admin;User:ANONYMOUS)."),
+        ConfigKey("allow.everyone.if.no.acl.found", _T.BOOLEAN, "false",
+                  "Whether the authorizer allows an operation on a resource no ACL's pattern matches."),
         ConfigKey("log.dirs", _T.LIST, None, "Directories holding partition logs."),
         ConfigKey("log.dir", _T.STRING, "data/bus", "Log directory when log.dirs is unset."),
         ConfigKey("metadata.log.dir", _T.STRING, None, "Directory of the metadata log."),
@@ -174,9 +188,49 @@ BROKER_CONFIGS = ConfigDef(
                   at_least=0),
         ConfigKey("max.connections.per.ip", _T.INT, str(INT_MAX), "Connections from one address; more are "
                   "closed.", at_least=0),
+        # TLS and SASL at the listeners (Kafka's SslConfigs / BrokerSecurityConfigs / SaslConfigs names and defaults;
+        # bus.security reads them per listener, `listener.name.<listener>.<key>` first). Only PEM stores work here.
+        ConfigKey("ssl.protocol", _T.STRING, "TLSv1.3", "Newest TLS version (TLS: no cap)."),
+        ConfigKey("ssl.enabled.protocols", _T.LIST, "TLSv1.2,TLSv1.3", "TLS versions a connection may use."),
+        ConfigKey("ssl.cipher.suites", _T.LIST, "", "Cipher suites (IANA or OpenSSL names; empty: the defaults)."),
+        ConfigKey("ssl.keystore.type", _T.STRING, "JKS", "Key store format; only PEM is supported."),
+        ConfigKey("ssl.keystore.location", _T.STRING, None, "PEM file: private key and certificate chain."),
+        ConfigKey("ssl.keystore.password", _T.PASSWORD, None, "JKS/PKCS12 store password (not for PEM).",
+                  sensitive=True),
+        ConfigKey("ssl.key.password", _T.PASSWORD, None, "Password of the encrypted private key.", sensitive=True),
+        ConfigKey("ssl.keystore.key", _T.PASSWORD, None, "Inline PEM private key.", sensitive=True),
+        ConfigKey("ssl.keystore.certificate.chain", _T.PASSWORD, None, "Inline PEM certificate chain.",
+                  sensitive=True),
+        ConfigKey("ssl.truststore.type", _T.STRING, "JKS", "Trust store format; only PEM is supported."),
+        ConfigKey("ssl.truststore.location", _T.STRING, None, "PEM file of trusted CA certificates."),
+        ConfigKey("ssl.truststore.password", _T.PASSWORD, None, "JKS/PKCS12 store password (not for PEM).",
+                  sensitive=True),
+        ConfigKey("ssl.truststore.certificates", _T.PASSWORD, None, "Inline PEM trusted certificates.",
+                  sensitive=True),
+        ConfigKey("ssl.client.auth", _T.STRING, "none", "Ask SSL clients for certificates (SASL_SSL listeners: "
+                  "only when listener-prefixed).", one_of=("required", "requested", "none")),
+        ConfigKey("ssl.endpoint.identification.algorithm", _T.STRING, "https",
+                  "Check the server's host name (https) or not (empty), when this broker connects as a client."),
+        ConfigKey("ssl.principal.mapping.rules", _T.STRING, "DEFAULT",
+                  "RULE:pattern/replacement/[LU] rules mapping a client certificate's DN to a user name."),
+        ConfigKey("sasl.enabled.mechanisms", _T.LIST, "GSSAPI",
+                  "SASL mechanisms a listener offers (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are supported)."),
+        ConfigKey("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI", "SASL mechanism between brokers."),
+        ConfigKey("sasl.mechanism.controller.protocol", _T.STRING, "GSSAPI",
+                  "SASL mechanism on the controller listener (secured controller listeners are not supported yet)."),
+        ConfigKey("connections.max.reauth.ms", _T.LONG, "0", "Lifetime of an authenticated SASL session (KIP-368): "
+                  "the client must re-authenticate within it or its connection is closed; 0: no limit."),
+        ConfigKey("connection.failed.authentication.delay.ms", _T.INT, "100",
+                  "How long the answer to a failed authentication, and the close, are held back.", at_least=0),
+        ConfigKey("sasl.jaas.config", _T.PASSWORD, None, "JAAS login module; a broker reads it only as "
+                  "listener.name.<listener>.<mechanism>.sasl.jaas.config.", sensitive=True),
+        ConfigKey("sasl.server.max.receive.size", _T.INT, "524288",
+                  "Largest SASL token read before a connection is authenticated."),
         # Our own keys (Kafka exports metrics over JMX and has no equivalent): prefixed bus.
         ConfigKey("bus.metrics.listener", _T.STRING, "", "host:port of the Prometheus /metrics endpoint "
                   "(port 0: any free port; empty: off)."),
+        ConfigKey("bus.ssl.handshake.timeout.ms", _T.LONG, "10000", "A TLS handshake not finished in this long "
+                  "closes the connection (Kafka has no such bound besides connections.max.idle.ms).", at_least=1),
         ConfigKey("bus.event.loop.stall.log.ms", _T.LONG, "100", "Log event loop stalls longer than this.",
                   at_least=1),
         ConfigKey("offsets.topic.replication.factor", _T.SHORT, "3", "__consumer_offsets replicas."),
@@ -272,9 +326,20 @@ class BrokerConfig:
     unknown: tuple[str, ...]
     listeners: list[Listener] = field(default_factory=list)
     advertised: list[Listener] = field(default_factory=list)
+    security_protocols: dict[str, str] = field(default_factory=dict)  # listener name -> its security protocol
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def security_protocol(self, listener: str) -> str:
+        """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: what `listener.security.protocol.map` gives the listener."""
+        return self.security_protocols[listener]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers reach each other on: `inter.broker.listener.name`, else the listener named after
+        `security.inter.broker.protocol` (PLAINTEXT by default), as Kafka resolves it."""
+        return inter_broker_listener(self.values)
 
     @property
     def node_id(self) -> int:
@@ -328,10 +393,10 @@ class BrokerConfig:
         return {k: v for k, v in self.static.items() if k in keys}
 
     def new_cluster_id(self) -> str:
-        return self.values.get("cluster.id") or _random_cluster_id()
+        return self.values.get("cluster.id") or random_cluster_id()
 
 
-def _random_cluster_id() -> str:
+def random_cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -348,13 +413,6 @@ def _check_roles(values: dict[str, Any], listeners: list[Listener]) -> None:
         )
     if "broker" in roles and not names - controller_names:
         raise ConfigError("listeners must contain at least one non-controller listener for the broker role")
-    protocol_map = dict(item.split(":", 1) for item in values["listener.security.protocol.map"] if ":" in item)
-    for lst in listeners:
-        protocol = protocol_map.get(lst.name, lst.name)
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                f"listener {lst.name} uses security protocol {protocol}; only PLAINTEXT is supported"
-            )
     voters = parse_voters(values["controller.quorum.voters"])
     node_id = int(values["node.id"])
     if voters and "controller" in roles and node_id not in voters:
@@ -403,6 +461,52 @@ def _check_separate_roles(values: dict[str, Any], roles: set[str], controller_na
             "value when process.roles=controller")
 
 
+def inter_broker_listener(values: Mapping[str, Any]) -> str:
+    return str(values.get("inter.broker.listener.name") or values["security.inter.broker.protocol"]).upper()
+
+
+def security_protocol_map(values: Mapping[str, Any], static: Mapping[str, str],
+                          listeners: list[Listener]) -> dict[str, str]:
+    """Every listener's security protocol (`listener.security.protocol.map`), checked as Kafka's KafkaConfig does.
+
+    Left at its default, the map also gives controller listeners it does not name PLAINTEXT (Kafka's KRaft rule),
+    so `CONTROLLER://` needs no entry of its own; a listener the map does not name is refused.
+    """
+    key = "listener.security.protocol.map"
+    mapping: dict[str, str] = {}
+    for item in values[key]:
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {','.join(values[key])} for configuration {key}: {item!r} is not "
+                              f"NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    if key not in static:
+        for name in values["controller.listener.names"]:
+            mapping.setdefault(name.upper(), "PLAINTEXT")
+    for lst in listeners:
+        if lst.name not in mapping:
+            raise ConfigError(f"Listener with name {lst.name} defined in listeners not found in {key}.")
+    return mapping
+
+
+def _check_inter_broker_listener(values: Mapping[str, Any], static: Mapping[str, str],
+                                 advertised: list[Listener], protocols: Mapping[str, str]) -> None:
+    """A broker's inter-broker listener must exist among its advertised listeners (KafkaConfig's checks)."""
+    if "broker" not in values["process.roles"]:
+        return
+    if values.get("inter.broker.listener.name") and "security.inter.broker.protocol" in static:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    name = inter_broker_listener(values)
+    controllers = {n.upper() for n in values["controller.listener.names"]}
+    names = [a.name for a in advertised if a.name not in controllers]
+    if values.get("inter.broker.listener.name") and name not in protocols:
+        raise ConfigError(f"Listener with name {name} defined in inter.broker.listener.name not found in "
+                          "listener.security.protocol.map.")
+    if name not in names:
+        raise ConfigError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The "
+                          f"valid options based on currently configured listeners are {','.join(names)}")
+
+
 def parse_voters(items: list[str]) -> dict[int, tuple[str, int]]:
     """`controller.quorum.voters` (`id@host:port,...`) as {id: (host, port)}; a malformed entry is a ConfigError."""
     voters: dict[int, tuple[str, int]] = {}
@@ -438,7 +542,10 @@ def load_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         for a in advertised
     ]
     _check_roles(values, listeners)
-    return BrokerConfig(static=static, values=values, unknown=unknown, listeners=listeners, advertised=advertised)
+    protocols = security_protocol_map(values, static, listeners + advertised)
+    _check_inter_broker_listener(values, static, advertised, protocols)
+    return BrokerConfig(static=static, values=values, unknown=unknown, listeners=listeners, advertised=advertised,
+                        security_protocols=protocols)
 
 
 def _is_passthrough(key: str) -> bool:

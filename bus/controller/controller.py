@@ -31,6 +31,12 @@ of preferred partitions led elsewhere exceeds `leader.imbalance.per.broker.perce
 Replica sets change only through reassignment (`alter_partition_reassignments`, KIP-455 as KRaft runs it): a move
 adds its target replicas to the partition at once, as `adding_replicas`, and completes in whichever later change
 finds every target replica in the ISR, usually the AlterPartition that takes the last one in (`election.change`).
+
+ACLs are metadata like topics (Kafka's AclControlManager): CreateAcls and DeleteAcls commit `acl` and `remove_acl`
+records, each ACL with its own id, so they replicate with the log and survive restarts in it and in snapshots.
+So are users' SCRAM credentials (KIP-554, Kafka's ScramControlManager): AlterUserScramCredentials commits
+`user_scram_credential` and `remove_user_scram_credential` records (salt, StoredKey, ServerKey, iterations), and
+`bus storage format --add-scram` has the first ones committed with the cluster id (`bootstrap_records`).
 """
 
 from __future__ import annotations
@@ -56,13 +62,19 @@ from bus.controller.image import (
     MetadataImage,
     PartitionState,
     TopicImage,
+    acl_record,
     broker_config_record,
     broker_record,
     difference,
     partition_record,
+    remove_acl_record,
+    remove_scram_credential_record,
+    scram_credential_record,
 )
 from bus.controller.record_log import MetadataRecord, MetadataRecordLog
 from bus.protocol.errors import KafkaApiError
+from bus.security.acls import AclBinding, AclBindingFilter, InvalidAcl
+from bus.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramMechanism
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +166,9 @@ class QuorumController:
         self.listeners: list[Callable[[list[MetadataRecord]], None]] = []
         self.activation_listeners: list[Callable[[], object]] = []  # run (soon) after this node becomes active
         self._unfinished_activation: list[Callable[[], object]] = []  # refused steps, retried periodically
+        # What `bus storage format` put in the metadata dir (SCRAM credentials): committed with the cluster id, once,
+        # at the start of the cluster's metadata log (Kafka's bootstrap metadata).
+        self.bootstrap_records: list[MetadataRecord] = []
         metadata_log.open(self)
 
     @property
@@ -229,7 +244,7 @@ class QuorumController:
 
     def ensure_cluster_id(self, new_id: Callable[[], str]) -> str:
         if self.working.cluster_id is None:
-            self._commit([{"type": "cluster", "cluster_id": new_id()}])
+            self._commit([{"type": "cluster", "cluster_id": new_id()}, *self.bootstrap_records])
         cluster_id = self.working.cluster_id
         assert cluster_id is not None
         return cluster_id
@@ -837,3 +852,126 @@ class QuorumController:
         records += [broker_config_record(resource, k, v) for k, v in final.items() if current.get(k) != v]
         if records and not validate_only:
             self._commit(records)
+
+    # -- ACLs (Kafka's AclControlManager) -----------------------------------------------------------------------
+
+    def create_acls(self, acls: Sequence[AclBinding]) -> list[ControllerError | None]:
+        """Add ACLs, one result each (None: created, or it existed already); every new one gets its id and all go in
+        one entry. A binding Kafka refuses (an unknown code, an empty name, a CLUSTER resource not named
+        kafka-cluster) fails alone with INVALID_REQUEST."""
+        self._check_active()
+        results: list[ControllerError | None] = []
+        records: list[MetadataRecord] = []
+        adding: set[AclBinding] = set()
+        for acl in acls:
+            try:
+                acl.validate()
+            except InvalidAcl as exc:
+                results.append(ControllerError(ErrorCode.invalid_request, str(exc)))
+                continue
+            if acl not in adding and self.working.acls.id_of(acl) is None:
+                adding.add(acl)
+                records.append(acl_record(uuid.uuid4(), acl))
+            results.append(None)
+        if records:
+            self._commit(records)
+        return results
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding] | ControllerError]:
+        """Remove every ACL each filter matches; per filter the ACLs it removed (an ACL two filters match is removed
+        once and reported by both, as Kafka does), or INVALID_REQUEST for a filter with an UNKNOWN part. All
+        removals go in one entry."""
+        self._check_active()
+        results: list[list[AclBinding] | ControllerError] = []
+        removing: dict[uuid.UUID, None] = {}
+        for acl_filter in filters:
+            try:
+                acl_filter.validate()
+            except InvalidAcl as exc:
+                results.append(ControllerError(ErrorCode.invalid_request, str(exc)))
+                continue
+            matched = [(acl_id, acl) for acl_id, acl in self.working.acls.items() if acl_filter.matches(acl)]
+            removing.update(dict.fromkeys(acl_id for acl_id, _acl in matched))
+            results.append([acl for _acl_id, acl in matched])
+        if removing:
+            self._commit([remove_acl_record(acl_id) for acl_id in removing])
+        return results
+
+    # -- SCRAM credentials (Kafka's ScramControlManager, KIP-554) ---------------------------------------------------
+
+    def alter_user_scram_credentials(self, deletions: Sequence[tuple[str, int]],
+                                     upsertions: Sequence[ScramUpsertion]) -> list[tuple[str, ControllerError | None]]:
+        """Delete (user, mechanism type) and upsert credentials; one result per user, as Kafka answers: the deleted
+        users, the upserted ones, then the refused ones. A user named twice in one request is refused
+        (DUPLICATE_RESOURCE), whatever the mechanisms; the accepted changes go in one entry. The controller keeps
+        StoredKey and ServerKey, computed here from the salted password the client sent (never a password)."""
+        self._check_active()
+        deleting: dict[str, str] = {}  # user -> mechanism name
+        upserting: dict[str, tuple[ScramMechanism, ScramUpsertion]] = {}
+        refused: dict[str, ControllerError] = {}
+        for name, mechanism_type in deletions:
+            if name in refused:
+                continue
+            if deleting.pop(name, None) is not None:
+                refused[name] = _altered_twice()
+                continue
+            try:
+                mechanism = _scram_mechanism(name, mechanism_type)
+                if (mechanism.name, name) not in self.working.scram_credentials:
+                    raise ControllerError(ErrorCode.resource_not_found,
+                                          "Attempt to delete a user credential that does not exist")
+            except ControllerError as exc:
+                refused[name] = exc
+                continue
+            deleting[name] = mechanism.name
+        for upsertion in upsertions:
+            name = upsertion.name
+            if name in refused:
+                continue
+            if deleting.pop(name, None) is not None or upserting.pop(name, None) is not None:
+                refused[name] = _altered_twice()
+                continue
+            try:
+                mechanism = _scram_mechanism(name, upsertion.mechanism)
+                if upsertion.iterations < mechanism.min_iterations:
+                    raise ControllerError(ErrorCode.unacceptable_credential, "Too few iterations")
+                if upsertion.iterations > mechanism.max_iterations:
+                    raise ControllerError(ErrorCode.unacceptable_credential, "Too many iterations")
+            except ControllerError as exc:
+                refused[name] = exc
+                continue
+            upserting[name] = (mechanism, upsertion)
+        records = [remove_scram_credential_record(name, mechanism_name) for name, mechanism_name in deleting.items()]
+        records += [scram_credential_record(name, mechanism.name, ScramCredential.from_salted_password(
+                        mechanism, upsertion.salt, upsertion.salted_password, upsertion.iterations))
+                    for name, (mechanism, upsertion) in upserting.items()]
+        if records:
+            self._commit(records)
+        return [(name, None) for name in (*deleting, *upserting)] + list(refused.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ScramUpsertion:
+    """One AlterUserScramCredentials upsertion: the client salted the password (`salted_password` = Hi(password,
+    salt, iterations)), so the password itself never reaches the broker."""
+
+    name: str
+    mechanism: int  # Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+def _scram_mechanism(name: str, mechanism_type: int) -> ScramMechanism:
+    """The mechanism of a type code, after Kafka's checks of the user name and the code."""
+    if not name:
+        raise ControllerError(ErrorCode.unacceptable_credential, "Username must not be empty")
+    for mechanism in SCRAM_MECHANISMS.values():
+        if mechanism.type == mechanism_type:
+            return mechanism
+    raise ControllerError(ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
+
+
+def _altered_twice() -> ControllerError:
+    return ControllerError(ErrorCode.duplicate_resource,
+                           "A user credential cannot be altered twice in the same request")

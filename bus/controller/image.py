@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from bus.security.acls import AclBinding, AclIndex
+from bus.security.scram import ScramCredential
 
 MetadataRecord = dict[str, Any]
 BROKER_RESOURCE = 4  # a `config` record's resource_type for broker configs (Kafka's ConfigResource.Type.BROKER)
@@ -73,6 +77,9 @@ class MetadataImage:
         # Dynamic broker configs (ConfigRecords of resource type BROKER): resource name ("" for the cluster-wide
         # default, else a broker id) -> key -> value.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.acls = AclIndex()  # Kafka's AccessControlEntryRecords by id: what the authorizer checks requests against
+        # Kafka's UserScramCredentialRecords: (mechanism, user) -> what SCRAM logins are checked against (KIP-554).
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record["type"]
@@ -122,6 +129,18 @@ class MetadataImage:
         elif kind == "remove_topic":
             removed = self.topics_by_id.pop(uuid.UUID(record["topic_id"]))
             del self.topics[removed.name]
+        elif kind == "acl":
+            self.acls.add(uuid.UUID(record["id"]), AclBinding.of(
+                record["resource_type"], record["resource_name"], record["pattern_type"], record["principal"],
+                record["host"], record["operation"], record["permission_type"]))
+        elif kind == "remove_acl":
+            self.acls.remove(uuid.UUID(record["id"]))
+        elif kind == "user_scram_credential":
+            self.scram_credentials[(record["mechanism"], record["name"])] = ScramCredential(
+                _unb64(record["salt"]), _unb64(record["stored_key"]), _unb64(record["server_key"]),
+                record["iterations"])
+        elif kind == "remove_user_scram_credential":
+            del self.scram_credentials[(record["mechanism"], record["name"])]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
         self.offset += 1
@@ -140,6 +159,8 @@ class MetadataImage:
         copied.next_producer_id = self.next_producer_id
         copied.brokers = dict(self.brokers)
         copied.broker_configs = {name: dict(configs) for name, configs in self.broker_configs.items()}
+        copied.acls = self.acls.copy()
+        copied.scram_credentials = dict(self.scram_credentials)
         return copied
 
     def replace_with(self, other: MetadataImage) -> None:
@@ -152,6 +173,8 @@ class MetadataImage:
         self.next_producer_id = other.next_producer_id
         self.brokers = other.brokers
         self.broker_configs = other.broker_configs
+        self.acls = other.acls
+        self.scram_credentials = other.scram_credentials
 
 
 def broker_record(broker_id: int, endpoints: Iterable[tuple[str, str, int]], rack: str | None,
@@ -167,6 +190,39 @@ def broker_record(broker_id: int, endpoints: Iterable[tuple[str, str, int]], rac
 def broker_config_record(resource: str, key: str, value: str | None) -> MetadataRecord:
     """Set (or with None, delete) a dynamic broker config: Kafka's ConfigRecord with resource type BROKER."""
     return {"type": "config", "resource_type": BROKER_RESOURCE, "name": resource, "key": key, "value": value}
+
+
+def acl_record(acl_id: uuid.UUID, acl: AclBinding) -> MetadataRecord:
+    """An ACL (Kafka's AccessControlEntryRecord): its id, pattern and entry, in the wire codes."""
+    return {"type": "acl", "id": str(acl_id), "resource_type": int(acl.resource_type),
+            "resource_name": acl.resource_name, "pattern_type": int(acl.pattern_type), "principal": acl.principal,
+            "host": acl.host, "operation": int(acl.operation), "permission_type": int(acl.permission)}
+
+
+def remove_acl_record(acl_id: uuid.UUID) -> MetadataRecord:
+    """Kafka's RemoveAccessControlEntryRecord."""
+    return {"type": "remove_acl", "id": str(acl_id)}
+
+
+def scram_credential_record(name: str, mechanism: str, credential: ScramCredential) -> MetadataRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord): salt, keys and iterations,
+    never the password. `mechanism` is the SASL name (SCRAM-SHA-256 or SCRAM-SHA-512)."""
+    return {"type": "user_scram_credential", "name": name, "mechanism": mechanism,
+            "salt": _b64(credential.salt), "stored_key": _b64(credential.stored_key),
+            "server_key": _b64(credential.server_key), "iterations": credential.iterations}
+
+
+def remove_scram_credential_record(name: str, mechanism: str) -> MetadataRecord:
+    """Kafka's RemoveUserScramCredentialRecord."""
+    return {"type": "remove_user_scram_credential", "name": name, "mechanism": mechanism}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text, validate=True)
 
 
 def partition_record(topic_id: str, state: PartitionState) -> MetadataRecord:
@@ -212,13 +268,17 @@ def snapshot_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield partition_record(topic_id, state)
     if image.next_producer_id:
         yield {"type": "producer_ids", "next": image.next_producer_id}
+    for acl_id, acl in image.acls.items():
+        yield acl_record(acl_id, acl)
+    for (mechanism, name), credential in image.scram_credentials.items():
+        yield scram_credential_record(name, mechanism, credential)
 
 
 def difference(old: MetadataImage, new: MetadataImage) -> list[MetadataRecord]:
     """What a listener of committed records must hear when `old` is replaced by `new` wholesale (a snapshot from the
     leader): a `remove_topic` for every topic `new` lacks and a deletion for every dynamic broker config it lacks,
     then the records of `new` except those of topics that did not change (a follower that was only a little behind
-    hears only the few topics it missed)."""
+    hears only the few topics it missed) and its ACLs (the authorizer reads them from the image itself)."""
     changes: list[MetadataRecord] = [{"type": "remove_topic", "topic_id": str(topic_id)}
                                      for topic_id in old.topics_by_id if topic_id not in new.topics_by_id]
     changes += [broker_config_record(resource, key, None) for resource, configs in old.broker_configs.items()
@@ -230,8 +290,21 @@ def difference(old: MetadataImage, new: MetadataImage) -> list[MetadataRecord]:
             return str(new.topics[record["name"]].topic_id)
         return record.get("topic_id")
 
-    changes += [r for r in snapshot_records(new) if topic_id_of(r) not in unchanged]
+    changes += [r for r in snapshot_records(new) if r["type"] != "acl" and topic_id_of(r) not in unchanged]
     return changes
+
+
+class ImageScramCredentials:
+    """The SASL servers' credential store (a `ScramCredentialStore`): the committed image's SCRAM credentials, read at
+    every login, so an alteration counts once committed, and so does a snapshot that replaced the image."""
+
+    __slots__ = ("_image",)
+
+    def __init__(self, image: Callable[[], MetadataImage]) -> None:
+        self._image = image
+
+    def get(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self._image().scram_credentials.get((mechanism, user))
 
 
 class ImageView:

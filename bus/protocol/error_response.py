@@ -25,26 +25,50 @@ _ALIASES = {
     "name": ("topic", "topic_name"),
     "topic": ("name", "topic_name"),
     "topic_name": ("name", "topic"),
+    "user": ("name",),
 }
 
 # Kafka's Errors.java messages for the codes this is used with.
 ERROR_MESSAGES = {
     ErrorCode.unknown_server_error: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+    ErrorCode.security_disabled: "Security features are disabled.",
 }
 
 
-def error_response(shapes: Shapes, response_cls: type, request: Any, code: ErrorCode) -> Any:
-    """`response_cls` (the negotiated version's response) answering every part of `request` with `code`."""
-    return _mirror(shapes, response_cls, request, code)
+def error_response(shapes: Shapes, response_cls: type, request: Any, code: ErrorCode,
+                   message: str | None = None) -> Any:
+    """`response_cls` (the negotiated version's response) answering every part of `request` with `code`, and with
+    `message` (default: Kafka's message for the code) where the response has a message."""
+    text = message or ERROR_MESSAGES.get(code, code.name)
+    hand_written = _HAND_WRITTEN.get(response_cls.__name__)
+    if hand_written is not None:
+        return hand_written(shapes, request, code, text)
+    return _mirror(shapes, response_cls, request, code, text)
 
 
-def _mirror(shapes: Shapes, cls: type, source: Any, code: ErrorCode) -> Any:
+def _alter_user_scram_credentials(shapes: Shapes, request: Any, code: ErrorCode, message: str) -> Any:
+    """One result per user the deletions or the upsertions name, sorted: the one answer that no single request array
+    mirrors (Kafka's AlterUserScramCredentialsRequest.getErrorResponse)."""
+    users = sorted({item.name for item in (*request.deletions, *request.upsertions)})
+    return shapes.make("AlterUserScramCredentialsResponse", throttle_time=0, results=[
+        shapes.make("AlterUserScramCredentialsResult", user=user, error_code=code, error_message=message)
+        for user in users])
+
+
+_HAND_WRITTEN = {"AlterUserScramCredentialsResponse": _alter_user_scram_credentials}
+
+
+def _mirror(shapes: Shapes, cls: type, source: Any, code: ErrorCode, message: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
     if "error_code" in fields:
         values["error_code"] = code
         if "error_message" in fields:
-            values["error_message"] = ERROR_MESSAGES.get(code, code.name)
+            values["error_message"] = message
     source_fields = {f.name: f for f in dataclasses.fields(type(source))} if source is not None else {}
     source_tuples = [f for f in source_fields.values() if isinstance(classify_field(f), EntityTupleField)]
     target_tuples = [f for f in fields.values() if isinstance(classify_field(f), EntityTupleField)]
@@ -59,7 +83,7 @@ def _mirror(shapes: Shapes, cls: type, source: Any, code: ErrorCode) -> Any:
             paired = _pair(field, source_fields, source_tuples, target_tuples)
             if paired is not None:
                 items = getattr(source, paired.name) or ()
-                values[field.name] = tuple(_mirror(shapes, kind.type_, item, code) for item in items)
+                values[field.name] = tuple(_mirror(shapes, kind.type_, item, code, message) for item in items)
     return shapes.make(cls.__name__, **values)
 
 

@@ -16,12 +16,14 @@ class FrameError(ValueError):
 
 
 class FrameDecoder:
-    """Splits a byte stream into request frames of at most `max_frame_bytes` (socket.request.max.bytes)."""
+    """Splits a byte stream into request frames of at most `max_frame_bytes` (socket.request.max.bytes, or
+    sasl.server.max.receive.size before a SASL connection is authenticated: `limit_key` names the one in force)."""
 
-    __slots__ = ("_buffer", "_need", "max_frame_bytes")
+    __slots__ = ("_buffer", "_need", "limit_key", "max_frame_bytes")
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, limit_key: str = "socket.request.max.bytes") -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.limit_key = limit_key
         self._buffer = bytearray()
         self._need = -1  # size of the frame being assembled, -1 while reading its prefix
 
@@ -51,7 +53,7 @@ class FrameDecoder:
                     raise FrameError(f"invalid frame size {size}")
                 if size > self.max_frame_bytes:
                     raise FrameError(
-                        f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_bytes}"
+                        f"frame of {size} bytes exceeds {self.limit_key}={self.max_frame_bytes}"
                     )
                 self._need = size
                 pos += 4

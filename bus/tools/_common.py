@@ -3,6 +3,8 @@
 Kafka's scripts all take `--bootstrap-server` and a `--command-config` properties file of client
 settings, exit 1 with a one-line reason on bad flags or a failed call, and never hang on a dead
 cluster. Keeping that behaviour in one place makes `bus topics`, `bus configs`, ... consistent.
+The `--command-config` file is where a secured cluster's settings go (`security.protocol`, `sasl.mechanism`,
+`sasl.jaas.config`, `ssl.truststore.location`, ...); a refused login is reported in one line like any failure.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ class ToolError(Exception):
 
 
 def add_connection_args(parser: argparse.ArgumentParser, *, required: bool = True,
-                        config_help: str = "Property file containing configs to be passed to Admin Client.") -> None:
+                        config_help: str = "Property file containing configs to be passed to Admin Client.",
+                        config_aliases: tuple[str, ...] = ()) -> None:
+    """`--bootstrap-server` and `--command-config` (also spelt as `config_aliases`: the older names some of Kafka's
+    tools still take, such as kafka-console-consumer's `--consumer.config`)."""
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT", required=required,
                         help=("REQUIRED: " if required else "") + "The server(s) to connect to, comma-separated.")
-    parser.add_argument("--command-config", metavar="FILE", help=config_help)
+    parser.add_argument("--command-config", *config_aliases, dest="command_config", metavar="FILE", help=config_help)
 
 
 def one_action(args: argparse.Namespace, actions: tuple[str, ...], listed: str) -> str:

@@ -1,10 +1,11 @@
-"""`bus configs`: describe and alter topic and broker configs, like kafka-configs.sh.
+"""`bus configs`: describe and alter topic and broker configs and users' SCRAM credentials, like kafka-configs.sh.
 
 Kafka's ConfigCommand shapes: `--describe` prints `Dynamic configs for topic t are:` (or `All configs
 ...` with `--all`) and one `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` line per
 config; `--alter --add-config k=v,k2=[a,b] --delete-config k` goes through IncrementalAlterConfigs and
 prints `Completed updating config for topic t.`. Deleting a config that is not set fails with
-`Invalid config(s): k`, as Kafka does, so a typo is not silently accepted.
+`Invalid config(s): k`, as Kafka does, so a typo is not silently accepted. `--entity-type users` manages SCRAM
+credentials (`configs_users.py`).
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from bus.tools import configs_users
 from bus.tools._common import ToolError, add_connection_args, admin_client, one_action, run_guarded
 
 if TYPE_CHECKING:
     from bus.client.admin import AdminClient, ConfigEntry, ConfigResource
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 _VALID_KEY = re.compile(r"[$a-zA-Z0-9._-]*")
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
-    p = sub.add_parser(name, help="Describe or alter topic and broker configs (kafka-configs).",
-                       description="This tool helps to manipulate and describe entity config for a topic or broker.")
+    p = sub.add_parser(name, help="Describe or alter topic and broker configs and SCRAM users (kafka-configs).",
+                       description="This tool helps to manipulate and describe entity config for a topic, broker or "
+                                   "user.")
     add_connection_args(p, config_help="Property file containing configs to be passed to Admin Client. This is "
                                        "used only with --bootstrap-server option for describing and altering "
                                        "broker configs.")
@@ -34,18 +37,20 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--all", action="store_true", help="List all configs for the given topic or broker, including "
                                                       "defaults (with --describe).")
-    p.add_argument("--entity-type", action="append", choices=ENTITY_TYPES, metavar="{topics,brokers}",
-                   help="Type of entity (topics/brokers).")
-    p.add_argument("--entity-name", action="append", help="Name of entity (topic name/broker id).")
+    p.add_argument("--entity-type", action="append", choices=ENTITY_TYPES, metavar="{topics,brokers,users}",
+                   help="Type of entity (topics/brokers/users).")
+    p.add_argument("--entity-name", action="append", help="Name of entity (topic name/broker id/user principal).")
     p.add_argument("--entity-default", action="store_true",
                    help="Default entity name for brokers (applies to the cluster-wide default config).")
     p.add_argument("--topic", help="The topic's name (same as --entity-type topics --entity-name <topic>).")
     p.add_argument("--broker", help="The broker's id (same as --entity-type brokers --entity-name <id>).")
+    p.add_argument("--user", help="The user's principal name (same as --entity-type users --entity-name <user>).")
     p.add_argument("--broker-defaults", action="store_true",
                    help="The config defaults for all brokers (same as --entity-type brokers --entity-default).")
     p.add_argument("--add-config", metavar="K=V,K2=V2",
                    help="Key Value pairs of configs to add. Square brackets can be used to group values which "
-                        "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
+                        "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. For users: "
+                        "'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'.")
     p.add_argument("--add-config-file", metavar="FILE", help="Path to a properties file with configs to add.")
     p.add_argument("--delete-config", action="append", metavar="K,K2", help="Config keys to remove: 'k1,k2'.")
     p.set_defaults(run=run, parser=p)
@@ -61,6 +66,9 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.broker is not None:
         types.append("brokers")
         names.append(args.broker)
+    if args.user is not None:
+        types.append("users")
+        names.append(args.user)
     if args.broker_defaults or args.entity_default:
         if args.broker_defaults:
             types.append("brokers")
@@ -77,6 +85,9 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise ToolError("An entity name must be specified with --alter")
     if entity_type == "topics" and name == "":
         raise ToolError("--entity-default is not supported for topics")
+    if entity_type == "users" and name == "":
+        raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
+                        "using --bootstrap-server.")
     if entity_type == "brokers" and name:
         try:
             int(name)
@@ -133,6 +144,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.add_config or args.delete_config or args.add_config_file:
         raise ToolError("--add-config and --delete-config can only be used with --alter")
     with admin_client(args) as admin:
+        if entity_type == "users":
+            configs_users.describe_users(admin, name)
+            return 0
         return _describe(admin, entity_type, name, args.all)
 
 
@@ -197,17 +211,13 @@ def _describe(admin: AdminClient, entity_type: str, name: str | None, describe_a
 
 def _alter(admin: AdminClient, entity_type: str, name: str, adds: dict[str, str], deletes: list[str],
            argv: list[str]) -> int:
-    from bus.client.admin import AlterConfigOp
-
-    current = {e.name for e in _entries(admin, entity_type, name, describe_all=False, synonyms=False)}
-    invalid = [key for key in deletes if key not in current]
-    if invalid:
-        raise ToolError("Invalid config(s): " + ",".join(invalid))
-    ops = [AlterConfigOp.delete(k) for k in deletes] + [AlterConfigOp.set(k, v) for k, v in adds.items()]
     from bus.client.admin import AdminError
 
     try:
-        admin.incremental_alter_configs({_resource(entity_type, name): ops})
+        if entity_type == "users":
+            configs_users.alter_user(admin, name, adds, deletes)
+        else:
+            _alter_configs(admin, entity_type, name, adds, deletes)
     except AdminError as exc:
         raise ToolError(f"Error while executing config command with args '{shlex.join(argv[2:])}'\n{exc}") from None
     if name:
@@ -215,3 +225,14 @@ def _alter(admin: AdminClient, entity_type: str, name: str, adds: dict[str, str]
     else:
         print(f"Completed updating default config for {entity_type} in the cluster.")
     return 0
+
+
+def _alter_configs(admin: AdminClient, entity_type: str, name: str, adds: dict[str, str], deletes: list[str]) -> None:
+    from bus.client.admin import AlterConfigOp
+
+    current = {e.name for e in _entries(admin, entity_type, name, describe_all=False, synonyms=False)}
+    invalid = [key for key in deletes if key not in current]
+    if invalid:
+        raise ToolError("Invalid config(s): " + ",".join(invalid))
+    ops = [AlterConfigOp.delete(k) for k in deletes] + [AlterConfigOp.set(k, v) for k, v in adds.items()]
+    admin.incremental_alter_configs({_resource(entity_type, name): ops})

@@ -20,15 +20,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from bus.tools._common import ToolError, check_reachable, load_client_config, parse_key_values, run_guarded
+from bus.tools._common import (
+    ToolError,
+    add_connection_args,
+    check_reachable,
+    load_client_config,
+    parse_key_values,
+    run_guarded,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="Print records to stdout (kafka-console-consumer).",
                        description="This tool helps to read data from Kafka topics and outputs it to standard "
                                    "output.")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT", required=True,
-                   help="REQUIRED: The server(s) to connect to, comma-separated.")
+    add_connection_args(p, config_help="Consumer config properties file. Note that --consumer-property takes "
+                                       "precedence.", config_aliases=("--consumer.config",))
     p.add_argument("--topic", help="The topic to consume on.")
     p.add_argument("--include", metavar="REGEX",
                    help="Regular expression specifying list of topics to include for consumption.")
@@ -55,8 +62,6 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                         "null.literal (repeatable).")
     p.add_argument("--consumer-property", action="extend", nargs="+", metavar="PROP=VALUE",
                    help="A mechanism to pass user-defined properties in the form key=value to the consumer.")
-    p.add_argument("--consumer.config", "--command-config", dest="command_config", metavar="FILE",
-                   help="Consumer config properties file. Note that --consumer-property takes precedence.")
     p.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
                    help="Set to read_committed in order to filter out transactional messages which are not "
                         "committed. Set to read_uncommitted to read all messages (default).")

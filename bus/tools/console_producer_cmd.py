@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from bus.tools._common import ToolError, load_client_config, parse_key_values, run_guarded
+from bus.tools._common import ToolError, add_connection_args, load_client_config, parse_key_values, run_guarded
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -25,16 +25,14 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="Send lines from stdin as records (kafka-console-producer).",
                        description="This tool helps to read data from standard input and publish it to Kafka.")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT", required=True,
-                   help="REQUIRED: The server(s) to connect to, comma-separated.")
+    add_connection_args(p, config_help="Producer config properties file. Note that --producer-property takes "
+                                       "precedence.", config_aliases=("--producer.config",))
     p.add_argument("--topic", required=True, help="REQUIRED: The topic id to produce messages to.")
     p.add_argument("--property", "--reader-property", dest="property", action="extend", nargs="+", metavar="PROP=VALUE",
                    help="Line reader properties: parse.key, key.separator, parse.headers, headers.delimiter, "
                         "headers.separator, headers.key.separator, ignore.error, null.marker (repeatable).")
     p.add_argument("--producer-property", action="extend", nargs="+", metavar="PROP=VALUE",
                    help="A mechanism to pass user-defined properties in the form key=value to the producer.")
-    p.add_argument("--producer.config", "--command-config", dest="command_config", metavar="FILE",
-                   help="Producer config properties file. Note that --producer-property takes precedence.")
     p.add_argument("--compression-codec", nargs="?", const="gzip", metavar="CODEC",
                    help="The compression codec: either 'none', 'gzip', 'snappy', 'lz4', or 'zstd'. If specified "
                         "without value, then it defaults to 'gzip'.")

@@ -15,7 +15,14 @@ import re
 import time
 from typing import Any
 
-from bus.tools._common import ToolError, check_reachable, load_client_config, progress, run_guarded
+from bus.tools._common import (
+    ToolError,
+    add_connection_args,
+    check_reachable,
+    load_client_config,
+    progress,
+    run_guarded,
+)
 
 DEFAULT_DATE_FORMAT = "yyyy-MM-dd HH:mm:ss:SSS"
 
@@ -23,8 +30,7 @@ DEFAULT_DATE_FORMAT = "yyyy-MM-dd HH:mm:ss:SSS"
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="Measure consumer throughput (kafka-consumer-perf-test).",
                        description="This tool is used to verify the consumer performance.")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT", required=True,
-                   help="REQUIRED: The server(s) to connect to.")
+    add_connection_args(p, config_help="Consumer config properties file.", config_aliases=("--consumer.config",))
     p.add_argument("--topic", help="The topic to consume from.")
     p.add_argument("--include", metavar="REGEX",
                    help="Regular expression specifying list of topics to include for consumption.")
@@ -39,8 +45,6 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
                         "the latest message present in the log rather than the earliest message.")
     p.add_argument("--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="SIZE",
                    help="The size of the tcp RECV size (accepted for compatibility).")
-    p.add_argument("--consumer.config", "--command-config", dest="command_config", metavar="FILE",
-                   help="Consumer config properties file.")
     p.add_argument("--print-metrics", action="store_true", help="Print out the metrics.")
     p.add_argument("--show-detailed-stats", action="store_true",
                    help="If set, stats are reported for each reporting interval as configured by reporting-interval")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from bus.protocol.topic_partition import TopicPartition
-from bus.tools._common import ToolError, load_client_config, run_guarded
+from bus.tools._common import ToolError, add_connection_args, load_client_config, run_guarded
 
 if TYPE_CHECKING:
     from bus.client.admin import AdminError
@@ -33,11 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="Elect preferred or unclean partition leaders (kafka-leader-election).",
                        description="This tool attempts to elect a new leader for a set of topic partitions. The type "
                                    "of elections supported are preferred replicas and unclean replicas.")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="A hostname and port for the broker to connect to, in the form host:port. Multiple comma "
-                        "separated URLs can be given. REQUIRED.")
-    p.add_argument("--admin.config", dest="command_config", metavar="CONFIG_FILE",
-                   help="Configuration properties files to pass to the admin client")
+    add_connection_args(p, required=False, config_help="Configuration properties files to pass to the admin client",
+                        config_aliases=("--admin.config",))
     p.add_argument("--election-type", metavar="ELECTION_TYPE",
                    help="Type of election to attempt: PREFERRED (only if the current leader is not the preferred "
                         "replica) or UNCLEAN (only if the partition has no leader). REQUIRED.")

@@ -5,7 +5,8 @@ W ms max latency.` and at the end `N records sent, X records/sec (Y MB/sec), Z m
 max latency, a ms 50th, b ms 95th, c ms 99th, d ms 99.9th.` Latency is send() to acknowledgement, per
 record, measured in the producer's callback (on its sender thread, as Java's runs on its I/O thread).
 Payloads are random upper-case letters from a fixed seed, like Java's. `--bootstrap-server` is
-accepted as a shortcut for `--producer-props bootstrap.servers=...`.
+accepted as a shortcut for `--producer-props bootstrap.servers=...`, and `--command-config` (Kafka 4.1's name) for
+`--producer.config`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from bus.tools._common import ToolError, check_reachable, progress, run_guarded
+from bus.tools._common import ToolError, add_connection_args, check_reachable, progress, run_guarded
 
 REPORTING_INTERVAL_MS = 5000
 # Byte -> 'A'..'Z', so random bytes become Java's `random.nextInt(26) + 65` payloads in one C call.
@@ -44,10 +45,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
                    help="producer configuration properties like bootstrap.servers,client.id etc. These configs take "
                         "precedence over those passed via --producer.config.")
-    p.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE",
-                   help="producer config properties file.")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="shortcut for --producer-props bootstrap.servers=HOST:PORT")
+    add_connection_args(p, required=False, config_help="producer config properties file.",
+                        config_aliases=("--producer.config",))
     p.add_argument("--print-metrics", action="store_true", help="print out metrics at the end of the test.")
     p.add_argument("--warmup-records", type=int, default=0, metavar="WARMUP-RECORDS",
                    help="The number of records to treat as warmup; they are left out of an extra steady-state "
@@ -147,14 +146,14 @@ class Throttler:
 def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
     from bus.config.properties import PropertiesError, load_properties
 
-    if not args.producer_props and not args.producer_config and not args.bootstrap_server:
+    if not args.producer_props and not args.command_config and not args.bootstrap_server:
         raise ToolError("Either --producer-props or --producer.config must be specified.")
     conf: dict[str, Any] = {"client.id": "perf-producer-client", "socket.connection.setup.timeout.ms": 5000}
-    if args.producer_config:
+    if args.command_config:
         try:
-            conf.update(load_properties(args.producer_config))
+            conf.update(load_properties(args.command_config))
         except (OSError, PropertiesError) as exc:
-            raise ToolError(f"Cannot read --producer.config {args.producer_config}: {exc}") from None
+            raise ToolError(f"Cannot read --producer.config {args.command_config}: {exc}") from None
     if args.bootstrap_server:
         conf["bootstrap.servers"] = args.bootstrap_server
     for prop in args.producer_props or ():

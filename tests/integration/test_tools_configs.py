@@ -93,7 +93,7 @@ def test_broker_configs(shared_broker: BrokerProcess) -> None:
     (["--describe"], "entity type"),
     (["--alter", "--entity-type", "topics"], "entity name"),
     (["--alter", "--topic", "t"], "--add-config"),
-    (["--describe", "--entity-type", "users"], "invalid choice"),
+    (["--describe", "--entity-type", "clients"], "invalid choice"),
     (["--describe", "--broker", "one"], "valid integer broker id"),
 ])
 def test_bad_flags_exit_1(shared_broker: BrokerProcess, argv: list[str], message: str) -> None:

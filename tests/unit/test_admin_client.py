@@ -21,10 +21,10 @@ from bus.client.admin import (
     TopicAlreadyExistsError,
     TopicPartition,
     UnknownTopicOrPartitionError,
-    _first_error,
     _parse_bootstrap,
     error_name,
 )
+from bus.client.admin_common import first_error
 from bus.client.errors import KafkaError, KafkaTimeoutError
 from bus.protocol.consumer_protocol import Assignment, assigned_partitions, encode_assignment
 from tests.support.ports import free_port
@@ -59,9 +59,9 @@ def test_client_timeouts_are_kafka_timeouts() -> None:
 
 def test_first_error_carries_all_failures() -> None:
     a, b = AdminError.of(36), AdminError.of(37)
-    first = _first_error({"ok": None, "a": a, "b": b})
+    first = first_error({"ok": None, "a": a, "b": b})
     assert first is a and first.errors == {"a": a, "b": b}
-    assert _first_error({"ok": None}) is None
+    assert first_error({"ok": None}) is None
 
 
 @pytest.mark.parametrize("version", [0, 1, 3])

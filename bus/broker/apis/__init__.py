@@ -20,9 +20,14 @@ MODULES = (
     "offset_for_leader_epoch",
     "metadata",
     "api_versions",
+    "sasl_handshake",
+    "sasl_authenticate",
     "create_topics",
     "delete_topics",
     "delete_records",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
     "describe_configs",
     "alter_configs",
     "describe_log_dirs",
@@ -55,6 +60,8 @@ MODULES = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

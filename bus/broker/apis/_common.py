@@ -13,11 +13,13 @@ from kio.schema.errors import ErrorCode
 from bus.config.broker import BROKER_CONFIGS, BrokerConfig, Listener
 from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_CONFIGS, resolve_topic_config
 from bus.controller.controller import ControllerError
+from bus.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from bus.broker.context import RequestContext
 
 NULL_TOPIC_ID = uuid.UUID(int=0)
+OPERATIONS_NOT_REQUESTED = -(2**31)  # an `authorized_operations` field the request did not ask for (Kafka's default)
 # A response with more entries than this is built (where the handler can) and encoded in a worker thread.
 # The encoder and builders are pure Python, so the thread still takes the GIL, but hands it back to the loop
 # every `sys.getswitchinterval()` (5 ms) instead of holding the loop for the whole work (~30 us per
@@ -78,6 +80,16 @@ def controller_id(ctx: RequestContext) -> int:
     return leader if leader is not None and registration is not None and not registration.fenced else ctx.node_id
 
 
+def cluster_authorized_operations(ctx: RequestContext, requested: bool) -> int:
+    """The `cluster_authorized_operations` of Metadata (v8-v10) and DescribeCluster: what the principal may do on the
+    cluster when asked, 0 without DESCRIBE on it (Kafka's answer)."""
+    if not requested:
+        return OPERATIONS_NOT_REQUESTED
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def topic_name_for(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> str | None:
     """Requests name topics by name (old versions) or by id (new ones); resolve either."""
     if topic_id is not None and topic_id != NULL_TOPIC_ID:
@@ -93,7 +105,29 @@ T = TypeVar("T")
 # ConfigResource types (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs `resource_type`).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
 RESOURCE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+
+
+def config_resource_refusal(ctx: RequestContext, operation: AclOperation, resource_type: int,
+                            resource_name: str) -> ErrorCode | None:
+    """The error a config resource gets when the principal may not do `operation` (DESCRIBE_CONFIGS, ALTER_CONFIGS)
+    on it, or None (Kafka's ConfigHelper and ControllerApis.authorizeAlterResource): a topic needs it on the topic,
+    a group on the group, broker-wide resources on the cluster. Other types are refused later as unsupported."""
+    if resource_type == RESOURCE_TOPIC:
+        allowed = ctx.authorize(operation, ResourceType.TOPIC, resource_name)
+        code = ErrorCode.topic_authorization_failed
+    elif resource_type == RESOURCE_GROUP:
+        allowed = ctx.authorize(operation, ResourceType.GROUP, resource_name)
+        code = ErrorCode.group_authorization_failed
+    elif resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
+        allowed = ctx.authorize_cluster(operation)
+        code = ErrorCode.cluster_authorization_failed
+    else:
+        return None
+    return None if allowed else code
 
 
 def flag_duplicates(items: Iterable[T], key: Callable[[T], Hashable]) -> Iterator[tuple[T, bool]]:
@@ -199,7 +233,8 @@ def alter_config_resources(
 ) -> list[Any]:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in `alter_topic` and
     `alter_broker`, which apply one topic or broker resource (name: a broker id, or "" for the cluster-wide
-    default) or raise ControllerError. Only the dynamic broker keys (replication throttles) can change.
+    default) or raise ControllerError. Only the dynamic broker keys (replication throttles) can change. Each resource
+    needs ALTER_CONFIGS (`config_resource_refusal`).
     """
     responses = []
     for resource, repeated in flag_duplicates(resources, lambda r: (r.resource_type, r.resource_name)):
@@ -207,6 +242,10 @@ def alter_config_resources(
         try:
             if repeated:
                 raise ControllerError(ErrorCode.invalid_request, "Duplicate resource.")
+            refusal = config_resource_refusal(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                                              resource.resource_name)
+            if refusal is not None:
+                raise ControllerError(refusal)  # no message, as Kafka answers it
             if resource.resource_type == RESOURCE_TOPIC:
                 if not resource.resource_name:
                     raise ControllerError(ErrorCode.invalid_request, "Default topic resources are not allowed.")

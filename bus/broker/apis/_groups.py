@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.protocol.topic_partition import TopicPartition
+from bus.security.acls import AclOperation, ResourceType
 
 T = TypeVar("T")
 _MS = datetime.timedelta(milliseconds=1)
@@ -23,8 +24,7 @@ def millis(value: datetime.timedelta | int) -> int:
 
 def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as Java's InetAddress.toString() does: "/127.0.0.1"."""
-    host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
-    return "/" + host.strip("[]")
+    return "/" + ctx.client_host
 
 
 def respond_with(future: asyncio.Future[T], build: Callable[[T], Any]) -> Any:
@@ -38,20 +38,25 @@ def respond_with(future: asyncio.Future[T], build: Callable[[T], Any]) -> Any:
     return later()
 
 
-def requested_partitions(ctx: RequestContext, topics: Any) -> tuple[list[tuple[TopicPartition, Any]], dict]:
+def requested_partitions(ctx: RequestContext, topics: Any,
+                         operation: AclOperation) -> tuple[list[tuple[TopicPartition, Any]], dict]:
     """The (topic, partition) pairs of an offsets request, in request order, with their request entries;
-    the second value holds UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not have."""
+    the second value holds the errors of those not to act on: TOPIC_AUTHORIZATION_FAILED for a topic the principal
+    may not do `operation` on, else UNKNOWN_TOPIC_OR_PARTITION for one the cluster does not have."""
     image = ctx.metadata.topics
+    allowed = ctx.authorized(operation, ResourceType.TOPIC, (topic.name for topic in topics))
     found: list[tuple[TopicPartition, Any]] = []
-    unknown: dict[TopicPartition, ErrorCode] = {}
+    refused: dict[TopicPartition, ErrorCode] = {}
     for topic in topics:
         known = image.get(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             found.append((tp, p))
-            if known is None or p.partition_index not in known.partitions:
-                unknown[tp] = ErrorCode.unknown_topic_or_partition
-    return found, unknown
+            if topic.name not in allowed:
+                refused[tp] = ErrorCode.topic_authorization_failed
+            elif known is None or p.partition_index not in known.partitions:
+                refused[tp] = ErrorCode.unknown_topic_or_partition
+    return found, refused
 
 
 def partitions_by_topic(ctx: RequestContext, order: Any, errors: dict[TopicPartition, ErrorCode],

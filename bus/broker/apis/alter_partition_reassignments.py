@@ -6,7 +6,8 @@ and starts each move, all in one metadata entry, and the answer goes out once th
 metadata log, as for every admin change; `timeout_ms` bounds nothing more, as for the other admin APIs here). The
 moves themselves complete later, when the target replicas are in sync: ListPartitionReassignments shows them until
 then. On a node of a quorum that is not the active controller the request is forwarded (KIP-590); one the controller
-refuses as a whole (the leadership lost) gets that error at the top level, as Kafka answers.
+refuses as a whole (the leadership lost) gets that error at the top level, as Kafka answers. Needs ALTER on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError
+from bus.security.acls import AclOperation
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -54,6 +56,8 @@ def _response(ctx: RequestContext, results: Mapping[str, Mapping[int, Controller
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _wanted(request)
     allow = bool(getattr(request, "allow_replication_factor_change", True))  # v0: always allowed
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return ctx.error_response(request, ErrorCode.cluster_authorization_failed)
     try:
         results = ctx.controller.alter_partition_reassignments(wanted, allow)
     except ControllerError as exc:

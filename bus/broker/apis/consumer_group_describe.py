@@ -1,4 +1,8 @@
-"""ConsumerGroupDescribe (69): KIP-848 groups with their epochs, members, assignments and targets."""
+"""ConsumerGroupDescribe (69): KIP-848 groups with their epochs, members, assignments and targets.
+
+Each group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED otherwise); asked for, a described group carries the operations
+the principal may do on it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.apis._common import OPERATIONS_NOT_REQUESTED
 from bus.broker.context import RequestContext
 from bus.coordinator.consumer_group.assignors import Assignment
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -22,15 +28,26 @@ def _assignment(ctx: RequestContext, assignment: Assignment) -> Any:
     ])
 
 
+def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
+    if not request.include_authorized_operations:
+        return OPERATIONS_NOT_REQUESTED
+    return ctx.authorized_operations(ResourceType.GROUP, group_id)
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.consumer_groups
     described = []
     for group_id in request.group_ids:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(ctx.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                                      error_message=None, group_id=group_id, group_state="", members=(),
+                                      authorized_operations=OPERATIONS_NOT_REQUESTED))
+            continue
         group = coordinator.describe(group_id)
         if group is None:
             described.append(ctx.make("DescribedGroup", error_code=ErrorCode.group_id_not_found,
                                       error_message=f"Group {group_id} not found.", group_id=group_id,
-                                      group_state="Dead", members=(), authorized_operations=-2147483648))
+                                      group_state="Dead", members=(), authorized_operations=OPERATIONS_NOT_REQUESTED))
             continue
         members = [
             ctx.make("Member", member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
@@ -43,5 +60,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         described.append(ctx.make("DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
                                   group_state=group.state, group_epoch=group.group_epoch,
                                   assignment_epoch=group.assignment_epoch, assignor_name=group.assignor,
-                                  members=members, authorized_operations=-2147483648))
+                                  members=members, authorized_operations=_operations(ctx, request, group_id)))
     return ctx.make("ConsumerGroupDescribeResponse", throttle_time=0, groups=described)

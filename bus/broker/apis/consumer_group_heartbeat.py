@@ -1,4 +1,7 @@
-"""ConsumerGroupHeartbeat (68): the KIP-848 consumer protocol (librdkafka's `group.protocol=consumer`)."""
+"""ConsumerGroupHeartbeat (68): the KIP-848 consumer protocol (librdkafka's `group.protocol=consumer`).
+
+Needs READ on the group (GROUP_AUTHORIZATION_FAILED), as every member request does.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.apis._groups import client_host
 from bus.broker.context import RequestContext
 from bus.coordinator.consumer_group.coordinator import HeartbeatError, HeartbeatRequest, owned_from_request
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -15,6 +20,10 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.make("ConsumerGroupHeartbeatResponse", throttle_time=0,
+                        error_code=ErrorCode.group_authorization_failed, member_epoch=-1, heartbeat_interval=0,
+                        assignment=None)
     coordinator = ctx.consumer_groups
     req = HeartbeatRequest(
         group_id=request.group_id,
@@ -28,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=owned_from_request(request.topic_partitions),
         client_id=ctx.client_id or "",
-        client_host="/" + ctx.peer.rsplit(":", 1)[0],
+        client_host=client_host(ctx),
         generates_member_id=ctx.api_version == 0,
     )
     error = ctx.groups.coordinator_error(req.group_id)

@@ -3,6 +3,10 @@
 Every topic succeeds or fails on its own, with Kafka's error codes and messages. From v5 a
 successful result also describes the topic (partitions, replication factor, effective configs), so
 clients need no second round trip; validate_only answers with what the topic *would* look like.
+
+Authorization (Kafka's ControllerApis.createTopics): CREATE on the cluster allows every topic, else each topic needs
+CREATE on itself (TOPIC_AUTHORIZATION_FAILED, "Authorization failed."); a created topic's configs are described only
+with DESCRIBE_CONFIGS on it (else `topic_config_error_code` TOPIC_AUTHORIZATION_FAILED, no configs).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis._common import NULL_TOPIC_ID, flag_duplicates, topic_config_entries
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -56,7 +61,7 @@ def _planned_shape(controller: QuorumController, spec: TopicSpec) -> tuple[int, 
     return partitions, factor
 
 
-def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
+def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool, describable: bool) -> Any:
     controller = ctx.controller
     created = controller.create_topic(spec, validate_only=validate_only)
     if created is None:
@@ -69,7 +74,7 @@ def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
         factor = len(created.partitions[0].replicas)
         overrides = created.configs
     configs = []
-    if ctx.shapes.has("CreatableTopicConfigs"):  # v5+ describes the topic it created
+    if ctx.shapes.has("CreatableTopicConfigs") and describable:  # v5+ describes the topic it created
         configs = [
             ctx.make(
                 "CreatableTopicConfigs",
@@ -90,6 +95,7 @@ def _success(ctx: RequestContext, spec: TopicSpec, validate_only: bool) -> Any:
         num_partitions=partitions,
         replication_factor=factor,
         configs=configs,
+        topic_config_error_code=ErrorCode.none if describable else ErrorCode.topic_authorization_failed,
     )
 
 
@@ -107,13 +113,22 @@ def _failure(ctx: RequestContext, name: str, code: ErrorCode, message: str | Non
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    names = {topic.name for topic in request.topics}
+    if ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False):
+        creatable = names
+    else:
+        creatable = ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_if_denied=False)
     results = []
     for topic, repeated in flag_duplicates(request.topics, lambda t: t.name):
         if repeated:
             results.append(_failure(ctx, topic.name, ErrorCode.invalid_request, "Duplicate topic name."))
             continue
+        if topic.name not in creatable:
+            results.append(_failure(ctx, topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
+            continue
         try:
-            results.append(_success(ctx, _spec(topic), request.validate_only))
+            results.append(_success(ctx, _spec(topic), request.validate_only, topic.name in describable))
         except ControllerError as exc:
             results.append(_failure(ctx, topic.name, exc.code, exc.message))
     return ctx.make("CreateTopicsResponse", throttle_time=0, topics=results)

@@ -3,7 +3,8 @@
 Records below the new start become unreadable at once; whole segments below it are removed by the
 log. Only committed data can be deleted (the offset may not pass the high watermark), and only on
 topics whose cleanup policy includes `delete`: on a compacted-only topic the deletion would remove
-the latest value of keys that compaction promises to keep.
+the latest value of keys that compaction promises to keep. Each topic needs DELETE (TOPIC_AUTHORIZATION_FAILED on
+its partitions otherwise).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.broker.partition import Partition, PartitionError
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -44,11 +46,14 @@ def _delete_before(partition: Partition, requested: int) -> int:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.replicas
+    deletable = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             try:
+                if topic.name not in deletable:
+                    raise PartitionError(ErrorCode.topic_authorization_failed)
                 low_watermark = _delete_before(replicas.get(topic.name, wanted.partition_index), wanted.offset)
                 code = ErrorCode.none
             except PartitionError as exc:

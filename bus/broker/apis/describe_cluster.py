@@ -3,6 +3,9 @@
 Only brokers are described here (endpoint type 1): the same ones Metadata lists (`live_brokers`). Kafka's
 brokers refuse the controller endpoint type (2): clients ask controllers for it on the controller listener,
 which does not serve clients.
+
+Kafka refuses no one DescribeCluster; asked for, `cluster_authorized_operations` says what the principal may do on
+the cluster (0 without DESCRIBE on it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.apis._common import controller_id, live_brokers
+from bus.broker.apis._common import cluster_authorized_operations, controller_id, live_brokers
 from bus.broker.context import RequestContext
 
 API_KEY = 60
@@ -19,20 +22,6 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 ENDPOINT_BROKERS = 1
-
-# AclOperation codes Kafka supports on the CLUSTER resource. There is no authorizer, so every
-# client may do all of them, which is what Kafka reports without one.
-_CLUSTER_OPERATIONS = (
-    5,  # CREATE
-    7,  # ALTER
-    8,  # DESCRIBE
-    9,  # CLUSTER_ACTION
-    10,  # DESCRIBE_CONFIGS
-    11,  # ALTER_CONFIGS
-    12,  # IDEMPOTENT_WRITE
-)
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -48,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             controller_id=-1,
             brokers=(),
         )
-    operations = ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED
+    operations = cluster_authorized_operations(ctx, request.include_cluster_authorized_operations)
     return ctx.make(
         "DescribeClusterResponse",
         throttle_time=0,

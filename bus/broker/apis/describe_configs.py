@@ -6,6 +6,9 @@ declared key: a dynamic value committed through the controller (DYNAMIC_BROKER_C
 DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide default) wins over the properties file (STATIC_BROKER_CONFIG)
 and Kafka's default; only the dynamic keys (replication throttles) are not read-only. The cluster-wide default
 resource (name "") holds the dynamic defaults set, and nothing else, as in Kafka.
+
+Each resource needs DESCRIBE_CONFIGS: on the topic (TOPIC_AUTHORIZATION_FAILED), the group, or for a broker the
+cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from bus.broker.apis._common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigEntry,
+    config_resource_refusal,
     dynamic_broker_chain,
     dynamic_broker_value,
     topic_config_entries,
@@ -28,6 +32,8 @@ from bus.broker.context import RequestContext
 from bus.config.broker import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS, BrokerConfig
 from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_SYNONYMS
 from bus.controller.controller import ControllerError, validate_topic_name
+from bus.protocol.error_response import ERROR_MESSAGES
+from bus.security.acls import AclOperation
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -135,10 +141,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
         code, message = ErrorCode.none, None
+        entries: list[ConfigEntry] = []
+        refusal = config_resource_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                          resource.resource_name)
         try:
+            if refusal is not None:
+                raise ControllerError(refusal, ERROR_MESSAGES[refusal])
             entries = _entries(ctx, resource)
         except ControllerError as exc:
-            entries, code, message = [], exc.code, exc.message
+            code, message = exc.code, exc.message
         results.append(
             ctx.make(
                 "DescribeConfigsResult",

@@ -2,23 +2,25 @@
 
 Member metadata and assignments are only shown for a Stable group (they are in flux otherwise),
 and an unknown group is described as "Dead" with no error, as Kafka answers v0-v5.
+
+Each group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED otherwise); asked for (v3+), a described group carries the
+operations the principal may do on it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from bus.broker.apis._common import OPERATIONS_NOT_REQUESTED
 from bus.broker.context import RequestContext
 from bus.coordinator.group.group import ClassicGroup, GroupState
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
-
-# Without an authorizer every operation a group ACL can name is allowed:
-# READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
-ALL_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
-OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
 
 def _members(ctx: RequestContext, group: ClassicGroup) -> list[Any]:
@@ -33,11 +35,17 @@ def _members(ctx: RequestContext, group: ClassicGroup) -> list[Any]:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    operations = ALL_GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) \
-        else OPERATIONS_NOT_REQUESTED
+    with_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(ctx.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                                      group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                                      members=()))
+            continue
         error, group = ctx.groups.describe_group(group_id)
+        operations = (ctx.authorized_operations(ResourceType.GROUP, group_id)
+                      if with_operations and error == ErrorCode.none else OPERATIONS_NOT_REQUESTED)
         if group is None:
             state = "" if error.value else GroupState.DEAD.value
             described.append(ctx.make("DescribedGroup", error_code=error, group_id=group_id, group_state=state,

@@ -2,7 +2,8 @@
 
 Every configured directory is listed, even an empty one, so operators see all their disks and
 their free space (v4). There is one replica per partition and no inter-directory move, so the
-lag is always 0 and no partition is a "future" replica.
+lag is always 0 and no partition is a "future" replica. Needs DESCRIBE on the cluster: without it the answer lists
+no directory, with CLUSTER_AUTHORIZATION_FAILED from v3 (older versions have no error code), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.broker.partition import Partition
+from bus.security.acls import AclOperation
 
 API_KEY = 35
 MIN_VERSION = 1
@@ -69,6 +71,9 @@ def _dir_result(ctx: RequestContext, directory: Path, topics: dict[str, list[Par
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return ctx.make("DescribeLogDirsResponse", throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                        results=())
     found = _by_dir(ctx, _wanted(request))
     directories = [Path(d).resolve() for d in ctx.config.log_dirs]
     directories += [d for d in found if d not in directories]  # cannot happen, but never hide data

@@ -1,4 +1,7 @@
-"""DescribeProducers (61): the idempotent/transactional producers a partition remembers (KIP-664)."""
+"""DescribeProducers (61): the idempotent/transactional producers a partition remembers (KIP-664).
+
+Each topic needs READ (TOPIC_AUTHORIZATION_FAILED on its partitions), as Kafka checks it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.broker.partition import PartitionError
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -15,11 +19,14 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             try:
+                if topic.name not in readable:
+                    raise PartitionError(ErrorCode.topic_authorization_failed)
                 partition = ctx.replicas.get(topic.name, index)
             except PartitionError as exc:
                 partitions.append(ctx.make("PartitionResponse", partition_index=index, error_code=exc.code,

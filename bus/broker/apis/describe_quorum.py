@@ -2,7 +2,8 @@
 
 Kafka's brokers forward it to the active controller; here a node with the controller role asks its raft
 driver, which answers itself when it leads and otherwise forwards to the leader's controller listener. A
-node without a quorum (no `controller.quorum.voters`) answers NOT_CONTROLLER.
+node without a quorum (no `controller.quorum.voters`) answers NOT_CONTROLLER. Needs DESCRIBE on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from bus.broker.context import RequestContext
 from bus.broker.controller_apis._raft import error
 from bus.raft import wire
 from bus.raft.driver import RaftDriver
+from bus.security.acls import AclOperation
 
 API_KEY = wire.DESCRIBE_QUORUM
 MIN_VERSION = MAX_VERSION = wire.VERSIONS[wire.DESCRIBE_QUORUM]
@@ -25,6 +27,8 @@ async def _describe(raft: RaftDriver) -> Any:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return error(ctx, request, ErrorCode.cluster_authorization_failed)
     raft = ctx.services.raft
     if raft is None:
         return error(ctx, request, ErrorCode.not_controller)

@@ -5,7 +5,8 @@ code; v2 is flexible. `topic_partitions` null means every partition, and then pa
 not reported (Kafka's answer). On a node of a quorum that is not the active controller the request is forwarded
 (KIP-590); the answer goes out once the elections are committed, as for every admin change (KafkaApis awaits the
 metadata log), and a request the controller refuses as a whole (an unknown election type, the leadership lost)
-gets that error on every partition it named.
+gets that error on every partition it named. Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED, the same
+way).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.controller.controller import PREFERRED, ControllerError
+from bus.security.acls import AclOperation
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -50,6 +52,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _wanted(request)
     election_type = int(getattr(request, "election_type", PREFERRED))  # v0 has none: preferred
     try:
+        if not ctx.authorize_cluster(AclOperation.ALTER):
+            raise ControllerError(ErrorCode.cluster_authorization_failed)
         results = ctx.controller.elect_leaders(election_type, wanted)
     except ControllerError as exc:
         refused = {name: dict.fromkeys(partitions, exc) for name, partitions in (wanted or {}).items()}

@@ -11,6 +11,9 @@ A fetch that finds fewer than `min_bytes` waits in the fetch purgatory (see fetc
 partitions receive enough bytes, one of them fails, or `max_wait` passes, then reads once more. It answers
 at once, as Kafka does, when a partition read fails. v7+ fetches may use KIP-227 sessions (see
 fetch_sessions.py): the broker remembers the partitions and answers only those with news.
+
+Authorization (Kafka's handleFetchRequest): a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
+topic; a partition it may not read is answered TOPIC_AUTHORIZATION_FAILED and not read.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from bus.broker.partition import Partition, PartitionError
 from bus.log.errors import OffsetOutOfRangeError
 from bus.protocol import records as rb
 from bus.protocol.topic_partition import TopicPartition
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -106,10 +110,11 @@ class _Read:
     Response entries are built only for the partitions a response carries (`_entry`): an incremental session
     reads every partition it holds, and most have no news."""
 
-    def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition], replica: int = -1,
-                 *, first: bool = False) -> None:
-        """`replica`: the fetching follower, -1 for a consumer; `first`: the pass that reports the follower's
-        position to the leader (a long poll reads again later with the same offsets)."""
+    def __init__(self, ctx: RequestContext, request: Any, wanted: list[CachedPartition], denied: frozenset[str],
+                 replica: int = -1, *, first: bool = False) -> None:
+        """`denied`: the topics the fetcher may not read; `replica`: the fetching follower, -1 for a consumer;
+        `first`: the pass that reports the follower's position to the leader (a long poll reads again later with
+        the same offsets)."""
         replicas = ctx.replicas
         self.replica = replica
         self.committed = committed = request.isolation_level == READ_COMMITTED
@@ -124,6 +129,8 @@ class _Read:
                 name = topic_name_for(ctx, want.topic, want.topic_id)
                 if name is None:
                     raise PartitionError(ErrorCode.unknown_topic_id)
+                if name in denied:
+                    raise PartitionError(ErrorCode.topic_authorization_failed)
                 partition = replicas.get(name, want.partition)
             except PartitionError as exc:
                 self._add(ReadResult(want, b"", exc.code, -1, -1, -1))
@@ -216,6 +223,17 @@ def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) ->
                     responses=responses)
 
 
+def _denied(ctx: RequestContext, wanted: list[CachedPartition], replica: int) -> frozenset[str]:
+    """The topics of `wanted` this fetch may not read: all of them for a follower without CLUSTER_ACTION, else those
+    a consumer lacks READ on."""
+    if ctx.authorizer is None:  # the common case, on every fetch of a session of many partitions: no walk over them
+        return frozenset()
+    names = {name for want in wanted if (name := topic_name_for(ctx, want.topic, want.topic_id)) is not None}
+    if replica >= 0:
+        return frozenset() if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else frozenset(names)
+    return frozenset(names - ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names))
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     uses_topic_ids = ctx.api_version >= TOPIC_IDS_VERSION
     replica = replica_id(ctx, request)
@@ -224,25 +242,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                           _requested(ctx, request), _forgotten(request, uses_topic_ids), from_follower=replica >= 0)
     if context.error != ErrorCode.none:
         return _response(ctx, context, None)
-    read = _Read(ctx, request, context.partitions, replica, first=True)
+    denied = _denied(ctx, context.partitions, replica)
+    read = _Read(ctx, request, context.partitions, denied, replica, first=True)
     max_wait = request.max_wait.total_seconds()
     if read.total >= request.min_bytes or max_wait <= 0 or not read.partitions or read.failed:
         return _response(ctx, context, read)
-    return _long_poll(ctx, request, context, read, replica, time.monotonic() + max_wait)
+    return _long_poll(ctx, request, context, read, denied, replica, time.monotonic() + max_wait)
 
 
-async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, replica: int,
-                     deadline: float) -> Any:
+async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, denied: frozenset[str],
+                     replica: int, deadline: float) -> Any:
     delayed = fetch_purgatory.DelayedFetch(request.min_bytes, read.total, request.isolation_level == READ_COMMITTED,
                                            replica=replica >= 0)
     await fetch_purgatory.wait(delayed, [p.watchers for p in read.partitions], deadline - time.monotonic(),
-                               lambda: _recheck(ctx, request, context, read))
-    return _response(ctx, context, _Read(ctx, request, context.partitions, replica))
+                               lambda: _recheck(ctx, request, context, read, denied))
+    return _response(ctx, context, _Read(ctx, request, context.partitions, denied, replica))
 
 
-def _recheck(ctx: RequestContext, request: Any, context: FetchContext, read: _Read) -> int:
+def _recheck(ctx: RequestContext, request: Any, context: FetchContext, read: _Read, denied: frozenset[str]) -> int:
     """The bytes a fetch finds once parked (see fetch_purgatory.wait): read again only if a partition's
     readable end moved since the first read, which in a session of many quiet partitions is rare."""
     if read.visible_ends() == read.ends:
         return read.total
-    return _Read(ctx, request, context.partitions, read.replica).total
+    return _Read(ctx, request, context.partitions, denied, read.replica).total

@@ -5,6 +5,9 @@ coordinator is the leader of its `__consumer_offsets` partition, a transactional
 `__transaction_state` partition (Kafka's hash of the key modulo the partition count). When that is this
 broker, it answers once the partition is loaded; in a cluster, another broker's endpoint on the listener
 asked on (CoordinatorNotAvailable while that broker is fenced or unknown).
+
+A group key needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks before it looks the coordinator up.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from bus.broker.context import RequestContext
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC
 from bus.coordinator.partitioning import partition_for
 from bus.coordinator.transaction.coordinator import TOPIC as TRANSACTIONS_TOPIC
+from bus.protocol.error_response import ERROR_MESSAGES
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -29,6 +34,9 @@ BATCHED_VERSION = 4
 
 
 _UNAVAILABLE = "The coordinator is not available."
+# What a key of each type must be describable as, and the error when it is not.
+_ACCESS = {KEY_TYPE_GROUP: (ResourceType.GROUP, ErrorCode.group_authorization_failed),
+           KEY_TYPE_TRANSACTION: (ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)}
 _NOBODY = BrokerEndpoint(-1, "", -1, None)
 
 
@@ -45,6 +53,9 @@ def _lookup(ctx: RequestContext, key_type: int, key: str,
             brokers: list[BrokerEndpoint]) -> tuple[ErrorCode, str | None, BrokerEndpoint]:
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, f"Invalid coordinator type: {key_type}", _NOBODY
+    resource_type, refusal = _ACCESS[key_type]
+    if not ctx.authorize(AclOperation.DESCRIBE, resource_type, key):
+        return refusal, ERROR_MESSAGES[refusal], _NOBODY
     leader = _leader_of(ctx, OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTIONS_TOPIC, key)
     if leader is not None and leader != ctx.node_id:
         remote = next((b for b in brokers if b.node_id == leader), None)

@@ -4,6 +4,7 @@ The leader's answer lists every member with its protocol metadata, passed throug
 client-side assignors (range, roundrobin, sticky, cooperative-sticky) work as they do on Kafka.
 v4+ dynamic members first get MEMBER_ID_REQUIRED with an id to rejoin with (KIP-394); v5+ carry
 `group.instance.id` (static membership, KIP-345); v9 adds `skip_assignment` for static leaders.
+Needs READ on the group (GROUP_AUTHORIZATION_FAILED), as every member request does.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from bus.broker.apis._groups import client_host, millis, respond_with
 from bus.broker.context import RequestContext
 from bus.coordinator.group.coordinator import JoinRequest, pending_answer
 from bus.coordinator.group.member import JoinResult
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -26,6 +30,8 @@ NULLABLE_PROTOCOL_NAME_VERSION = 7
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.error_response(request, ErrorCode.group_authorization_failed)
     version = ctx.api_version
     instance_id = getattr(request, "group_instance_id", None)
     session_timeout = millis(request.session_timeout)

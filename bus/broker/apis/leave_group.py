@@ -2,7 +2,8 @@
 
 v0-v2 name one member; v3+ batch members, each with an optional `group.instance.id` (an admin may
 remove a static member by instance id alone, with an empty member id). Old versions carry the
-member's error in the top-level error code, as Kafka's LeaveGroupResponse does.
+member's error in the top-level error code, as Kafka's LeaveGroupResponse does. Needs READ on the
+group (GROUP_AUTHORIZATION_FAILED), as every member request does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -21,6 +23,8 @@ BATCHED_VERSION = 3
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.error_response(request, ErrorCode.group_authorization_failed)
     if ctx.api_version < BATCHED_VERSION:
         leaving = [(request.member_id, None)]
     else:

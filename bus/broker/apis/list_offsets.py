@@ -1,4 +1,7 @@
-"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups."""
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups.
+
+Each topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED on its partitions otherwise), as Kafka checks it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis.fetch import READ_COMMITTED
 from bus.broker.context import RequestContext
 from bus.broker.partition import Partition, PartitionError
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -55,11 +59,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.replicas
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     follower = request.replica_id >= 0
+    describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             try:
+                if topic.name not in describable:
+                    raise PartitionError(ErrorCode.topic_authorization_failed)
                 partition = replicas.get(topic.name, wanted.partition_index)
                 partition.check_leader_epoch(getattr(wanted, "current_leader_epoch", -1))
                 timestamp, offset, epoch = _lookup(partition, wanted.timestamp, committed, follower)

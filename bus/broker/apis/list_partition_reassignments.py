@@ -3,7 +3,8 @@ and removed (KIP-455).
 
 `topics` null lists every move under way; named topics and partitions that do not exist or are not moving are
 left out, as Kafka's ReplicationControlManager answers. Answered by the active controller, which has every move it
-started (on a node of a quorum that is not, the request is forwarded, KIP-590).
+started (on a node of a quorum that is not, the request is forwarded, KIP-590). Needs DESCRIBE on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError
+from bus.security.acls import AclOperation
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -21,6 +23,8 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return ctx.error_response(request, ErrorCode.cluster_authorization_failed)
     wanted: dict[str, list[int]] | None = None
     if request.topics is not None:
         wanted = {}

@@ -3,6 +3,9 @@
 Partitions of unknown topics are refused with UNKNOWN_TOPIC_OR_PARTITION without reaching the
 coordinator (Kafka checks its metadata cache first); the rest are validated against the group
 (member, generation, rebalance state) and appended as one batch.
+
+Needs READ on the group (GROUP_AUTHORIZATION_FAILED on every partition) and on each topic
+(TOPIC_AUTHORIZATION_FAILED on its partitions, before they are looked up).
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import inspect
 from collections.abc import Awaitable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from bus.broker.apis._groups import millis, partitions_by_topic, requested_partitions
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
 from bus.protocol.topic_partition import TopicPartition
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -24,12 +30,14 @@ DEFAULT_RETENTION_TIME = -1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.error_response(request, ErrorCode.group_authorization_failed)
     groups = ctx.groups
     now = groups.clock()
     retention = getattr(request, "retention_time", None)  # v2-v4 only
     retention_ms = DEFAULT_RETENTION_TIME if retention is None else millis(retention)
     expire = None if retention_ms == DEFAULT_RETENTION_TIME else now + retention_ms
-    found, errors = requested_partitions(ctx, request.topics)
+    found, errors = requested_partitions(ctx, request.topics, AclOperation.READ)
     offsets = {
         tp: OffsetValue(
             offset=p.committed_offset,

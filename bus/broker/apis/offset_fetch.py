@@ -3,6 +3,9 @@
 v1 names partitions explicitly; v2+ may ask for all of the group's offsets (null topics) and carry a
 top-level error; v8+ batch several groups. `require_stable` (v7+): a partition whose offset a
 transaction has written but not yet committed answers UNSTABLE_OFFSET_COMMIT, which clients retry.
+
+Each group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED). A topic named without DESCRIBE on it has its partitions
+answered TOPIC_AUTHORIZATION_FAILED; asked for all of them, only the offsets of describable topics are listed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from bus.broker.context import RequestContext
 from bus.coordinator.group.records import OffsetValue
 from bus.protocol.topic_partition import TopicPartition
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -30,13 +34,28 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     topic_cls = "OffsetFetchResponseTopics" if batched else "OffsetFetchResponseTopic"
     partition_cls = "OffsetFetchResponsePartitions" if batched else "OffsetFetchResponsePartition"
     wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = ctx.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    refused: list[TopicPartition] = []
+    found: dict[TopicPartition, OffsetValue | None]
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, found = ErrorCode.group_authorization_failed, {}
+    elif wanted is None:
+        error, found = ctx.groups.fetch_offsets(group_id, None, member_id, member_epoch)
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in found})
+        found = {tp: value for tp, value in found.items() if tp.topic in describable}
+    else:
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+        refused = [tp for tp in wanted if tp.topic not in describable]
+        error, found = ctx.groups.fetch_offsets(group_id, [tp for tp in wanted if tp.topic in describable],
+                                                member_id, member_epoch)
     if error != ErrorCode.none:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION or wanted is None:
             return error, []
-        found = dict.fromkeys(wanted)  # v1: the error goes on every partition
+        found, refused = dict.fromkeys(wanted), []  # v1: the error goes on every partition
     by_topic: dict[str, list[Any]] = {}
     groups = ctx.groups
+    for tp in refused:
+        by_topic.setdefault(tp.topic, []).append(
+            _partition(ctx, partition_cls, tp.partition, None, ErrorCode.topic_authorization_failed))
     for tp, value in found.items():
         name, index = tp
         code = error

@@ -7,6 +7,9 @@ partition the cluster does not have, NOT_LEADER_OR_FOLLOWER unless this broker l
 / UNKNOWN_LEADER_EPOCH when `current_leader_epoch` is older / newer than ours, else the leader-epoch cache's
 answer, with leader epoch and end offset -1 when it has none. Kafka serves this from the leader only, for
 consumers (replica_id -1) and followers alike, whatever replica_id says; so does this.
+
+Authorization: CLUSTER_ACTION on the cluster (a follower) allows every topic; else each topic needs DESCRIBE
+(a consumer, KIP-320), TOPIC_AUTHORIZATION_FAILED on its partitions otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.broker.partition import PartitionError
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 23
 MIN_VERSION = 2  # v0-v1 were removed in Kafka 4.0 (KIP-896); kio has v2-v4
@@ -40,11 +44,18 @@ def _end_offset(ctx: RequestContext, topic: str, wanted: Any) -> tuple[int, int]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    names = [topic.topic for topic in request.topics]
+    if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        describable = set(names)
+    else:
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             try:
+                if topic.topic not in describable:
+                    raise PartitionError(ErrorCode.topic_authorization_failed)
                 epoch, end_offset = _end_offset(ctx, topic.topic, wanted)
                 code = ErrorCode.none
             except PartitionError as exc:

@@ -5,6 +5,10 @@ worker thread, so inflating it does not hold up other clients; appends to a part
 
 A batch refused for some of its records (KIP-467, v8+) names them: `record_errors` carries each bad
 record's index in the batch and `error_message` the summary, so the client fails exactly those.
+
+Authorization (Kafka's handleProduceRequest): transactional batches need WRITE on the request's transactional id,
+else the whole request is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
+partitions are answered TOPIC_AUTHORIZATION_FAILED and not appended.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from bus.broker.errors import CloseConnection
 from bus.broker.log_validator import RecordError, RecordValidationError
 from bus.broker.partition import Partition, PartitionError
 from bus.log.log import AppendResult
+from bus.protocol.error_response import ERROR_MESSAGES
 from bus.protocol.produce_codec import (
     PartitionData,
     PartitionProduced,
@@ -29,7 +34,10 @@ from bus.protocol.produce_codec import (
     ProduceRequest,
     RecordErrorOut,
     TopicProduced,
+    error_answer,
 )
+from bus.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 0
 MIN_VERSION = 3  # v0-v2 carry magic v0/v1 message sets, which Kafka 4 dropped too
@@ -43,16 +51,44 @@ def _record_errors(errors: tuple[RecordError, ...]) -> tuple[RecordErrorOut, ...
     return tuple(RecordErrorOut(e.batch_index, e.message) for e in errors)
 
 
+def _transactional(request: ProduceRequest) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of some partition is transactional."""
+    return any(data.records is not None and len(data.records) > ATTRIBUTES_OFFSET + 1
+               and data.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG
+               for topic in request.topic_data for data in topic.partition_data)
+
+
+def _refused_transactions(ctx: RequestContext, request: ProduceRequest) -> bool:
+    """Transactional batches without WRITE on the request's transactional id, or without one. Only with an
+    authorizer: without one they stay accepted as they were (Kafka refuses those without a transactional id then
+    too), and the hot path does not look at the batches."""
+    if ctx.authorizer is None or not _transactional(request):
+        return False
+    transactional_id = request.transactional_id
+    return transactional_id is None or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                         transactional_id)
+
+
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceAnswer | Awaitable[ProduceAnswer | None] | None:
     """The ProduceResponse, or an awaitable of it when some partition's append had to wait
     (`Partition.append_in_order`: a large batch whose records are decoded in a worker thread)."""
+    if _refused_transactions(ctx, request):
+        code = ErrorCode.transactional_id_authorization_failed
+        if request.acks == 0:  # no response carries it: Kafka closes the connection
+            raise CloseConnection(f"acks=0 produce refused: {code.name}")
+        return error_answer(request, code.value, ERROR_MESSAGES[code])
     replicas = ctx.broker.replicas
     acks = request.acks
     timeout = max(request.timeout_ms, 0) / 1000.0
-    topics = []
+    writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    topics: Answers = []
     waiting = False
     for topic_data in request.topic_data:
         name = topic_name_for(ctx, topic_data.name, None)
+        if topic_data.name not in writable:
+            topics.append((name, [PartitionProduced(data.index, ErrorCode.topic_authorization_failed.value)
+                                  for data in topic_data.partition_data]))
+            continue
         partition_responses = [_produce_partition(ctx, replicas, name, acks, timeout, data)
                                for data in topic_data.partition_data]
         waiting = waiting or any(isinstance(r, asyncio.Future) for r in partition_responses)

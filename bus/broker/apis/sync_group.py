@@ -1,7 +1,8 @@
 """SyncGroup (14): the leader hands in the assignment; every member waits for, and receives, its own.
 
 In a Stable group SyncGroup just repeats the member's current assignment (a static member that
-rejoined without a rebalance gets its old partitions back this way).
+rejoined without a rebalance gets its old partitions back this way). Needs READ on the group
+(GROUP_AUTHORIZATION_FAILED), as every member request does.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from bus.broker.apis._groups import respond_with
 from bus.broker.context import RequestContext
 from bus.coordinator.group.coordinator import pending_answer
 from bus.coordinator.group.member import SyncResult
+from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -20,6 +24,8 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.error_response(request, ErrorCode.group_authorization_failed)
     future: asyncio.Future[SyncResult]
     future, respond = pending_answer()
     ctx.groups.sync_group(

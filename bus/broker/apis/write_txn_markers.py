@@ -5,13 +5,16 @@ As in Kafka, a marker is appended with acks=-1: a partition's answer waits until
 marker (REQUEST_TIMED_OUT after `request.timeout.ms`), so a marker the coordinator saw acknowledged survives
 this leader's death. A marker written into `__consumer_offsets` completes the producer's transactional offsets
 in this node's group coordinator (Kafka's onTransactionCompleted).
+
+Only brokers send it: it needs ALTER or CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED on every
+partition otherwise).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -19,20 +22,31 @@ from kio.schema.errors import ErrorCode
 from bus.broker.context import RequestContext
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC
 from bus.protocol.errors import KafkaApiError
+from bus.security.acls import AclOperation
 
 API_KEY = 27
 MIN_VERSION = 1  # kio has no v0 schema; Kafka 4 dropped v0 too (KIP-896)
 MAX_VERSION = 1
 
 Outcome = ErrorCode | Awaitable[ErrorCode]
+Outcomes = list[list[tuple[str, list[tuple[int, Outcome]]]]]  # per marker, per topic, per partition
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    outcomes = [[(topic.name, [(index, _write(ctx, marker, topic.name, index)) for index in topic.partition_indexes])
-                 for topic in marker.topics] for marker in request.markers]
+    if not (ctx.authorize_cluster(AclOperation.ALTER, log_if_denied=False)
+            or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)):
+        refused = _each(request, lambda _marker, _topic, _index: ErrorCode.cluster_authorization_failed)
+        return _response(ctx, request, refused)  # type: ignore[arg-type]
+    outcomes = _each(request, lambda marker, topic, index: _write(ctx, marker, topic, index))
     if not any(inspect.isawaitable(code) for marker in outcomes for _name, parts in marker for _i, code in parts):
         return _response(ctx, request, outcomes)  # type: ignore[arg-type]
     return _later(ctx, request, outcomes)
+
+
+def _each(request: Any, outcome: Callable[[Any, str, int], Outcome]) -> Outcomes:
+    """`outcome(marker, topic, partition)` of every partition of every marker, in the request's shape."""
+    return [[(topic.name, [(index, outcome(marker, topic.name, index)) for index in topic.partition_indexes])
+             for topic in marker.topics] for marker in request.markers]
 
 
 def _write(ctx: RequestContext, marker: Any, topic: str, index: int) -> Outcome:

@@ -2,7 +2,9 @@
 
 Kafka answers a request from another cluster with INCONSISTENT_CLUSTER_ID and one it cannot read (another
 topic than `__cluster_metadata`, more than one partition) with INVALID_REQUEST, both before the raft
-client sees it; so do these handlers.
+client sees it; so do these handlers. Before that, as Kafka's ControllerApis: the sender needs CLUSTER_ACTION on the
+cluster (it is a controller or a broker), DESCRIBE for DescribeQuorum (an operator's tool asks it);
+CLUSTER_AUTHORIZATION_FAILED otherwise.
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.protocol.error_response import error_response
-from bus.protocol.messages import response_class
 from bus.raft import wire
 from bus.raft.driver import RaftDriver
 from bus.raft.messages import Request
+from bus.security.acls import AclOperation
 
 
 def error(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return error_response(ctx.shapes, response_class(ctx.api_key, ctx.api_version), request, code)
+    return ctx.error_response(request, code)
 
 
 def driver(ctx: RequestContext) -> RaftDriver:
@@ -32,6 +33,9 @@ def driver(ctx: RequestContext) -> RaftDriver:
 
 async def answer(ctx: RequestContext, request: Any) -> Any:
     """The kio response of the local raft node to a kio request on the controller listener."""
+    operation = AclOperation.DESCRIBE if ctx.api_key == wire.DESCRIBE_QUORUM else AclOperation.CLUSTER_ACTION
+    if not ctx.authorize_cluster(operation):
+        return error(ctx, request, ErrorCode.cluster_authorization_failed)
     raft = driver(ctx)
     cluster_id = getattr(request, "cluster_id", None)
     if cluster_id is not None and cluster_id != ctx.metadata.cluster_id:

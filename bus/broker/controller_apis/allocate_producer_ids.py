@@ -1,7 +1,8 @@
 """AllocateProducerIds (67): a block of producer ids for a broker's InitProducerId, from the active controller.
 
 The block is committed to the metadata log before the answer leaves (KafkaApis awaits the log's sync and answers
-NOT_CONTROLLER if it cannot be committed), so an id is never handed out twice, even across a failover.
+NOT_CONTROLLER if it cannot be committed), so an id is never handed out twice, even across a failover. Only brokers
+ask: it needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from kio.schema.errors import ErrorCode
 from bus.broker.context import RequestContext
 from bus.broker.producer_ids import BLOCK_SIZE
 from bus.controller.controller import ControllerError
+from bus.security.acls import AclOperation
 
 API_KEY = 67
 MIN_VERSION = MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ctx.error_response(request, ErrorCode.cluster_authorization_failed)
     try:
         block = ctx.controller.allocate_producer_ids(BLOCK_SIZE)
     except ControllerError as exc:

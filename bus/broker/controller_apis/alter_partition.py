@@ -5,7 +5,8 @@ Versions 2 and 3 (topics by id; v3 names each ISR member with its broker epoch, 
 (Kafka's errors: UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...) and
 answered with its new state only once the change is committed (KafkaApis awaits the log's sync for every request
 that appended; a change that cannot commit answers NOT_CONTROLLER in every error field, which the leader retries).
-A node that is not the active controller answers NOT_CONTROLLER at the top.
+A node that is not the active controller answers NOT_CONTROLLER at the top. Only partition leaders ask: it needs
+CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
 from bus.controller.controller import ControllerError
+from bus.security.acls import AclOperation
 
 API_KEY = 56
 MIN_VERSION = 2
@@ -42,6 +44,8 @@ def _partition(ctx: RequestContext, broker_id: int, topic_id: Any, partition: An
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ctx.error_response(request, ErrorCode.cluster_authorization_failed)
     if not ctx.controller.active:
         return ctx.make("AlterPartitionResponse", throttle_time=0, error_code=ErrorCode.not_controller, topics=())
     topics = [ctx.make("TopicData", topic_id=topic.topic_id,
