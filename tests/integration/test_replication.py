@@ -383,7 +383,9 @@ def test_a_whole_cluster_sigtermed_at_once_stops_within_seconds(cluster: Cluster
     for node in cluster:
         assert node.proc is not None
         node.proc.send_signal(signal.SIGTERM)
-    assert [node.stop(timeout=60) for node in cluster] == [0, 0, 0]
+    # Waited for, not stopped again: a second SIGTERM that lands after a node's event loop has closed (its handlers
+    # gone, the interpreter exiting) kills it with the signal, which CI once saw as [0, -15, -15] under load.
+    assert [node.proc.wait(60) for node in cluster if node.proc is not None] == [0, 0, 0]
     assert time.monotonic() - asked < 15, "a node waited for a quorum that had gone"
 
 

@@ -25,7 +25,7 @@ from contracts.topics import Topics
 from tests.integration._support_raw import RawKafka, produce_error
 from tests.web._bad_records import UNWRITABLE_JSON, WRONG_SHAPES, skipped_counts, undecompressible_batch
 from tests.web.conftest import ConsoleProcess, password_of
-from web.events import Subscription, hub_topics
+from web.events import Subscription, decode_value, hub_topics
 
 HITS = "surveillance.hits"
 STATUS = "video.status"
@@ -159,6 +159,11 @@ def test_a_full_queue_drops_the_oldest_and_counts() -> None:
 
 # -- malformed records ---------------------------------------------------------------------------------
 WINDOW = {"window_start": "2026-03-02T09:00:00.000+08:00", "window_end": "2026-03-02T09:01:00.000+08:00"}
+
+
+def _is_object(raw: bytes) -> bool:
+    """Whether the console reads `raw` as a JSON object (strict JSON: what it shows as text is none)."""
+    return isinstance(decode_value(raw)[0], dict)
 
 
 def _records(topics: Topics, run: str) -> dict[str, list[tuple[bytes, bytes]]]:
@@ -302,6 +307,11 @@ def test_malformed_records_are_counted_and_every_stream_and_fold_goes_on(
         producer.produce(t.surveillance_stats, json.dumps(value).encode(), key=stat_id.encode())
     assert producer.flush(10) == 0
 
+    # The JSON objects among the bad watch commands (unrelated keys, fields missing) are listed as rejected, as the
+    # service rejects them; what is not a JSON object is not listed.
+    rejected_watches = [(f"bad-{run}-{n}", "rejected") for n, (_key, value) in enumerate(records[t.control_watchlist])
+                        if n < len(records[t.control_watchlist]) - 1 and _is_object(value)]
+
     def folded(console: ConsoleProcess, batches: int | None) -> bool:
         """Every answer a 200 that fits its model, and the good records folded."""
         viewer = console.client("viewer")
@@ -310,7 +320,7 @@ def test_malformed_records_are_counted_and_every_stream_and_fold_goes_on(
         watches, stats, overview = (a.json() for a in answers)
         results = viewer.get(f"/api/v1/stats/{stat_id}/results")
         return (watches["complete"] and [(w["watch_id"], w["status"]) for w in watches["items"]] == [
-                    (watch_id, "pending")]
+                    *rejected_watches, (watch_id, "pending")]
                 and [(s["stat_id"], s["status"]) for s in stats] == [(stat_id, ACCEPTED)]
                 and results.status_code == 200 and results.json()["results"] == [result]
                 and overview["open_alerts"] == 1 and batches in (None, overview["ingest"]["batches"]))

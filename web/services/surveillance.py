@@ -94,17 +94,33 @@ def stat_value(value: Any, key: bytes) -> dict[str, Any]:
     return stat_from_json(_object(value), key).to_json()
 
 
+SHOWN_WHEN_REJECTED = ("kind", "requested_by", "requested_at", "reason")
+"""The text fields of a rejected watch command the watchlist page still shows (each at most MAX_SHOWN long)."""
+MAX_SHOWN = 200
+
+
 def read_command(topic: str, key: bytes, value: Any,
                  read: Callable[[Any, bytes], dict[str, Any]]) -> dict[str, Any] | None:
-    """The command a control record holds; None for a tombstone, or for a command the service rejects
-    (counted: it removes the key's command there too)."""
+    """The command a control record holds; None for a tombstone. A command the service rejects (it removes the
+    key's command there too) is counted, and on the watchlist still shown as rejected (`rejected_watch`)."""
     if value is None:
         return None
     try:
         return read(value, key)
     except CommandError as exc:
         skipped(READER, topic, "rejected command", exc)
+        return rejected_watch(value, exc) if read is watch_value else None
+
+
+def rejected_watch(value: Any, exc: CommandError) -> dict[str, Any] | None:
+    """What the watchlist shows of a watch command the service rejects (a JSON object, say one written by hand):
+    its short text fields and why it was rejected, so an operator sees that the command failed instead of it
+    vanishing; None for a value that is not a JSON object."""
+    if not isinstance(value, dict):
         return None
+    shown = {name: value[name] for name in SHOWN_WHEN_REJECTED
+             if isinstance(value.get(name), str) and len(value[name]) <= MAX_SHOWN}
+    return {**shown, "kind": shown.get("kind", "unknown"), "rejected": f"{exc.field}: {exc.reason}"[:1000]}
 
 
 def reply_problem(value: Any) -> str | None:
@@ -304,6 +320,8 @@ class SurveillanceConsole:
         hits, last = hit_count(conn, watch_id) if conn is not None else (0, None)
         with self._lock:
             reply = self._reply("watch", watch_id)
+        if "rejected" in value and reply["status"] == "pending":  # the service's reply says the same, once read
+            reply = {"status": "rejected", "status_reason": value["rejected"], "status_time": None}
         return {"watch_id": watch_id, "kind": value.get("kind"), "plate": value.get("plate"),
                 "threshold": value.get("threshold"), "capture": value.get("capture"),
                 "checkpoints": value.get("checkpoints") or [], "districts": value.get("districts") or [],
