@@ -70,11 +70,13 @@ class Shutdown:
         self._write()
 
     def _write(self) -> None:
+        """Under the lock: steps end in threads of their own, and two writers of the one pending file would move it
+        from under each other (a FileNotFoundError that stopped `make up` before it stopped its servers)."""
         with self.lock:
             state = {"pid": os.getpid(), "since": self.started, "waiting_for": sorted(self.waiting)}
-        pending = self.path.with_suffix(".new")
-        pending.write_text(json.dumps(state))
-        os.replace(pending, self.path)
+            pending = self.path.with_suffix(".new")
+            pending.write_text(json.dumps(state))
+            os.replace(pending, self.path)
 
     def done(self) -> None:
         self.path.unlink(missing_ok=True)

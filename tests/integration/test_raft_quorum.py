@@ -21,6 +21,7 @@ from bus.client.admin import QuorumInfo
 from bus.protocol import client_codec
 from bus.raft import wire
 from bus.raft.messages import FetchRequest, VoteRequest
+from bus.security.acls import ANONYMOUS, serialize_principal
 from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
 from tests.integration._support_tools import bus, ok
 from tests.support.broker_process import BrokerProcess
@@ -161,14 +162,17 @@ def test_an_envelope_runs_a_forwardable_request_on_the_active_controller_only(br
                                  timeout=timedelta(seconds=10), validate_only=False)
     with RawKafka(f"127.0.0.1:{broker.controller_port}") as raw:
         inner = raw.encode(create, correlation_id=77)  # header and body, without the size prefix (as Kafka's)
-        answer = raw.request(EnvelopeRequest(request_data=inner, request_principal=None,
+        # The client's principal as Kafka's DefaultKafkaPrincipalBuilder serializes it: an envelope without one is
+        # PRINCIPAL_DESERIALIZATION_FAILURE, as in Kafka.
+        answer = raw.request(EnvelopeRequest(request_data=inner, request_principal=serialize_principal(ANONYMOUS),
                                              client_host_address=bytes([127, 0, 0, 1])))
         assert answer.error_code == ErrorCode.none
         assert client_codec.response_correlation_id(answer.response_data) == 77  # the client's
         [topic] = client_codec.decode_response(answer.response_data, 19, 7).topics
         assert (topic.name, topic.error_code, topic.num_partitions) == ("enveloped", ErrorCode.none, 2)
         refused = raw.request(EnvelopeRequest(request_data=raw.encode(metadata_request("enveloped")),
-                                              request_principal=None, client_host_address=b""))
+                                              request_principal=serialize_principal(ANONYMOUS),
+                                              client_host_address=b""))
         assert refused.error_code == ErrorCode.invalid_request and refused.response_data is None
     with RawKafka(broker.bootstrap) as raw:
         [described] = raw.request(metadata_request("enveloped", allow_auto_create=False)).topics
