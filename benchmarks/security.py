@@ -146,7 +146,7 @@ def _load_acls(bootstrap: str, acls: list[AclBinding]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=3_000_000)
     parser.add_argument("--acls", type=int, default=10_000)
     parser.add_argument("--handshake-seconds", type=float, default=5.0)
     args = parser.parse_args()
