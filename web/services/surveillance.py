@@ -120,7 +120,8 @@ def rejected_watch(value: Any, exc: CommandError) -> dict[str, Any] | None:
         return None
     shown = {name: value[name] for name in SHOWN_WHEN_REJECTED
              if isinstance(value.get(name), str) and len(value[name]) <= MAX_SHOWN}
-    return {**shown, "kind": shown.get("kind", "unknown"), "rejected": f"{exc.field}: {exc.reason}"[:1000]}
+    kind = shown.get("kind") if shown.get("kind") in ("plate", "face") else "unknown"
+    return {**shown, "kind": kind, "rejected": f"{exc.field}: {exc.reason}"[:1000]}
 
 
 def reply_problem(value: Any) -> str | None:

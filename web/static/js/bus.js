@@ -82,6 +82,11 @@
     }
   }
 
+  function finiteOnly(_key, value) {
+    if (typeof value === "number" && !Number.isFinite(value)) throw new RangeError("number out of range");
+    return value;
+  }
+
   /** A key/value blob as text: JSON pretty-printed, base64 labelled as such, truncation said. */
   function blobNode(blob) {
     if (!blob) return el("span", { class: "muted" }, t("bus.null"));
@@ -89,7 +94,8 @@
     let cls = "json";
     if (blob.encoding === "utf-8") {
       try {
-        text = JSON.stringify(JSON.parse(blob.data), null, 2);
+        // A number JavaScript cannot hold (a 5000-digit one, 1e400) would print as null: show such a value as text.
+        text = JSON.stringify(JSON.parse(blob.data, finiteOnly), null, 2);
       } catch {
         cls = "json plain";
       }

@@ -28,6 +28,7 @@
 
   function target(w) {
     if (w.kind === "plate") return el("span", { class: "plate" }, w.plate);
+    if (w.kind !== "face") return "—"; // a command the service rejected, of no known kind
     return el("span", { class: "mono" }, w.capture ? t("sv.face_of", { capture: w.capture }) : t("sv.face_feature"));
   }
 
