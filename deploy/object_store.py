@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import shutil
 import signal
@@ -30,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from contracts.config import Config, add_config_flag, preparse_config
+from deploy.shutdown import SERVICE_GRACE_S
 
 GRPC_OFFSET = 10000
 # Services of `weed mini` that listen (HTTP port, gRPC at +GRPC_OFFSET); s3's own port is the API.
@@ -39,6 +41,17 @@ DEFAULT_SECRET_KEY = "securitybus-secret"
 DEFAULT_BUCKETS = ("videos", "synopsis")
 MAX_S3_PORT = 65535 - GRPC_OFFSET
 """The highest S3 port whose gRPC pair (port + GRPC_OFFSET) is still a TCP port."""
+WEED_GRACE_S = SERVICE_GRACE_S / 2
+"""How long `weed` has between SIGTERM and SIGKILL (it flushes in ~3 s). Well inside the grace `make up` gives this
+wrapper: a wrapper killed while still waiting for `weed` left it running in a session of its own (CI, under load)."""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the wrapper dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG), since
+    `weed` runs in a session of its own that no signal to the wrapper's group reaches."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def check_s3_port(port: int) -> None:
@@ -124,6 +137,8 @@ class ObjectStore:
     secret_key: str = DEFAULT_SECRET_KEY
     host: str = "127.0.0.1"
     buckets: tuple[str, ...] = DEFAULT_BUCKETS
+    tied_to_parent: bool = False
+    """`weed` gets SIGTERM when the process (strictly: the thread) that started it dies; for the wrapper's main."""
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -166,7 +181,8 @@ class ObjectStore:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_die_with_parent if self.tied_to_parent else None)
         try:
             self.wait_ready(timeout)
         except BaseException:
@@ -198,7 +214,7 @@ class ObjectStore:
                 time.sleep(0.2)
         raise TimeoutError(f"S3 API at {self.url} not ready after {timeout}s: {last}")
 
-    def stop(self, timeout: float = 20.0) -> int | None:
+    def stop(self, timeout: float = WEED_GRACE_S) -> int | None:
         """SIGTERM (weed flushes and exits in ~3 s), SIGKILL only if it hangs."""
         proc, self.proc = self.proc, None
         if proc is None:
@@ -251,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host)
+    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host, tied_to_parent=True)
     store.start()
     print(f"object store S3 API ready at {store.url} (log {store.log_path})", flush=True)
     try:

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from minio import Minio
 from minio.error import S3Error
 
-from deploy.object_store import ObjectStore
+from deploy import object_store, shutdown
+from deploy.object_store import ObjectStore, free_port_pair
 from video import storage
 
 T0 = dt.datetime(2024, 5, 1, 8, 0, tzinfo=dt.UTC)
@@ -95,3 +100,53 @@ def test_a_port_whose_grpc_pair_overflows_is_refused_with_the_reason(command: li
     assert "60767" in result.stderr and "55535" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "store").exists() and not (tmp_path / "up.pid").exists()
+
+
+def _start_wrapper(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`python -m deploy.object_store` as `make up` starts it; returns it and its `weed`'s pid once S3 answers."""
+    wrapper = subprocess.Popen([sys.executable, "-m", "deploy.object_store", "--data-dir", str(tmp_path),
+                                "--port", str(free_port_pair())], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+    assert wrapper.stdout is not None
+    line = wrapper.stdout.readline().decode()
+    assert "ready" in line, line
+    weed = [child for child in psutil.Process(wrapper.pid).children() if child.name() == "weed"]
+    assert len(weed) == 1, weed
+    return wrapper, weed[0].pid
+
+
+def _gone(pid: int, within: float) -> bool:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(pid).wait(within)
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_hung_weed_is_killed_within_make_ups_grace_for_the_wrapper(tmp_path: Path) -> None:
+    """CI: `make down` left `weed mini` running. The wrapper gave `weed` 20 s after SIGTERM, exactly the grace `make
+    up` gives the wrapper, so the wrapper was SIGKILLed first and `weed`, in a session of its own, lived on. A
+    stopped `weed` cannot answer SIGTERM at all: the wrapper must still kill it and exit within the grace."""
+    wrapper, weed = _start_wrapper(tmp_path)
+    try:
+        os.kill(weed, signal.SIGSTOP)
+        started = time.monotonic()
+        shutdown.terminate(wrapper)  # what make up's stop does to each service
+        took = time.monotonic() - started
+        assert wrapper.returncode == 0, wrapper.returncode  # the wrapper's own clean exit, not make up's SIGKILL
+        assert took < shutdown.SERVICE_GRACE_S
+        assert _gone(weed, 5)
+    finally:
+        wrapper.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(weed, signal.SIGKILL)
+
+
+def test_weed_dies_with_a_killed_wrapper(tmp_path: Path) -> None:
+    """A wrapper killed by SIGKILL (or the OOM killer) cannot stop `weed`; the kernel tells `weed` instead."""
+    wrapper, weed = _start_wrapper(tmp_path)
+    try:
+        wrapper.kill()
+        wrapper.wait(10)
+        assert _gone(weed, object_store.WEED_GRACE_S + 5)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(weed, signal.SIGKILL)
