@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import io
 import signal
 import socket
 import subprocess
@@ -39,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bus.client.admin import AdminClient
+from deploy import cluster_security
+from deploy.cluster_security import ClusterSecurity
 
 VOTER_COUNTS = (1, 3, 5)
 COMBINED = "broker,controller"
@@ -113,32 +116,53 @@ def cluster_id(data_dir: Path) -> str:
     return new
 
 
-def node_command(node: Node, cluster: Sequence[Node], cluster_id: str,
-                 extra: Mapping[str, str] | None = None, voters: str | None = None) -> list[str]:
-    """`bus broker` for `node`; `extra` adds or replaces server properties (e.g. the quorum's timeouts);
-    `voters`: the quorum when `cluster` does not list its controllers (a broker added later)."""
-    listeners = ([f"PLAINTEXT://{node.host}:{node.port}"] if node.is_broker else []) + (
+def node_properties(node: Node, cluster: Sequence[Node], cluster_id: str, extra: Mapping[str, str] | None = None,
+                    voters: str | None = None, listener: str = "PLAINTEXT") -> dict[str, str]:
+    """The server properties of `node`; `extra` adds or replaces some (e.g. the quorum's timeouts); `voters`: the
+    quorum when `cluster` does not list its controllers (a broker added later); `listener`: the name (and security
+    protocol) of the listener clients and brokers use."""
+    listeners = ([f"{listener}://{node.host}:{node.port}"] if node.is_broker else []) + (
         [f"CONTROLLER://{node.host}:{node.controller_port}"] if node.is_controller else [])
-    overrides = {
+    return {
         "node.id": str(node.node_id),
         "process.roles": node.roles,
         "listeners": ",".join(listeners),
+        **({"inter.broker.listener.name": listener} if listener != "PLAINTEXT" and node.is_broker else {}),
         "controller.quorum.voters": voters or voters_of(cluster),
         "log.dirs": str(node.data_dir),
         "cluster.id": cluster_id,
         **(extra or {}),
     }
+
+
+def node_command(node: Node, cluster: Sequence[Node], cluster_id: str,
+                 extra: Mapping[str, str] | None = None, voters: str | None = None) -> list[str]:
+    """`bus broker` for `node` with its properties (as :func:`node_properties` makes them) as `--override` flags."""
+    overrides = node_properties(node, cluster, cluster_id, extra, voters)
     flags = (arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}"))
     return [sys.executable, "-m", "bus", "broker", *flags]
 
 
-def wait_for_quorum(bootstrap: str, voters: int, timeout_s: float) -> int:
-    """The quorum's leader once every voter has fetched from it; raises TimeoutError otherwise."""
+def secured_node_command(node: Node, cluster: Sequence[Node], cluster_id: str, security: ClusterSecurity,
+                         extra: Mapping[str, str] | None = None, voters: str | None = None) -> list[str]:
+    """`bus broker <node-dir>/server.properties` for a node of a `--secure` cluster: its passwords are in that file
+    (readable by its owner only), never on the command line; its storage is formatted with the SCRAM users first."""
+    properties = {**node_properties(node, cluster, cluster_id, extra, voters, cluster_security.LISTENER),
+                  **security.server_properties(node.node_id, node.host)}
+    path = security.write_server_properties(node.data_dir.parent / f"node-{node.node_id}.properties", properties)
+    with contextlib.redirect_stdout(io.StringIO()):  # its "Formatting ..." lines are not the operator's concern
+        security.format_storage(path, cluster_id)
+    return [sys.executable, "-m", "bus", "broker", str(path)]
+
+
+def wait_for_quorum(bootstrap: str, voters: int, timeout_s: float, client: Mapping[str, str] | None = None) -> int:
+    """The quorum's leader once every voter has fetched from it; raises TimeoutError otherwise. `client`: the
+    client properties a secured cluster needs."""
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            admin = AdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 5000})
+            admin = AdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 5000, **(client or {})})
             try:
                 quorum = admin.describe_metadata_quorum()
             finally:
@@ -169,8 +193,9 @@ class NodeProcesses:
     """The `bus broker` processes of a cluster's nodes (`python -m deploy.cluster`, `make up --cluster`), each
     logging to `<log_dir>/node-<id>.log`."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, security: ClusterSecurity | None = None) -> None:
         self.log_dir = log_dir
+        self.security = security  # a `--secure` cluster's
         self.started: list[tuple[Node, subprocess.Popen[bytes]]] = []
         self._reported: set[int] = set()
 
@@ -178,9 +203,10 @@ class NodeProcesses:
                extra: Mapping[str, str] | None = None, voters: str | None = None) -> None:
         """Start `node` (arguments as :func:`node_command`'s)."""
         node.data_dir.mkdir(parents=True, exist_ok=True)
+        command = node_command(node, cluster, cluster_id, extra, voters) if self.security is None else \
+            secured_node_command(node, cluster, cluster_id, self.security, extra, voters)
         log = open(self.log_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.started.append((node, subprocess.Popen(node_command(node, cluster, cluster_id, extra, voters),
-                                                    stdout=log, stderr=subprocess.STDOUT)))
+        self.started.append((node, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)))
 
     def report_exits(self) -> None:
         """Say on stderr, once, which nodes have exited: a node that dies is reported, not restarted, and the
@@ -214,6 +240,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base-port", type=int,
                         help=f"first client port (default {DEFAULT_BASE_PORT}); 0 picks free ports (with "
                              "--add-broker: its client port, default a free one)")
+    parser.add_argument("--secure", action="store_true",
+                        help="TLS and SASL (SCRAM) on every listener, ACLs enforced, a local CA; prints the client "
+                             "properties to use (a cluster made so always starts secured)")
     parser.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the quorum")
     parser.add_argument("--stop-timeout", type=float, default=30.0, help="seconds before a node is killed")
     args = parser.parse_args(argv)
@@ -264,12 +293,12 @@ def replication_defaults(brokers: int | None) -> dict[str, str]:
             "transaction.state.log.replication.factor": str(replicas), "transaction.state.log.min.isr": in_sync}
 
 
-def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float) -> None:
+def wait_for_broker(bootstrap: str, node_id: int, timeout_s: float, client: Mapping[str, str] | None = None) -> None:
     """Until the cluster's Metadata (as `bootstrap` answers it) lists broker `node_id`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with (contextlib.suppress(Exception),  # not up or not registered yet: ask again until the deadline
-              AdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 5000}) as admin):
+              AdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 5000, **(client or {})}) as admin):
             if node_id in {b.node_id for b in admin.describe_cluster().brokers}:
                 return
         time.sleep(0.3)
@@ -295,10 +324,16 @@ def main(argv: list[str] | None = None) -> int:
         nodes = plan_separate(args.controllers, args.brokers, args.host, args.base_port, data_dir)
     else:
         nodes = plan(args.nodes or 3, args.host, args.base_port, data_dir)
+    secured = cluster_security.is_secured(data_dir)
+    if args.secure and not secured and (data_dir / "cluster.id").exists():
+        raise SystemExit(f"--secure: the cluster in {data_dir} was made without it (start a new one in another "
+                         "--data-dir)")
+    security = ClusterSecurity.ensure(data_dir) if args.secure or secured else None
+    client = security.client_properties() if security else None
     cid = cluster_id(data_dir)
     if voters is None:
         (data_dir / VOTERS_FILE).write_text(voters_of(nodes) + "\n")
-    processes = NodeProcesses(data_dir)
+    processes = NodeProcesses(data_dir, security)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -313,14 +348,22 @@ def main(argv: list[str] | None = None) -> int:
             processes.launch(node, nodes, cid, defaults, voters)
         bootstrap = ",".join(n.bootstrap for n in nodes if n.is_broker)
         if args.add_broker:
-            wait_for_broker(bootstrap, nodes[0].node_id, args.start_timeout)
+            wait_for_broker(bootstrap, nodes[0].node_id, args.start_timeout, client)
             print(f"bus cluster {cid}: broker {nodes[0].node_id} added")
         else:
-            leader = wait_for_quorum(bootstrap, sum(n.is_controller for n in nodes), args.start_timeout)
+            started = time.monotonic()
+            leader = wait_for_quorum(bootstrap, sum(n.is_controller for n in nodes), args.start_timeout, client)
+            for node in nodes:  # "up" means a topic can be given every broker as a replica at once
+                if node.is_broker:
+                    wait_for_broker(bootstrap, node.node_id, args.start_timeout - (time.monotonic() - started), client)
             print(f"bus cluster {cid}: {len(nodes)} nodes, quorum leader {leader}")
         for node in nodes:
             print(describe(node))
-        print(f"  bootstrap.servers={bootstrap}\n  logs {data_dir}/node-*.log\nPress Ctrl-C to stop.", flush=True)
+        print(f"  bootstrap.servers={bootstrap}")
+        if security is not None:
+            security.write_client_properties()
+            print(security.describe_client_properties())
+        print(f"  logs {data_dir}/node-*.log\nPress Ctrl-C to stop.", flush=True)
         while not stopping:
             processes.report_exits()
             time.sleep(0.5)

@@ -29,6 +29,7 @@ from bus.broker.controller_channel import ControllerChannel, ControllerUnavailab
 from bus.broker.kafka_apis import KafkaApis
 from bus.broker.listener_security import listener_securities
 from bus.broker.metrics import BrokerMetrics
+from bus.broker.node_security import NO_SECURITY, controller_security, inter_broker_security
 from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -98,13 +99,16 @@ class Broker:
         self.clustered = broker_quorum.takes_metadata(config)  # metadata comes from the other nodes
         # TLS and SASL first, before any file is opened: a key store that cannot be read stops the start at once.
         # SCRAM logins read the committed image's credentials.
-        self.security = listener_securities(config, ImageScramCredentials(lambda: self.controller.image),
-                                            clustered=self.clustered)
+        self.security = listener_securities(config, ImageScramCredentials(lambda: self.controller.image))
+        # How this node dials the other nodes' listeners, built (and its own credentials checked) now too.
+        self.inter_broker_security = inter_broker_security(config) if config.is_broker else NO_SECURITY
+        self.controller_security = controller_security(config)
         configured_id = broker_quorum.quorum_cluster_id(config) if quorum else None
         if configured_id:  # before the quorum's files are touched: another node's or cluster's data is refused
             for directory in {*config.log_dirs, config.metadata_dir}:
                 check_meta_properties(directory, self.node_id, configured_id)
-        self.raft = broker_quorum.build_driver(config, configured_id) if configured_id else None
+        self.raft = (broker_quorum.build_driver(config, configured_id, self.controller_security) if configured_id
+                     else None)
         self.metadata_log = broker_quorum.metadata_log(config, self.raft)
         self.controller = QuorumController(  # opens the log: what is committed is in the image after this
             self.metadata_log,
@@ -146,11 +150,12 @@ class Broker:
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
         self.channel = None if self.raft is None else ControllerChannel(
             self.node_id, self.raft, self.controller, config.quorum_voters,
-            int(config["controller.socket.timeout.ms"]) / 1000.0)
+            int(config["controller.socket.timeout.ms"]) / 1000.0, self.controller_security)
         self.fetchers: ReplicaFetcherManager | None = None
         if self.channel is not None:  # a node of a quorum: partitions may have followers here and elsewhere
             self.channel.registered_listeners.append(self.replicas.release)
-            self.fetchers = ReplicaFetcherManager(FetcherSettings.from_broker(config), self._replication_endpoint,
+            settings = FetcherSettings.from_broker(config, self.inter_broker_security)
+            self.fetchers = ReplicaFetcherManager(settings, self._replication_endpoint,
                                                   self.replicas.quotas.follower)
             self.replicas.alter_isr = self.channel.alter_partition
         self.producer_ids = ProducerIdManager(
@@ -217,7 +222,7 @@ class Broker:
         self.markers: TxnMarkerChannel | None = None
         if self.channel is not None:  # a node of a quorum: a transaction's partitions may be led by other nodes
             self.markers = TxnMarkerChannel(self.node_id, lambda: self.controller.image, self._replication_endpoint,
-                                            int(config["request.timeout.ms"]) / 1000)
+                                            int(config["request.timeout.ms"]) / 1000, self.inter_broker_security)
             self.transactions.markers = self.markers
         # Coordinators follow leadership of their topics' partitions: load on election, unload on resignation.
         self.replicas.leadership_listeners += [self.groups.loads.on_leadership, self.transactions.loads.on_leadership]

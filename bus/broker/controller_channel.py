@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from bus.broker.network_client import NodeConnection, NodeConnectionError
+from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.controller.controller import ControllerError
 from bus.controller.image import PartitionState
 from bus.protocol import client_codec
@@ -69,8 +70,10 @@ class ControllerUnavailable(Exception):
 
 class ControllerChannel:
     def __init__(self, node_id: int, raft: RaftDriver, controller: QuorumController,
-                 voters: Mapping[int, tuple[str, int]], request_timeout_s: float) -> None:
+                 voters: Mapping[int, tuple[str, int]], request_timeout_s: float,
+                 security: NodeSecurity = NO_SECURITY) -> None:
         self.node_id = node_id
+        self.security = security  # how the controllers' listener is reached
         self.raft = raft
         self.controller = controller
         self.voters = dict(voters)
@@ -96,7 +99,7 @@ class ControllerChannel:
             host, port = self.voters[leader]
             connection = self._connections[leader] = NodeConnection(
                 host, port, f"controller-channel-{self.node_id}", request_timeout_s=self.request_timeout_s,
-                connect_timeout_s=self.request_timeout_s)
+                connect_timeout_s=self.request_timeout_s, security=self.security)
         try:
             return await connection.request(message, version)
         except NodeConnectionError as exc:

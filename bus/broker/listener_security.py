@@ -8,8 +8,8 @@ as the listener sees it (`listener.name.<listener>.<key>` first), and everything
 store that cannot be read, a mechanism without its JAAS login module, a bad mapping rule) is a ConfigError naming
 the key, raised here, before the broker serves.
 
-Not yet supported, and refused here with a message saying so: TLS or SASL on a controller listener, and between the
-nodes of a cluster (the inter-broker listener of a node with other nodes in its quorum must be PLAINTEXT).
+The controller listener is secured like any other: the other nodes dial it, and the inter-broker listener, with the
+security `bus.broker.node_security` builds from the same keys.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import ssl
 from dataclasses import dataclass
 
 from bus.config.broker import BrokerConfig
-from bus.config.definitions import ConfigError
 from bus.security.listener_config import listener_config
 from bus.security.principal import SslPrincipalMapper, principal_mapper
 from bus.security.sasl_config import SaslListener, sasl_listener
@@ -26,7 +25,6 @@ from bus.security.scram import ScramCredentialStore
 from bus.security.tls import server_ssl_context
 
 PLAINTEXT = "PLAINTEXT"
-_NOT_YET = "TLS and SASL between the nodes of a cluster are not supported yet"
 
 
 @dataclass(frozen=True)
@@ -41,33 +39,9 @@ class ListenerSecurity:
     failure_delay_s: float = 0.1  # connection.failed.authentication.delay.ms
 
 
-def listener_securities(config: BrokerConfig, credentials: ScramCredentialStore, *,
-                        clustered: bool) -> dict[str, ListenerSecurity]:
-    """Every listener's security by name. `credentials`: where SCRAM logins find users (the metadata image);
-    `clustered`: whether the node has other nodes in its quorum, which then reach it on its inter-broker listener."""
-    _check_supported(config, clustered)
+def listener_securities(config: BrokerConfig, credentials: ScramCredentialStore) -> dict[str, ListenerSecurity]:
+    """Every listener's security by name. `credentials`: where SCRAM logins find users (the metadata image)."""
     return {listener.name: _security(config, listener.name, credentials) for listener in config.listeners}
-
-
-def _check_supported(config: BrokerConfig, clustered: bool) -> None:
-    for name in config.controller_listener_names:
-        if name in config.security_protocols and config.security_protocol(name) != PLAINTEXT:
-            raise ConfigError(f"controller listener {name} uses security protocol {config.security_protocol(name)} "
-                              f"in listener.security.protocol.map: only PLAINTEXT is supported there ({_NOT_YET})")
-    if not config.is_broker:
-        return
-    inter_broker = config.inter_broker_listener
-    protocol = config.security_protocol(inter_broker)
-    if clustered and protocol != PLAINTEXT:
-        raise ConfigError(f"inter.broker.listener.name {inter_broker} uses security protocol {protocol}: a node of a "
-                          f"cluster needs a PLAINTEXT inter-broker listener ({_NOT_YET})")
-    if protocol.startswith("SASL_"):
-        view = listener_config(config.static, inter_broker)
-        mechanism = config["sasl.mechanism.inter.broker.protocol"]
-        if mechanism not in view.value("sasl.enabled.mechanisms"):
-            raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
-                              f"SASL is used for inter-broker communication ({mechanism} is not enabled on "
-                              f"{inter_broker})")
 
 
 def _security(config: BrokerConfig, name: str, credentials: ScramCredentialStore) -> ListenerSecurity:

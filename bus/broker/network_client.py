@@ -10,6 +10,11 @@ connection is closed, failing every other request in flight on it, as Kafka's Ne
 on a request timeout (a late response could otherwise be taken for a newer request's). Any broken
 connection fails what is in flight the same way; the next request reconnects, unless a connection attempt
 just failed: then requests fail at once until the reconnect backoff passes (Kafka's `reconnect.backoff.ms`).
+
+A `NodeSecurity` secures the connection as the listener it dials requires: a TLS handshake within the connect
+timeout, then, after ApiVersions, a SASL login with the node's own credentials (`bus.security.sasl_login`). A
+refused login fails the request and backs off like a failed connect; when the listener limits the session
+(`connections.max.reauth.ms`, KIP-368) the connection logs in again on the same socket before the lifetime ends.
 """
 
 from __future__ import annotations
@@ -17,14 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import ssl
 import struct
 import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
+from bus.security.sasl_login import Login, SaslLoginError, login
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +45,8 @@ MAX_RESPONSE_BYTES = 256 << 20  # a sanity bound on a response's size prefix, no
 # long (doubling per failure), so a caller retrying a dead node does not hammer it with connection attempts.
 RECONNECT_BACKOFF_S = 0.05
 RECONNECT_BACKOFF_MAX_S = 1.0
+# As Java's client, log in again at a random point in this share of the session lifetime (KIP-368).
+REAUTHENTICATE_WITHIN = (0.85, 0.95)
 
 
 class NodeConnectionError(ConnectionError):
@@ -50,15 +61,21 @@ class UnsupportedVersionError(NodeConnectionError):
     """The node does not serve the API version a request needs."""
 
 
+class NodeAuthenticationError(NodeConnectionError):
+    """The TLS handshake or the SASL login with the node failed (wrong credentials, an untrusted certificate)."""
+
+
 class NodeConnection:
     def __init__(self, host: str, port: int, client_id: str, *, request_timeout_s: float = 30.0,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, security: NodeSecurity = NO_SECURITY) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
+        self.security = security
         self.api_versions: dict[int, range] = {}
+        self._reauthenticate_at: float | None = None  # monotonic; None: the session has no lifetime
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}  # correlation -> (future, key, version)
@@ -80,6 +97,8 @@ class NodeConnection:
         if self._closed:
             raise NodeConnectionError(f"connection to {self.host}:{self.port} is closed")
         await self._ensure_connected()
+        if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            await self._reauthenticate()
         api_key = int(request.__api_key__)
         served = self.api_versions.get(api_key)
         if served is None or version not in served:
@@ -121,20 +140,74 @@ class NodeConnection:
                                           "after a failed connection attempt")
             try:
                 async with asyncio.timeout(self.connect_timeout_s):
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                    reader, writer = await asyncio.open_connection(self.host, self.port,
+                                                                   ssl=self.security.ssl_context)
+            except ssl.SSLError as exc:
+                self._back_off()
+                raise NodeAuthenticationError(f"TLS handshake with {self.host}:{self.port} ({self.security.listener}) "
+                                              f"failed: {exc.reason or exc}") from None
             except (OSError, TimeoutError) as exc:
-                self._connect_failures += 1
-                backoff = RECONNECT_BACKOFF_S * 2 ** min(self._connect_failures - 1, 10)
-                self._reconnect_at = time.monotonic() + min(backoff, RECONNECT_BACKOFF_MAX_S)
+                self._back_off()
                 raise NodeConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from None
-            self._connect_failures = 0
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read_responses(reader, writer))
             try:
                 await self._negotiate()
+                if self.security.credentials is not None:
+                    await self._login()
+            except SaslLoginError as exc:
+                self._back_off()
+                error = NodeAuthenticationError(f"SASL login to {self.host}:{self.port} ({self.security.listener}) as "
+                                                f"{self.security.credentials and self.security.credentials.username} "
+                                                f"failed: {exc}")
+                self._disconnect(error)
+                raise error from None
             except BaseException:
                 self._disconnect(NodeConnectionError(f"ApiVersions with {self.host}:{self.port} failed"))
                 raise
+            self._connect_failures = 0
+
+    def _back_off(self) -> None:
+        """No new connection attempt for a while, doubling per failure (`reconnect.backoff.ms`)."""
+        self._connect_failures += 1
+        backoff = RECONNECT_BACKOFF_S * 2 ** min(self._connect_failures - 1, 10)
+        self._reconnect_at = time.monotonic() + min(backoff, RECONNECT_BACKOFF_MAX_S)
+
+    async def _login(self) -> None:
+        """The SASL exchange on this connection; plans the next one if the listener limits the session."""
+        assert self.security.credentials is not None
+        steps: Login = login(self.security.credentials, self._version_for)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(await self._send(*request))
+        except StopIteration as done:
+            lifetime_ms = int(done.value)
+        self._reauthenticate_at = None if lifetime_ms == 0 else \
+            time.monotonic() + lifetime_ms / 1000 * random.uniform(*REAUTHENTICATE_WITHIN)
+
+    async def _reauthenticate(self) -> None:
+        """Log in again before the session expires (KIP-368); a refusal closes the connection, as the node does."""
+        assert self._connecting is not None
+        async with self._connecting:
+            if self._reauthenticate_at is None or time.monotonic() < self._reauthenticate_at:
+                return  # another request renewed it meanwhile
+            try:
+                await self._login()
+            except SaslLoginError as exc:
+                error = NodeAuthenticationError(f"SASL re-authentication with {self.host}:{self.port} failed: {exc}")
+                self._disconnect(error)
+                raise error from None
+
+    def _version_for(self, api_key: int, wanted: range | None) -> int:
+        """The newest version of `api_key` both the node serves and `wanted` allows."""
+        served = self.api_versions.get(api_key, range(0))
+        usable = served if wanted is None else range(max(served.start, wanted.start), min(served.stop, wanted.stop))
+        if not usable:
+            asked = "" if wanted is None else f" {_describe(wanted)}"
+            raise UnsupportedVersionError(f"{self.host}:{self.port} does not serve api {api_key}{asked} "
+                                          f"(it serves {_describe(served)})")
+        return usable[-1]
 
     async def _negotiate(self) -> None:
         request = request_shapes(API_VERSIONS, API_VERSIONS_VERSION).make(
@@ -188,6 +261,7 @@ class NodeConnection:
                 future.set_exception(error)
                 future.exception()  # retrieved here: a caller that gave up must not log "never retrieved"
         self.api_versions = {}
+        self._reauthenticate_at = None
 
     async def close(self) -> None:
         """Close for good: requests in flight fail, later ones are refused."""

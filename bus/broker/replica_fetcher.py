@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionFetch
 from bus.broker.network_client import NodeConnection, NodeConnectionError
+from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.broker.partition import Partition, PartitionError
 from bus.broker.replication_quota import ReplicationQuota
 from bus.config.broker import BrokerConfig
@@ -78,13 +79,14 @@ class FetcherSettings:
     wait_max_ms: int  # replica.fetch.wait.max.ms
     backoff_ms: int  # replica.fetch.backoff.ms
     socket_timeout_ms: int  # replica.socket.timeout.ms
+    security: NodeSecurity = NO_SECURITY  # how the leaders' inter-broker listener is reached
 
     @classmethod
-    def from_broker(cls, config: BrokerConfig) -> FetcherSettings:
+    def from_broker(cls, config: BrokerConfig, security: NodeSecurity) -> FetcherSettings:
         settings = cls(config.node_id, int(config["replica.fetch.max.bytes"]),
                        int(config["replica.fetch.response.max.bytes"]), int(config["replica.fetch.min.bytes"]),
                        int(config["replica.fetch.wait.max.ms"]), int(config["replica.fetch.backoff.ms"]),
-                       int(config["replica.socket.timeout.ms"]))
+                       int(config["replica.socket.timeout.ms"]), security)
         if settings.socket_timeout_ms < settings.wait_max_ms:  # Kafka refuses this too: every idle fetch would time out
             raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to "
                               "prevent unnecessary socket timeouts")
@@ -313,7 +315,8 @@ class _Fetcher:
             timeout_s = self.settings.socket_timeout_ms / 1000.0
             self._connection = NodeConnection(endpoint[0], endpoint[1],
                                               f"broker-{self.settings.node_id}-fetcher-{self.leader_id}",
-                                              request_timeout_s=timeout_s, connect_timeout_s=timeout_s)
+                                              request_timeout_s=timeout_s, connect_timeout_s=timeout_s,
+                                              security=self.settings.security)
         return self._connection
 
     def _throttled(self, tp: TopicPartition, state: _FetchState) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from bus.broker.network_client import NodeConnection, NodeConnectionError
+from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.controller.image import MetadataImage
 from bus.protocol.messages import request_shapes
 
@@ -30,8 +31,10 @@ RETRY_BACKOFF_MAX_S = 1.0
 
 class TxnMarkerChannel:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
-                 endpoint_of: Callable[[int], tuple[str, int] | None], request_timeout_s: float) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None], request_timeout_s: float,
+                 security: NodeSecurity = NO_SECURITY) -> None:
         self.node_id = node_id
+        self.security = security  # how the other brokers' inter-broker listener is reached
         self._image = image
         self._endpoint_of = endpoint_of
         self._request_timeout_s = request_timeout_s
@@ -92,7 +95,7 @@ class TxnMarkerChannel:
             timeout_s = self._request_timeout_s
             connection = self._connections[broker_id] = NodeConnection(
                 endpoint[0], endpoint[1], f"broker-{self.node_id}-txn-markers", request_timeout_s=timeout_s,
-                connect_timeout_s=timeout_s)
+                connect_timeout_s=timeout_s, security=self.security)
         return connection
 
     async def close(self) -> None:

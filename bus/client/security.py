@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bus.client.errors import ConfigError
 from bus.config.definitions import ConfigError as SettingError
 from bus.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_entry
+from bus.security.sasl_login import SaslCredentials
 from bus.security.scram import SCRAM_MECHANISMS
 
 PLAIN = "PLAIN"
@@ -37,15 +38,6 @@ SSL_KEYS = ("ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.e
 SECRET_KEYS = frozenset({"sasl.jaas.config", "sasl.password", "ssl.truststore.certificates", "ssl.truststore.password",
                          "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.keystore.password",
                          "ssl.key.password"})
-
-
-@dataclass(frozen=True, slots=True)
-class SaslCredentials:
-    """Who the client logs in as, and with which mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)."""
-
-    mechanism: str
-    username: str
-    password: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,7 +217,7 @@ BROKER_CONFIGS = ConfigDef(
                   "SASL mechanisms a listener offers (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are supported)."),
         ConfigKey("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI", "SASL mechanism between brokers."),
         ConfigKey("sasl.mechanism.controller.protocol", _T.STRING, "GSSAPI",
-                  "SASL mechanism on the controller listener (secured controller listeners are not supported yet)."),
+                  "SASL mechanism on the controller listener."),
         ConfigKey("connections.max.reauth.ms", _T.LONG, "0", "Lifetime of an authenticated SASL session (KIP-368): "
                   "the client must re-authenticate within it or its connection is closed; 0: no limit."),
         ConfigKey("connection.failed.authentication.delay.ms", _T.INT, "100",

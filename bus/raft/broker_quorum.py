@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 
+from bus.broker.node_security import NodeSecurity
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
@@ -81,7 +82,8 @@ def quorum_cluster_id(config: BrokerConfig) -> str:
     return config.new_cluster_id()
 
 
-def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
+def build_driver(config: BrokerConfig, cluster_id: str, security: NodeSecurity) -> RaftDriver | None:
+    """The node's KRaft driver; `security`: how it reaches the other voters' controller listener."""
     if not runs_quorum(config):
         return None
     directory = config.metadata_dir / METADATA_PARTITION_DIR / RAFT_DIR
@@ -89,7 +91,7 @@ def build_driver(config: BrokerConfig, cluster_id: str) -> RaftDriver | None:
                            retention_ms=int(config["metadata.max.retention.ms"]))  # fmt: skip
     try:
         driver = RaftDriver(config.node_id, quorum_config(config), config.quorum_voters, raft_log,
-                            FileQuorumStateStore(directory), cluster_id)
+                            FileQuorumStateStore(directory), cluster_id, security=security)
     except QuorumStateError as exc:  # e.g. the voters changed under a node's stored election state
         raft_log.close()
         raise ConfigError(f"{directory}: {exc}") from None

@@ -36,6 +36,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.network_client import NodeConnection, NodeConnectionError
+from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.raft import wire
 from bus.raft.config import QuorumConfig
 from bus.raft.log import LogEntry, RaftLog, Record, Snapshot
@@ -105,6 +106,7 @@ class RaftDriver:
         tick_interval_ms: int = TICK_INTERVAL_MS,
         clean_interval_ms: int = CLEAN_INTERVAL_MS,
         rng: random.Random | None = None,
+        security: NodeSecurity = NO_SECURITY,
     ) -> None:
         if set(voters) != set(config.voters):
             raise ValueError(f"voter endpoints {sorted(voters)} do not match the voters {sorted(config.voters)}")
@@ -112,6 +114,7 @@ class RaftDriver:
         self.config = config
         self.voters = dict(voters)
         self.cluster_id = cluster_id
+        self.security = security  # how the other voters' controller listener is reached
         self.tick_interval_s = tick_interval_ms / 1000.0
         self.clean_interval_ms = clean_interval_ms
         self.node = RaftNode(node_id, config, log, store, rng or random.Random(), self._now(), cluster_id)
@@ -382,7 +385,8 @@ class RaftDriver:
             host, port = self.voters[node_id]
             timeout_s = self.config.request_timeout_ms / 1000.0
             connection = self._connections[node_id] = NodeConnection(
-                host, port, f"raft-client-{self.node_id}", request_timeout_s=timeout_s, connect_timeout_s=timeout_s)
+                host, port, f"raft-client-{self.node_id}", request_timeout_s=timeout_s, connect_timeout_s=timeout_s,
+                security=self.security)
         return connection
 
     def _role_changed(self, event: RoleChanged) -> None:

@@ -3,7 +3,6 @@ and Ctrl-C/SIGTERM leaves no node running."""
 
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import subprocess
@@ -14,26 +13,9 @@ from pathlib import Path
 import pytest
 
 from bus.client.admin import AdminClient
+from tests.support.cluster_process import start_deploy_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _start(data_dir: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "deploy.cluster", "--nodes", "3", "--base-port", "0",
-                             "--data-dir", str(data_dir), "--start-timeout", "90"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("Press Ctrl-C"):
-            break
-    text = "".join(lines)
-    match = re.search(r"bootstrap\.servers=(\S+)", text)
-    assert match, text
-    cluster = re.search(r"bus cluster (\S+):", text)
-    assert cluster, text
-    return proc, cluster.group(1), match.group(1).split(",")
 
 
 def _listening(address: str) -> bool:
@@ -52,7 +34,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.slow
 def test_a_three_node_cluster_starts_keeps_its_id_and_stops(tmp_path: Path) -> None:
-    proc, cluster_id, servers = _start(tmp_path)
+    proc, cluster_id, servers, _ = start_deploy_cluster(tmp_path)
     try:
         assert len(servers) == 3
         admin = AdminClient({"bootstrap.servers": ",".join(servers)})
@@ -71,7 +53,7 @@ def test_a_three_node_cluster_starts_keeps_its_id_and_stops(tmp_path: Path) -> N
         time.sleep(0.2)
     assert not any(_listening(s) for s in servers), "a node outlived the cluster command"
 
-    again, same_id, _ = _start(tmp_path)
+    again, same_id, _, _ = start_deploy_cluster(tmp_path)
     try:
         assert same_id == cluster_id
     finally:

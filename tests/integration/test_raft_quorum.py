@@ -120,14 +120,15 @@ def test_metadata_quorum_flags_are_checked() -> None:
 
 def test_the_controller_listener_serves_only_kraft_and_survives_bad_requests(broker: BrokerProcess) -> None:
     """The controller listener advertises exactly KRaft's RPCs and the controller APIs brokers use (AlterPartition,
-    Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds), answers another cluster's or another topic's
-    request with Kafka's errors, refuses client APIs, and a seeded fuzz of its APIs leaves the quorum working."""
+    Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) and SASL's two (the nodes log in there on a
+    SASL controller listener), answers another cluster's or another topic's request with Kafka's errors, refuses
+    client APIs, and a seeded fuzz of its APIs leaves the quorum working."""
     controller = f"127.0.0.1:{broker.controller_port}"
     with RawKafka(controller) as raw:
         served = {int(k.api_key): (int(k.min_version), int(k.max_version))
                   for k in raw.request(api_versions_request()).api_keys}
-        assert served == {1: (12, 12), 18: (0, 4), 52: (0, 0), 53: (0, 0), 54: (0, 0), 55: (1, 1), 56: (2, 3),
-                          58: (0, 0), 59: (0, 0), 62: (0, 1), 63: (0, 1), 67: (0, 0)}
+        assert served == {1: (12, 12), 17: (0, 1), 18: (0, 4), 36: (0, 2), 52: (0, 0), 53: (0, 0), 54: (0, 0),
+                          55: (1, 1), 56: (2, 3), 58: (0, 0), 59: (0, 0), 62: (0, 1), 63: (0, 1), 67: (0, 0)}
         foreign = raw.request(wire.to_kio(VoteRequest("another-cluster", 7, 1, 0, 0)))
         assert foreign.topics[0].partitions[0].error_code == ErrorCode.inconsistent_cluster_id
         fetch = wire.to_kio(FetchRequest(None, 1, 0, 1, 0, 0))

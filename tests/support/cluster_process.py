@@ -7,14 +7,17 @@ Each node is a `BrokerProcess` (its own data dir and free ports); every node nam
 
 from __future__ import annotations
 
+import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from bus.client.admin import AdminClient, QuorumInfo
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import ROOT, BrokerProcess
 
 T = TypeVar("T")
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"  # one id for every node, as `kafka-storage format -t` gives them
@@ -30,6 +33,32 @@ def until(check: Callable[[], T | None], timeout: float, what: str, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not within {timeout}s")
         time.sleep(interval)
+
+
+class StartedCluster(NamedTuple):
+    proc: subprocess.Popen[str]
+    cluster_id: str
+    servers: list[str]  # the brokers' client addresses
+    printed: str  # everything it printed up to "Press Ctrl-C"
+
+
+def start_deploy_cluster(data_dir: Path, *flags: str) -> StartedCluster:
+    """`python -m deploy.cluster --nodes 3` (and `flags`) on free ports, once it says the quorum is up."""
+    proc = subprocess.Popen([sys.executable, "-m", "deploy.cluster", "--nodes", "3", "--base-port", "0",
+                             "--data-dir", str(data_dir), "--start-timeout", "90", *flags],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("Press Ctrl-C"):
+            break
+    text = "".join(lines)
+    match = re.search(r"bootstrap\.servers=(\S+)", text)
+    assert match, text
+    cluster = re.search(r"bus cluster (\S+):", text)
+    assert cluster, text
+    return StartedCluster(proc, cluster.group(1), match.group(1).split(","), text)
 
 
 def describe_quorum(node: BrokerProcess) -> QuorumInfo | None:

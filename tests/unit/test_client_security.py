@@ -16,10 +16,11 @@ from kio.schema.errors import ErrorCode
 
 from bus.client.config import producer_config
 from bus.client.errors import ConfigError, SaslAuthenticationError, UnsupportedSaslMechanismError
-from bus.client.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
+from bus.client.sasl import authenticate
 from bus.client.security import PLAINTEXT, SaslCredentials, client_security
 from bus.protocol.messages import shapes
 from bus.security.sasl import Authenticated, Challenge, PlainSaslServer, SaslServer, ScramSaslServer
+from bus.security.sasl_login import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from bus.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramCredentials
 from bus.security.scram_messages import ServerFinal
 from tests.support.tls import make_pki

@@ -72,7 +72,7 @@ def test_every_listener_gets_its_security(tls: dict[str, str]) -> None:
            for mechanism, jaas in (("plain", PLAIN_JAAS), ("scram-sha-512", SCRAM_JAAS))},
         "listener.name.sasl_plaintext.connections.max.reauth.ms": "60000",
         "bus.ssl.handshake.timeout.ms": "2500", "connection.failed.authentication.delay.ms": "250"})
-    security = listener_securities(config, ScramCredentials(), clustered=False)
+    security = listener_securities(config, ScramCredentials())
     assert security["PLAINTEXT"].tls is None and security["PLAINTEXT"].sasl is None
     assert security["SSL"].tls is not None and security["SSL"].principal_mapper is not None
     assert security["SSL"].principal_mapper.name("CN=Alice,O=city") == "alice"
@@ -94,19 +94,9 @@ def test_every_listener_gets_its_security(tls: dict[str, str]) -> None:
     ({"listeners": "PLAINTEXT://:1,SASL_PLAINTEXT://:2,CONTROLLER://:3", "sasl.enabled.mechanisms": "GSSAPI"},
      "SASL mechanism GSSAPI is not supported"),
     ({"listeners": "PLAINTEXT://:1,CONTROLLER://:2", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
-      "CONTROLLER:SASL_PLAINTEXT"}, "controller listener CONTROLLER uses security protocol SASL_PLAINTEXT"),
-    ({"listeners": "SASL_PLAINTEXT://:1,CONTROLLER://:2", "security.inter.broker.protocol": "SASL_PLAINTEXT",
-      "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS},
-     "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms"),
+      "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN"},
+     "listener.name.controller.plain.sasl.jaas.config is not set"),
 ])
 def test_misconfigurations_name_the_key(props: dict[str, str], message: str) -> None:
     with refused(message):
-        listener_securities(load_broker_config(props), ScramCredentials(), clustered=False)
-
-
-def test_a_node_of_a_cluster_needs_a_plaintext_inter_broker_listener(tls: dict[str, str]) -> None:
-    props = {**tls, "listeners": "SSL://:1,CONTROLLER://:2", "security.inter.broker.protocol": "SSL"}
-    config = load_broker_config(props)
-    assert listener_securities(config, ScramCredentials(), clustered=False)["SSL"].tls is not None  # a lone node
-    with refused("a node of a cluster needs a PLAINTEXT inter-broker listener"):
-        listener_securities(config, ScramCredentials(), clustered=True)
+        listener_securities(load_broker_config(props), ScramCredentials())

@@ -1,6 +1,6 @@
 """The controller listener's APIs (`controller.listener.names`): KRaft's own RPCs, ApiVersions, and what brokers
 ask the active controller (Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition; see
-`bus.broker.controller_channel`).
+`bus.broker.controller_channel`), and SaslHandshake and SaslAuthenticate for a SASL controller listener.
 
 One module per API, as in `bus.broker.apis`. Each serves exactly the version the consensus core's wire
 mapping speaks (`bus.raft.wire.VERSIONS`); the peers are our own controllers, which negotiate it with
@@ -17,6 +17,8 @@ from bus.broker.apis import ApiHandler, handler_table
 MODULES = (
     "fetch",
     "api_versions",
+    "sasl_handshake",
+    "sasl_authenticate",
     "vote",
     "begin_quorum_epoch",
     "end_quorum_epoch",
