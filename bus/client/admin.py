@@ -12,8 +12,9 @@ retry until `default.api.timeout.ms`; an unreachable cluster fails within
 `socket.connection.setup.timeout.ms`, not after a long hang, so the command-line tools stay snappy.
 
 Every request is built with `request_for`, at the highest version both sides speak, so the same code
-talks to our broker and to Apache Kafka. The ACL calls (`admin_acls.py`) and the SCRAM credential calls
-(`admin_scram.py`) live in mixins of their own; the errors every call raises are in `admin_common.py`. The client
+talks to our broker and to Apache Kafka. The ACL calls (`admin_acls.py`), the SCRAM credential calls
+(`admin_scram.py`) and the operator tools' calls (`admin_tools.py`: log dirs, transactions, producers,
+features) live in mixins of their own; the errors every call raises are in `admin_common.py`. The client
 connects with the security its config asks for (`security.protocol`, `sasl.*`, `ssl.*`, as the producer and
 consumer); a refused login raises `AuthenticationError` from the constructor or the call, at once.
 """
@@ -52,6 +53,7 @@ from bus.client.admin_scram import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from bus.client.admin_tools import ToolsAdmin
 from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
 from bus.client.security import client_security
@@ -403,7 +405,7 @@ def _parse_bootstrap(value: str | Iterable[str]) -> list[tuple[str, int]]:
     return out
 
 
-class AdminClient(AclAdmin, ScramAdmin):
+class AdminClient(AclAdmin, ScramAdmin, ToolsAdmin):
     """A blocking Kafka admin client.
 
     Configure it with the Java client's keys, as a mapping or as keyword arguments with underscores:

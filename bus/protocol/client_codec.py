@@ -8,12 +8,16 @@ flexible versions, except ApiVersions, whose response header stays v0 so that an
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import struct
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import OutOfBoundValue
+from kio.static.primitive import i32, i64
 
 from bus.protocol import header as hdr
 
@@ -53,5 +57,36 @@ def decode_response(frame: bytes, api_key: int, version: int) -> Any:
     offset = 4
     if response_cls.__flexible__ and api_key != API_VERSIONS:
         offset = hdr.skip_tagged_fields(frame, offset)
-    response, _ = entity_reader(response_cls)(frame, offset)
+    try:
+        response, _ = entity_reader(response_cls)(frame, offset)
+    except OutOfBoundValue:
+        # kio reads an int64 time as a datetime and refuses -1, which Kafka sends for "no time" (DescribeTransactions'
+        # start time of an id without an open transaction): read such a frame with the times as plain integers.
+        response, _ = entity_reader(_lenient(response_cls))(frame, offset)
     return response
+
+
+_AS_INTEGER = {"datetime_i64": ("int64", i64), "timedelta_i32": ("int32", i32)}
+_SCHEMA_VARS = ("__type__", "__version__", "__flexible__", "__api_key__", "__header_schema__")
+
+
+@functools.cache
+def _lenient(cls: type) -> type:
+    """A copy of the kio schema `cls` (and of the schemas nested in it) whose times are plain millisecond integers."""
+    fields = []
+    for f in dataclasses.fields(cls):
+        kind, field_type, metadata = f.metadata.get("kafka_type"), f.type, dict(f.metadata)
+        if kind in _AS_INTEGER:
+            metadata["kafka_type"], field_type = _AS_INTEGER[kind]
+        elif get_origin(field_type) is tuple and dataclasses.is_dataclass(get_args(field_type)[0]):
+            field_type = tuple[_lenient(get_args(field_type)[0]), ...]  # type: ignore[misc]
+        elif isinstance(field_type, type) and dataclasses.is_dataclass(field_type):
+            field_type = _lenient(field_type)
+        default: dict[str, Any] = {}
+        if f.default is not dataclasses.MISSING:
+            default["default"] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default["default_factory"] = f.default_factory
+        fields.append((f.name, field_type, dataclasses.field(metadata=metadata, **default)))
+    namespace = {name: vars(cls)[name] for name in _SCHEMA_VARS if name in vars(cls)}
+    return dataclasses.make_dataclass(cls.__name__, fields, namespace=namespace, frozen=True, slots=True)

@@ -24,6 +24,22 @@ if TYPE_CHECKING:
 TOOL_CONNECT_TIMEOUT_MS = 5000
 
 
+def package_version() -> str:
+    """The installed package's version, which `--version` prints (Kafka's tools print their release the same way)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("securitybus")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def add_version_arg(parser: argparse.ArgumentParser) -> None:
+    """`--version`: print the version and exit 0, as Kafka's tools that have the flag do."""
+    parser.add_argument("--version", action="version", version=package_version(),
+                        help="Display the version of this package (Kafka's tools: of Kafka) and exit.")
+
+
 class ToolError(Exception):
     """A usage or input problem found by the tool itself: printed as is, exit code 1."""
 
