@@ -25,9 +25,15 @@ $(NPM_STAMP): web/frontend/package.json web/frontend/package-lock.json
 install: $(STAMP) $(NPM_STAMP)
 
 # Debian packages the tests use: kcat is one of the broker's judges; chromium runs the console's browser
-# tests (Playwright drives /usr/bin/chromium) and fonts-noto-cjk lets it draw the Chinese pages.
+# tests (Playwright drives /usr/bin/chromium) and fonts-noto-cjk lets it draw the Chinese pages;
+# prometheus-alertmanager (/usr/bin/prometheus-alertmanager, /usr/bin/amtool) is the real Alertmanager the
+# monitor's alertmanager receiver is tested against (the tests start their own on free ports; the package's
+# service, if its postinst started one, is stopped so it does not hold 9093).
 system-deps: java-runtime
 	@command -v kcat >/dev/null 2>&1 || { $(call APT_INSTALL,kcat); }
+	@command -v prometheus-alertmanager >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
+	  $(call APT_INSTALL,prometheus-alertmanager); \
+	  { systemctl stop prometheus-alertmanager || service prometheus-alertmanager stop; } >/dev/null 2>&1 || true; }
 	@test -x /usr/bin/chromium && fc-list | grep -q "Noto Sans CJK" || { $(call APT_INSTALL,chromium fonts-noto-cjk); }
 
 # Spark (pyspark, spark-submit) needs a Java 17+ runtime.

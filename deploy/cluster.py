@@ -17,6 +17,10 @@ with separate roles broker j (0-based) serves clients on `base + j` and controll
 `base + B + k`. With `--base-port 0` free ports are picked (and printed). It stays in the foreground; Ctrl-C or
 SIGTERM stops the nodes (SIGTERM each, SIGKILL after `--stop-timeout`).
 
+`--secure` secures every listener, between the nodes too (`deploy/cluster_security.py`): TLS from a local CA,
+SASL (SCRAM between brokers and for clients, PLAIN on the quorum's listener), ACLs enforced; passwords in owner-only
+files under `<data-dir>/security/`, the client properties printed. A cluster made so always starts secured.
+
 Adding a broker: `python -m deploy.cluster --add-broker --data-dir <same dir>` while the cluster runs starts one
 broker-only node (the next free node id, a free client port unless `--base-port` names one), waits until the
 cluster's Metadata lists it and stays in the foreground like the cluster. New topics are placed on it, and

@@ -7,6 +7,7 @@ Every interval is in seconds (floats allowed), so a test can run a whole inciden
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,9 @@ from .matchers import Matcher
 
 KINDS = ("latency_p99", "device_quality", "device_silent", "recognizer_degraded", "ingest_stalled", "consumer_lag")
 SEVERITIES = ("info", "warning", "critical")
-RECEIVER_TYPES = ("webhook", "smtp")
+RECEIVER_TYPES = ("webhook", "smtp", "alertmanager")
+ALERTMANAGER = "alertmanager"
+"""A real Alertmanager (``monitoring.alertmanager``): it gets every alert, not through the built-in route."""
 
 
 class ConfigError(ValueError):
@@ -65,6 +68,8 @@ class Receiver:
     to: tuple[str, ...] = ()
     timeout_s: float = 5.0
     send_resolved: bool = True
+    resend_s: float = 60.0
+    """``alertmanager`` only: a firing alert is re-sent at least this often (Prometheus' resend delay)."""
 
 
 @dataclass(frozen=True)
@@ -174,8 +179,13 @@ def _receiver(index: int, raw: Any) -> Receiver:
         raise ConfigError(f"{where}: should be a table")
     name = _text(where, "name", raw.get("name"))
     where = f"receiver {name!r} ({where})"
-    _known(where, raw, {"name", "type", "url", "host", "port", "from", "to", "timeout_s", "send_resolved"})
     kind = _text(where, "type", raw.get("type"), RECEIVER_TYPES)
+    if kind == ALERTMANAGER:
+        _known(where, raw, {"name", "type", "url", "timeout_s", "resend_s"})
+        return Receiver(name, kind, url=alertmanager_url(where, raw.get("url")),
+                        timeout_s=_number(where, "timeout_s", raw.get("timeout_s", 5.0), 0.1),
+                        resend_s=_number(where, "resend_s", raw.get("resend_s", 60.0), 0.1))
+    _known(where, raw, {"name", "type", "url", "host", "port", "from", "to", "timeout_s", "send_resolved"})
     timeout = _number(where, "timeout_s", raw.get("timeout_s", 5.0), 0.1)
     send_resolved = raw.get("send_resolved", True)
     if not isinstance(send_resolved, bool):
@@ -191,6 +201,33 @@ def _receiver(index: int, raw: Any) -> Receiver:
     return Receiver(name, kind, host=_text(where, "host", raw.get("host")), port=port,
                     from_addr=_text(where, "from", raw.get("from")), to=_strings(where, "to", raw.get("to")),
                     timeout_s=timeout, send_resolved=send_resolved)
+
+
+def alertmanager_url(where: str, url: Any) -> str:
+    """Alertmanager's base address ``http(s)://host:port[/prefix]`` (the monitor adds ``/api/v2/alerts``)."""
+    url = _text(where, "url", url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}: field 'url' is not a URL ({exc}): {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise ConfigError(f"{where}: field 'url' should be Alertmanager's base address http(s)://host:port, "
+                          f"not {url!r}")
+    if parts.query or parts.fragment or "/api/" in parts.path + "/":
+        raise ConfigError(f"{where}: field 'url' should be Alertmanager's base address such as "
+                          f"http://127.0.0.1:9093 (the monitor adds /api/v2/alerts), not {url!r}")
+    return url.rstrip("/")
+
+
+def console_alertmanager_url(section: Mapping[str, Any]) -> str:
+    """The first ``alertmanager`` receiver's address in a raw ``[monitoring]`` table, or "" (for the console,
+    which must start even when the monitor's config has a mistake elsewhere)."""
+    receivers = section.get("receivers", [])
+    for raw in receivers if isinstance(receivers, list) else []:
+        if isinstance(raw, dict) and raw.get("type") == ALERTMANAGER and isinstance(raw.get("url"), str):
+            return raw["url"].rstrip("/")
+    return ""
 
 
 def _inhibit(index: int, raw: Any) -> InhibitRule:
@@ -213,9 +250,13 @@ def _route(raw: Any, receivers: tuple[Receiver, ...]) -> Route:
     _known(where, raw, {"group_by", "group_wait_s", "group_interval_s", "repeat_interval_s", "receivers"})
     names = _strings(where, "receivers", raw.get("receivers", []))
     known = {r.name for r in receivers}
+    external = {r.name for r in receivers if r.type == ALERTMANAGER}
     for name in names:
         if name not in known:
             raise ConfigError(f"{where}: field 'receivers' names {name!r}, which no [[monitoring.receivers]] defines")
+        if name in external:
+            raise ConfigError(f"{where}: field 'receivers' names {name!r}, an alertmanager receiver: it gets every "
+                              "alert and routes them itself (the route is the built-in receivers')")
     return Route(_strings(where, "group_by", raw.get("group_by", ["alertname"])),
                  _number(where, "group_wait_s", raw.get("group_wait_s", 10.0)),
                  _number(where, "group_interval_s", raw.get("group_interval_s", 60.0), 0.1),

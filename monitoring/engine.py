@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import metrics
+from .alertmanager import AlertmanagerSender
 from .alerts import PENDING, Alert, AlertBook
-from .config import MonitoringConfig
+from .config import ALERTMANAGER, MonitoringConfig
 from .dispatch import Dispatcher, LogEntry, Notification, NotificationLog
 from .health import STATES, Fleet
 from .rules import LagOf, candidates
@@ -43,7 +44,11 @@ class Engine:
         self.published: dict[str, str] = {}
         """Fingerprint -> the last status the broker acknowledged."""
         self.nflog = NotificationLog(persist=self._persist_log)
-        self.dispatcher = Dispatcher(cfg.route, cfg.receivers, cfg.inhibit_rules, self.nflog)
+        self.dispatcher = Dispatcher(cfg.route, [r for r in cfg.receivers if r.type != ALERTMANAGER],
+                                     cfg.inhibit_rules, self.nflog)
+        self.alertmanagers = [AlertmanagerSender(r, cfg.evaluation_interval_s, cfg.external_url)
+                              for r in cfg.receivers if r.type == ALERTMANAGER]
+        """Real Alertmanagers: they get the whole book every evaluation (their own threads post it)."""
         self._stored: set[str] = set()
         self._bad_silences: set[bytes] = set()
 
@@ -91,6 +96,9 @@ class Engine:
             self._persist()
             for notification in notifications:
                 self.submit(notification)
+            notifiable = self.book.notifiable()
+            for sender in self.alertmanagers:
+                sender.offer(notifiable)
             metrics.EVALUATIONS.inc()
             for state in ("pending", "firing", "resolved"):
                 metrics.ALERTS.labels(state).set(sum(a.state == state for a in self.book.alerts.values()))

@@ -27,3 +27,13 @@ NOTIFICATIONS_DROPPED = Counter("monitor_notifications_dropped_total",
 NOTIFICATION_SECONDS = Histogram("monitor_notification_seconds", "Time one delivery attempt takes", ["receiver"])
 FLUSHES = Counter("monitor_series_flushes_total", "Series and state flushes to HBase (each followed by a commit)")
 ACTIVE = Gauge("monitor_active", "1 while this instance holds the single-monitor lock and evaluates; 0 as a standby")
+ALERTMANAGER_UP = Gauge("monitor_alertmanager_up",
+                        "1 when the last post to this Alertmanager receiver was acknowledged, 0 when it failed",
+                        ["receiver"])
+ALERTMANAGER_UNSENT = Gauge("monitor_alertmanager_unsent_alerts",
+                            "Alerts due to this Alertmanager that the last attempt could not deliver (retried)",
+                            ["receiver"])
+ALERTMANAGER_ALERTS_SENT = Counter("monitor_alertmanager_alerts_sent_total",
+                                   "Alerts (firing re-sends and resolutions) Alertmanager acknowledged", ["receiver"])
+ALERTMANAGER_LAST_SUCCESS = Gauge("monitor_alertmanager_last_success_timestamp_seconds",
+                                  "When this Alertmanager last acknowledged a post", ["receiver"])

@@ -171,6 +171,8 @@ class Monitor:
                                   "session.timeout.ms": int(self.cfg.lock_session_s * 1000),
                                   "topic.metadata.refresh.interval.ms": 5000})
         self.consumer.subscribe(list(self._inputs()), on_assign=self._assigned_now, on_revoke=self._revoked)
+        for sender in self.engine.alertmanagers:
+            sender.start()
         self.scheduler.add_job(self.evaluate, "interval", seconds=self.cfg.evaluation_interval_s, max_instances=1,
                                coalesce=True, misfire_grace_time=None, id="evaluate")
         self.scheduler.start()
@@ -216,6 +218,8 @@ class Monitor:
         finally:
             for notifier in self.notifiers.values():
                 notifier.close()
+            for sender in self.engine.alertmanagers:
+                sender.close()
             if self.consumer is not None:
                 self.consumer.close()
             self.producer.flush(10.0)

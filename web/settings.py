@@ -8,6 +8,7 @@ from pathlib import Path
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.topics import Topics
+from monitoring.config import console_alertmanager_url
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class ConsoleSettings:
     topics: Topics = field(default_factory=Topics)
     dr: dict[str, object] = field(default_factory=dict)
     """The ``[dr]`` section as it is (the DR page reads the mirror's metrics port and the drill reports dir)."""
+    alertmanager_url: str = ""
+    """A real Alertmanager's base address: the alerts page reads its ``/api/v2/alerts`` ("" : the monitor's own
+    book in HBase). ``[console] alertmanager_url``, else the monitor's first ``type = "alertmanager"`` receiver."""
 
     @classmethod
     def from_config(cls, config: Config, **overrides: object) -> ConsoleSettings:
@@ -58,6 +62,8 @@ class ConsoleSettings:
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
             "dr": config.section("dr"),
+            "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")
+            or console_alertmanager_url(config.section("monitoring")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

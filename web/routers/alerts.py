@@ -1,8 +1,10 @@
 """``/api/v1/alerts`` (viewer; acknowledge: operator) and ``/api/v1/silences`` (viewer reads, admin changes).
 
-Alerts are the monitor's (``monitoring.queries.alerts``); live changes reach pages over the SSE hub's
-``alerts`` topic. Silences are written where the monitor reads them every evaluation. Every command
-is audited with who, what and how it ended.
+Alerts are the monitor's (``monitoring.queries.alerts``), or a real Alertmanager's (``GET /api/v2/alerts``)
+when the console is pointed at one (``[console] alertmanager_url`` or the monitor's ``alertmanager``
+receiver); live changes reach pages over the SSE hub's ``alerts`` topic. Silences are written where the
+monitor reads them every evaluation (the built-in engine's; Alertmanager's are made with amtool or its UI).
+Every command is audited with who, what and how it ended.
 """
 
 from __future__ import annotations

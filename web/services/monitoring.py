@@ -13,7 +13,10 @@ Every method takes HBase in the calling thread (``Backends.hbase``): call them f
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -21,15 +24,19 @@ from typing import Any
 
 import happybase
 
-from contracts.alerts import rfc3339
+from contracts.alerts import ZERO_TIME, rfc3339
+from contracts.records import parse_time
 from contracts.tables import console as console_tables
 from contracts.tables.monitoring import ensure_monitoring_tables
 from monitoring import queries
 from monitoring import silences as silence_store
 from monitoring.matchers import Matcher
 
-from ..backends import Backends
+from ..backends import Backends, BackendUnavailable
 from .errors import Conflict, Invalid, NotFound
+
+ALERTMANAGER = "alertmanager"
+"""The backend named in a 503 when the console reads a real Alertmanager that does not answer."""
 
 
 class MonitoringService:
@@ -76,8 +83,13 @@ class MonitoringService:
 
     # -- alerts and acknowledgements --------------------------------------------------------------
     def alerts(self, include_resolved: bool = False) -> list[dict[str, Any]]:
+        """The monitor's alerts, or a real Alertmanager's when the console is pointed at one (``alertmanager_url``:
+        it holds no resolved alerts, so ``include_resolved`` adds nothing then)."""
+        am_url = self._backends.settings.alertmanager_url
+        listed = alertmanager_alerts(am_url, self._backends.settings.backend_timeout_s) if am_url else None
         with self._connection() as conn:
-            listed = queries.alerts(conn, include_resolved=include_resolved)
+            if listed is None:
+                listed = queries.alerts(conn, include_resolved=include_resolved)
             acks = {key.decode(): console_tables.read_ack(cells)
                     for key, cells in conn.table(console_tables.ACK_TABLE).scan()}
         return [{**alert, "ack": _ack_of(alert, acks.get(alert["fingerprint"]))} for alert in listed]
@@ -126,6 +138,38 @@ class MonitoringService:
         if silence is None:
             raise NotFound("silence", silence_id)
         return silence.api(time.time())
+
+
+def alertmanager_alerts(base_url: str, timeout_s: float) -> list[dict[str, Any]]:
+    """``GET <base_url>/api/v2/alerts`` in the console's shape (Alertmanager's ``gettableAlert`` less its receivers;
+    ``unprocessed``, not yet routed, shows as active), oldest first; unreachable: :class:`BackendUnavailable`."""
+    url = base_url.rstrip("/") + "/api/v2/alerts"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            found = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise BackendUnavailable(ALERTMANAGER, f"{url} answered {exc.code}") from None
+    except (OSError, ValueError) as exc:  # refused, timed out (URLError, TimeoutError), not JSON
+        raise BackendUnavailable(ALERTMANAGER, f"{url}: {getattr(exc, 'reason', exc)}") from None
+    out = []
+    for alert in found if isinstance(found, list) else []:
+        status = alert.get("status") or {}
+        state = status.get("state")
+        out.append({"fingerprint": alert["fingerprint"],
+                    "status": {"state": state if state in ("active", "suppressed") else "active",
+                               "silencedBy": list(status.get("silencedBy") or []),
+                               "inhibitedBy": list(status.get("inhibitedBy") or [])},
+                    "labels": dict(alert.get("labels") or {}), "annotations": dict(alert.get("annotations") or {}),
+                    "startsAt": _rfc3339(alert.get("startsAt")), "endsAt": _rfc3339(alert.get("endsAt"))})
+    return sorted(out, key=lambda a: a["startsAt"])
+
+
+def _rfc3339(text: Any) -> str:
+    """Alertmanager's times as the monitor writes them (UTC, milliseconds), so an acknowledgement's incident matches."""
+    try:
+        return rfc3339(parse_time(text).timestamp())
+    except (TypeError, ValueError):
+        return str(text or ZERO_TIME)
 
 
 def _ack_of(alert: dict[str, Any], ack: dict[str, str] | None) -> dict[str, str] | None:
