@@ -72,11 +72,13 @@ class DrSettings:
         return int(self.bootstrap.rsplit(":", 1)[1])
 
 
-def broker_command(log_dir: Path, host: str, port: int, controller_port: int) -> list[str]:
-    """A single-node combined broker+controller (`bus broker`) listening on ``port``."""
+def broker_command(log_dir: Path, host: str, port: int, controller_port: int, metrics_port: int = 0) -> list[str]:
+    """A single-node combined broker+controller (`bus broker`) listening on ``port``; with ``metrics_port`` its
+    Prometheus metrics (Kafka's names) on ``host:metrics_port``."""
     overrides = {"log.dirs": str(log_dir),
                  "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
-                 "controller.quorum.voters": f"1@{host}:{controller_port}"}
+                 "controller.quorum.voters": f"1@{host}:{controller_port}",
+                 **({"bus.metrics.listener": f"{host}:{metrics_port}"} if metrics_port else {})}
     return [sys.executable, "-m", "bus", "broker",
             *(a for k, v in overrides.items() for a in ("--override", f"{k}={v}"))]
 

@@ -97,12 +97,15 @@ class BusCluster:
 
 def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[str], str]]:
     py = sys.executable
+    metrics_port = int(load_config(args.config).get("bus", "metrics_port", 0))
+    metrics = f"  (metrics http://{args.host}:{metrics_port}/metrics)" if metrics_port else ""
     services = [] if args.cluster else [
         (
             "bus broker",
             dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port,
-                                   args.controller_port or args.kafka_port + 1),
-            f"Kafka bootstrap server: {args.host}:{args.kafka_port}  (e.g. kcat -L -b {args.host}:{args.kafka_port})",
+                                   args.controller_port or args.kafka_port + 1, metrics_port),
+            f"Kafka bootstrap server: {args.host}:{args.kafka_port}  (e.g. kcat -L -b {args.host}:{args.kafka_port})"
+            + metrics,
         ),
     ]
     gateway = Path(__file__).parent / "hbase_gateway" / "__main__.py"

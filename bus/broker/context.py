@@ -13,11 +13,12 @@ with none configured (`authorizer.class.name` empty) everything is allowed. No h
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from bus.broker.kafka_metrics import TopicMetrics
 from bus.protocol.error_response import error_response
 from bus.protocol.messages import Shapes, response_class
 from bus.security.acls import (
@@ -57,6 +58,7 @@ class BrokerServices:
     raft: RaftDriver | None = None  # the KRaft quorum, on a node with the controller role and voters configured
     controller_channel: ControllerChannel | None = None  # to the active controller, on a node of a quorum
     authorizer: StandardAuthorizer | None = None  # None: `authorizer.class.name` empty, every request allowed
+    topic_metrics: TopicMetrics = field(default_factory=TopicMetrics)  # BrokerTopicMetrics: Produce and Fetch add
 
     @property
     def node_id(self) -> int:

@@ -1,7 +1,8 @@
 """Broker metrics: requests per API, their latencies, and the event loop's stalls, for Prometheus.
 
 Kafka publishes these through JMX (kafka.network:type=RequestMetrics, and no loop, since it has threads);
-there is no standard key for an HTTP exporter, so ours is `bus.metrics.listener` (host:port; empty: off).
+there is no standard key for an HTTP exporter, so ours is `bus.metrics.listener` (host:port; empty: off). The
+same endpoint serves Kafka's own metric names (`bus.broker.kafka_metrics`), which Kafka dashboards expect.
 
 The hot path only bumps plain integers: a request costs one `bisect` and three additions, about a
 microsecond, where prometheus-client's own Histogram would take a lock per observation. The numbers
@@ -29,6 +30,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+from bus.broker.kafka_metrics import KafkaCollector, LoopIdle
 
 if TYPE_CHECKING:
     from bus.broker.kafka_apis import KafkaApis
@@ -149,6 +152,7 @@ class LoopMonitor:
         self._task: asyncio.Task[None] | None = None
         self._watchdog: StallWatchdog | None = None
         self.gc = GcPauses()
+        self.idle = LoopIdle()  # Kafka's RequestHandlerAvgIdlePercent: the loop thread's idle share
         self.last_tick = 0.0  # when the sleeper last went to sleep (monotonic): the watchdog's sign of life
 
     def start(self) -> None:
@@ -172,6 +176,7 @@ class LoopMonitor:
             await asyncio.sleep(interval)
             now = time.monotonic()
             self.record(max(0.0, now - deadline), now)
+            self.idle.sample(now)
 
     def record(self, lag: float, now: float) -> None:
         self.lag.observe(lag)
@@ -290,8 +295,8 @@ class BrokerCollector(Collector):
         for key, histogram in sorted(self.requests.latency.items()):
             latency.add_metric([api_key_map.get(key, str(key))], histogram.cumulative(), histogram.total)
         yield latency
-        errors = GaugeMetricFamily("bus_request_handler_errors", "Requests answered UNKNOWN_SERVER_ERROR "
-                                   "because their handler raised, by API", labels=["api"])
+        errors = CounterMetricFamily("bus_request_handler_errors", "Requests answered UNKNOWN_SERVER_ERROR "
+                                     "because their handler raised, by API", labels=["api"])
         for key, count in sorted(self.requests.errors.items()):
             errors.add_metric([api_key_map.get(key, str(key))], count)
         yield errors
@@ -315,11 +320,12 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=read())  # type: ignore[operator]
 
 
-def serve(listener: str, collector: BrokerCollector) -> WSGIServer:
+def serve(listener: str, *collectors: Collector) -> WSGIServer:
     """Start the exporter thread on `host:port` (port 0: any free port), with the process's CPU and RSS too."""
     host, _, port = listener.rpartition(":")
     registry = CollectorRegistry()
-    registry.register(collector)
+    for collector in collectors:
+        registry.register(collector)
     registry.register(ProcessCollector(registry=None))
     server, _thread = start_http_server(int(port), addr=host or "0.0.0.0", registry=registry)
     bound = server.server_address
@@ -339,13 +345,15 @@ class BrokerMetrics:
             "bus_queued_requests": ("Requests read and not yet answered", lambda: queue.requests),
             "bus_queued_request_bytes": ("Bytes of requests read and not yet answered", lambda: queue.bytes),
         }, network.authentications)
+        self.kafka = KafkaCollector(lambda: apis.services, apis.metrics, apis.services.topic_metrics,
+                                    self.monitor.idle)
         self.server: WSGIServer | None = None
         self.bound: tuple[str, int] | None = None
 
     def start(self) -> None:
         self.monitor.start()
         if self.listener:
-            self.server = serve(self.listener, self.collector)
+            self.server = serve(self.listener, self.collector, self.kafka)
             host, port = self.server.server_address[:2]
             self.bound = (str(host), int(port))
 

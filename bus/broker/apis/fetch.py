@@ -214,6 +214,12 @@ def _response(ctx: RequestContext, context: FetchContext, read: _Read | None) ->
     selected = list(context.select(read.results))
     if read.replica >= 0:
         _record_throttled(ctx, selected)
+    else:  # BytesOut counts what consumers are sent (replication is counted apart, as in Kafka)
+        metrics = ctx.services.topic_metrics
+        for result in selected:
+            if result.records:
+                part = result.partition
+                metrics.fetched(topic_name_for(ctx, part.topic, part.topic_id) or "", len(result.records))
     for result in selected:
         part = result.partition
         topics.setdefault((part.topic, part.topic_id), []).append(_entry(ctx, result))

@@ -115,8 +115,10 @@ def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, ack
         off_loop = partition.must_prepare_off_loop(data.records)
         if off_loop or partition.appending is not None:
             appending = partition.append_in_order(data.records, off_loop=off_loop)  # in line now, not when awaited
-            return asyncio.ensure_future(_appended_later(partition, data.index, appending, acks, timeout))
+            return asyncio.ensure_future(_appended_later(ctx, partition, data.index, appending, acks, timeout,
+                                                         len(data.records)))
         result = partition.append(data.records)
+        _count(ctx, partition, result, len(data.records))
         if acks == -1:
             replicated = partition.committed(result.last_offset + 1)
             if replicated is not None:
@@ -139,10 +141,11 @@ def _check_isr(partition: Partition, code: ErrorCode) -> None:
         )
 
 
-async def _appended_later(partition: Partition, index: int, appending: Awaitable[AppendResult], acks: int,
-                          timeout: float) -> PartitionProduced:
+async def _appended_later(ctx: RequestContext, partition: Partition, index: int, appending: Awaitable[AppendResult],
+                          acks: int, timeout: float, size: int) -> PartitionProduced:
     try:
         result = await appending
+        _count(ctx, partition, result, size)
         if acks == -1:
             replicated = partition.committed(result.last_offset + 1)
             if replicated is not None:
@@ -168,6 +171,11 @@ async def _replicated(partition: Partition, index: int, result: AppendResult, re
     except PartitionError as exc:
         return _refused(index, exc, partition)
     return _appended(index, result)
+
+
+def _count(ctx: RequestContext, partition: Partition, result: AppendResult, size: int) -> None:
+    """MessagesIn and BytesIn of the topic (Kafka's BrokerTopicMetrics), once the records are in the log."""
+    ctx.services.topic_metrics.produced(partition.topic, result.last_offset - result.base_offset + 1, size)
 
 
 def _appended(index: int, result: AppendResult) -> PartitionProduced:
