@@ -28,12 +28,16 @@ install: $(STAMP) $(NPM_STAMP)
 # tests (Playwright drives /usr/bin/chromium) and fonts-noto-cjk lets it draw the Chinese pages;
 # prometheus-alertmanager (/usr/bin/prometheus-alertmanager, /usr/bin/amtool) is the real Alertmanager the
 # monitor's alertmanager receiver is tested against (the tests start their own on free ports; the package's
-# service, if its postinst started one, is stopped so it does not hold 9093).
+# service, if its postinst started one, is stopped so it does not hold 9093); prometheus and promtool check the
+# rules of deploy/prometheus/ and run under `make up PROMETHEUS=1` (its packaged service stopped likewise).
 system-deps: java-runtime
 	@command -v kcat >/dev/null 2>&1 || { $(call APT_INSTALL,kcat); }
 	@command -v prometheus-alertmanager >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
 	  $(call APT_INSTALL,prometheus-alertmanager); \
 	  { systemctl stop prometheus-alertmanager || service prometheus-alertmanager stop; } >/dev/null 2>&1 || true; }
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+	  $(call APT_INSTALL,--no-install-recommends prometheus); \
+	  { systemctl stop prometheus || service prometheus stop; } >/dev/null 2>&1 || true; }
 	@test -x /usr/bin/chromium && fc-list | grep -q "Noto Sans CJK" || { $(call APT_INSTALL,chromium fonts-noto-cjk); }
 
 # Spark (pyspark, spark-submit) needs a Java 17+ runtime.
@@ -41,10 +45,11 @@ java-runtime:
 	@command -v java >/dev/null 2>&1 || { $(call APT_INSTALL,openjdk-17-jre-headless); }
 
 # `make up CLUSTER=3` (1, 3 or 5): the bus as that many combined broker+controller nodes (deploy/cluster.py)
-# instead of the single broker, and the whole solution on it.
+# instead of the single broker, and the whole solution on it. `make up PROMETHEUS=1`: also Debian's prometheus
+# scraping every process (deploy/prometheus/).
 up: install java-runtime
 	@mkdir -p $(DATA)
-	$(BIN)/python -m deploy.up --data-dir $(DATA)$(if $(CLUSTER), --cluster $(CLUSTER))
+	$(BIN)/python -m deploy.up --data-dir $(DATA)$(if $(CLUSTER), --cluster $(CLUSTER))$(if $(PROMETHEUS), --prometheus)
 
 # Stop what `make up` started (from another terminal); Ctrl-C in make up's terminal does the same.
 down:

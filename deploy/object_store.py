@@ -137,6 +137,8 @@ class ObjectStore:
     secret_key: str = DEFAULT_SECRET_KEY
     host: str = "127.0.0.1"
     buckets: tuple[str, ...] = DEFAULT_BUCKETS
+    metrics_port: int = 0
+    """SeaweedFS's own Prometheus metrics on ``host:metrics_port`` (0: none)."""
     tied_to_parent: bool = False
     """`weed` gets SIGTERM when the process (strictly: the thread) that started it dies; for the wrapper's main."""
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -165,7 +167,7 @@ class ObjectStore:
         args = [
             str(weed_binary()), "mini", f"-dir={store}", f"-ip={self.host}", f"-ip.bind={self.host}",
             f"-s3.port={self.port}", f"-s3.port.grpc={self.port + GRPC_OFFSET}", f"-s3.config={config}",
-            "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", "-metricsPort=0",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false", f"-metricsPort={self.metrics_port}",
             f"-webdav.port={ports['webdav']}",
             f"-filer.localSocket={self.data_dir / 'filer.sock'}", f"-s3.localSocket={self.data_dir / 's3.sock'}",
         ]
@@ -236,16 +238,17 @@ class ObjectStore:
         self.stop()
 
 
-def _defaults(config: Config) -> tuple[int, str, str]:
+def _defaults(config: Config) -> tuple[int, str, str, int]:
     endpoint = config.get("object_storage", "endpoint", "127.0.0.1:9000")
     port = int(endpoint.rsplit(":", 1)[1]) if ":" in endpoint else 9000
     return (port, config.get("object_storage", "access_key", DEFAULT_ACCESS_KEY),
-            config.get("object_storage", "secret_key", DEFAULT_SECRET_KEY))
+            config.get("object_storage", "secret_key", DEFAULT_SECRET_KEY),
+            int(config.get("object_storage", "metrics_port", 0)))
 
 
 def main(argv: list[str] | None = None) -> int:
     config = preparse_config(argv)
-    port, access_key, secret_key = _defaults(config)
+    port, access_key, secret_key, metrics_port = _defaults(config)
     parser = argparse.ArgumentParser(prog="python -m deploy.object_store", description=__doc__.split("\n\n")[0])
     add_config_flag(parser)
     parser.add_argument("--data-dir", type=Path, required=True)
@@ -253,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=port, help="S3 API port (0: any free one, printed)")
     parser.add_argument("--access-key", default=access_key)
     parser.add_argument("--secret-key", default=secret_key)
+    parser.add_argument("--metrics-port", type=int, default=metrics_port,
+                        help="SeaweedFS's Prometheus metrics port (0: none)")
     args = parser.parse_args(argv)
     try:
         check_s3_port(args.port)
@@ -267,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host, tied_to_parent=True)
+    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host,
+                        metrics_port=args.metrics_port, tied_to_parent=True)
     store.start()
     print(f"object store S3 API ready at {store.url} (log {store.log_path})", flush=True)
     try:

@@ -7,7 +7,8 @@ random password in ``DATA/console/admin_password``), the monitor (``python -m mo
 and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
 ingest job, `deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit
 loader with watches on the simulator's recurring targets (`deploy/surveillance.py`). The DR site's bus and the mirror
-(`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders. Each service is a child
+(`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make
+up PROMETHEUS=1`) Debian's prometheus scraping every process (`deploy/prometheus/`). Each service is a child
 process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
 them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
 endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it). With ``--cluster N``
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +42,7 @@ from contracts.config import load as load_config
 from deploy import cluster, dr_site, object_store, shutdown
 from deploy import surveillance as surveillance_slice
 from deploy.pipeline import Endpoints, Pipeline
+from deploy.prometheus import scrape as prometheus_scrape
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
@@ -163,6 +167,23 @@ def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
+def _prometheus_service(data_dir: Path, args: argparse.Namespace, config: Config) -> tuple[str, list[str], str]:
+    """Debian's prometheus on loopback, scraping what this run started (its config written into DATA/prometheus)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise SystemExit("--prometheus: Debian's prometheus is not installed (make system-deps, or apt-get install "
+                         "prometheus)")
+    home = data_dir / "prometheus"
+    home.mkdir(exist_ok=True)
+    found = prometheus_scrape.targets(config, args.host, args.console_port)
+    config_file = home / "prometheus.yml"
+    config_file.write_text(json.dumps(prometheus_scrape.scrape_config(found), indent=2))
+    listen = f"{args.host}:{args.prometheus_port}"
+    jobs = ", ".join(dict.fromkeys(t.job for t in found))
+    return ("prometheus", prometheus_scrape.command(config_file, home / "data", listen, binary),
+            f"Prometheus http://{listen}  (scraping {jobs}; rules from deploy/prometheus/)")
+
+
 def _console_url(args: argparse.Namespace) -> str:
     return f"http://{args.host}:{args.console_port}"
 
@@ -283,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pipeline", action="store_true", help="servers only: no simulator, no Spark job")
     parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
     parser.add_argument("--dr-site", action="store_true", help="also the DR site's HBase and loaders (dr_site.py)")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="also Debian's prometheus, scraping every process with deploy/prometheus/'s rules")
+    parser.add_argument("--prometheus-port", type=int, default=config.get("prometheus", "port", 9190))
     args = parser.parse_args(argv)
     if args.cluster and args.controller_port is not None and abs(args.controller_port - args.kafka_port) < args.cluster:
         parser.error(f"--controller-port {args.controller_port} overlaps the {args.cluster} client ports from "
@@ -352,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)
         lines.append(f"  {'video ingest':<14} {where}")
     for name, cmd, where in surveillance_slice.services(config):  # the service creates its topics at start
+        start(name, cmd)
+        lines.append(f"  {name:<14} {where}")
+    if args.prometheus:
+        name, cmd, where = _prometheus_service(data_dir, args, config)
         start(name, cmd)
         lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None

@@ -3,8 +3,8 @@ dashboards and alert rules a Kafka operator already has work unchanged.
 
 - `kafka_server_brokertopicmetrics_messagesin_total{topic}`, `..._bytesin_total`, `..._bytesout_total`
   (kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=T; BytesInPerSec, BytesOutPerSec);
-- `kafka_server_replicamanager_underreplicatedpartitions`, `..._partitioncount`, `..._leadercount`
-  (kafka.server:type=ReplicaManager);
+- `kafka_server_replicamanager_underreplicatedpartitions`, `..._partitioncount`, `..._leadercount`,
+  `..._isrshrinks_total`, `..._isrexpands_total` (kafka.server:type=ReplicaManager);
 - `kafka_controller_kafkacontroller_activecontrollercount`, `..._offlinepartitionscount`
   (kafka.controller:type=KafkaController);
 - `kafka_network_requestmetrics_requests_total{request}` (RequestMetrics RequestsPerSec) and
@@ -141,6 +141,10 @@ class KafkaCollector(Collector):
                 ("partitioncount", "Partitions with a replica on this broker", len(partitions)),
                 ("leadercount", "Partitions this broker leads", len(leaders))):
             yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "In-sync replica sets this leader shrank",
+                                  value=services.replicas.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "In-sync replica sets this leader grew",
+                                  value=services.replicas.isr_expands)
         active = services.controller.active
         offline = 0
         if active:

@@ -73,6 +73,8 @@ class ReplicaManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.fetch_sessions = FetchSessionCache(fetch_session_slots)
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.isr_shrinks = 0  # ISR changes this leader made (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.isr_expands = 0
         self.partitions_by_id: dict[uuid.UUID, list[Partition]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._image: MetadataImage | None = None
@@ -248,6 +250,10 @@ class ReplicaManager:
             # new leader epoch (a completed reassignment moved the leadership, or dropped a replica) waits for it.
             if (partition.leader_epoch == epoch == state.leader_epoch
                     and state.partition_epoch > partition.partition_epoch):
+                if len(state.isr) < len(partition.isr):
+                    self.isr_shrinks += 1
+                elif len(state.isr) > len(partition.isr):
+                    self.isr_expands += 1
                 partition.isr = tuple(state.isr)
                 partition.partition_epoch = state.partition_epoch
         finally:

@@ -112,5 +112,6 @@ def test_a_dead_follower_shows_as_under_replicated_on_the_leader_and_one_node_is
         cluster[follower].kill()
         until(lambda: True if (sample(scrape(ports[leader]), "kafka_server_replicamanager_underreplicatedpartitions")
                                or 0) >= 1 else None, 60, "an under-replicated partition on the leader")
+        assert (sample(scrape(ports[leader]), "kafka_server_replicamanager_isrshrinks_total") or 0) >= 1
     finally:
         cluster.stop()

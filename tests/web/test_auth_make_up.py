@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import tomli_w
 
 from tests.support.ports import free_port
 
@@ -23,21 +24,30 @@ MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surv
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
     """A solution config of this test's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
-    optionally "drh", the DR site's HBase) and the deployment map in `tmp_path`, so that two make-up tests running
+    optionally "drh", the DR site's HBase, "busm" the broker's and "s3m" the object store's metrics, "prom"
+    Prometheus) and the deployment map in `tmp_path`, so that two make-up tests running
     at once share no port and no file. `bus`: the `[bus] bootstrap_servers` (default the "bus" port)."""
     bootstrap = bus or f"127.0.0.1:{ports['bus']}"
+    optional = {"busm": ("bus", "metrics_port"), "s3m": ("object_storage", "metrics_port"),
+                "prom": ("prometheus", "port"), "drh": ("dr", "hbase_port")}
+    sections: dict[str, dict[str, object]] = {
+        "bus": {"bootstrap_servers": bootstrap},
+        "hbase": {"host": "127.0.0.1", "port": ports["hbase"]},
+        "object_storage": {"endpoint": f"127.0.0.1:{ports['s3']}", "access_key": "securitybus",
+                           "secret_key": "securitybus-secret"},
+        "console": {"port": ports["console"]},
+        "monitoring": {"metrics_port": ports["monitor"]},
+        "surveillance": {"metrics_port": ports["surveillance"]},
+        "map": {"path": str(tmp_path / "deployment_map.json")},
+        "dr": {"bootstrap_servers": f"127.0.0.1:{ports['dr']}", "controller_port": ports["drc"],
+               "mirror_metrics_port": ports["mm"]},
+        "prometheus": {},
+    }
+    for name, (section, key) in optional.items():
+        if name in ports:
+            sections[section][key] = ports[name]
     config = tmp_path / "solution.toml"
-    config.write_text(f'[bus]\nbootstrap_servers = "{bootstrap}"\n'
-                      f'[hbase]\nhost = "127.0.0.1"\nport = {ports["hbase"]}\n'
-                      f'[object_storage]\nendpoint = "127.0.0.1:{ports["s3"]}"\n'
-                      'access_key = "securitybus"\nsecret_key = "securitybus-secret"\n'
-                      f'[console]\nport = {ports["console"]}\n'
-                      f'[monitoring]\nmetrics_port = {ports["monitor"]}\n'
-                      f'[surveillance]\nmetrics_port = {ports["surveillance"]}\n'
-                      f'[map]\npath = "{tmp_path / "deployment_map.json"}"\n'
-                      f'[dr]\nbootstrap_servers = "127.0.0.1:{ports["dr"]}"\ncontroller_port = {ports["drc"]}\n'
-                      f'mirror_metrics_port = {ports["mm"]}\n'
-                      + (f'hbase_port = {ports["drh"]}\n' if "drh" in ports else ""))
+    config.write_text(tomli_w.dumps({name: values for name, values in sections.items() if values}))
     return config
 
 
