@@ -11,4 +11,5 @@ happybase code points at a real HBase Thrift server instead. Modules, each with 
 * ``filters``  - HBase's filters and the scan loop that drives them (pure)
 * ``filter_language`` - the Thrift filter language's parser (pure)
 * ``scanners`` - scanner ids, leases and the scan result pipeline
+* ``limits``   - what one client may ask (rows, bytes, scanners, connections)
 """

@@ -19,6 +19,7 @@ from types import FrameType
 
 from . import logs
 from .handler import HBaseHandler
+from .limits import Limits
 from .scanners import ScannerRegistry
 from .server import PROTOCOLS, TRANSPORTS, GatewayServer
 from .store import Store
@@ -46,6 +47,16 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m deploy.hbase_gateway",
@@ -63,14 +74,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--compaction-interval-seconds",
         type=_non_negative,
         default=3600.0,
-        help="how often written tables drop excess versions and expired cells; reads hide them anyway, "
-        "so this only reclaims space (0: only on a compact call)",
+        help="how often written tables, and tables with a family TTL, drop excess versions and expired cells; "
+        "reads hide them anyway, so this only reclaims space (0: only on a compact call)",
     )
     parser.add_argument(
         "--sync",
         choices=("normal", "full"),
         default="normal",
         help="normal survives a process kill; full also survives power loss, slower",
+    )
+    defaults = Limits()
+    limits = parser.add_argument_group("limits", "what one client may ask; past a limit a call is answered "
+                                       "with an error naming it and the connection stays open")
+    limits.add_argument(
+        "--max-rows-per-call",
+        type=_positive_int,
+        default=defaults.max_rows_per_call,
+        help="rows of one scannerGetList, getRows* or mutateRows* call, and a scan's caching "
+        f"(happybase's batch_size) (default {defaults.max_rows_per_call:,})",
+    )
+    limits.add_argument(
+        "--max-mutate-bytes",
+        type=_positive_int,
+        default=defaults.max_mutate_bytes,
+        help=f"row keys, columns and values of one mutateRow*/mutateRows* call (default {defaults.max_mutate_bytes:,}"
+        " = 64 MiB)",
+    )
+    limits.add_argument(
+        "--max-scanners-per-connection",
+        type=_positive_int,
+        default=defaults.max_scanners_per_connection,
+        help=f"scanners one connection may have open (default {defaults.max_scanners_per_connection:,})",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=defaults.max_connections,
+        help=f"client connections at once; one more is closed at once (default {defaults.max_connections})",
+    )
+    limits.add_argument(
+        "--idle-timeout-seconds",
+        type=_non_negative,
+        default=defaults.idle_timeout_seconds,
+        help="close a connection that sends nothing for this long (default 0: never, because happybase does "
+        "not reconnect by itself: enable it only for clients that reopen a dropped connection)",
     )
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
     args = parser.parse_args(argv)
@@ -97,9 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, sqlite3.Error) as exc:
         print(f"hbase-gateway: cannot open data dir {args.data_dir}: {exc}", file=sys.stderr)
         return 2
-    scanners = ScannerRegistry(args.scanner_lease_seconds)
-    handler = HBaseHandler(store, scanners, args.host, args.port)
-    server = GatewayServer(handler, args.host, args.port, args.transport, args.protocol)
+    limits = Limits(
+        max_rows_per_call=args.max_rows_per_call,
+        max_mutate_bytes=args.max_mutate_bytes,
+        max_scanners_per_connection=args.max_scanners_per_connection,
+        max_connections=args.max_connections,
+        idle_timeout_seconds=args.idle_timeout_seconds,
+    )
+    scanners = ScannerRegistry(args.scanner_lease_seconds, max_per_owner=limits.max_scanners_per_connection)
+    handler = HBaseHandler(store, scanners, args.host, args.port, limits)
+    server = GatewayServer(handler, args.host, args.port, args.transport, args.protocol, limits)
     try:
         host, port = server.bind()
     except OSError as exc:

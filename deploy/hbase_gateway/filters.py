@@ -24,11 +24,13 @@ known departure: a row with no visible cell in the requested columns never reach
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
+
+import re2
 
 from .cells import Cell, split_column
 
@@ -98,7 +100,7 @@ class Comparator:
 
     kind: str
     value: bytes
-    _regex: re.Pattern[bytes] | None = field(default=None, compare=False, repr=False)
+    _regex: Any = field(default=None, compare=False, repr=False)  # a compiled re2 pattern
 
     @classmethod
     def parse(cls, text: bytes) -> Comparator:
@@ -107,11 +109,7 @@ class Comparator:
         if not sep:
             raise FilterError("Incorrect comparator")
         if name == "regexstring":
-            try:
-                # RegexStringComparator: Java's DOTALL by default, and find(), i.e. search.
-                return cls(name, value, re.compile(value, re.DOTALL))
-            except re.error as exc:
-                raise FilterError(f"bad regular expression {value!r}: {exc}") from None
+            return cls(name, value, _compile_regex(value))
         if name == "substring":
             return cls(name, value.lower())  # SubstringComparator lower-cases both sides
         if name in {"binary", "binaryprefix"}:
@@ -131,6 +129,34 @@ class Comparator:
             return 0 if self.value in data.lower() else 1
         assert self._regex is not None
         return 0 if self._regex.search(data) else 1
+
+
+def _regex_options() -> Any:
+    options = re2.Options()
+    options.dot_nl = True  # RegexStringComparator compiles with Java's DOTALL
+    options.encoding = re2.Options.Encoding.LATIN1  # its default charset: one character per byte
+    options.log_errors = False  # a client's bad pattern is answered, not logged by RE2 on stderr
+    return options
+
+
+_REGEX_OPTIONS = _regex_options()
+
+
+def _compile_regex(pattern: bytes) -> Any:
+    """RegexStringComparator's pattern, compiled by RE2, whose matching time is linear in the
+    input: a client's pattern such as ``(a+)+$`` cannot keep a gateway thread busy for hours
+    with the GIL held, as Python's backtracking ``re`` would. RE2 has no backreferences nor
+    lookaround (Java's regex has): such a pattern is refused with a clear error."""
+    try:
+        return re2.compile(pattern, _REGEX_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise FilterError(
+            f"bad or unsupported regular expression {pattern!r}: {reason} (the gateway matches with RE2, "
+            "linear-time: no backreferences or lookaround)"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from .errors import HBaseError, IllegalArgumentError, NotImplementedByGatewayErr
 from .filter_language import parse_filter
 from .filters import Filter, FilterError, scan_prefix
 from .idl import Hbase
+from .limits import Limits, current_connection, too_many_bytes, too_many_rows
 from .scanners import Row, Scanner, ScannerRegistry, scan_results
 from .store import Mutation, ScanSpec, Store
 
@@ -97,6 +98,16 @@ def _row_results(rows: Sequence[Row], sort_columns: bool = False) -> list[Any]:
     return [result(row, {c: cell(v, ts) for c, ts, v in cells}) for row, cells in rows]
 
 
+def _batch_bytes(batches: Sequence[tuple[bytes, Sequence[Mutation]]]) -> int:
+    """What a mutation batch weighs: its row keys, columns and values."""
+    total = 0
+    for row, mutations in batches:
+        total += len(row or b"")
+        for _d, column, value in mutations:
+            total += len(column or b"") + len(value or b"")
+    return total
+
+
 def _to_i64(value: int) -> int:
     return (value + 2**63) % 2**64 - 2**63  # Java long arithmetic wraps
 
@@ -104,11 +115,29 @@ def _to_i64(value: int) -> int:
 class HBaseHandler:
     """One instance serves every connection; all state lives in the store and the scanners."""
 
-    def __init__(self, store: Store, scanners: ScannerRegistry, host: str = "127.0.0.1", port: int = 9090):
+    def __init__(
+        self,
+        store: Store,
+        scanners: ScannerRegistry,
+        host: str = "127.0.0.1",
+        port: int = 9090,
+        limits: Limits | None = None,
+    ):
         self.store = store
         self.scanners = scanners
         self.host = host
         self.port = port
+        self.limits = limits or Limits()
+
+    def _check_rows(self, what: str, count: int) -> None:
+        if count > self.limits.max_rows_per_call:
+            raise too_many_rows(what, count, self.limits.max_rows_per_call)
+
+    def _mutate(self, table: bytes, batches: list[Any], timestamp: int | None, single_row: bool = False) -> None:
+        weight = _batch_bytes(batches)
+        if weight > self.limits.max_mutate_bytes:
+            raise too_many_bytes(weight, self.limits.max_mutate_bytes)
+        self.store.mutate(_as_bytes(table), batches, timestamp, single_row=single_row)
 
     # --- admin -----------------------------------------------------------------------------------
 
@@ -166,6 +195,7 @@ class HBaseHandler:
     def _read(
         self, table: bytes, rows: Sequence[bytes], columns: Sequence[bytes] | None, ts: int | None, versions: int = 1
     ) -> list[Row]:
+        self._check_rows("getRows", len(rows))
         selection = ColumnSelection.parse(_as_bytes(c) for c in columns or ())
         return self.store.get_rows(_as_bytes(table), [_as_bytes(r) for r in rows], selection, ts, versions)
 
@@ -225,14 +255,15 @@ class HBaseHandler:
         self, tableName: bytes, row: bytes, mutations: Any, timestamp: int | None, attributes: Any = None
     ) -> None:
         batch = [(_as_bytes(row), _mutations(mutations))]
-        self.store.mutate(_as_bytes(tableName), batch, timestamp, single_row=True)
+        self._mutate(tableName, batch, timestamp, single_row=True)
 
     def mutateRows(self, tableName: bytes, rowBatches: Any, attributes: Any = None) -> None:
         self.mutateRowsTs(tableName, rowBatches, None, attributes)  # type: ignore[arg-type]
 
     def mutateRowsTs(self, tableName: bytes, rowBatches: Any, timestamp: int | None, attributes: Any = None) -> None:
+        self._check_rows("mutateRows", len(rowBatches or ()))
         batches = [(b.row, _mutations(b.mutations)) for b in rowBatches or ()]
-        self.store.mutate(_as_bytes(tableName), batches, timestamp)
+        self._mutate(tableName, batches, timestamp)
 
     def deleteAll(self, tableName: bytes, row: bytes, column: bytes, attributes: Any = None) -> None:
         self.store.delete_all(_as_bytes(tableName), _as_bytes(row), _as_bytes(column))
@@ -299,12 +330,14 @@ class HBaseHandler:
     ) -> int:
         rows = self.store.scan(_as_bytes(table), spec)
         results = iter(()) if error else scan_results(rows, flt, batch)
-        return self.scanners.open(Scanner(results, _as_bytes(table), sort_columns, error))
+        return self.scanners.open(Scanner(results, _as_bytes(table), sort_columns, error, owner=current_connection()))
 
     def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any = None) -> int:
         """The IDL lets scannerOpenWithScan throw only IOError, so a bad filter string is kept on
         the scanner and raised as IllegalArgument by its first scannerGet/scannerGetList, which
         is the same step of happybase's ``scan()`` generator."""
+        if scan.caching:  # happybase's batch_size: the rows it will ask for per scannerGetList
+            self._check_rows("scan caching", scan.caching)
         flt: Filter | None = None
         error: HBaseError | None = None
         if scan.filterString:
@@ -312,6 +345,8 @@ class HBaseHandler:
                 flt = parse_filter(_as_bytes(scan.filterString))
             except FilterError as exc:
                 error = IllegalArgumentError(f"Incorrect filter string: {exc}")
+            except RecursionError:  # thousands of nested parentheses or SKIP/WHILE prefixes
+                error = IllegalArgumentError("Incorrect filter string: nested too deeply")
         start, stop = _as_bytes(scan.startRow), _as_bytes(scan.stopRow)
         if flt is not None:
             flt.set_reversed(bool(scan.reversed))
@@ -364,6 +399,7 @@ class HBaseHandler:
         return self._open_range(tableName, startRow, stopRow, columns, timestamp)
 
     def scannerGetList(self, id: int, nbRows: int) -> list[Any]:
+        self._check_rows("scannerGetList", nbRows)
         rows, scanner = self.scanners.next_rows(id, nbRows)
         return _row_results(rows, scanner.sorted_columns)
 

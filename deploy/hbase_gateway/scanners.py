@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .cells import Cell
 from .errors import HBaseError, ScannerExpiredError, UnknownScannerError
 from .filters import Filter, run
+from .limits import too_many_scanners
 
 Row = tuple[bytes, list[Cell]]
 
@@ -45,14 +46,25 @@ class Scanner:
     last_used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: bool = False
+    owner: int | None = None  # the connection that opened it (limits.current_connection)
 
 
 class ScannerRegistry:
-    """Scanner ids -> scanners, with idle leases swept lazily on each call."""
+    """Scanner ids -> scanners, with idle leases swept lazily on each call.
 
-    def __init__(self, lease_seconds: float = 60.0, remember_expired: int = 10000) -> None:
+    Each connection may have at most ``max_per_owner`` scanners open at once (counted from the
+    scanners it opened that are neither closed nor expired): a client that opens scanners in a
+    loop and never closes them is refused, not allowed to fill the memory until leases expire.
+    A scanner stays usable from any connection, as in HBase.
+    """
+
+    def __init__(
+        self, lease_seconds: float = 60.0, remember_expired: int = 10000, max_per_owner: int | None = None
+    ) -> None:
         self.lease_seconds = lease_seconds
+        self.max_per_owner = max_per_owner
         self._scanners: dict[int, Scanner] = {}
+        self._per_owner: dict[int, int] = {}
         self._expired: dict[int, None] = {}  # insertion-ordered, bounded: for a clearer error
         self._remember_expired = remember_expired
         self._ids = itertools.count(1)
@@ -65,6 +77,12 @@ class ScannerRegistry:
     def open(self, scanner: Scanner) -> int:
         self._sweep()
         with self._lock:
+            owner = scanner.owner
+            if owner is not None:
+                held = self._per_owner.get(owner, 0)
+                if self.max_per_owner is not None and held >= self.max_per_owner:
+                    raise too_many_scanners(self.max_per_owner)
+                self._per_owner[owner] = held + 1
             sid = next(self._ids)
             if sid > 0x7FFFFFFF:  # i32 ids: start over (ids that old are long gone)
                 self._ids = itertools.count(2)
@@ -99,7 +117,17 @@ class ScannerRegistry:
     def close(self, sid: int) -> None:
         self._lookup(sid)
         with self._lock:
-            self._scanners.pop(sid, None)
+            self._forget(self._scanners.pop(sid, None))
+
+    def _forget(self, scanner: Scanner | None) -> None:
+        """Under ``_lock``: a scanner left the registry; its owner may open another."""
+        if scanner is None or scanner.owner is None:
+            return
+        held = self._per_owner.get(scanner.owner, 0) - 1
+        if held > 0:
+            self._per_owner[scanner.owner] = held
+        else:
+            self._per_owner.pop(scanner.owner, None)
 
     def _sweep(self) -> None:
         """Expire idle scanners; at most once a second, so the per-call cost stays tiny."""
@@ -109,7 +137,7 @@ class ScannerRegistry:
         with self._lock:
             self._last_sweep = now
             for sid in [s for s, sc in self._scanners.items() if now - sc.last_used > self.lease_seconds]:
-                del self._scanners[sid]
+                self._forget(self._scanners.pop(sid))
                 self._expired[sid] = None
             while len(self._expired) > self._remember_expired:
                 del self._expired[next(iter(self._expired))]

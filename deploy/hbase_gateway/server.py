@@ -7,7 +7,10 @@ connection. Here every failure of a decoded request is answered (``IOError`` at 
 bytes that cannot be decoded close that one connection.
 
 A thread per connection is enough: the work is GIL-bound either way, SQLite releases the GIL
-while it works, and happybase connections are long-lived and few.
+while it works, and happybase connections are long-lived and few. Their number is capped
+(``Limits.max_connections``: one past the cap is closed as soon as it is accepted, the others
+never notice), and with ``Limits.idle_timeout_seconds`` a connection that sends nothing for that
+long is closed.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from .errors import HBaseError
 from .idl import Hbase
+from .limits import Limits, enter_connection
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +50,29 @@ _FIELD_FOR_KIND = {"io": "io", "illegal_argument": "ia", "already_exists": "exis
 _THRIFT_ERROR = {"io": Hbase.IOError, "ia": Hbase.IllegalArgument, "exist": Hbase.AlreadyExists}
 
 
+class RequestTooLarge(Exception):
+    """A request grew past ``Limits.max_request_bytes`` while being read: it cannot be answered
+    (its end was never read, so the stream cannot be resynchronised), only its connection closed."""
+
+
 class _BoundedSocket(TSocket):
+    """recv() sizes bounded, and the bytes of one request counted against a budget, so a client
+    cannot make the gateway buffer gigabytes before the per-call limits can even be checked."""
+
+    def __init__(self, sock: socket.socket, max_request_bytes: int) -> None:
+        super().__init__(sock=sock)
+        self.max_request_bytes = max_request_bytes
+        self.budget = max_request_bytes
+
+    def new_request(self) -> None:
+        self.budget = self.max_request_bytes
+
     def read(self, sz: int) -> bytes:
-        return super().read(min(sz, _MAX_RECV))
+        data = super().read(min(sz, _MAX_RECV))
+        self.budget -= len(data)
+        if self.budget < 0:
+            raise RequestTooLarge(f"request over {self.max_request_bytes:,} bytes")
+        return data
 
 
 class GatewayProcessor(TProcessor):
@@ -132,6 +156,10 @@ def _send(oprot: Any, message: bytes) -> None:
     oprot.trans.flush()
 
 
+def _peer_text(peer: Any) -> str:
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+
 def _transport_factory(name: str) -> Callable[[Any], Any]:
     cls = {"buffered": TCyBufferedTransport, "framed": TCyFramedTransport}[name]
     return lambda trans: cls(trans, _BUFFER)
@@ -148,11 +176,18 @@ class GatewayServer:
     """Accepts connections and serves each on its own thread until ``stop()``."""
 
     def __init__(
-        self, handler: object, host: str, port: int, transport: str = "buffered", protocol: str = "binary"
+        self,
+        handler: object,
+        host: str,
+        port: int,
+        transport: str = "buffered",
+        protocol: str = "binary",
+        limits: Limits | None = None,
     ) -> None:
         self.processor = GatewayProcessor(Hbase.Hbase, handler)
         self.host = host
         self.port = port
+        self.limits = limits or Limits()
         self._make_transport = _transport_factory(transport)
         self._make_protocol = _protocol_factory(protocol)
         self._listener: socket.socket | None = None
@@ -192,7 +227,18 @@ class GatewayServer:
         except OSError as exc:
             log.warning("accept failed", extra={"error": str(exc)})
             return
-        sock.settimeout(None)  # idle clients are never dropped
+        with self._clients_lock:
+            full = len(self._clients) >= self.limits.max_connections
+        if full:
+            log.warning(
+                "connection refused: too many connections (--max-connections)",
+                extra={"peer": _peer_text(peer), "max_connections": self.limits.max_connections},
+            )
+            with contextlib.suppress(OSError):
+                sock.close()
+            return
+        # A timeout on every recv/send: a client silent that long is dropped (None: never).
+        sock.settimeout(self.limits.idle_timeout_seconds or None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         thread = threading.Thread(target=self._serve_client, args=(sock, peer), daemon=True)
         with self._clients_lock:
@@ -200,15 +246,28 @@ class GatewayServer:
         thread.start()
 
     def _serve_client(self, sock: socket.socket, peer: Any) -> None:
-        peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        peer_text = _peer_text(peer)
+        enter_connection()
         log.debug("client connected", extra={"peer": peer_text})
-        transport = self._make_transport(_BoundedSocket(sock=sock))
+        bounded = _BoundedSocket(sock, self.limits.max_request_bytes)
+        transport = self._make_transport(bounded)
         protocol = self._make_protocol(transport)
         try:
             while not self._stopping:
+                bounded.new_request()
                 self.processor.process(protocol, protocol)
         except TTransportException:
             pass  # the client went away
+        except RequestTooLarge as exc:
+            log.warning(
+                "closing connection: request too large (over twice --max-mutate-bytes)",
+                extra={"peer": peer_text, "error": str(exc)},
+            )
+        except TimeoutError:
+            log.info(
+                "closing idle connection (--idle-timeout-seconds)",
+                extra={"peer": peer_text, "idle_timeout_seconds": self.limits.idle_timeout_seconds},
+            )
         except Exception as exc:  # undecodable bytes: only this connection ends
             log.warning("closing connection after malformed request", extra={"peer": peer_text, "error": repr(exc)})
         finally:

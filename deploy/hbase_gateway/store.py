@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .cells import (
+    FOREVER,
     Cell,
     ColumnSelection,
     FamilyOptions,
@@ -538,8 +539,11 @@ class Store:
         return dropped
 
     def compact_dirty(self) -> None:
-        """Background maintenance: compact the enabled tables written since their last compaction."""
-        for name in list(self._dirty):
+        """Background maintenance: compact the enabled tables written since their last compaction,
+        and every table with a family TTL, whose cells expire with no write at all (HBase's
+        periodic major compaction purges them the same way)."""
+        expiring = {name for name, info in list(self._tables.items()) if _has_ttl(info)}
+        for name in sorted(self._dirty | expiring):
             info = self._tables.get(name)
             if info is None or not info.enabled:
                 continue
@@ -625,6 +629,10 @@ def _batch(
         "servers with issues: the embedded gateway"
     )
     return good, error
+
+
+def _has_ttl(info: TableInfo) -> bool:
+    return any(o.time_to_live < FOREVER for o in info.families.values())
 
 
 def _check_row(row: bytes) -> None:
