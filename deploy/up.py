@@ -117,7 +117,8 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
         services.append((
             "hbase gateway",
             [py, "-m", "deploy.hbase_gateway", "--host", args.host, "--port", str(args.hbase_port),
-             "--data-dir", str(data_dir / "hbase")],
+             "--data-dir", str(data_dir / "hbase"),
+             "--metrics-port", str(load_config(args.config).get("hbase", "metrics_port", 0))],
             f"HBase Thrift (happybase): {args.host}:{args.hbase_port}",
         ))
     # Object storage (issue 7): SeaweedFS behind S3; endpoint and keys from [object_storage].

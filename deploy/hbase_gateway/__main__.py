@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from . import logs
+from . import logs, metrics
 from .handler import HBaseHandler
 from .limits import Limits
 from .scanners import ScannerRegistry
@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=9090, help="TCP port, 0 picks a free one (default 9090)")
+    parser.add_argument("--metrics-port", type=_port, default=0,
+                        help="Prometheus /metrics (requests and latency per Thrift method) on --host (default 0: off)")
     parser.add_argument("--data-dir", type=Path, required=True, help="directory of the durable store")
     parser.add_argument("--transport", choices=TRANSPORTS, default="buffered")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="binary")
@@ -161,6 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
         return 1
     handler.port = port
+    if args.metrics_port:
+        try:
+            metrics.serve(args.host, args.metrics_port)
+        except OSError as exc:
+            print(f"hbase-gateway: cannot serve metrics on {args.host}:{args.metrics_port}: {exc}", file=sys.stderr)
+            store.close()
+            return 1
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("stopping", extra={"signal": signal.Signals(signum).name})

@@ -34,6 +34,7 @@ from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.framed import TCyFramedTransport
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
+from . import metrics
 from .errors import HBaseError
 from .idl import Hbase
 from .limits import Limits, enter_connection
@@ -48,6 +49,7 @@ _MAX_RECV = 1 << 20  # a bogus length prefix cannot make one recv() allocate gig
 # IDL field that carries each kind of error in a ``<method>_result`` struct.
 _FIELD_FOR_KIND = {"io": "io", "illegal_argument": "ia", "already_exists": "exist"}
 _THRIFT_ERROR = {"io": Hbase.IOError, "ia": Hbase.IllegalArgument, "exist": Hbase.AlreadyExists}
+_OUTCOME = {"io": "io_error", "ia": "illegal_argument", "exist": "already_exists"}  # the metrics' label
 
 
 class RequestTooLarge(Exception):
@@ -93,14 +95,19 @@ class GatewayProcessor(TProcessor):
             self.send_exception(oprot, api, result, seqid)
             return
         assert call is not None
+        started = time.perf_counter()
+        outcome = "ok"
         try:
             result.success = call()
         except Exception as exc:  # every failure becomes an answer
             field, error = self._thrift_error(api, exc, result)
+            outcome = _OUTCOME.get(field or "", "internal")
             if field is None:
                 self.send_exception(oprot, api, error, seqid)
                 return
             setattr(result, field, error)
+        finally:
+            metrics.observe(api, outcome, time.perf_counter() - started)
         try:
             reply = _encode(oprot, api, TMessageType.REPLY, result, seqid)
         except Exception as exc:  # a reply that cannot be encoded is a gateway bug: still answer

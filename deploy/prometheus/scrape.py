@@ -3,7 +3,8 @@ loopback, the rules of this folder loaded.
 
 Targets come from the solution config, the same keys the processes read: the broker's `[bus] metrics_port`
 (Kafka's metric names), `[monitoring] metrics_port`, `[surveillance] metrics_port`, the mirror's
-`[dr] mirror_metrics_port`, the object store's `[object_storage] metrics_port` (SeaweedFS's own metrics) and the
+`[dr] mirror_metrics_port`, the object store's `[object_storage] metrics_port` (SeaweedFS's own metrics), the HBase
+gateway's `[hbase] metrics_port` (requests and latency per Thrift method) and the
 console's `/metrics` on its own port; the Spark jobs are seen through the broker (their consumer groups' lag) and
 the monitor (ingest latency and throughput from `ingest.stats`). A port of 0 leaves its job out.
 """
@@ -41,6 +42,7 @@ def targets(config: Config, host: str, console_port: int) -> list[Target]:
         ("surveillance", config.get("surveillance", "metrics_port", 9330)),
         ("mirror", config.get("dr", "mirror_metrics_port", 9320)),
         ("object_store", config.get("object_storage", "metrics_port", 0)),
+        ("hbase", config.get("hbase", "metrics_port", 0)),
         ("console", console_port),
     )
     return [Target(job, f"{host}:{int(port)}") for job, port in ports if int(port)]

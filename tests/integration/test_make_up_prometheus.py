@@ -14,7 +14,7 @@ import pytest
 from tests.support.ports import free_port
 from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
 
-EXPECTED_JOBS = {"bus", "monitor", "surveillance", "mirror", "object_store", "console"}
+EXPECTED_JOBS = {"bus", "monitor", "surveillance", "mirror", "object_store", "hbase", "console"}
 
 
 def _targets(port: int) -> list[dict[str, object]]:
@@ -30,7 +30,7 @@ def _targets(port: int) -> list[dict[str, object]]:
 def test_prometheus_scrapes_every_process_and_finds_it_up(tmp_path: Path) -> None:
     if shutil.which("prometheus") is None:
         pytest.fail("Debian's prometheus is missing: run `make system-deps`")
-    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "busm", "s3m", "prom")}
+    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "busm", "s3m", "hbm", "prom")}
     config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports, "--prometheus", timeout=180)
