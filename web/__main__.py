@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from web.auth.cli import add_users_parser, run_users
 from web.settings import ConsoleSettings
 
@@ -24,18 +25,22 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--host", default=None, help="listen address (default [console] host)")
     parser.add_argument("--port", type=int, default=None, help="listen port (default [console] port)")
     parser.add_argument("--data-dir", type=Path, default=None, help="console state: signing key, admin password file")
+    add_log_flags(parser, level=False)
     add_users_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv), config
 
 
-def serve(settings: ConsoleSettings) -> int:
+def serve(settings: ConsoleSettings, log_format: str) -> int:
     import uvicorn  # the users commands do not need the server's imports
 
     from web.app import create_app
+    from web.hardening import uvicorn_log_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logs("console", log_format)
+    tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key} if settings.tls else {}
+    # The access log leaves query strings out (searched plates are personal data): see web.hardening.
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
-                proxy_headers=False, server_header=False)
+                log_config=uvicorn_log_config(), proxy_headers=False, server_header=False, **tls)
     return 0
 
 
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "users":
         return run_users(args, settings)
-    return serve(settings)
+    return serve(settings, args.log_format)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from web.audit import AuditLog
 from web.auth import Auth
 from web.backends import Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
+from web.hardening import StrictTransportSecurity, add_docs, metrics_endpoint
 from web.metrics import ConsoleMetrics, MetricsMiddleware
 from web.overview import Overview
 from web.routers import (
@@ -67,7 +68,7 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
         backends.close()
 
     app = FastAPI(title="Security-video data bus console", version="1", lifespan=lifespan,
-                  openapi_url="/openapi.json", docs_url="/docs", redoc_url=None)
+                  openapi_url="/openapi.json", docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
@@ -81,7 +82,10 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.overview = Overview(settings.topics, app.state.hub)
     app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    app.add_route("/metrics", metrics.endpoint, include_in_schema=False)
+    if settings.tls:
+        app.add_middleware(StrictTransportSecurity)
+    app.add_route("/metrics", metrics_endpoint(metrics), include_in_schema=False)
+    add_docs(app)
     app.mount("/static", pages.static_files(), name="static")
     for router in ROUTERS:
         app.include_router(router)

@@ -40,6 +40,23 @@ class ConsoleSettings:
     alertmanager_url: str = ""
     """A real Alertmanager's base address: the alerts page reads its ``/api/v2/alerts`` ("" : the monitor's own
     book in HBase). ``[console] alertmanager_url``, else the monitor's first ``type = "alertmanager"`` receiver."""
+    max_transcodes: int = 2
+    """Video transcodes the console runs at once (``/api/v1/video/playable`` answers 429 beyond)."""
+    max_transcodes_per_user: int = 1
+    """Transcodes one user may have running at once."""
+    session_recheck_s: float = 5.0
+    """How often a live event stream re-checks its session or token (logout, user removed or demoted ends it)."""
+    login_free_failures: int = 5
+    """Failed logins of one name from one client address before that pair is locked (growing lock)."""
+    login_address_free_failures: int = 20
+    """Failed logins from one client address, whatever the names, before that address is locked."""
+    tls_cert: str = ""
+    """PEM certificate chain: with ``tls_key``, the console serves HTTPS only (secure cookies, HSTS)."""
+    tls_key: str = ""
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert and self.tls_key)
 
     @classmethod
     def from_config(cls, config: Config, **overrides: object) -> ConsoleSettings:
@@ -64,6 +81,11 @@ class ConsoleSettings:
             "dr": config.section("dr"),
             "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")
             or console_alertmanager_url(config.section("monitoring")),
+            **{key: config.get("console", key, getattr(default, key))
+               for key in ("max_transcodes", "max_transcodes_per_user", "session_recheck_s", "login_free_failures",
+                           "login_address_free_failures", "tls_cert", "tls_key")},
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if bool(values["tls_cert"]) != bool(values["tls_key"]):
+            raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
         return cls(**values)  # type: ignore[arg-type]

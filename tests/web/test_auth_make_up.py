@@ -24,8 +24,8 @@ MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surv
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
     """A solution config of this test's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
-    optionally "drh", the DR site's HBase, "busm" the broker's, "s3m" the object store's and "hbm" the HBase gateway's metrics, "prom"
-    Prometheus) and the deployment map in `tmp_path`, so that two make-up tests running
+    optionally "drh", the DR site's HBase, "busm" the broker's, "s3m" the object store's and "hbm" the HBase
+    gateway's metrics, "prom" Prometheus) and the deployment map in `tmp_path`, so that two make-up tests running
     at once share no port and no file. `bus`: the `[bus] bootstrap_servers` (default the "bus" port)."""
     bootstrap = bus or f"127.0.0.1:{ports['bus']}"
     optional = {"busm": ("bus", "metrics_port"), "s3m": ("object_storage", "metrics_port"),

@@ -1,4 +1,9 @@
-"""Login throttle: consecutive failed logins for one username lock it out for a growing time.
+"""Login throttle: consecutive failed logins for one key lock it out for a growing time.
+
+:class:`web.auth.Auth` keeps two: one keyed by (client address, username), so guessing one account's
+password from one address is slowed while the same account's owner logging in from another address is
+not locked out by someone else's failures; and one keyed by the client address alone with more free
+failures, so spraying many names from one address is slowed too.
 
 After ``free_failures`` failures in a row, each further failure locks the name for
 ``base_s * 2**(extra failures)`` seconds, capped at ``max_s``; a login during the lock is refused with
@@ -9,6 +14,7 @@ The state is in memory, per console process: a restart forgets it, and two conso
 count on their own. That is acceptable for one console per site; a shared store would be needed
 behind a load balancer. Unknown usernames are throttled like real ones, so the answer does not reveal
 which names exist; the table is bounded (oldest entries dropped) so random names cannot grow it.
+(Below, "username" is whatever key the caller counts by.)
 """
 
 from __future__ import annotations

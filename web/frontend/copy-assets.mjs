@@ -12,6 +12,9 @@ const files = {
   "leaflet/dist/images": "leaflet/images",
   "uplot/dist/uPlot.iife.min.js": "uplot/uPlot.iife.min.js",
   "uplot/dist/uPlot.min.css": "uplot/uPlot.min.css",
+  "swagger-ui-dist/swagger-ui-bundle.js": "swagger-ui/swagger-ui-bundle.js",
+  "swagger-ui-dist/swagger-ui.css": "swagger-ui/swagger-ui.css",
+  "swagger-ui-dist/favicon-32x32.png": "swagger-ui/favicon-32x32.png",
 };
 rmSync(vendor, { recursive: true, force: true });
 for (const [from, to] of Object.entries(files)) {

@@ -20,9 +20,10 @@ router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 LoginForm = Annotated[OAuth2PasswordRequestForm, Depends()]
 
 
-def _login(auth: AuthDep, form: OAuth2PasswordRequestForm) -> StoredUser:
+def _login(auth: AuthDep, form: OAuth2PasswordRequestForm, request: Request) -> StoredUser:
+    address = request.client.host if request.client else ""
     try:
-        return auth.login(form.username, form.password)
+        return auth.login(form.username, form.password, address)
     except LoginThrottled as exc:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc),
                             headers={"Retry-After": str(exc.retry_after)}) from None
@@ -31,17 +32,17 @@ def _login(auth: AuthDep, form: OAuth2PasswordRequestForm) -> StoredUser:
 
 
 @router.post("/token", response_model=Token)
-def token(auth: AuthDep, form: LoginForm) -> Token:
-    user = _login(auth, form)
+def token(auth: AuthDep, form: LoginForm, request: Request) -> Token:
+    user = _login(auth, form, request)
     return Token(access_token=auth.signer.issue(user.username, user.uid), expires_in=auth.signer.ttl_s)
 
 
 @router.post("/session", response_model=UserOut)
-def session(auth: AuthDep, settings: SettingsDep, form: LoginForm, response: Response) -> UserOut:
-    user = _login(auth, form)
+def session(auth: AuthDep, settings: SettingsDep, form: LoginForm, request: Request, response: Response) -> UserOut:
+    user = _login(auth, form, request)
     session_id = auth.sessions.open(user.username, user.uid)
     response.set_cookie(COOKIE_NAME, session_id, max_age=settings.session_ttl_s, httponly=True, samesite="strict",
-                        secure=settings.url.startswith("https:"), path="/")
+                        secure=settings.tls or settings.url.startswith("https:"), path="/")
     return UserOut(username=user.username, role=user.role)
 
 

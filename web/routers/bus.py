@@ -23,6 +23,7 @@ from web.models.bus import (
     TopicDetail,
     TopicSummary,
 )
+from web.redaction import NoControlTopicsForViewers, message_for
 from web.routers.data_common import DataDep, answering, audited
 from web.services import bus, groups, messages
 
@@ -51,12 +52,13 @@ def topic(name: TopicPath, _user: ViewerDep, backends: BackendsDep, data: DataDe
 
 
 @router.get("/topics/{name}/messages", response_model=list[Message])
-def topic_messages(name: TopicPath, _user: ViewerDep, backends: BackendsDep,
+def topic_messages(name: TopicPath, user: ViewerDep, backends: BackendsDep, _control: NoControlTopicsForViewers,
                    limit: Annotated[int, Query(ge=1, le=messages.MAX_LIMIT)] = 50,
                    partition: Annotated[int | None, Query(ge=0)] = None) -> list[Message]:
-    """The latest ``limit`` messages (of one partition, or of all by timestamp), newest first."""
+    """The latest ``limit`` messages (of one partition, or of all by timestamp), newest first (a viewer: no
+    control topic, 403, and no face feature vectors)."""
     with answering("query"):
-        return [Message(**m) for m in messages.latest(backends, name, limit, partition)]
+        return [Message(**message_for(user, m)) for m in messages.latest(backends, name, limit, partition)]
 
 
 @router.post("/topics", response_model=TopicDetail, status_code=status.HTTP_201_CREATED)

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, AwareDatetime
 from contracts.records import Kind, is_checkpoint_id, is_plate
 from web.dependencies import BackendsDep, ViewerDep
 from web.models.captures import CaptureDetail, CapturePage
+from web.redaction import record_for
 from web.routers.data_common import DataDep, answering, invalid
 from web.services import captures
 
@@ -72,8 +73,9 @@ def search(_user: ViewerDep, backends: BackendsDep, data: DataDep, plate: Plate 
 
 
 @router.get("/{kind}/{record_id}", response_model=CaptureDetail)
-def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=200)], _user: ViewerDep,
+def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=200)], user: ViewerDep,
            backends: BackendsDep, data: DataDep) -> CaptureDetail:
-    """The whole record as stored, with ingest_time, latency_ms (ingest - capture) and its location."""
+    """The whole record as stored, with ingest_time, latency_ms (ingest - capture) and its location (a viewer's
+    without the face feature vector)."""
     with answering("path"), backends.hbase() as conn:
-        return CaptureDetail(**captures.capture_detail(conn, kind, record_id, data.map.locate))
+        return CaptureDetail(**record_for(user, captures.capture_detail(conn, kind, record_id, data.map.locate)))

@@ -3,6 +3,10 @@
 Each event's ``event:`` is the topic, its ``data:`` the record as JSON plus a ``topic`` field; a
 page that fell behind gets ``event: dropped`` with how many it lost. Keep-alive pings every
 ``PING_S`` seconds keep proxies from closing a quiet stream.
+
+Every ``[console] session_recheck_s`` seconds the stream checks its credentials again: a logout, an expired
+token or session, a removed user or a changed role ends it with ``event: closed`` (the page's reconnect then
+meets the login). A viewer's events carry no face feature vectors.
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from sse_starlette import EventSourceResponse
 
+from web.auth import Role
 from web.dependencies import ViewerDep
 from web.events import EventHub, default_topics
+from web.hardening import credentials_check, until_revoked
+from web.redaction import without_features
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -24,7 +31,7 @@ SEND_TIMEOUT_S = 30
 
 
 @router.get("/events", response_class=EventSourceResponse)
-async def events(_user: ViewerDep, request: Request,
+async def events(user: ViewerDep, request: Request,
                  topics: Annotated[str | None, Query(max_length=2000,
                                                      description="comma-separated topics (default: all)")] = None,
                  ) -> EventSourceResponse:
@@ -35,4 +42,7 @@ async def events(_user: ViewerDep, request: Request,
         raise RequestValidationError([{"type": "value_error", "loc": ("query", "topics"), "input": topics,
                                        "msg": f"not event topics: {', '.join(unknown)}; "
                                               f"choose from {', '.join(hub.topics)}"}])
-    return EventSourceResponse(hub.stream(wanted), ping=PING_S, send_timeout=SEND_TIMEOUT_S)
+    stream = without_features(hub.stream(wanted)) if user.role is Role.VIEWER else hub.stream(wanted)
+    stream = until_revoked(stream, credentials_check(request, user.role), request.app.state.settings.session_recheck_s)
+    return EventSourceResponse(stream, ping=PING_S, send_timeout=SEND_TIMEOUT_S)
+

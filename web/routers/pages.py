@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -68,7 +68,7 @@ def static_files() -> StaticFiles:
 
 
 def render(request: Request, template: str, page: str, user: UserOut | None, status_code: int = 200,
-           **context: Any) -> HTMLResponse:
+           next_page: str | None = None, **context: Any) -> HTMLResponse:
     lang = i18n.language(request.cookies.get(i18n.COOKIE))
     messages = i18n.catalog(lang)
     nav = [p for p in PAGES if user is not None and user.role.allows(p.role)]
@@ -77,6 +77,8 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
                  "user": user.model_dump(mode="json") if user else None,
                  "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts,
                                   **{name: getattr(topics, name) for name in SURVEILLANCE_TOPICS}}}
+    if next_page is not None:
+        page_data["next"] = next_page  # the login page's target, already checked by safe_next
     response = templates.TemplateResponse(request, template, {
         "t": lambda key, **params: i18n.translate(lang, key, **params),
         "lang": lang, "languages": i18n.LANGUAGES, "page": page, "user": user, "nav": nav,
@@ -120,14 +122,24 @@ for _page in PAGES:
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request) -> Response:
     """The login form; someone already logged in goes straight on."""
+    target = safe_next(request.query_params.get("next"))
     if session_user(request) is not None:
-        return RedirectResponse(safe_next(request.query_params.get("next")), status_code=303)
-    return render(request, "login.html", "login", None)
+        return RedirectResponse(target, status_code=303)
+    return render(request, "login.html", "login", None, next_page=target)
 
 
 def safe_next(target: str | None) -> str:
-    """A redirect target on this site only (a path, never ``//host`` or a scheme): no open redirector."""
-    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+    """A redirect target on this site only (a path, never ``//host`` or a scheme): no open redirector.
+
+    Browsers drop tabs and newlines from a URL and read ``\\`` as ``/``, so ``/\t/evil``, ``/\\evil`` and the
+    like would leave the site: any whitespace, control character or backslash refuses the target, and what is
+    left must parse as a path with neither scheme nor host.
+    """
+    if (not target or not target.startswith("/") or target.startswith("//") or len(target) > 2000
+            or any(c == "\\" or c.isspace() or not c.isprintable() for c in target)):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return "/"
     return target
 

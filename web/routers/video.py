@@ -9,7 +9,7 @@ import datetime as dt
 import threading
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.records import CITY_TZ
@@ -18,7 +18,7 @@ from web.dependencies import AuditDep, OperatorDep, SettingsDep, ViewerDep
 from web.models.video import AnalyzeIn, CommandOut, DayOut, ObjectOut, PlayableOut, TaskOut, VideoOut
 from web.routers.data_common import answering, audited, invalid
 from web.services.video import VideoService
-from web.services.video_media import RangeNotSatisfiable, parse_range
+from web.services.video_media import RangeNotSatisfiable, TranscodesBusy, media_headers, parse_range
 
 router = APIRouter(prefix="/api/v1/video", tags=["video"])
 _service_lock = threading.Lock()
@@ -59,33 +59,44 @@ def videos(camera_id: Camera, _user: ViewerDep, video: VideoDep,
 
 
 @router.get("/playable", response_model=PlayableOut)
-def playable(url: S3Url, _user: ViewerDep, video: VideoDep) -> PlayableOut:
-    """Where the browser can play a video: ready (itself or its WebM copy), or transcoding (poll again)."""
+def playable(url: S3Url, user: ViewerDep, video: VideoDep) -> PlayableOut:
+    """Where the browser can play a video: ready (itself or its WebM copy), or transcoding (poll again).
+
+    429 with ``Retry-After`` when starting its transcode would pass ``[console] max_transcodes`` running at
+    once, or ``max_transcodes_per_user`` of this user's."""
     with answering("query"):
-        return PlayableOut(**video.media.playable(url))
+        try:
+            return PlayableOut(**video.media.playable(url, user.username))
+        except TranscodesBusy as exc:
+            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc),
+                                headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 @router.get("/media", response_class=StreamingResponse,
             responses={206: {"description": "the requested byte range"}, 416: {"description": "range outside"}})
 def media(url: S3Url, _user: ViewerDep, video: VideoDep,
           range_: Annotated[str | None, Header(alias="Range")] = None) -> Response:
-    """The object's bytes through the console (ranges honoured so a player can seek)."""
+    """The object's bytes through the console (ranges honoured so a player can seek).
+
+    Served as its own type for video and images only; anything else as an ``application/octet-stream``
+    attachment; always ``nosniff`` with a sandboxing content-security policy (see ``media_headers``)."""
     with answering("query"):
         info = video.media.stat(url)
         size = info.size or 0
         try:
             byte_range = parse_range(range_, size)
         except RangeNotSatisfiable as exc:
-            return Response(str(exc), status.HTTP_416_REQUESTED_RANGE_NOT_SATISFIABLE,
-                            headers={"Content-Range": f"bytes */{size}"})
+            return Response(str(exc), status.HTTP_416_REQUESTED_RANGE_NOT_SATISFIABLE, media_type="text/plain",
+                            headers={"Content-Range": f"bytes */{size}", **media_headers(None)[1]})
         body = video.media.read(url, byte_range)
-    headers = {"Accept-Ranges": "bytes", "Cache-Control": "private, max-age=300", "ETag": f'"{info.etag}"'}
+    media_type, safety = media_headers(info.content_type)
+    headers = {"Accept-Ranges": "bytes", "Cache-Control": "private, max-age=300", "ETag": f'"{info.etag}"', **safety}
     if byte_range is None:
         headers["Content-Length"] = str(size)
-        return StreamingResponse(body, media_type=info.content_type, headers=headers)
+        return StreamingResponse(body, media_type=media_type, headers=headers)
     headers["Content-Length"] = str(byte_range.length)
     headers["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{size}"
-    return StreamingResponse(body, status.HTTP_206_PARTIAL_CONTENT, media_type=info.content_type, headers=headers)
+    return StreamingResponse(body, status.HTTP_206_PARTIAL_CONTENT, media_type=media_type, headers=headers)
 
 
 @router.post("/tasks", response_model=CommandOut, status_code=status.HTTP_202_ACCEPTED)

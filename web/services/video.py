@@ -59,7 +59,8 @@ class VideoService:
     def __init__(self, settings: ConsoleSettings, backends: Backends) -> None:
         self._settings = settings
         self._backends = backends
-        self.media = VideoMedia(backends)
+        self.media = VideoMedia(backends, max_transcodes=settings.max_transcodes,
+                                max_transcodes_per_user=settings.max_transcodes_per_user)
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 

@@ -34,6 +34,31 @@ CHUNK = 256 * 1024
 BROWSER_CODECS = frozenset({"vp80", "vp90", "vp08", "vp09", "avc1", "h264", "x264"})
 """FourCCs (lower case) Chromium decodes; OpenCV reports VP8/VP9 WebM as VP80/VP90."""
 TRANSCODED_PREFIX = "transcoded"
+MEDIA_CSP = "sandbox; default-src 'none'; media-src 'self'; img-src 'self'"
+"""Whatever an object holds, opened as a page it runs nothing and reaches nothing."""
+
+
+def media_headers(content_type: str | None) -> tuple[str, dict[str, str]]:
+    """The type an object is served as, and the headers that keep it from acting as a page of the console.
+
+    Video and images keep their own type (a player and an ``<img>`` need it); anything else, HTML, SVG (an
+    image that runs scripts), JavaScript or unknown, is an ``application/octet-stream`` attachment. Every answer
+    says ``nosniff`` and carries a sandboxing content-security policy.
+    """
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": MEDIA_CSP}
+    if kind.startswith(("video/", "image/")) and kind != "image/svg+xml" and "xml" not in kind:
+        return kind, headers
+    headers["Content-Disposition"] = "attachment"
+    return "application/octet-stream", headers
+
+
+class TranscodesBusy(Exception):
+    """Too many transcodes running (HTTP 429 with ``Retry-After``)."""
+
+    def __init__(self, reason: str, retry_after: int = 10) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -103,12 +128,17 @@ class VideoMedia:
     """Listing, ranged reads and on-demand transcoding over the console's object-store client."""
 
     def __init__(self, backends: Backends, buckets: tuple[str, ...] = (storage.VIDEOS_BUCKET,
-                                                                       storage.SYNOPSIS_BUCKET)) -> None:
+                                                                       storage.SYNOPSIS_BUCKET),
+                 max_transcodes: int = 2, max_transcodes_per_user: int = 1) -> None:
         self._backends = backends
         self._buckets = buckets
+        self.max_transcodes = max_transcodes
+        self.max_transcodes_per_user = max_transcodes_per_user
         self._lock = threading.Lock()
         self._transcoding: dict[str, str | None] = {}
         """Original URL -> None while a transcode runs, or the reason it failed."""
+        self._running: dict[str, str] = {}
+        """Original URL -> who started its running transcode (the limits count these)."""
         self._codecs: dict[tuple[str, str], str] = {}
         """(URL, ETag) -> the video's FourCC, so a file is probed once."""
 
@@ -193,11 +223,13 @@ class VideoMedia:
         return chunks()
 
     # -- playable copies --------------------------------------------------------------------------
-    def playable(self, url: str) -> dict[str, Any]:
+    def playable(self, url: str, user: str = "") -> dict[str, Any]:
         """Where the browser can play ``url``: itself, a finished transcode, or ``transcoding`` (started now if idle).
 
         ``{"state": "ready", "media_url": s3://...}``, ``{"state": "transcoding"}`` or
-        ``{"state": "failed", "error": reason}`` (a file no decoder reads).
+        ``{"state": "failed", "error": reason}`` (a file no decoder reads). A new transcode starts only while
+        fewer than ``max_transcodes`` run, and fewer than ``max_transcodes_per_user`` of ``user``'s: else
+        :class:`TranscodesBusy` (asking about a transcode already running is always answered).
         """
         info = self.stat(url)
         if (info.content_type or "").startswith("video/webm") or url.endswith(".webm"):
@@ -216,7 +248,14 @@ class VideoMedia:
                     return {"state": "transcoding"}
                 del self._transcoding[url]  # report once; a later request tries again
                 return {"state": "failed", "error": error}
+            if len(self._running) >= self.max_transcodes:
+                raise TranscodesBusy(f"{len(self._running)} transcodes are running (at most {self.max_transcodes})")
+            mine = sum(1 for who in self._running.values() if who == user)
+            if mine >= self.max_transcodes_per_user:
+                raise TranscodesBusy(f"{user or 'this user'} already has {mine} transcode(s) running "
+                                     f"(at most {self.max_transcodes_per_user} per user)")
             self._transcoding[url] = None
+            self._running[url] = user
         threading.Thread(target=self._transcode, args=(url, copy), name="video-transcode", daemon=True).start()
         return {"state": "transcoding"}
 
@@ -274,6 +313,7 @@ class VideoMedia:
             log.warning("transcoding %s failed: %s", url, exc)
             error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         with self._lock:
+            self._running.pop(url, None)
             if error is None:
                 self._transcoding.pop(url, None)
             else:

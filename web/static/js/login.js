@@ -6,10 +6,10 @@
   const form = document.getElementById("login-form");
   const error = document.getElementById("login-error");
 
-  /** Only a path on this site (never //host or a scheme), so the login page cannot be used as a redirector. */
+  /** The target the server checked (a path on this site only, see pages.safe_next): never a redirector. */
   function nextPage() {
-    const next = new URLSearchParams(window.location.search).get("next") || "/";
-    return next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") ? next : "/";
+    const next = Console.page.next || "/";
+    return next.startsWith("/") && !next.startsWith("//") && !/[\\\s]/.test(next) ? next : "/";
   }
 
   form.addEventListener("submit", async (event) => {

@@ -27,7 +27,17 @@ const VideoPlayers = (() => {
 
     async function ready(url) {
       for (;;) {
-        const { data } = await api("/api/v1/video/playable", { params: { url } });
+        let data;
+        try {
+          ({ data } = await api("/api/v1/video/playable", { params: { url } }));
+        } catch (e) {
+          if (e.status !== 429) throw e;
+          // The console runs few transcodes at once ([console] max_transcodes): wait as it says, then ask again.
+          const seconds = Number(e.response && e.response.headers.get("Retry-After")) || 5;
+          name.textContent = t("video.transcodes_busy", { seconds });
+          await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+          continue;
+        }
         if (data.state === "ready") return data.media_url;
         if (data.state === "failed") throw new Error(t("video.cannot_play", { reason: data.error }));
         name.textContent = t("video.transcoding");
