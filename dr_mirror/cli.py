@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 
 from contracts import config as solution_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from dr_mirror.metrics import MirrorMetrics
 from dr_mirror.mirror import Mirror
 from dr_mirror.settings import Settings, SettingsError, defaults_from, from_legacy_flags, load
@@ -33,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--blacklist", "--exclude", dest="exclude", help="topics not to mirror (regex)")
     p.add_argument("--num.streams", dest="streams", type=int, default=1, help="worker threads (tasks.max)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
-    p.add_argument("--log-level", default="INFO")
+    add_log_flags(p)
     return p
 
 
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logs("mirror", args.log_format, args.log_level.upper())
     try:
         settings = settings_from(args)
     except (SettingsError, ValueError, FileNotFoundError) as exc:

@@ -21,6 +21,8 @@ import sys
 
 from contracts.config import add_config_flag, preparse_config
 from contracts.deployment_map import map_path
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from contracts.metrics_http import serve_metrics
 from contracts.topics import Topics
 from contracts.topics import partitions as topic_partitions
@@ -37,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m monitoring", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
-    parser.add_argument("--log-level", default="INFO")
+    add_log_flags(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logs("monitor", args.log_format, args.log_level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per run would drown the log
     try:
         cfg = load(config)

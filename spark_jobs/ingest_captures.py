@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from contracts.topics import Topics
 from ingest.producer import open_producer
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
@@ -72,6 +74,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
                         help="tasks per micro-batch (default: the cores Spark has, e.g. 2 for local[2])")
     parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
+    add_log_flags(parser)
     return parser.parse_args(argv), config
 
 
@@ -202,6 +205,7 @@ def run_restarting(start: Callable[[], Any], batches: Callable[[], int],
 
 def main(argv: list[str] | None = None) -> int:
     args, _config = parse_args(argv)
+    setup_logs("capture-ingest", args.log_format, args.log_level)  # the driver's Python logs (Spark's own: log4j)
     from pyspark.sql import SparkSession
 
     prepare_sinks(args)

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from contracts.topics import Topics, partitions
 from contracts.video import ANALYZE, TERMINAL, CommandError, VideoCommand, parse_command, task_id_of
 from spark_jobs import launch
@@ -82,6 +84,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--commands-topic", default=topics.video_commands)
     parser.add_argument("--status-topic", default=topics.video_status)
     parser.add_argument("--results-topic", default=topics.video_results)
+    add_log_flags(parser)
     args = parser.parse_args(argv)
     if args.max_concurrent < 1 or args.max_attempts < 1:
         parser.error("--max-concurrent and --max-attempts must be at least 1")
@@ -241,6 +244,7 @@ def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
+    setup_logs("video-ingest", args.log_format, args.log_level)  # the driver's Python logs (Spark's own: log4j)
     from pyspark.sql import SparkSession
 
     from spark_jobs.ingest_captures import run_restarting

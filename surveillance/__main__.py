@@ -8,13 +8,14 @@ acknowledged, offsets committed).
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 
 from threadpoolctl import threadpool_limits
 
 from contracts.config import add_config_flag, preparse_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from contracts.metrics_http import serve_metrics
 
 from .service import STAGES, Service
@@ -29,12 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated stages to run in this process (default all: {','.join(STAGES)}); "
                              "a stage scales by running it in more processes")
-    parser.add_argument("--log-level", default="INFO")
+    add_log_flags(parser)
     args = parser.parse_args(argv)
     unknown = set(args.stages.split(",")) - set(STAGES)
     if unknown:
         parser.error(f"unknown stages {', '.join(sorted(unknown))}: choose from {', '.join(STAGES)}")
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logs("surveillance", args.log_format, args.log_level)
     try:
         settings = Settings.from_config(config)
     except ValueError as exc:

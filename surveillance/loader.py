@@ -29,6 +29,8 @@ import happybase
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from contracts.surveillance import parse_hit
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
 from contracts.topics import Topics
@@ -173,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbase-host", help="override [hbase] host")
     parser.add_argument("--hbase-port", type=int, help="override [hbase] port")
     parser.add_argument("--group", dest="group_id", help="consumer group (default surveillance-loader)")
+    add_log_flags(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logs("hit-loader", args.log_format, args.log_level)
     settings = LoaderSettings.from_config(config, bootstrap_servers=args.bootstrap_servers,
                                           hbase_host=args.hbase_host, hbase_port=args.hbase_port,
                                           group_id=args.group_id)

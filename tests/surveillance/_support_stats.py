@@ -4,6 +4,7 @@ sharing the partitions."""
 from __future__ import annotations
 
 import ast
+import json
 import random
 import re
 import time
@@ -98,14 +99,20 @@ def records_per_partition(bootstrap: str, topic: str, partitions: int) -> list[i
         consumer.close()
 
 
-ASSIGNED = re.compile(r"surveillance\.bus: (\S+): assigned (\[.*\])")
+ASSIGNED = re.compile(r"(\S+): assigned (\[.*\])")
 
 
 def assignments(service: ServiceProcess, since: int = 0) -> dict[str, list[tuple[str, int]]]:
-    """Each stage's latest assignment in this process's log (from character ``since`` on)."""
+    """Each stage's latest assignment in this process's JSON log (from character ``since`` on)."""
     latest: dict[str, list[tuple[str, int]]] = {}
-    for stage, listed in ASSIGNED.findall(service.text()[since:]):
-        latest[stage] = ast.literal_eval(listed)   # the log prints a list of (topic, partition) tuples
+    for line in service.text()[since:].splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the read, or not a log line
+        match = ASSIGNED.fullmatch(entry.get("message", "")) if entry.get("logger") == "surveillance.bus" else None
+        if match:
+            latest[match.group(1)] = ast.literal_eval(match.group(2))  # a list of (topic, partition) tuples
     return latest
 
 
