@@ -130,7 +130,8 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
         f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets videos, synopsis)",
     ))
     console = [py, "-m", "web", *(["--config", str(args.config)] if args.config else []), "--host", args.host,
-               "--port", str(args.console_port), "--data-dir", str(data_dir / "console")]
+               "--port", str(args.console_port), "--data-dir", str(data_dir / "console"),
+               *(["--prometheus-url", f"http://{args.host}:{args.prometheus_port}"] if args.prometheus else [])]
     services.append(("console", console, f"operator console: {_console_url(args)}"))
     return services
 

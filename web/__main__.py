@@ -26,6 +26,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--port", type=int, default=None, help="listen port (default [console] port)")
     parser.add_argument("--data-dir", type=Path, default=None, help="console state: signing key, admin password file")
     add_log_flags(parser, level=False)
+    parser.add_argument("--prometheus-url", default=None, help="Prometheus to link from the monitoring page "
+                                                                "(default [prometheus] url)")
     add_users_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv), config
 
@@ -47,7 +49,8 @@ def serve(settings: ConsoleSettings, log_format: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
     try:
-        settings = ConsoleSettings.from_config(config, host=args.host, port=args.port, data_dir=args.data_dir)
+        settings = ConsoleSettings.from_config(config, host=args.host, port=args.port, data_dir=args.data_dir,
+                                               prometheus_url=args.prometheus_url)
     except ValueError as exc:
         print(f"bad config: {exc}", file=sys.stderr)
         return 2

@@ -37,6 +37,9 @@ class ConsoleSettings:
     topics: Topics = field(default_factory=Topics)
     dr: dict[str, object] = field(default_factory=dict)
     """The ``[dr]`` section as it is (the DR page reads the mirror's metrics port and the drill reports dir)."""
+    prometheus_url: str = ""
+    """Prometheus's address, linked from the monitoring page ("": no link). ``[prometheus] url``; `make up
+    PROMETHEUS=1` passes the one it starts (``--prometheus-url``)."""
     alertmanager_url: str = ""
     """A real Alertmanager's base address: the alerts page reads its ``/api/v2/alerts`` ("" : the monitor's own
     book in HBase). ``[console] alertmanager_url``, else the monitor's first ``type = "alertmanager"`` receiver."""
@@ -79,6 +82,7 @@ class ConsoleSettings:
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
             "dr": config.section("dr"),
+            "prometheus_url": str(config.get("prometheus", "url", "")).rstrip("/"),
             "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")
             or console_alertmanager_url(config.section("monitoring")),
             **{key: config.get("console", key, getattr(default, key))

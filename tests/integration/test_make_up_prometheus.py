@@ -50,6 +50,13 @@ def test_prometheus_scrapes_every_process_and_finds_it_up(tmp_path: Path) -> Non
         query = httpx.get(f"http://127.0.0.1:{ports['prom']}/api/v1/query", timeout=5,
                           params={"query": "kafka_controller_kafkacontroller_activecontrollercount"}).json()
         assert [float(r["value"][1]) for r in query["data"]["result"]] == [1.0], query
+        # The console's monitoring page links to it.
+        password = (data_dir / "console" / "admin_password").read_text().strip()
+        with httpx.Client(base_url=f"http://127.0.0.1:{ports['console']}", timeout=30) as console:
+            assert console.post("/api/v1/auth/session",
+                                data={"username": "admin", "password": password}).status_code == 200
+            page = console.get("/monitoring")
+        assert page.status_code == 200 and f'href="http://127.0.0.1:{ports["prom"]}"' in page.text
     finally:
         said = down(data_dir, proc, timeout=180)
     assert "stopped" in said, said

@@ -82,7 +82,8 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
     response = templates.TemplateResponse(request, template, {
         "t": lambda key, **params: i18n.translate(lang, key, **params),
         "lang": lang, "languages": i18n.LANGUAGES, "page": page, "user": user, "nav": nav,
-        "is_admin": user is not None and user.role.allows(Role.ADMIN), "page_data": page_data, **context,
+        "is_admin": user is not None and user.role.allows(Role.ADMIN), "page_data": page_data,
+        "prometheus_url": request.app.state.settings.prometheus_url, **context,
     }, status_code=status_code)
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
