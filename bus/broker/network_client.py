@@ -76,6 +76,10 @@ class NodeConnection:
         self.security = security
         self.api_versions: dict[int, range] = {}
         self._reauthenticate_at: float | None = None  # monotonic; None: the session has no lifetime
+        self._renewal: asyncio.TimerHandle | None = None  # the timer that renews the session in time
+        self._renewing: asyncio.Task[None] | None = None
+        self._not_renewing = asyncio.Event()  # cleared while a re-authentication runs: no request goes out then
+        self._not_renewing.set()
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}  # correlation -> (future, key, version)
@@ -99,6 +103,7 @@ class NodeConnection:
         await self._ensure_connected()
         if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
             await self._reauthenticate()
+        await self._not_renewing.wait()
         api_key = int(request.__api_key__)
         served = self.api_versions.get(api_key)
         if served is None or version not in served:
@@ -183,21 +188,39 @@ class NodeConnection:
                 request = steps.send(await self._send(*request))
         except StopIteration as done:
             lifetime_ms = int(done.value)
-        self._reauthenticate_at = None if lifetime_ms == 0 else \
-            time.monotonic() + lifetime_ms / 1000 * random.uniform(*REAUTHENTICATE_WITHIN)
+        if lifetime_ms == 0:
+            self._reauthenticate_at = None
+            return
+        delay = lifetime_ms / 1000 * random.uniform(*REAUTHENTICATE_WITHIN)
+        self._reauthenticate_at = time.monotonic() + delay
+        # In time even on an idle connection (a node that only long-polls would otherwise let the session lapse).
+        self._renewal = asyncio.get_running_loop().call_later(delay, self._renew)
+
+    def _renew(self) -> None:
+        self._renewal = None
+        if self._writer is not None and (self._renewing is None or self._renewing.done()):
+            self._renewing = asyncio.create_task(self._renew_quietly())
+
+    async def _renew_quietly(self) -> None:
+        """The timer's re-authentication: a failure has closed the connection, and the next request says why."""
+        with contextlib.suppress(NodeConnectionError):
+            await self._reauthenticate()
 
     async def _reauthenticate(self) -> None:
         """Log in again before the session expires (KIP-368); a refusal closes the connection, as the node does."""
         assert self._connecting is not None
         async with self._connecting:
             if self._reauthenticate_at is None or time.monotonic() < self._reauthenticate_at:
-                return  # another request renewed it meanwhile
+                return  # renewed meanwhile
+            self._not_renewing.clear()
             try:
                 await self._login()
             except SaslLoginError as exc:
                 error = NodeAuthenticationError(f"SASL re-authentication with {self.host}:{self.port} failed: {exc}")
                 self._disconnect(error)
                 raise error from None
+            finally:
+                self._not_renewing.set()
 
     def _version_for(self, api_key: int, wanted: range | None) -> int:
         """The newest version of `api_key` both the node serves and `wanted` allows."""
@@ -262,6 +285,9 @@ class NodeConnection:
                 future.exception()  # retrieved here: a caller that gave up must not log "never retrieved"
         self.api_versions = {}
         self._reauthenticate_at = None
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
 
     async def close(self) -> None:
         """Close for good: requests in flight fail, later ones are refused."""
