@@ -105,8 +105,8 @@ def test_a_port_whose_grpc_pair_overflows_is_refused_with_the_reason(command: li
 def _start_wrapper(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`python -m deploy.object_store` as `make up` starts it; returns it and its `weed`'s pid once S3 answers."""
     wrapper = subprocess.Popen([sys.executable, "-m", "deploy.object_store", "--data-dir", str(tmp_path),
-                                "--port", str(free_port_pair())], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
+                                "--port", str(free_port_pair()), "--metrics-port", "0"],  # not the config's 9327
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert wrapper.stdout is not None
     line = wrapper.stdout.readline().decode()
     assert "ready" in line, line

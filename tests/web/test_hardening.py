@@ -32,7 +32,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 from cryptography.x509.oid import NameOID
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from contracts.records import Kind
 from contracts.surveillance import WatchCommand
@@ -40,7 +40,7 @@ from deploy.pki import Authority, name, write_private
 from tests.support.ports import free_port
 from tests.web._data_support import T0, StepClock, load, valid_records
 from tests.web.conftest import ROOT, Backing, ConsoleProcess, password_of, write_config
-from tests.web.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch
+from tests.web.test_browser import ARTIFACTS, Watch, browser  # noqa: F401 - the browser fixture
 from tests.web.test_events import hub_follows, produce, read_events, wait_for_clients
 
 CSRF = {"X-Requested-With": "console"}
@@ -94,35 +94,27 @@ def page_data(html: str) -> dict[str, Any]:
 
 
 def test_login_never_redirects_off_site(console: ConsoleProcess) -> None:
-    with httpx.Client(base_url=console.url, timeout=30) as browser:
-        login = browser.post("/api/v1/auth/session", data={"username": "viewer", "password": password_of("viewer")})
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        login = client.post("/api/v1/auth/session", data={"username": "viewer", "password": password_of("viewer")})
         assert login.status_code == 200
         for target in OFF_SITE:  # logged in: the server redirects itself
             for path in ("/login", "/lang/en"):
-                response = browser.get(f"{path}?next={target}")
+                response = client.get(f"{path}?next={target}")
                 assert response.status_code == 303, (path, target)
                 location = response.headers["location"]
                 assert location == "/", (path, target, location)
                 assert urlsplit(urljoin(console.url, location)).netloc == urlsplit(console.url).netloc
-        same_site = browser.get("/login?next=/bus%3Ftopic%3Dalerts")
+        same_site = client.get("/login?next=/bus%3Ftopic%3Dalerts")
         assert same_site.status_code == 303 and same_site.headers["location"] == "/bus?topic=alerts"
-    with httpx.Client(base_url=console.url, timeout=30) as browser:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
         for target in OFF_SITE:  # not logged in: the page hands its script "/" as the target
-            page = browser.get(f"/login?next={target}")
+            page = client.get(f"/login?next={target}")
             assert page.status_code == 200 and page_data(page.text)["next"] == "/", target
-        assert page_data(browser.get("/login?next=/captures%3Fplate%3Dx").text)["next"] == "/captures?plate=x"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        assert page_data(client.get("/login?next=/captures%3Fplate%3Dx").text)["next"] == "/captures?plate=x"
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
+def page(browser: Browser) -> Iterator[Page]:  # noqa: F811 - the imported fixture
     """A chromium page; requests off 127.0.0.1 and uncaught exceptions fail the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
     page = context.new_page()
@@ -204,15 +196,15 @@ def test_event_streams_end_on_logout_and_on_user_removal(make_console: Callable[
 
     async def scenario() -> None:
         # A page's session cookie: the stream ends soon after that session logs out.
-        with httpx.Client(base_url=console.url, timeout=30) as browser:
-            login = browser.post("/api/v1/auth/session",
+        with httpx.Client(base_url=console.url, timeout=30) as client:
+            login = client.post("/api/v1/auth/session",
                                  data={"username": "viewer", "password": password_of("viewer")})
             assert login.status_code == 200
-            cookies = dict(browser.cookies)
+            cookies = dict(client.cookies)
             stream = asyncio.create_task(stream_ends(console.url, 20, cookies=cookies))
             await asyncio.sleep(1.5)
             assert not stream.done()
-            assert (await asyncio.to_thread(browser.post, "/api/v1/auth/logout", headers=CSRF)).status_code == 204
+            assert (await asyncio.to_thread(client.post, "/api/v1/auth/logout", headers=CSRF)).status_code == 204
             started = time.monotonic()
             lines = await stream
             assert time.monotonic() - started < 10
@@ -421,14 +413,14 @@ def tls_console(console: ConsoleProcess, tmp_path: Path) -> Iterator[tuple[str, 
 def test_tls_serves_https_with_secure_cookies_and_hsts(tls_console: tuple[str, ssl.SSLContext, int],
                                                        console: ConsoleProcess) -> None:
     url, context, port = tls_console
-    with httpx.Client(base_url=url, verify=context, timeout=30) as browser:
-        login = browser.post("/api/v1/auth/session", data={"username": "viewer", "password": password_of("viewer")})
+    with httpx.Client(base_url=url, verify=context, timeout=30) as client:
+        login = client.post("/api/v1/auth/session", data={"username": "viewer", "password": password_of("viewer")})
         assert login.status_code == 200
         cookie = login.headers["set-cookie"].lower()
         assert "secure" in cookie and "httponly" in cookie
         assert login.headers["strict-transport-security"].startswith("max-age=")
-        assert browser.get("/api/v1/auth/me").json()["username"] == "viewer"
-        page = browser.get("/")
+        assert client.get("/api/v1/auth/me").json()["username"] == "viewer"
+        page = client.get("/")
         assert page.status_code == 200 and "strict-transport-security" in page.headers
     with pytest.raises(httpx.HTTPError):  # plain HTTP is not served on that port
         httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).raise_for_status()
