@@ -30,7 +30,6 @@ cluster's Metadata lists it and stays in the foreground like the cluster. New to
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import io
 import signal
@@ -38,12 +37,12 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bus.client.admin import AdminClient
+from bus.config.broker import random_cluster_id
 from deploy import cluster_security
 from deploy.cluster_security import ClusterSecurity
 
@@ -115,7 +114,7 @@ def cluster_id(data_dir: Path) -> str:
     path = data_dir / "cluster.id"
     if path.exists():
         return path.read_text().strip()
-    new = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    new = random_cluster_id()
     path.write_text(new + "\n")
     return new
 

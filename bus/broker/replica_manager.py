@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -196,6 +196,9 @@ class ReplicaManager:
 
     def _apply_state(self, partition: Partition, state: PartitionState) -> None:
         """Leader or follower as the metadata says: a follower fetches from its leader, a leader stops fetching."""
+        if (partition.isr and partition.is_leader and state.leader == self.node_id
+                and state.leader_epoch == partition.leader_epoch):  # while leading (not a partition just loaded)
+            self._count_isr_change(partition, state.isr)  # e.g. the controller dropped a fenced follower
         role = partition.apply_state(state, self.node_id, _now_ms())
         if role is None:
             return
@@ -250,10 +253,7 @@ class ReplicaManager:
             # new leader epoch (a completed reassignment moved the leadership, or dropped a replica) waits for it.
             if (partition.leader_epoch == epoch == state.leader_epoch
                     and state.partition_epoch > partition.partition_epoch):
-                if len(state.isr) < len(partition.isr):
-                    self.isr_shrinks += 1
-                elif len(state.isr) > len(partition.isr):
-                    self.isr_expands += 1
+                self._count_isr_change(partition, state.isr)
                 partition.isr = tuple(state.isr)
                 partition.partition_epoch = state.partition_epoch
         finally:
@@ -261,6 +261,14 @@ class ReplicaManager:
                 partition.isr_pending = None
         if partition.is_leader:
             partition.maybe_advance_high_watermark()
+
+    def _count_isr_change(self, partition: Partition, new_isr: Sequence[int]) -> None:
+        """Kafka's IsrShrinksPerSec / IsrExpandsPerSec: an ISR of a partition this node leads got smaller or larger,
+        by its own AlterPartition or by the controller (which drops fenced brokers)."""
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(partition.isr):
+            self.isr_expands += 1
 
     def _create_logs(self, topic: TopicImage, config: LogConfig, indexes: list[int]) -> None:
         """Create new partitions' logs (directories, segment and index files) in a worker thread.

@@ -397,9 +397,14 @@ class BrokerConfig:
 
 
 def random_cluster_id() -> str:
+    """A new cluster id in Kafka's form (a UUID in URL-safe base64, unpadded). As Kafka's `Uuid.randomUuid`, never one
+    that starts with "-": `--cluster-id -Ab...` would be read as a flag by every command line tool."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _check_roles(values: dict[str, Any], listeners: list[Listener]) -> None:

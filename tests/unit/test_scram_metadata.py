@@ -224,3 +224,15 @@ def test_random_uuid_is_a_valid_cluster_id(tmp_path: Path, capsys: pytest.Captur
     cluster_id = capsys.readouterr().out.strip()
     path, _props = _node(tmp_path, "")
     assert main(["storage", "format", "-c", str(path), "-t", cluster_id]) == 0
+
+
+def test_a_random_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One id in 64 began with "-", and `--cluster-id -Ab...` is a flag to argparse (CI: `bus storage format`
+    exited 1, "expected one argument"). As Kafka's Uuid.randomUuid, such a draw is made again."""
+    import uuid
+
+    from bus.config.broker import random_cluster_id
+
+    draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])  # the first encodes to "-A..."
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))
+    assert random_cluster_id() == "AQEBAQEBAQEBAQEBAQEBAQ"
