@@ -44,6 +44,8 @@ from tests.support.tls import make_pki
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 30
 DESCRIBE_QUORUM = 55
+DESCRIBE_ACLS = 29
+DESCRIBE_SCRAM = 50
 
 
 class Secured:
@@ -237,7 +239,7 @@ def test_acls_and_scram_credentials_survive_a_leader_kill_and_a_cluster_restart(
             future.result(TIMEOUT)
         for future in admin.create_acls([_acl("alice", "evidence", AclOperation.WRITE)]).values():
             future.result(TIMEOUT)
-        until(lambda: True if _produces(secured.conf("alice")) else None, TIMEOUT, "alice's first write")
+        until(lambda: _every_broker_knows_alice(secured), TIMEOUT, "alice's ACL and credential on every broker")
         _alice_is_held_to_her_acls(secured)
 
         leader = until(lambda: _quorum_leader(secured), TIMEOUT, "a quorum leader")
@@ -250,15 +252,37 @@ def test_acls_and_scram_credentials_survive_a_leader_kill_and_a_cluster_restart(
         secured.stop()
         secured = _start(tmp_path)  # no --secure: a cluster made secured starts secured
         secured.passwords["alice"] = "alice-secret"
-        until(lambda: True if _produces(secured.conf("alice")) else None, 60, "alice's write after the restart")
+        until(lambda: _every_broker_knows_alice(secured), 60, "alice's ACL and credential after the restart")
         _alice_is_held_to_her_acls(secured)
     finally:
         secured.stop()
 
 
-def _produces(conf: dict[str, str]) -> bool:
-    try:
-        _produce(conf, "evidence", [b"probe"])
-    except AssertionError:
-        return False
-    return True
+def _every_broker_knows_alice(secured: Secured) -> bool | None:
+    """Whether each broker's own metadata image holds alice's ACL and SCRAM credential (asked of each broker on its
+    own connection: ACLs reach the brokers one by one, and a client's metadata request may go to any of them, so one
+    successful write proves nothing of the others; Kafka's tests wait on every broker's authorizer likewise)."""
+    security = NodeSecurity("SASL_SSL", "SASL_SSL",
+                            ssl.create_default_context(cafile=str(secured.security / "ca.pem")),
+                            SaslCredentials("SCRAM-SHA-512", "admin", secured.passwords["admin"]))
+    acls = request_shapes(DESCRIBE_ACLS, 3).make(
+        "DescribeAclsRequest", resource_type_filter=2, resource_name_filter="evidence", pattern_type_filter=3,
+        principal_filter="User:alice", host_filter=None, operation=1, permission_type=1)
+    credentials = request_shapes(DESCRIBE_SCRAM, 0).make(
+        "DescribeUserScramCredentialsRequest",
+        users=(request_shapes(DESCRIBE_SCRAM, 0).make("UserName", name="alice"),))
+
+    async def knows(server: str) -> bool:
+        host, port = server.rsplit(":", 1)
+        connection = NodeConnection(host, int(port), "test", request_timeout_s=5, connect_timeout_s=5,
+                                    security=security)
+        try:
+            described = await connection.request(acls, 3)
+            scram = await connection.request(credentials, 0)
+        except NodeConnectionError:
+            return False
+        finally:
+            await connection.close()
+        return bool(described.resources) and scram.results[0].error_code == 0
+
+    return True if all(asyncio.run(knows(server)) for server in secured.started.servers) else None
