@@ -37,6 +37,8 @@ class Topics:
     alerts: str = "alerts"
     plate_sightings: str = "surveillance.plate-sightings"
     stat_events: str = "surveillance.stat-events"
+    audit: str = "audit"
+    """Who read or commanded what through the console (``contracts.audit``): appended only, mirrored."""
 
     CONTROL = ("video_commands", "control_watchlist", "control_stats")
     """Field names of the control topics; every other topic carries data, except the internal ones."""

@@ -39,6 +39,7 @@ from web.routers import (
     video,
     watchlist,
 )
+from web.services.audit_loader import AuditLoader
 from web.services.dr import DrService, DrSettings
 from web.services.runtime import DataServices
 from web.services.surveillance import SurveillanceConsole
@@ -60,7 +61,10 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
         app.state.overview.start(backends)
         app.state.data.start()  # the lag-history sampler
         app.state.dr.start()  # the DR mirror's lag sampler
+        app.state.audit_loader.start()
         yield
+        app.state.audit_loader.stop()
+        app.state.audit.close()
         app.state.dr.stop()
         app.state.data.stop()
         await app.state.overview.stop()
@@ -72,13 +76,17 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.settings = settings
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
-    app.state.audit = AuditLog(backends.hbase)
+    app.state.audit = AuditLog(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
+                               settings.backend_timeout_s)
+    app.state.audit_loader = AuditLoader(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
+                                         settings.backend_timeout_s)
     app.state.data = DataServices(settings, backends)
     app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()
     app.state.metrics = metrics
     app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))
     app.state.hub.register_metrics(metrics.registry)
+    app.state.audit_loader.register_metrics(metrics.registry)
     app.state.overview = Overview(settings.topics, app.state.hub)
     app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -1,22 +1,44 @@
-"""The audit trail: every command a user issues, with who, when, what, on what, and how it ended.
+"""The audit trail: every command, every read of personal data, every login and logout, with who, when, from where,
+what was asked, why, and how it ended.
 
-Routes get an :class:`AuditLog` through ``AuditDep`` and call :meth:`AuditLog.record` after the
-command (``outcome`` "ok" or what went wrong). ``record`` is a blocking HBase put: call it from a
-sync route, or through ``run_in_threadpool`` from an async one.
+Routes get an :class:`AuditLog` through ``AuditDep``. :meth:`AuditLog.record` publishes a
+:class:`contracts.audit.AuditEvent` to the ``audit`` topic and waits for the bus to acknowledge it (``acks=all``):
+a read of personal data is recorded *before* its data is fetched, so when the event cannot be published the read
+is refused (:class:`web.backends.BackendUnavailable` "audit", a 503), never served unaudited. ``record`` blocks:
+call it from a sync route, or through ``run_in_threadpool`` from an async one.
+
+The audit loader (:mod:`web.services.audit_loader`) writes the events to HBase, where :meth:`AuditLog.page` and
+:meth:`AuditLog.entries` read them, newest first, filtered by user, action, a plate or record id and a time range.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
+import threading
 import time
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaError, Producer
+from fastapi import Request
+
+from contracts import audit as events
 from contracts.tables import console as tables
 from web.auth.table import Connect, ConsoleTable
+from web.backends import BackendUnavailable
 from web.models.audit import AuditEntry
 from web.models.auth import UserOut
+
+AUDIT = "audit"
+"""The backend a 503 names when an event could not be published."""
+SCAN_BUDGET = 5000
+"""Rows one page request examines at most: a filter that matches little returns a short page and a cursor to go
+on, instead of scanning years of audit trail in one request."""
+EXPORT_LIMIT = 100_000
+"""Rows a CSV export holds at most (narrow the time range for more)."""
 
 
 class BadCursor(ValueError):
@@ -32,29 +54,141 @@ def decode_cursor(cursor: str) -> bytes:
         key = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raise BadCursor("cursor is not one this API returned") from None
-    if not key or len(key) > 64:
+    if not key or len(key) > 100:
         raise BadCursor("cursor is not one this API returned")
     return key
 
 
+@dataclass(frozen=True)
+class AuditFilter:
+    """What the audit page and API filter by; every part optional."""
+
+    user: str | None = None
+    action: str | None = None
+    q: str | None = None
+    """A plate, a record id, a video URL or any text: matched in the target, the query and the reason."""
+    start_ms: int | None = None
+    """Inclusive."""
+    end_ms: int | None = None
+    """Exclusive."""
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        if self.user is not None and entry.get("user") != self.user:
+            return False
+        if self.action is not None and entry.get("action") != self.action:
+            return False
+        if self.q is not None:
+            haystack = f"{entry.get('target', '')}\n{entry.get('reason') or ''}\n{entry.get('query')}"
+            return self.q.casefold() in haystack.casefold()
+        return True
+
+
+def client_of(request: Request) -> tuple[str, str]:
+    """(client address, user agent) of a request, as the audit records them."""
+    return (request.client.host if request.client else ""), request.headers.get("user-agent", "")
+
+
+class RequestAudit:
+    """The audit log as one request's route sees it: events carry that request's client address and user agent."""
+
+    def __init__(self, log: AuditLog, request: Request) -> None:
+        self.log = log
+        self._request = request
+
+    def record(self, user: UserOut | str, action: str, target: str = "", query: dict[str, Any] | None = None,
+               outcome: str = events.OUTCOMES_OK, *, reason: str | None = None) -> None:
+        self.log.record(user, action, target, query, outcome, request=self._request, reason=reason)
+
+
 class AuditLog:
-    def __init__(self, connect: Connect) -> None:
+    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float) -> None:
         self._table = ConsoleTable(connect, tables.AUDIT_TABLE)
+        self._topic = topic
+        self._timeout_s = timeout_s
+        self._bootstrap = bootstrap_servers
+        self._producer: Producer | None = None
+        self._lock = threading.Lock()
 
-    def record(self, user: UserOut | str, action: str, target: str, detail: dict[str, Any] | None = None,
-               outcome: str = "ok") -> None:
-        ms = time.time_ns() // 1_000_000
-        when = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-        name = user.username if isinstance(user, UserOut) else user
+    def _open(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                # Idempotent and acks=all: an acknowledged event is on every in-sync replica, once. A message that
+                # cannot be delivered within the timeout fails in librdkafka too, so no event reaches the topic
+                # after its read was refused.
+                self._producer = Producer({
+                    "bootstrap.servers": self._bootstrap, "enable.idempotence": True, "acks": "all",
+                    "linger.ms": 0, "message.timeout.ms": max(1000, int(self._timeout_s * 1000)),
+                    "logger": logging.getLogger("web.audit.bus")})
+            return self._producer
+
+    def publish(self, event: events.AuditEvent) -> None:
+        """Publish ``event`` and wait until the bus acknowledged it; BackendUnavailable("audit") otherwise."""
+        producer = self._open()
+        done = threading.Event()
+        failure: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                failure.append(error)
+            done.set()
+
+        try:
+            producer.produce(self._topic, events.encode(event), key=event.id.encode(), on_delivery=delivered)
+        except (BufferError, KafkaError) as exc:
+            raise BackendUnavailable(AUDIT, f"cannot publish: {exc}") from None
+        deadline = time.monotonic() + self._timeout_s + 1.0
+        while not done.is_set() and time.monotonic() < deadline:
+            producer.poll(0.01)  # serves every thread's callbacks, this one's among them
+        if not done.is_set():
+            raise BackendUnavailable(AUDIT, f"not acknowledged within {self._timeout_s:g} s")
+        if failure:
+            raise BackendUnavailable(AUDIT, failure[0].str())
+
+    def record(self, user: UserOut | str, action: str, target: str = "", query: dict[str, Any] | None = None,
+               outcome: str = events.OUTCOMES_OK, *, request: Request | None = None,
+               reason: str | None = None) -> None:
+        """Publish one event: ``user`` did ``action`` on ``target``, asking ``query``, for ``reason``."""
+        name, role = (user.username, user.role.value) if isinstance(user, UserOut) else (user, "")
+        client, agent = client_of(request) if request is not None else ("", "")
+        self.publish(events.AuditEvent(user=name, role=role, action=action, target=target, query=query or {},
+                                       reason=reason, client=client, user_agent=agent, outcome=outcome))
+
+    def _scan(self, where: AuditFilter, start: bytes | None) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        row_start = start
+        if where.end_ms is not None:  # newest first: the end of the range is where the scan starts
+            end_key = tables.audit_time_key(where.end_ms - 1)
+            row_start = max(row_start or b"", end_key)
+        row_stop = tables.audit_time_key(where.start_ms - 1) if where.start_ms is not None else None
         with self._table.open() as table:
-            table.put(tables.audit_row_key(ms),
-                                        tables.audit_row(when, name, action, target, detail or {}, outcome))
+            for key, cells in table.scan(row_start=row_start, row_stop=row_stop, batch_size=500):
+                yield key, tables.read_audit(cells)
 
-    def page(self, limit: int, cursor: str | None = None) -> tuple[list[AuditEntry], str | None]:
-        """Up to ``limit`` entries, newest first, from ``cursor`` on; and the cursor of the next page."""
+    def page(self, limit: int, cursor: str | None = None,
+             where: AuditFilter = AuditFilter()) -> tuple[list[AuditEntry], str | None]:
+        """Up to ``limit`` matching entries, newest first, from ``cursor`` on; and the cursor to go on from (None at
+        the end). At most SCAN_BUDGET rows are examined: a sparse filter may give a short page with a cursor."""
         start = decode_cursor(cursor) if cursor else None
-        with self._table.open() as table:
-            rows = list(table.scan(row_start=start, limit=limit + 1))
-        entries = [AuditEntry(**tables.read_audit(cells)) for _key, cells in rows[:limit]]
-        following = encode_cursor(rows[limit][0]) if len(rows) > limit else None
-        return entries, following
+        found: list[AuditEntry] = []
+        for examined, (key, entry) in enumerate(self._scan(where, start)):
+            if len(found) == limit or examined == SCAN_BUDGET:
+                return found, encode_cursor(key)
+            if where.matches(entry):
+                found.append(AuditEntry.model_validate(entry))
+        return found, None
+
+    def entries(self, where: AuditFilter, limit: int = EXPORT_LIMIT) -> list[AuditEntry]:
+        """Every matching entry, newest first, up to ``limit`` (the CSV export). A list, read in the caller's
+        thread: happybase's pool lends connections per thread, and a streamed response iterates in several."""
+        found: list[AuditEntry] = []
+        for _key, entry in self._scan(where, None):
+            if len(found) == limit:
+                break
+            if where.matches(entry):
+                found.append(AuditEntry.model_validate(entry))
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                self._producer.flush(self._timeout_s)
+                self._producer = None

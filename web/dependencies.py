@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import OAuth2PasswordBearer
 
-from web.audit import AuditLog
+from web.audit import RequestAudit
 from web.auth import COOKIE_NAME, Auth, Role
 from web.backends import Backends
 from web.models.auth import UserOut
@@ -43,13 +43,14 @@ def get_auth(request: Request) -> Auth:
     return request.app.state.auth
 
 
-def get_audit(request: Request) -> AuditLog:
-    return request.app.state.audit
+def get_audit(request: Request) -> RequestAudit:
+    return RequestAudit(request.app.state.audit, request)
 
 
 AuthDep = Annotated[Auth, Depends(get_auth)]
-AuditDep = Annotated[AuditLog, Depends(get_audit)]
-"""``audit.record(user, action, target, detail, outcome)`` for every command a user issues."""
+AuditDep = Annotated[RequestAudit, Depends(get_audit)]
+"""``audit.record(user, action, target, query, outcome, reason=...)`` for every command a user issues and every
+read of personal data (before its data is fetched); the event carries the request's client address and agent."""
 
 # The bearer scheme shows up in OpenAPI (the "Authorize" button of /docs); auto_error=False because a
 # page may authenticate with the session cookie instead.

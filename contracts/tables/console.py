@@ -4,14 +4,15 @@
 |---|---|---|
 | ``console_user`` | ``username`` | family ``u``: role, argon2 hash, uid, created |
 | ``console_session`` | ``sha256(session id)`` hex | family ``s``: username, uid, expires (epoch s) |
-| ``console_audit`` | ``reversed_ms(time):random`` | family ``a``: time, user, action, target, detail JSON, outcome |
+| ``console_audit`` | ``reversed_ms(time):id`` | family ``a``: the fields of a ``contracts.audit`` event |
 | ``console_lag_history`` | ``h4(group)|group|reversed_ms(t)`` | family ``l`` (TTL 1 day): time, total, lags JSON |
 | ``console_alert_ack`` | alert fingerprint | family ``k`` (TTL 30 days): the incident's startsAt, by, at |
 
 These tables depart from the salted-prefix rule on purpose: users are a handful of rows read by name
 and listed in name order; a session key is already a hash (uniform, and a dump of the table holds no
-usable cookie); the audit trail is written at the pace of people typing commands and is read newest
-first across all users, which one unsalted, reversed-time key gives as a plain scan. Acknowledgements
+usable cookie); the audit trail is written at the pace of people reading and typing commands and is read newest
+first across all users, which one unsalted, reversed-time key gives as a plain scan (its loader writes
+each event under a key made from the event, so a replayed event rewrites its own row). Acknowledgements
 are one row per alert fingerprint (a few dozen open alerts), read in one scan with the alert list.
 
 Lag history follows the salted rule (one row per consumer group every 30 s, read as one group's last
@@ -26,9 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 from typing import Any
 
+from ..audit import AuditEvent
 from . import Families, ensure_tables, reversed_ms, salt
 
 USER_TABLE = "console_user"
@@ -66,21 +67,30 @@ def session_row(username: str, uid: str, expires: int) -> dict[bytes, bytes]:
     return {b"s:username": username.encode(), b"s:uid": uid.encode(), b"s:expires": str(expires).encode()}
 
 
-def audit_row_key(ms: int) -> bytes:
-    """Newest first; the random tail keeps two commands in the same millisecond apart."""
-    return f"{reversed_ms(ms)}:{secrets.token_hex(4)}".encode()
+def audit_row_key(event: AuditEvent) -> bytes:
+    """Newest first; the event's id keeps two events of the same millisecond apart and a replay on its own row."""
+    return f"{reversed_ms(event.time_ms)}:{event.id}".encode()
 
 
-def audit_row(time: str, user: str, action: str, target: str, detail: dict[str, Any],
-              outcome: str) -> dict[bytes, bytes]:
-    return {b"a:time": time.encode(), b"a:user": user.encode(), b"a:action": action.encode(),
-            b"a:target": target.encode(), b"a:detail": json.dumps(detail, ensure_ascii=False).encode(),
-            b"a:outcome": outcome.encode()}
+def audit_time_key(ms: int) -> bytes:
+    """Where events at ``ms`` and before start in a scan (the page's ``to``, exclusive, and ``from``)."""
+    return reversed_ms(ms).encode()
+
+
+def audit_row(event: AuditEvent) -> dict[bytes, bytes]:
+    row = {f"a:{name}".encode(): str(value).encode() for name, value in event.to_json().items()
+           if name not in ("query", "reason")}
+    row[b"a:query"] = json.dumps(event.query, ensure_ascii=False).encode()
+    if event.reason is not None:
+        row[b"a:reason"] = event.reason.encode()
+    return row
 
 
 def read_audit(cells: dict[bytes, bytes]) -> dict[str, Any]:
+    """An audit row as the API's entry; rows written before the query was recorded carry it as ``detail``."""
     entry: dict[str, Any] = {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
-    entry["detail"] = json.loads(entry.get("detail") or "{}")
+    entry["query"] = json.loads(entry.pop("query", None) or entry.pop("detail", None) or "{}")
+    entry.pop("detail", None)
     return entry
 
 

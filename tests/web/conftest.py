@@ -138,6 +138,20 @@ class ConsoleProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def audit(self, until: Callable[[list[dict[str, Any]]], bool] = bool, timeout: float = 20,
+              **filters: str) -> list[dict[str, Any]]:
+        """The audit entries matching ``filters`` (newest first) once ``until`` holds for them: events reach the
+        audit page through the bus and the audit loader, a moment after the request that recorded them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.client("admin").get("/api/v1/audit", params={"limit": 500, **filters})
+            assert response.status_code == 200, response.text
+            entries: list[dict[str, Any]] = response.json()["items"]
+            if until(entries):
+                return entries
+            assert time.monotonic() < deadline, f"audit entries for {filters} still {entries}"
+            time.sleep(0.2)
+
     def stop(self) -> None:
         for client in self._clients:
             client.close()

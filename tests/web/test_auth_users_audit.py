@@ -48,11 +48,13 @@ def test_audit_trail_newest_first_with_cursor(console: ConsoleProcess) -> None:
     admin.post("/api/v1/users", json={"username": names[0], "password": password_of(names[0]), "role": "viewer"})
     assert admin.delete(f"/api/v1/users/{names[1]}").status_code == 204
 
+    console.audit(lambda found: len(found) == 5, q=tag)  # through the bus and the audit loader
     entries: list[dict] = []
     cursor = None
     pages = 0
     while True:
-        page = admin.get("/api/v1/audit", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        page = admin.get("/api/v1/audit", params={"limit": 2, "q": tag,
+                                                  **({"cursor": cursor} if cursor else {})}).json()
         assert len(page["items"]) <= 2
         entries += page["items"]
         pages += 1
@@ -68,7 +70,7 @@ def test_audit_trail_newest_first_with_cursor(console: ConsoleProcess) -> None:
                     ("user.add", names[2], "ok", "admin"),
                     ("user.add", names[1], "ok", "admin"),
                     ("user.add", names[0], "ok", "admin")]
-    details = [e["detail"] for e in entries if tag in e["target"]]
+    details = [e["query"] for e in entries if tag in e["target"]]
     assert details == [{}] + [{"role": "viewer"}] * 4
 
 

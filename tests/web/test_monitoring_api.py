@@ -97,8 +97,8 @@ def test_alerts_list_open_ones_and_acknowledge_once(console: ConsoleProcess, mon
     assert operator.post(f"/api/v1/alerts/{monitored.resolved_fp}/ack").status_code == 409
     assert operator.post("/api/v1/alerts/0123456789abcdef/ack").status_code == 404
     assert field_of(operator.post("/api/v1/alerts/NOT-A-FP/ack")) == ["fingerprint"]
-    audit = console.client("admin").get("/api/v1/audit").json()
-    actions = [(e["action"], e["target"], e["user"]) for e in audit["items"]]
+    audit = console.audit(action="alert.ack", q=monitored.firing_fp)
+    actions = [(e["action"], e["target"], e["user"]) for e in audit]
     assert ("alert.ack", monitored.firing_fp, "operator") in actions
 
 

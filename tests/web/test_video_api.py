@@ -141,8 +141,8 @@ def test_analyze_publishes_the_validated_command_audited(video_site: VideoSite, 
     again = operator.post("/api/v1/video/tasks", json={"video_url": clips["late"].url,
                                                         "options": {"classes": ["person", "vehicle"]}})
     assert again.json()["task_id"] == command["task_id"]
-    entries = video_site.console.client("admin").get("/api/v1/audit").json()["items"]
-    mine = [e for e in entries if e["action"] == "video.analyze" and e["target"] == clips["late"].url]
+    mine = [e for e in video_site.console.audit(action="video.analyze", q=clips["late"].url)
+            if e["target"] == clips["late"].url]
     assert mine and mine[0]["user"] == "operator" and mine[0]["outcome"] == "ok"
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 
-from web.audit import AuditLog
+from web.audit import RequestAudit
 from web.backends import BackendUnavailable
 from web.models.auth import UserOut
 from web.services.errors import Conflict, Invalid, NotFound
@@ -42,7 +42,7 @@ def answering(where: Literal["query", "body", "path"] = "query") -> Iterator[Non
 
 
 @contextlib.contextmanager
-def audited(audit: AuditLog, user: UserOut, action: str, target: str, detail: dict[str, Any]) -> Iterator[None]:
+def audited(audit: RequestAudit, user: UserOut, action: str, target: str, detail: dict[str, Any]) -> Iterator[None]:
     """Record a command in the audit trail however it ends: ok, refused (the user's error) or failed (a backend)."""
     try:
         yield

@@ -1,0 +1,121 @@
+"""The audit loader: the ``audit`` topic into HBase's ``console_audit``, where the audit page reads it.
+
+A thread of the console process, started and stopped with the app. It consumes the topic in its own group
+(``audit-loader``), writes each batch of events in one HBase batch under keys made from the events
+themselves, and commits the batch's offsets only after HBase took them: a crash or an HBase outage replays
+events, which rewrite their own rows, and loses none. A record that is not an audit event (anyone may write to a
+topic) is set aside, counted in ``console_bus_records_skipped_total{reader="audit-loader"}`` and logged; the
+loader goes on.
+
+The loader also makes the topic when it is missing, appended only (``cleanup.policy=delete``, kept
+``AUDIT_RETENTION_MS``), with the cluster's default replication factor.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import CollectorRegistry, Counter
+
+from contracts import audit as events
+from contracts.tables import console as tables
+from web.auth.table import Connect, ConsoleTable
+from web.metrics import skipped
+
+log = logging.getLogger(__name__)
+
+GROUP_ID = "audit-loader"
+AUDIT_RETENTION_MS = 3 * 365 * 24 * 3600 * 1000
+"""Three years, the audit table's time to live."""
+BATCH = 500
+RETRY_S = 1.0
+
+
+class AuditLoader:
+    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float) -> None:
+        self._table = ConsoleTable(connect, tables.AUDIT_TABLE)
+        self._bootstrap = bootstrap_servers
+        self._topic = topic
+        self._timeout_s = timeout_s
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.loaded = Counter("console_audit_events_loaded", "Audit events the loader wrote to HBase",
+                              registry=None)
+
+    def register_metrics(self, registry: CollectorRegistry) -> None:
+        registry.register(self.loaded)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="audit-loader", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(self._timeout_s + 10)
+
+    def ensure_topic(self) -> None:
+        """Create the audit topic unless it exists (KafkaException when the bus refuses or does not answer)."""
+        admin = AdminClient({"bootstrap.servers": self._bootstrap, "logger": log})
+        topic = NewTopic(self._topic, 1, -1, config={"cleanup.policy": "delete",
+                                                     "retention.ms": str(AUDIT_RETENTION_MS)})
+        try:
+            admin.create_topics([topic], request_timeout=self._timeout_s)[self._topic].result(self._timeout_s + 5)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.ensure_topic()
+                break
+            except (KafkaException, TimeoutError) as exc:
+                log.warning("audit loader: cannot make topic %s yet: %s", self._topic, exc)
+                self._stopping.wait(RETRY_S)
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": GROUP_ID,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "logger": log})
+        consumer.subscribe([self._topic])
+        try:
+            while not self._stopping.is_set():
+                batch = consumer.consume(BATCH, 0.2)
+                if batch and not self._load(consumer, batch):
+                    self._stopping.wait(RETRY_S)
+        finally:
+            consumer.close()
+
+    def _load(self, consumer: Consumer, batch: Sequence[Message]) -> bool:
+        """Write one batch and commit it; on an HBase failure rewind to the batch's start and say False."""
+        records = [m for m in batch if m.error() is None]
+        good: list[events.AuditEvent] = []
+        for message in records:
+            try:
+                good.append(events.decode(message.value()))
+            except events.InvalidAuditEvent as exc:
+                skipped("audit-loader", message.topic() or self._topic, "invalid event", exc,
+                        (message.partition(), message.offset()))
+        try:
+            with self._table.open() as table, table.batch() as rows:
+                for event in good:
+                    rows.put(tables.audit_row_key(event), tables.audit_row(event))
+        except Exception as exc:  # HBase down or refusing (any error of its client): keep the events, try again
+            log.warning("audit loader: HBase did not take %d events (%s); trying again", len(good), exc)
+            firsts: dict[int, int] = {}
+            for message in records:
+                firsts.setdefault(message.partition() or 0, message.offset() or 0)
+            for partition, offset in firsts.items():
+                consumer.seek(TopicPartition(self._topic, partition, offset))
+            return False
+        self.loaded.inc(len(good))
+        if records:
+            last: dict[int, int] = {}
+            for message in records:
+                last[message.partition() or 0] = (message.offset() or 0) + 1
+            consumer.commit(offsets=[TopicPartition(self._topic, p, o) for p, o in last.items()],
+                            asynchronous=False)
+        return True
