@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from web.audit import AuditLog
+from web.audit import AuditLog, ServerTiming
 from web.auth import Auth
 from web.backends import Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
@@ -86,10 +86,12 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.metrics = metrics
     app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))
     app.state.hub.register_metrics(metrics.registry)
+    app.state.audit.register_metrics(metrics.registry)
     app.state.audit_loader.register_metrics(metrics.registry)
     app.state.overview = Overview(settings.topics, app.state.hub)
     app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(ServerTiming)
     if settings.tls:
         app.add_middleware(StrictTransportSecurity)
     app.add_route("/metrics", metrics_endpoint(metrics), include_in_schema=False)

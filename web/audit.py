@@ -24,6 +24,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 from fastapi import Request
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts import audit as events
 from contracts.tables import console as tables
@@ -33,6 +35,8 @@ from web.models.audit import AuditEntry
 from web.models.auth import UserOut
 
 AUDIT = "audit"
+AUDIT_MS = "audit_ms"
+"""Where a request's scope state keeps the milliseconds its audit events took (see :class:`ServerTiming`)."""
 """The backend a 503 names when an event could not be published."""
 SCAN_BUDGET = 5000
 """Rows one page request examines at most: a filter that matches little returns a short page and a cursor to go
@@ -97,7 +101,33 @@ class RequestAudit:
 
     def record(self, user: UserOut | str, action: str, target: str = "", query: dict[str, Any] | None = None,
                outcome: str = events.OUTCOMES_OK, *, reason: str | None = None) -> None:
+        started = time.perf_counter()
         self.log.record(user, action, target, query, outcome, request=self._request, reason=reason)
+        state = self._request.scope.setdefault("state", {})
+        state[AUDIT_MS] = state.get(AUDIT_MS, 0.0) + (time.perf_counter() - started) * 1000
+
+
+class ServerTiming:
+    """Adds ``Server-Timing: audit;dur=<ms>`` to a response whose request published an audit event: what auditing
+    added to that request, for the browser's devtools and for the benchmark that compares latency with and
+    without it (there is deliberately no switch that turns auditing off)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def timed(message: Message) -> None:
+            spent = scope.get("state", {}).get(AUDIT_MS)
+            if message["type"] == "http.response.start" and spent is not None:
+                timing = (b"server-timing", f"audit;dur={spent:.2f}".encode())
+                message["headers"] = [*message.get("headers", []), timing]
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 class AuditLog:
@@ -108,6 +138,18 @@ class AuditLog:
         self._bootstrap = bootstrap_servers
         self._producer: Producer | None = None
         self._lock = threading.Lock()
+        # What auditing adds to each audited request, and how often it refused one: what an operator watches.
+        self.publish_seconds = Histogram("console_audit_publish_seconds",
+                                         "Time to publish an audit event and have the bus acknowledge it",
+                                         buckets=(.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5),
+                                         registry=None)
+        self.publish_failures = Counter("console_audit_publish_failures",
+                                        "Audit events the bus did not acknowledge (their requests were refused)",
+                                        registry=None)
+
+    def register_metrics(self, registry: CollectorRegistry) -> None:
+        registry.register(self.publish_seconds)
+        registry.register(self.publish_failures)
 
     def _open(self) -> Producer:
         with self._lock:
@@ -123,6 +165,15 @@ class AuditLog:
 
     def publish(self, event: events.AuditEvent) -> None:
         """Publish ``event`` and wait until the bus acknowledged it; BackendUnavailable("audit") otherwise."""
+        started = time.monotonic()
+        try:
+            self._publish(event)
+        except BackendUnavailable:
+            self.publish_failures.inc()
+            raise
+        self.publish_seconds.observe(time.monotonic() - started)
+
+    def _publish(self, event: events.AuditEvent) -> None:
         producer = self._open()
         done = threading.Event()
         failure: list[KafkaError] = []
