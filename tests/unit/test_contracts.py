@@ -35,7 +35,7 @@ def test_new_topic_errors_are_the_codes_clients_name() -> None:
 def test_topics_split_data_from_control() -> None:
     topics = Topics()
     assert set(topics.control()) == {"video.commands", "control.watchlist", "control.stats"}
-    assert "capture.vehicle" in topics.data() and "alerts" in topics.data()
+    assert "capture.vehicle" in topics.data() and "alerts" in topics.data() and "audit" in topics.data()
     assert not set(topics.data()) & set(topics.control())
     assert topics.kind_of("capture.face") is Kind.FACE and topics.kind_of("alerts") is None
     assert topics.of_kind(Kind.VEHICLE) == "capture.vehicle"
