@@ -56,6 +56,9 @@ class ConsoleSettings:
     tls_cert: str = ""
     """PEM certificate chain: with ``tls_key``, the console serves HTTPS only (secure cookies, HSTS)."""
     tls_key: str = ""
+    watch_expiry_days: float = 30.0
+    """A watch given without ``expires_at`` ends this long after it is made (personal data is not watched forever);
+    0: such watches never end."""
 
     @property
     def tls(self) -> bool:
@@ -87,9 +90,12 @@ class ConsoleSettings:
             or console_alertmanager_url(config.section("monitoring")),
             **{key: config.get("console", key, getattr(default, key))
                for key in ("max_transcodes", "max_transcodes_per_user", "session_recheck_s", "login_free_failures",
-                           "login_address_free_failures", "tls_cert", "tls_key")},
+                           "login_address_free_failures", "tls_cert", "tls_key", "watch_expiry_days")},
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
+        expiry = values["watch_expiry_days"]
+        if not isinstance(expiry, int | float) or isinstance(expiry, bool) or expiry < 0:
+            raise ValueError(f"console.watch_expiry_days should be a number of days >= 0, not {expiry!r}")
         if bool(values["tls_cert"]) != bool(values["tls_key"]):
             raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
         return cls(**values)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import happybase
@@ -265,8 +265,12 @@ class SurveillanceConsole:
         if body.get("capture"):
             value["feature"] = self._capture_feature(conn_for_capture, str(body["capture"]))
             value["capture"] = body["capture"]
+        now = datetime.now(UTC)
         value.update(watch_id=f"{body.get('kind', 'watch')}-{uuid.uuid4().hex[:16]}", requested_by=username,
-                     requested_at=now_iso())
+                     requested_at=now.isoformat(timespec="milliseconds"))
+        expiry_days = self.backends.settings.watch_expiry_days
+        if "expires_at" not in value and expiry_days:
+            value["expires_at"] = (now + timedelta(days=expiry_days)).isoformat(timespec="milliseconds")
         try:
             command = watch_from_json(value)
         except CommandError as exc:
