@@ -30,6 +30,7 @@ from typing import Any
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
+from contracts.retention import Retention
 from contracts.topics import Topics
 from ingest.producer import open_producer
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
@@ -74,8 +75,22 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--tasks", type=int, default=int(ingest.get("tasks", 0)),
                         help="tasks per micro-batch (default: the cores Spark has, e.g. 2 for local[2])")
     parser.add_argument("--status-file", type=Path, default=None, help="JSON status kept up to date per batch")
+    parser.add_argument("--retention-days", type=positive_days, default=Retention.from_config(config).captures_days,
+                        help="how long captures are kept: the TTL of the tables the job creates ([retention] "
+                             "captures_days, 90)")
     add_log_flags(parser)
     return parser.parse_args(argv), config
+
+
+def positive_days(text: str) -> float:
+    """A number of days > 0 (argparse names the flag when it is not)."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not days > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 days, not {text}")
+    return days
 
 
 def writer_settings(args: argparse.Namespace) -> WriterSettings:
@@ -92,11 +107,12 @@ def prepare_sinks(args: argparse.Namespace) -> None:
     """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
     import happybase
 
+    from contracts.retention import ttl_seconds
     from contracts.tables.captures import ensure_capture_tables
 
     conn = happybase.Connection(args.hbase_host, args.hbase_port, timeout=60_000)
     try:
-        ensure_capture_tables(conn)
+        ensure_capture_tables(conn, ttl_seconds(args.retention_days))
     finally:
         conn.close()
     open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1, args.stats_topic: 1})

@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
+from contracts.retention import Retention
 from contracts.surveillance import parse_hit
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
 from contracts.topics import Topics
@@ -53,6 +54,8 @@ class LoaderSettings:
     poll_timeout_s: float = 0.5
     retry_s: float = 2.0
     """Pause before writing a batch again after HBase failed."""
+    hits_ttl_s: int = Retention().hits_ttl_s
+    """How long hits are kept (``[retention] hits_days``), given to the tables this loader creates."""
 
     @classmethod
     def from_config(cls, config: Config, **overrides: Any) -> LoaderSettings:
@@ -63,6 +66,7 @@ class LoaderSettings:
             "hbase_port": config.get("hbase", "port", default.hbase_port),
             "group_id": config.get("surveillance", "loader_group", default.group_id),
             "topic": Topics.from_config(config).surveillance_hits,
+            "hits_ttl_s": Retention.from_config(config).hits_ttl_s,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -105,7 +109,7 @@ class Loader:
         if self._connection is None:
             s = self.settings
             self._connection = happybase.Connection(s.hbase_host, s.hbase_port, timeout=30_000)
-            ensure_surveillance_tables(self._connection)
+            ensure_surveillance_tables(self._connection, s.hits_ttl_s)
         return self._connection
 
     def _write(self, tables: dict[str, dict[bytes, dict[bytes, bytes]]], stop: threading.Event) -> bool:

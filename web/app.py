@@ -76,10 +76,11 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.settings = settings
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
+    audit_ttl_s = settings.retention.audit_ttl_s
     app.state.audit = AuditLog(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
-                               settings.backend_timeout_s)
+                               settings.backend_timeout_s, audit_ttl_s)
     app.state.audit_loader = AuditLoader(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
-                                         settings.backend_timeout_s)
+                                         settings.backend_timeout_s, audit_ttl_s)
     app.state.data = DataServices(settings, backends)
     app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from contracts.config import Config
 from contracts.deployment_map import map_path
+from contracts.retention import Retention
 from contracts.topics import Topics
 from monitoring.config import console_alertmanager_url
 
@@ -56,6 +57,8 @@ class ConsoleSettings:
     tls_cert: str = ""
     """PEM certificate chain: with ``tls_key``, the console serves HTTPS only (secure cookies, HSTS)."""
     tls_key: str = ""
+    retention: Retention = field(default_factory=Retention)
+    """``[retention]``: how long the audit trail is kept (the console creates its table)."""
     watch_expiry_days: float = 30.0
     """A watch given without ``expires_at`` ends this long after it is made (personal data is not watched forever);
     0: such watches never end."""
@@ -84,6 +87,7 @@ class ConsoleSettings:
             "map_path": map_path(config),
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
+            "retention": Retention.from_config(config),
             "dr": config.section("dr"),
             "prometheus_url": str(config.get("prometheus", "url", "")).rstrip("/"),
             "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import Kind, epoch_ms
+from ..retention import with_ttl
 from . import Families, ensure_tables, reversed_ms, salt
 
 RECORD_FAMILY = "r"
@@ -109,6 +110,7 @@ def read_record(cells: Mapping[bytes, bytes]) -> dict[str, Any]:
     return json.loads(cells[RECORD_COLUMN])
 
 
-def ensure_capture_tables(connection: Any) -> None:
-    """Create the capture tables that are missing (happybase connection); existing ones are kept."""
-    ensure_tables(connection, TABLES)
+def ensure_capture_tables(connection: Any, ttl_s: int) -> None:
+    """Create the capture tables that are missing, their cells kept ``ttl_s`` (``[retention] captures_days``);
+    existing ones are kept as they are."""
+    ensure_tables(connection, with_ttl(TABLES, ttl_s))

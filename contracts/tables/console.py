@@ -30,6 +30,7 @@ import json
 from typing import Any
 
 from ..audit import AuditEvent
+from ..retention import with_ttl
 from . import Families, ensure_tables, reversed_ms, salt
 
 USER_TABLE = "console_user"
@@ -123,5 +124,7 @@ def read_ack(cells: dict[bytes, bytes]) -> dict[str, str]:
     return {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
 
 
-def ensure_console_tables(connection: Any) -> None:
-    ensure_tables(connection, TABLES)
+def ensure_console_tables(connection: Any, audit_ttl_s: int) -> None:
+    """Create the console's tables that are missing, the audit trail's cells kept ``audit_ttl_s`` (``[retention]
+    audit_days``); existing ones are kept as they are."""
+    ensure_tables(connection, {**TABLES, **with_ttl({AUDIT_TABLE: TABLES[AUDIT_TABLE]}, audit_ttl_s)})

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import epoch_ms
+from ..retention import with_ttl
 from . import MAX_MS, Families, ensure_tables, reversed_ms, salt
 
 BY_WATCH_TABLE = "surveillance_hit"
@@ -76,6 +77,7 @@ def read_hit(cells: Mapping[bytes, bytes]) -> dict[str, Any]:
     return json.loads(cells[HIT_COLUMN])
 
 
-def ensure_surveillance_tables(connection: Any) -> None:
-    """Create the hit tables that are missing (happybase connection); existing ones are kept."""
-    ensure_tables(connection, TABLES)
+def ensure_surveillance_tables(connection: Any, ttl_s: int) -> None:
+    """Create the hit tables that are missing, their cells kept ``ttl_s`` (``[retention] hits_days``); existing ones
+    are kept as they are."""
+    ensure_tables(connection, with_ttl(TABLES, ttl_s))

@@ -15,6 +15,7 @@ import pytest
 from contracts import records
 from contracts.ingest_stats import BatchTally
 from contracts.records import Kind
+from contracts.retention import Retention
 from contracts.tables import captures
 from contracts.topics import Topics
 from ingest.city import build_city
@@ -43,7 +44,7 @@ def gateway(tmp_path: Path) -> Iterator[Gateway]:
 @pytest.fixture
 def conn(gateway: Gateway) -> Iterator[happybase.Connection]:
     c = gateway.connect()
-    captures.ensure_capture_tables(c)
+    captures.ensure_capture_tables(c, Retention().captures_ttl_s)
     yield c
     c.close()
 
@@ -152,7 +153,7 @@ def test_writes_survive_a_gateway_restart(tmp_path: Path, broker: BrokerProcess)
     gw = start_gateway(tmp_path / "hb")
     try:
         c = gw.connect()
-        captures.ensure_capture_tables(c)
+        captures.ensure_capture_tables(c, Retention().captures_ttl_s)
         c.close()
         s = settings(gw, broker)
         put = ("face", b"k1", {b"r:capture_time": b"1"})

@@ -16,6 +16,7 @@ from typing import Any
 import happybase
 
 from contracts.records import CITY_TZ, Kind, Status, format_time, validate
+from contracts.retention import Retention
 from contracts.tables import captures
 from ingest.city import City, build_city
 from ingest.traffic import Traffic, TrafficConfig
@@ -68,7 +69,7 @@ def create_tables(port: int) -> None:
     """What the ingest job does when it starts: create the capture tables that are missing."""
     conn = happybase.Connection("127.0.0.1", port)
     try:
-        captures.ensure_capture_tables(conn)
+        captures.ensure_capture_tables(conn, Retention().captures_ttl_s)
     finally:
         conn.close()
 

@@ -13,10 +13,13 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import happybase
 import httpx
 from confluent_kafka import Producer
 
 from contracts import audit as events
+from contracts.retention import Retention
+from contracts.tables import console as tables
 from contracts.topics import Topics
 from tests.web.conftest import ConsoleProcess, password_of
 
@@ -108,3 +111,12 @@ def test_an_audited_request_says_what_the_audit_cost(console: ConsoleProcess) ->
     assert response.status_code == 200
     assert response.headers["server-timing"].startswith("audit;dur=")
     assert "server-timing" not in console.client("viewer").get("/api/v1/auth/me").headers
+
+
+def test_the_audit_table_is_kept_for_the_configured_retention(console: ConsoleProcess) -> None:
+    console.audit(action="login")  # the loader has written, so the table exists
+    conn = happybase.Connection("127.0.0.1", console.backing.gateway.port)
+    try:
+        assert conn.table(tables.AUDIT_TABLE).families()[b"a"]["time_to_live"] == Retention().audit_ttl_s
+    finally:
+        conn.close()

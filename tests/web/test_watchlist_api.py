@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from contracts.records import Kind
+from contracts.retention import Retention
 from contracts.surveillance import decode_embedding, hit_record, watch_hit_id
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
 from tests.web import _data_support as data
@@ -155,7 +156,7 @@ def test_hits_newest_first_with_trajectory_counts_and_cursor(console) -> None:
                        location={}, detected_at=base.isoformat(), plate="浙B55555") for n in range(5)]
     conn = happybase.Connection("127.0.0.1", console.backing.gateway.port)
     try:
-        ensure_surveillance_tables(conn)
+        ensure_surveillance_tables(conn, Retention().hits_ttl_s)
         for hit in hits:
             for table, key, cells in hit_rows(hit):
                 conn.table(table).put(key, cells)

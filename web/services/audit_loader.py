@@ -36,8 +36,8 @@ RETRY_S = 1.0
 
 
 class AuditLoader:
-    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float) -> None:
-        self._table = ConsoleTable(connect, tables.AUDIT_TABLE)
+    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float, ttl_s: int) -> None:
+        self._table = ConsoleTable(connect, tables.AUDIT_TABLE, ttl_s)
         self._bootstrap = bootstrap_servers
         self._topic = topic
         self._timeout_s = timeout_s

@@ -51,7 +51,7 @@ class MonitoringService:
         with self._backends.hbase() as connection:
             if not self._ready:
                 ensure_monitoring_tables(connection)
-                console_tables.ensure_console_tables(connection)
+                console_tables.ensure_console_tables(connection, self._backends.settings.retention.audit_ttl_s)
                 self._ready = True
             yield connection
 
