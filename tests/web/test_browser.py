@@ -230,6 +230,7 @@ def test_plate_search_lists_the_trajectory_in_time_order_and_draws_it(browsing: 
     browsing.login("viewer")
     browsing.goto("/captures")
     page.fill("#plate", PLATE)
+    page.fill("#reason", "case 2026-0042")  # a search by plate is audited with its reason
     page.click("#plate-form button[type=submit]")
     rows = page.locator("#results tbody tr")
     expect(rows).to_have_count(TRAJECTORY_LENGTH)

@@ -23,7 +23,8 @@ from web.routers.pages import PAGES
 WEB = Path(__file__).resolve().parents[2] / "web"
 # t('key') / t("key") in templates and scripts (dynamic keys are checked below from their sources).
 LITERAL_KEY = re.compile(r"""\bt\(\s*['"]([a-z_]+(?:\.[A-Za-z0-9_]+)+)['"]""")
-AUDITED_ACTION = re.compile(r'(?:audited\(audit, user|audit\.record\(user), "([a-z_.]+)"')
+AUDITED_ACTION = re.compile(r'(?:audited|audit_read|audit\.record)(?:\(|, )[^"]*"([a-z_.]+)"')
+"""The action of every audited command and read (``audited(...)``, ``audit_read(...)``, ``audit.record(...)``)."""
 OVERVIEW_FIGURES = ("records_in", "rows_written", "latency_p50", "latency_p99", "rejected_invalid",
                     "rejected_unrecognized", "open_alerts")
 

@@ -72,7 +72,10 @@ def test_watch_a_plate_from_its_capture_then_hits_arrive_live_with_the_trajector
         browsing: Browsing, loader: subprocess.Popen[bytes]) -> None:  # noqa: F811
     page, here = browsing.page, browsing.site
     browsing.login("operator")
-    browsing.goto(f"/captures?plate={PLATE}")
+    browsing.goto(f"/captures?plate={PLATE}")  # the plate filled in; the search waits for a reason
+    expect(page.locator("#plate")).to_have_value(PLATE)
+    page.fill("#reason", "case 2026-0042")
+    page.click("#plate-form button[type=submit]")
     page.locator("#results tbody tr").first.click()
     page.click("#watch-this")
     link = page.locator("#detail-actions a")

@@ -24,6 +24,8 @@ from tests.web._data_support import T0, StepClock, as_plate, create_tables, load
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, ConsoleProcess
 
 TOPICS = Topics()
+REASON = "case 2026-0042"
+"""A search by plate needs a reason (kept in the audit trail)."""
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def viewer(console: ConsoleProcess) -> httpx.Client:
 def pages(client: httpx.Client, limit: int, **params: str) -> list[list[dict[str, Any]]]:
     out, cursor = [], None
     while True:
-        query = {**params, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        query = {**params, "limit": str(limit), "reason": REASON, **({"cursor": cursor} if cursor else {})}
         response = client.get("/api/v1/captures", params=query)
         assert response.status_code == 200, response.text
         body = response.json()
@@ -156,9 +158,9 @@ def test_bad_search_input_is_a_422_naming_the_field(viewer: httpx.Client, params
 
 def test_a_cursor_from_another_search_is_refused(viewer: httpx.Client, written: list) -> None:
     plate = busiest_plate(written)
-    cursor = viewer.get("/api/v1/captures", params={"plate": plate, "limit": 1}).json()["next"]
+    cursor = viewer.get("/api/v1/captures", params={"plate": plate, "limit": 1, "reason": REASON}).json()["next"]
     other = next(r["plate_number"] for k, r in written if k is Kind.VEHICLE and r["plate_number"] != plate)
-    response = viewer.get("/api/v1/captures", params={"plate": other, "cursor": cursor})
+    response = viewer.get("/api/v1/captures", params={"plate": other, "cursor": cursor, "reason": REASON})
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "cursor"]
     assert viewer.get("/api/v1/captures/bicycle/x-1").status_code == 422
 
@@ -173,7 +175,7 @@ def test_a_plate_with_10000_captures_pages_fast_over_http(viewer: httpx.Client, 
     timings: list[float] = []
     cursor = None
     while True:
-        response = viewer.get("/api/v1/captures", params={"plate": plate, "limit": 100,
+        response = viewer.get("/api/v1/captures", params={"plate": plate, "limit": 100, "reason": REASON,
                                                           **({"cursor": cursor} if cursor else {})})
         assert response.status_code == 200, response.text
         timings.append(response.elapsed.total_seconds())
@@ -194,7 +196,8 @@ def test_concurrent_searches_all_answer(console: ConsoleProcess, written: list) 
     client = console.client("viewer")
 
     def one(n: int) -> int:
-        return client.get("/api/v1/captures", params={"plate": plates[n % len(plates)], "limit": 5}).status_code
+        return client.get("/api/v1/captures", params={"plate": plates[n % len(plates)], "limit": 5,
+                                                      "reason": REASON}).status_code
 
     with ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(one, range(300)))

@@ -1,6 +1,7 @@
 """``/api/v1/bus/*``: brokers, topics, messages, consumer groups and lag (viewer); topic and offset commands (admin).
 
-Every admin command is recorded in the audit trail with its outcome, refused or not.
+Every admin command is recorded in the audit trail with its outcome, refused or not. Reading a topic's messages
+is audited too (``topic.messages``, before they are fetched): raw records carry plates, faces and hits.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from web.models.bus import (
     TopicSummary,
 )
 from web.redaction import NoControlTopicsForViewers, message_for
-from web.routers.data_common import DataDep, answering, audited
+from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, audited
 from web.services import bus, groups, messages
 
 router = APIRouter(prefix="/api/v1/bus", tags=["bus"])
@@ -52,11 +53,13 @@ def topic(name: TopicPath, _user: ViewerDep, backends: BackendsDep, data: DataDe
 
 
 @router.get("/topics/{name}/messages", response_model=list[Message])
-def topic_messages(name: TopicPath, user: ViewerDep, backends: BackendsDep, _control: NoControlTopicsForViewers,
+def topic_messages(name: TopicPath, user: ViewerDep, audit: AuditDep, backends: BackendsDep,
+                   _control: NoControlTopicsForViewers,
                    limit: Annotated[int, Query(ge=1, le=messages.MAX_LIMIT)] = 50,
-                   partition: Annotated[int | None, Query(ge=0)] = None) -> list[Message]:
+                   partition: Annotated[int | None, Query(ge=0)] = None, reason: Reason = None) -> list[Message]:
     """The latest ``limit`` messages (of one partition, or of all by timestamp), newest first (a viewer: no
     control topic, 403, and no face feature vectors)."""
+    audit_read(audit, user, "topic.messages", name, asked(limit=limit, partition=partition), reason)
     with answering("query"):
         return [Message(**message_for(user, m)) for m in messages.latest(backends, name, limit, partition)]
 

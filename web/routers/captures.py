@@ -1,4 +1,8 @@
-"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range; one record's detail."""
+"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range; one record's detail.
+
+Every answer here is personal data, so each request is audited before anything is read (``captures.search`` with
+its required ``reason``, ``captures.by_checkpoint``, ``captures.detail``): no audit event, no data (503).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ from fastapi import APIRouter, Path, Query
 from pydantic import AfterValidator, AwareDatetime
 
 from contracts.records import Kind, is_checkpoint_id, is_plate
-from web.dependencies import BackendsDep, ViewerDep
+from contracts.tables import captures as layout
+from web.dependencies import AuditDep, BackendsDep, ViewerDep
 from web.models.captures import CaptureDetail, CapturePage
 from web.redaction import record_for
-from web.routers.data_common import DataDep, answering, invalid
+from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, invalid, required_reason
 from web.services import captures
 
 router = APIRouter(prefix="/api/v1/captures", tags=["captures"])
@@ -53,16 +58,37 @@ Cursor = Annotated[str | None, Query(max_length=1024, description="the previous 
                    AfterValidator(_cursor)]
 
 
+def _check_window(prefix: bytes, start: datetime | None, end: datetime | None, key: bytes | None) -> None:
+    """The search's own checks of its time window and cursor (422 naming the field), made before the audit: a
+    request refused for a mistake reads nothing, so it is not an audited read. The service checks them again."""
+    with answering("query"):
+        first, stop = captures.time_bounds(prefix, epoch_ms(start), epoch_ms(end))
+    if key is not None and not first <= key < stop:
+        raise invalid("query", "cursor", "this cursor belongs to another search")
+
+
 @router.get("", response_model=CapturePage)
-def search(_user: ViewerDep, backends: BackendsDep, data: DataDep, plate: Plate = None, checkpoint: CheckpointId = None,
-           start: Time = None, end: Time = None, limit: Limit = 50, cursor: Cursor = None) -> CapturePage:
+def search(user: ViewerDep, audit: AuditDep, backends: BackendsDep, data: DataDep, plate: Plate = None,
+           checkpoint: CheckpointId = None, start: Time = None, end: Time = None, limit: Limit = 50,
+           cursor: Cursor = None, reason: Reason = None) -> CapturePage:
     """A plate's trajectory (``vehicle_by_plate``) or a checkpoint's captures (``capture_by_checkpoint``).
 
-    Newest first, ``limit`` per page; pass the answer's ``next`` as ``cursor`` for the following page.
+    Newest first, ``limit`` per page; pass the answer's ``next`` as ``cursor`` for the following page. Following
+    one person's car is the most sensitive read the console offers: a search by plate needs a ``reason`` (a case
+    number), kept in the audit trail with the plate; by checkpoint the reason is optional.
     """
     if (plate is None) == (checkpoint is None):
         raise invalid("query", "plate" if plate is None else "checkpoint", "give either plate or checkpoint")
     key = captures.decode_cursor(cursor) if cursor is not None else None
+    prefix = layout.plate_prefix(plate) if plate is not None else layout.checkpoint_prefix(checkpoint or "")
+    _check_window(prefix, start, end, key)
+    window = asked(start=start, end=end, limit=limit, cursor=cursor)
+    if plate is not None:
+        audit_read(audit, user, "captures.search", plate, {"plate": plate, **window},
+                   required_reason(reason, "to search by plate"))
+    else:
+        audit_read(audit, user, "captures.by_checkpoint", checkpoint or "", {"checkpoint": checkpoint, **window},
+                   reason)
     with answering("query"), backends.hbase() as conn:
         if plate is not None:
             page = captures.plate_trajectory(conn, plate, epoch_ms(start), epoch_ms(end), limit, key, data.map.locate)
@@ -74,8 +100,9 @@ def search(_user: ViewerDep, backends: BackendsDep, data: DataDep, plate: Plate 
 
 @router.get("/{kind}/{record_id}", response_model=CaptureDetail)
 def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=200)], user: ViewerDep,
-           backends: BackendsDep, data: DataDep) -> CaptureDetail:
+           audit: AuditDep, backends: BackendsDep, data: DataDep, reason: Reason = None) -> CaptureDetail:
     """The whole record as stored, with ingest_time, latency_ms (ingest - capture) and its location (a viewer's
-    without the face feature vector)."""
+    without the face feature vector). Audited (``captures.detail``) before the lookup, found or not."""
+    audit_read(audit, user, "captures.detail", record_id, asked(kind=kind), reason)
     with answering("path"), backends.hbase() as conn:
         return CaptureDetail(**record_for(user, captures.capture_detail(conn, kind, record_id, data.map.locate)))

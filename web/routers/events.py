@@ -7,6 +7,10 @@ page that fell behind gets ``event: dropped`` with how many it lost. Keep-alive 
 Every ``[console] session_recheck_s`` seconds the stream checks its credentials again: a logout, an expired
 token or session, a removed user or a changed role ends it with ``event: closed`` (the page's reconnect then
 meets the login). A viewer's events carry no face feature vectors.
+
+A stream that includes the surveillance hits (plates and faces seen, where and when) is a read of personal data:
+it is audited once per connection (``events.subscribe``), before the stream starts, and refused (503) when the
+audit event cannot be published.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
 
 from web.auth import Role
-from web.dependencies import ViewerDep
+from web.dependencies import AuditDep, ViewerDep
 from web.events import EventHub, default_topics
 from web.hardening import credentials_check, until_revoked
 from web.redaction import without_features
+from web.routers.data_common import Reason, audit_read
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -31,10 +37,10 @@ SEND_TIMEOUT_S = 30
 
 
 @router.get("/events", response_class=EventSourceResponse)
-async def events(user: ViewerDep, request: Request,
+async def events(user: ViewerDep, audit: AuditDep, request: Request,
                  topics: Annotated[str | None, Query(max_length=2000,
                                                      description="comma-separated topics (default: all)")] = None,
-                 ) -> EventSourceResponse:
+                 reason: Reason = None) -> EventSourceResponse:
     hub: EventHub = request.app.state.hub
     wanted = [t for t in (topics or "").split(",") if t] or list(default_topics(request.app.state.settings.topics))
     unknown = sorted(set(wanted) - set(hub.topics))
@@ -42,6 +48,9 @@ async def events(user: ViewerDep, request: Request,
         raise RequestValidationError([{"type": "value_error", "loc": ("query", "topics"), "input": topics,
                                        "msg": f"not event topics: {', '.join(unknown)}; "
                                               f"choose from {', '.join(hub.topics)}"}])
+    hits = request.app.state.settings.topics.surveillance_hits
+    if hits in wanted:  # recording blocks until the bus acknowledges: not on the event loop
+        await run_in_threadpool(audit_read, audit, user, "events.subscribe", hits, {"topics": wanted}, reason)
     stream = without_features(hub.stream(wanted)) if user.role is Role.VIEWER else hub.stream(wanted)
     stream = until_revoked(stream, credentials_check(request, user.role), request.app.state.settings.session_recheck_s)
     return EventSourceResponse(stream, ping=PING_S, send_timeout=SEND_TIMEOUT_S)

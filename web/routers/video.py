@@ -1,6 +1,10 @@
 """``/api/v1/video``: browse and play videos (viewer), ask for an analysis or cancel one (operator, audited),
 read tasks and the objects they found (viewer). Live task progress reaches pages over the SSE hub's
 ``video.status`` topic; these routes are what a page re-reads when it hears of a change.
+
+Footage and what was found in it are personal data: starting to play a video (``video.view``), downloading one
+(``video.export``, with a required ``reason``) and reading the objects found (``video.objects``) are audited
+before anything is read from the store, and refused (503) when the audit event cannot be published.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from contracts.records import CITY_TZ
 from contracts.video import CAMERA_ID, TASK_ID
 from web.dependencies import AuditDep, OperatorDep, SettingsDep, ViewerDep
 from web.models.video import AnalyzeIn, CommandOut, DayOut, ObjectOut, PlayableOut, TaskOut, VideoOut
-from web.routers.data_common import answering, audited, invalid
+from web.routers.data_common import (
+    Reason,
+    answering,
+    asked,
+    audit_read,
+    audited,
+    invalid,
+    required_reason,
+)
 from web.services.video import VideoService
 from web.services.video_media import RangeNotSatisfiable, TranscodesBusy, media_headers, parse_range
 
@@ -72,14 +84,44 @@ def playable(url: S3Url, user: ViewerDep, video: VideoDep) -> PlayableOut:
                                 headers={"Retry-After": str(exc.retry_after)}) from None
 
 
+def _play_start(range_header: str | None) -> bool:
+    """Whether a media request starts playing (no Range, or one from byte 0) rather than seeking within a video
+    already started: a player's seeks are parts of the same view, not views of their own."""
+    if not range_header:
+        return True
+    first = range_header.partition("=")[2].partition("-")[0].strip()
+    return first.isdigit() and int(first) == 0
+
+
+def _attachment(url: str) -> str:
+    """``Content-Disposition`` of a download: the object's base name, as a quoted ASCII filename (anything a
+    header cannot carry safely, a quote, a backslash, a control or non-ASCII character, becomes ``_``)."""
+    name = url.rstrip("/").rsplit("/", 1)[-1] or "video"
+    safe = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    return f'attachment; filename="{safe}"'
+
+
 @router.get("/media", response_class=StreamingResponse,
             responses={206: {"description": "the requested byte range"}, 416: {"description": "range outside"}})
-def media(url: S3Url, _user: ViewerDep, video: VideoDep,
-          range_: Annotated[str | None, Header(alias="Range")] = None) -> Response:
+def media(url: S3Url, user: ViewerDep, audit: AuditDep, video: VideoDep,
+          range_: Annotated[str | None, Header(alias="Range")] = None,
+          download: Annotated[bool, Query(description="as an attachment (an export: needs a reason)")] = False,
+          reason: Reason = None) -> Response:
     """The object's bytes through the console (ranges honoured so a player can seek).
 
     Served as its own type for video and images only; anything else as an ``application/octet-stream``
-    attachment; always ``nosniff`` with a sandboxing content-security policy (see ``media_headers``)."""
+    attachment; always ``nosniff`` with a sandboxing content-security policy (see ``media_headers``).
+    ``download=true`` makes it an attachment named after the object: an export, which needs a ``reason``.
+
+    Audited before the store is asked: every export (``video.export``), and a view (``video.view``) when it
+    starts playing, not at each of the player's later ranged requests."""
+    with answering("query"):
+        video.media.parse(url)  # a URL outside the console's buckets is a 422, not an audited read
+    if download:
+        audit_read(audit, user, "video.export", url, asked(download=True, range=range_),
+                   required_reason(reason, "to export a video"))
+    elif _play_start(range_):
+        audit_read(audit, user, "video.view", url, asked(range=range_), reason)
     with answering("query"):
         info = video.media.stat(url)
         size = info.size or 0
@@ -91,6 +133,8 @@ def media(url: S3Url, _user: ViewerDep, video: VideoDep,
         body = video.media.read(url, byte_range)
     media_type, safety = media_headers(info.content_type)
     headers = {"Accept-Ranges": "bytes", "Cache-Control": "private, max-age=300", "ETag": f'"{info.etag}"', **safety}
+    if download:
+        headers["Content-Disposition"] = _attachment(url)
     if byte_range is None:
         headers["Content-Length"] = str(size)
         return StreamingResponse(body, media_type=media_type, headers=headers)
@@ -136,24 +180,29 @@ def task(task_id: TaskId, _user: ViewerDep, video: VideoDep) -> TaskOut:
 
 
 @router.get("/tasks/{task_id}/objects", response_model=list[ObjectOut])
-def objects(task_id: TaskId, _user: ViewerDep, video: VideoDep) -> list[ObjectOut]:
+def objects(task_id: TaskId, user: ViewerDep, audit: AuditDep, video: VideoDep,
+            reason: Reason = None) -> list[ObjectOut]:
     """What the analysis found, with each object's place in the synopsis and in the original."""
+    audit_read(audit, user, "video.objects", task_id, {}, reason)
     with answering("path"):
         return [ObjectOut(**o) for o in video.objects(task_id)]
 
 
 @router.get("/objects", response_model=list[ObjectOut])
-def search(_user: ViewerDep, video: VideoDep,
+def search(user: ViewerDep, audit: AuditDep, video: VideoDep,
            camera: Annotated[str, Query(pattern=f"^{CAMERA_ID.pattern}$", max_length=64)],
            start: Annotated[dt.datetime, Query(description="ISO-8601 with offset: first seen at or after")],
            end: Annotated[dt.datetime, Query(description="ISO-8601 with offset: first seen before")],
            cls: Annotated[Literal["person", "vehicle", "other"] | None, Query(alias="class")] = None,
            color: Annotated[str | None, Query(max_length=32)] = None,
-           limit: Annotated[int, Query(ge=1, le=500)] = 100) -> list[ObjectOut]:
-    """Objects a camera saw first between start and end, newest first, filtered by class and colour."""
+           limit: Annotated[int, Query(ge=1, le=500)] = 100, reason: Reason = None) -> list[ObjectOut]:
+    """Objects a camera saw first between start and end, newest first, filtered by class and colour (the same
+    personal data as a task's objects, so audited as ``video.objects`` too, with the camera as its target)."""
     for name, value in (("start", start), ("end", end)):
         if value.tzinfo is None:
             raise invalid("query", name, "needs a UTC offset (e.g. +08:00)")
     if end <= start:
         raise invalid("query", "end", "must be after start")
+    audit_read(audit, user, "video.objects", camera,
+               asked(camera=camera, start=start, end=end, **{"class": cls}, color=color, limit=limit), reason)
     return [ObjectOut(**o) for o in video.search(camera, start, end, cls, color or None, limit)]

@@ -3,6 +3,9 @@
 A command is validated with the surveillance contract (422 naming the field), then published on
 ``control.watchlist``; removal publishes a tombstone. The service's verdict arrives on
 ``surveillance.replies`` and shows as the watch's ``status``. Hits are read from the hit loader's tables.
+
+The list and the hits are personal data (watched plates and faces, where they were seen): each read is audited
+(``watchlist.read``, ``hits.read``) before anything is fetched, and refused (503) when it cannot be.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, status
 
 from web.dependencies import AuditDep, BackendsDep, OperatorDep, ViewerDep
 from web.models.surveillance import HitOut, WatchHits, WatchIn, WatchOut, WatchPage
-from web.routers.data_common import DataDep, answering, audited
+from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, audited
 from web.services import surveillance
 from web.services.surveillance import SurveillanceConsole
 
@@ -31,10 +34,12 @@ SurveillanceDep = Annotated[SurveillanceConsole, Depends(get_surveillance)]
 
 
 @router.get("/watchlist", response_model=WatchPage)
-def watchlist(_user: ViewerDep, backends: BackendsDep, sv: SurveillanceDep, limit: Limit = 100,
+def watchlist(user: ViewerDep, audit: AuditDep, backends: BackendsDep, sv: SurveillanceDep, limit: Limit = 100,
               after: Annotated[str | None, Query(max_length=128, description="the previous page's next")] = None,
-              kind: Annotated[str | None, Query(pattern="^(plate|face)$")] = None) -> WatchPage:
+              kind: Annotated[str | None, Query(pattern="^(plate|face)$")] = None,
+              reason: Reason = None) -> WatchPage:
     """Watches in id order, each with its service status, hit count and newest hit."""
+    audit_read(audit, user, "watchlist.read", "", asked(limit=limit, after=after, kind=kind), reason)
     with backends.hbase() as conn:
         items, following = sv.watches(conn, limit, after, kind)
     return WatchPage.model_validate({"items": items, "next": following, "complete": sv.loaded()})
@@ -62,10 +67,11 @@ def remove_watch(watch_id: WatchId, user: OperatorDep, audit: AuditDep, sv: Surv
 
 
 @router.get("/watchlist/{watch_id}/hits", response_model=WatchHits)
-def watch_hits(watch_id: WatchId, _user: ViewerDep, backends: BackendsDep, data: DataDep, sv: SurveillanceDep,
-               limit: Limit = 100,
-               cursor: Annotated[str | None, Query(max_length=1024)] = None) -> WatchHits:
+def watch_hits(watch_id: WatchId, user: ViewerDep, audit: AuditDep, backends: BackendsDep, data: DataDep,
+               sv: SurveillanceDep, limit: Limit = 100,
+               cursor: Annotated[str | None, Query(max_length=1024)] = None, reason: Reason = None) -> WatchHits:
     """A watch's hits, newest first, and the page's trajectory (oldest first) with locations from the map."""
+    audit_read(audit, user, "hits.read", watch_id, asked(limit=limit, cursor=cursor), reason)
     with answering("query"), backends.hbase() as conn:
         value = sv.get_watch(watch_id)
         hits, following = surveillance.watch_hits(conn, watch_id, limit, cursor)
@@ -75,7 +81,9 @@ def watch_hits(watch_id: WatchId, _user: ViewerDep, backends: BackendsDep, data:
 
 
 @router.get("/hits", response_model=list[HitOut])
-def recent_hits(_user: ViewerDep, backends: BackendsDep, limit: Limit = 50) -> list[HitOut]:
+def recent_hits(user: ViewerDep, audit: AuditDep, backends: BackendsDep, limit: Limit = 50,
+                reason: Reason = None) -> list[HitOut]:
     """The city's newest hits, every kind (cloned plates of unwatched plates too)."""
+    audit_read(audit, user, "hits.read", "", asked(limit=limit), reason)
     with backends.hbase() as conn:
         return [HitOut.model_validate(h) for h in surveillance.recent_hits(conn, limit)]

@@ -1,4 +1,7 @@
 // Capture search: by plate (the trajectory, drawn on the map) or by checkpoint and time range; pages by cursor.
+// A plate search needs a reason (a case number, say), sent with every page and kept in the audit trail; a
+// checkpoint search sends one when given. The reason never goes into the page's address (a link carries no reason:
+// whoever opens it gives their own).
 "use strict";
 
 (async () => {
@@ -11,6 +14,8 @@
   const pageNo = document.getElementById("page-no");
   const heading = document.getElementById("results-heading");
   const detail = document.getElementById("detail");
+  const reasonInput = document.getElementById("reason");
+  const reasonError = document.getElementById("reason-error");
   let city = null;
   // The current search: its query, the cursor of each page seen so far, and the page shown.
   let search = null;
@@ -66,13 +71,49 @@
       prev.disabled = true;
       next.disabled = true;
       showError(error, e);
+      const refusal = search.params.plate ? reasonRefusal(e) : null;
+      if (refusal) {
+        flagReason(refusal);
+        reasonInput.focus();
+      }
     }
   }
+
+  /** The reason field says why a plate search did not go out (or why the API refused it). */
+  function flagReason(message) {
+    reasonInput.setCustomValidity(message); // cleared as soon as the field is edited
+    reasonInput.setAttribute("aria-invalid", "true");
+    reasonError.textContent = message;
+    reasonError.hidden = false;
+  }
+
+  function clearReason() {
+    reasonInput.setCustomValidity("");
+    reasonInput.removeAttribute("aria-invalid");
+    reasonError.textContent = "";
+    reasonError.hidden = true;
+  }
+
+  /** The API's 422 about ``reason`` (missing, too long...) as the field's message, or null for any other error. */
+  function reasonRefusal(e) {
+    const detail = e instanceof Console.ApiError && e.status === 422 && e.body && e.body.detail;
+    const about = Array.isArray(detail) ? detail.find((d) => (d.loc || []).includes("reason")) : null;
+    if (!about) return null;
+    return about.type === "missing" || /required/.test(about.msg) ? t("captures.reason_required") : about.msg;
+  }
+
+  // The field says why itself, in the page's language (the browser's bubble would cover it and then vanish).
+  reasonInput.addEventListener("invalid", (event) => {
+    event.preventDefault();
+    if (reasonInput.validity.valueMissing) flagReason(t("captures.reason_required"));
+    reasonInput.focus();
+  });
+  reasonInput.addEventListener("input", clearReason);
 
   function start(params) {
     search = { params, cursors: [null], page: 0 };
     detail.hidden = true;
-    const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v));
+    const query = new URLSearchParams(Object.entries(params).filter(([k, v]) => v && k !== "reason"));
     history.replaceState(null, "", `/captures?${query}`);
     return load();
   }
@@ -84,7 +125,9 @@
     const dl = document.getElementById("detail-fields");
     dl.replaceChildren(el("dt", {}, t("common.loading")));
     try {
-      const { data } = await api(`/api/v1/captures/${encodeURIComponent(item.kind)}/${encodeURIComponent(item.record_id)}`);
+      // The search's reason goes with the detail read too: the trail shows why the record was opened.
+      const { data } = await api(`/api/v1/captures/${encodeURIComponent(item.kind)}/${encodeURIComponent(item.record_id)}`,
+        { params: { reason: search && search.params.reason } });
       const record = data;
       const first = ["record_id", "kind", "capture_time", "ingest_time", "latency_ms"];
       const keys = [...first.filter((k) => k in record), ...Object.keys(record).filter((k) => !first.includes(k)).sort()];
@@ -132,14 +175,20 @@
   document.getElementById("plate-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const form = new FormData(e.target);
-    start({ plate: form.get("plate").trim().toUpperCase(), limit: form.get("limit") });
+    const reason = form.get("reason").trim();
+    if (!reason) { // only spaces: as good as empty
+      flagReason(t("captures.reason_required"));
+      reasonInput.reportValidity();
+      return;
+    }
+    start({ plate: form.get("plate").trim().toUpperCase(), reason, limit: form.get("limit") });
   });
   document.getElementById("checkpoint-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const form = new FormData(e.target);
     start({
       checkpoint: form.get("checkpoint").trim(), start: cityIso(form.get("start")), end: cityIso(form.get("end")),
-      limit: form.get("limit"),
+      reason: form.get("reason").trim(), limit: form.get("limit"),
     });
   });
   prev.addEventListener("click", () => {
@@ -166,8 +215,12 @@
 
   const query = new URLSearchParams(window.location.search);
   if (query.get("plate")) {
+    // A link to a plate's trajectory: the plate is filled in, the search waits for this user's reason.
     document.getElementById("plate").value = query.get("plate");
-    start({ plate: query.get("plate"), limit: query.get("limit") || "50" });
+    if (query.get("limit")) document.getElementById("plate-form").elements.limit.value = query.get("limit");
+    reasonError.textContent = t("captures.reason_for_link", { plate: query.get("plate") });
+    reasonError.hidden = false;
+    reasonInput.focus();
   } else if (query.get("checkpoint")) {
     document.getElementById("checkpoint").value = query.get("checkpoint");
     if (query.get("start")) document.getElementById("start").value = query.get("start").slice(0, 19);

@@ -2,6 +2,7 @@
 // list kept live by the SSE hub's video.status topic, a task's synopsis with its objects (a click on an object
 // seeks the original to the moment it first shows), and object search by camera, time, class and colour.
 // The API enforces every role again: the analyse and cancel buttons are only not drawn for viewers.
+// The recording shown can be exported (downloaded) with a reason, which the API audits.
 "use strict";
 
 (() => {
@@ -234,6 +235,40 @@
       showError(error, e);
     }
   }
+
+  // -- export -------------------------------------------------------------------------------------------
+  const exportForm = document.getElementById("export-form");
+  const exportState = document.getElementById("export-state");
+  const originalVideo = document.getElementById("original-player");
+  originalVideo.addEventListener("loadedmetadata", () => { document.getElementById("export-video").disabled = false; });
+  const exportReason = exportForm.elements.reason;
+  exportReason.addEventListener("invalid", () => {
+    if (exportReason.validity.valueMissing) exportReason.setCustomValidity(t("video.export_reason_required"));
+  });
+  exportReason.addEventListener("input", () => exportReason.setCustomValidity(""));
+  exportForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const url = originalVideo.dataset.url;
+    const reason = exportReason.value.trim();
+    exportState.hidden = false;
+    if (!url) {
+      exportState.textContent = t("video.export_nothing");
+      return;
+    }
+    if (!reason) {
+      exportReason.value = "";
+      exportForm.reportValidity();
+      exportState.hidden = true;
+      return;
+    }
+    // A plain download: the session cookie authenticates the GET; the page stays where it is.
+    const query = new URLSearchParams({ url, download: "true", reason });
+    const link = el("a", { href: `/api/v1/video/media?${query}`, download: "", hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    exportState.textContent = t("video.export_started", { name: fileName(url) });
+  });
 
   // -- search -------------------------------------------------------------------------------------------
   const searchForm = document.getElementById("search-form");
