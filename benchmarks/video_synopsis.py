@@ -63,8 +63,8 @@ def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
                     job = launch.submit(Path(launch.ROOT) / "spark_jobs" / "video_synopsis.py", [
                         "--video", video.url, "--task-id", f"bench-{cores}", "--segments", "4",
                         "--bootstrap-server", broker.bootstrap,
-                        "--s3-endpoint", store.url, "--s3-access-key", store.access_key,
-                        "--s3-secret-key", store.secret_key], settings, stdout=subprocess.PIPE, stderr=log)
+                        "--s3-endpoint", store.url, "--s3-credentials", str(store.credentials_file("video-jobs")),
+                    ], settings, stdout=subprocess.PIPE, stderr=log)
                     out, _ = job.proc.communicate(timeout=900)
                     job.wait(10)
                 summary = json.loads([line for line in out.decode().splitlines() if line.startswith("{")][-1])

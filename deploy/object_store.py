@@ -9,9 +9,14 @@ clash between parallel tests and with other software, so every port is set expli
 127.0.0.1. Its admin worker dials the admin gRPC port at "admin HTTP port + 10000" whatever the flag
 says, so each service gets a pair (P, P + 10000) and that convention holds everywhere. The internal
 ports are remembered in ``DATA/ports.json`` so a restart finds its volume server where the master
-last saw it. SigV4 is enforced through an identities file written from the configured keys.
+last saw it.
 
-    python -m deploy.object_store --data-dir D [--port 9000] [--access-key K --secret-key S]
+SigV4 is enforced through an identities file: one identity per component with only its rights
+(``contracts/s3_credentials.py``), each key made at the first start into the secrets directory
+(``s3-<component>.env``, mode 0600; ``make up``: ``DATA/secrets``) and read from there, never from argv; every
+bucket gets a policy that refuses deleting to all but the retention identity.
+
+    python -m deploy.object_store --data-dir D [--port 9000] [--secrets-dir S]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import os
 import shutil
 import signal
 import socket
@@ -30,15 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from deploy.shutdown import SERVICE_GRACE_S
 
 GRPC_OFFSET = 10000
 # Services of `weed mini` that listen (HTTP port, gRPC at +GRPC_OFFSET); s3's own port is the API.
 SERVICES = ("master", "volume", "filer", "admin")
-DEFAULT_ACCESS_KEY = "securitybus"
-DEFAULT_SECRET_KEY = "securitybus-secret"
-DEFAULT_BUCKETS = ("videos", "synopsis")
+DEFAULT_BUCKETS = s3_credentials.BUCKETS
 MAX_S3_PORT = 65535 - GRPC_OFFSET
 """The highest S3 port whose gRPC pair (port + GRPC_OFFSET) is still a TCP port."""
 WEED_GRACE_S = SERVICE_GRACE_S / 2
@@ -118,23 +123,14 @@ def internal_ports(data_dir: Path, s3_port: int, host: str = "127.0.0.1") -> dic
     return ports
 
 
-def identities(access_key: str, secret_key: str) -> dict[str, object]:
-    """The S3 identities file: one admin identity, so unsigned or wrongly signed requests fail."""
-    return {"identities": [{
-        "name": "admin",
-        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-    }]}
-
-
 @dataclass
 class ObjectStore:
     """One `weed mini` process: ``start()`` returns once S3 answers signed requests; ``stop()`` is clean."""
 
     data_dir: Path
     port: int = 9000
-    access_key: str = DEFAULT_ACCESS_KEY
-    secret_key: str = DEFAULT_SECRET_KEY
+    secrets_dir: Path | None = None
+    """Where the identities' keys are (made at the first start); default ``data_dir/secrets``."""
     host: str = "127.0.0.1"
     buckets: tuple[str, ...] = DEFAULT_BUCKETS
     metrics_port: int = 0
@@ -142,6 +138,31 @@ class ObjectStore:
     tied_to_parent: bool = False
     """`weed` gets SIGTERM when the process (strictly: the thread) that started it dies; for the wrapper's main."""
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    keys: dict[str, s3_credentials.Credentials] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def secrets(self) -> Path:
+        return self.secrets_dir or self.data_dir / "secrets"
+
+    def credentials(self, component: str) -> s3_credentials.Credentials:
+        """An identity's key (``admin`` or a component of ``contracts.s3_credentials.RIGHTS``)."""
+        if not self.keys:
+            self.keys = s3_credentials.ensure_files(self.secrets)
+        return self.keys[component]
+
+    def credentials_file(self, component: str) -> Path:
+        """The env file holding ``component``'s key: what its ``--s3-credentials`` flag names."""
+        self.credentials(component)
+        return self.secrets / s3_credentials.file_name(component)
+
+    @property
+    def access_key(self) -> str:
+        """The admin identity's access key (buckets, policies, tests' own checks)."""
+        return self.credentials("admin").access_key
+
+    @property
+    def secret_key(self) -> str:
+        return self.credentials("admin").secret_key
 
     @property
     def endpoint(self) -> str:
@@ -160,9 +181,12 @@ class ObjectStore:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         store = self.data_dir / "store"
         store.mkdir(exist_ok=True)
+        self.keys = s3_credentials.ensure_files(self.secrets)
         config = self.data_dir / "s3-identities.json"
-        config.write_text(json.dumps(identities(self.access_key, self.secret_key)))
-        config.chmod(0o600)
+        config.unlink(missing_ok=True)
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # holds every key: never readable by others
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(s3_credentials.identities(self.keys)))
         ports = internal_ports(self.data_dir, self.port, self.host)
         args = [
             str(weed_binary()), "mini", f"-dir={store}", f"-ip={self.host}", f"-ip.bind={self.host}",
@@ -195,7 +219,8 @@ class ObjectStore:
     def client(self):  # -> minio.Minio (imported lazily: deploy/up must not need it to start)
         from minio import Minio
 
-        return Minio(self.endpoint, access_key=self.access_key, secret_key=self.secret_key, secure=False)
+        return Minio(self.endpoint, access_key=self.access_key, secret_key=self.secret_key, secure=False,
+                     region="us-east-1")
 
     def wait_ready(self, timeout: float) -> None:
         """Until a signed ListBuckets succeeds (the S3 gateway also needs the filer and a volume)."""
@@ -210,6 +235,7 @@ class ObjectStore:
                 for bucket in self.buckets:
                     if not client.bucket_exists(bucket):
                         client.make_bucket(bucket)
+                    client.set_bucket_policy(bucket, s3_credentials.delete_policy(bucket))
                 return
             except Exception as exc:  # connection refused, 503 while the filer starts ...
                 last = exc
@@ -238,24 +264,24 @@ class ObjectStore:
         self.stop()
 
 
-def _defaults(config: Config) -> tuple[int, str, str, int]:
+def _defaults(config: Config) -> tuple[int, str, int]:
     endpoint = config.get("object_storage", "endpoint", "127.0.0.1:9000")
     port = int(endpoint.rsplit(":", 1)[1]) if ":" in endpoint else 9000
-    return (port, config.get("object_storage", "access_key", DEFAULT_ACCESS_KEY),
-            config.get("object_storage", "secret_key", DEFAULT_SECRET_KEY),
-            int(config.get("object_storage", "metrics_port", 0)))
+    section = "object_storage"
+    return port, config.get(section, "credentials_dir", ""), int(config.get(section, "metrics_port", 0))
 
 
 def main(argv: list[str] | None = None) -> int:
     config = preparse_config(argv)
-    port, access_key, secret_key, metrics_port = _defaults(config)
+    port, credentials_dir, metrics_port = _defaults(config)
     parser = argparse.ArgumentParser(prog="python -m deploy.object_store", description=__doc__.split("\n\n")[0])
     add_config_flag(parser)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=port, help="S3 API port (0: any free one, printed)")
-    parser.add_argument("--access-key", default=access_key)
-    parser.add_argument("--secret-key", default=secret_key)
+    parser.add_argument("--secrets-dir", type=Path, default=Path(credentials_dir) if credentials_dir else None,
+                        help="where each identity's key is made and kept (s3-<component>.env, mode 0600); default "
+                             "[object_storage] credentials_dir, else DATA_DIR/secrets")
     parser.add_argument("--metrics-port", type=int, default=metrics_port,
                         help="SeaweedFS's Prometheus metrics port (0: none)")
     args = parser.parse_args(argv)
@@ -272,10 +298,14 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    store = ObjectStore(args.data_dir, args.port, args.access_key, args.secret_key, args.host,
-                        metrics_port=args.metrics_port, tied_to_parent=True)
-    store.start()
-    print(f"object store S3 API ready at {store.url} (log {store.log_path})", flush=True)
+    store = ObjectStore(args.data_dir, args.port, args.secrets_dir, args.host, metrics_port=args.metrics_port,
+                        tied_to_parent=True)
+    try:
+        store.start()
+    except s3_credentials.CredentialsError as exc:
+        print(f"object store: {exc}", file=sys.stderr)
+        return 2
+    print(f"object store S3 API ready at {store.url} (log {store.log_path}; keys in {store.secrets})", flush=True)
     try:
         while not stopping:
             if store.proc is None or store.proc.poll() is not None:

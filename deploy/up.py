@@ -37,6 +37,7 @@ from pathlib import Path
 
 import tomli_w
 
+from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from deploy import cluster, dr_site, object_store, shutdown
@@ -121,16 +122,20 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
              "--metrics-port", str(load_config(args.config).get("hbase", "metrics_port", 0))],
             f"HBase Thrift (happybase): {args.host}:{args.hbase_port}",
         ))
-    # Object storage (issue 7): SeaweedFS behind S3; endpoint and keys from [object_storage].
+    # Object storage: SeaweedFS behind S3, an identity per component (contracts/s3_credentials.py), keys in
+    # DATA/secrets (made by ensure_secrets before anything starts).
     s3_port = str(_s3_port(load_config(args.config)))
     services.append((
         "object store",
         [py, "-m", "deploy.object_store", "--host", args.host, "--port", s3_port,
-         "--data-dir", str(data_dir / "s3"), *(["--config", str(args.config)] if args.config else [])],
-        f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets videos, synopsis)",
+         "--data-dir", str(data_dir / "s3"), "--secrets-dir", str(secrets_dir(data_dir)),
+         *(["--config", str(args.config)] if args.config else [])],
+        f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets {', '.join(s3_credentials.BUCKETS)};"
+        f" a key per component in {secrets_dir(data_dir)})",
     ))
     console = [py, "-m", "web", *(["--config", str(args.config)] if args.config else []), "--host", args.host,
                "--port", str(args.console_port), "--data-dir", str(data_dir / "console"),
+               "--s3-credentials", str(s3_key_file(data_dir, "console")),
                *(["--prometheus-url", f"http://{args.host}:{args.prometheus_port}"] if args.prometheus else [])]
     services.append(("console", console, f"operator console: {_console_url(args)}"))
     return services
@@ -145,10 +150,30 @@ def _monitor_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
             where)
 
 
-def _cameras_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
+def _cameras_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, list[str], str]:
     """The camera simulator (video.cameras): segments into the videos bucket; it waits for the store."""
     return ("cameras", [sys.executable, "-m", "video.cameras", *(["--config", str(args.config)] if args.config else []),
-                        "--wait-s", "120"], "camera simulator: a WebM segment per camera a minute into `videos`")
+                        "--s3-credentials", str(s3_key_file(data_dir, "cameras")), "--wait-s", "120"],
+            "camera simulator: a WebM segment per camera a minute into `videos`")
+
+
+def secrets_dir(data_dir: Path) -> Path:
+    return data_dir / "secrets"
+
+
+def s3_key_file(data_dir: Path, component: str) -> Path:
+    return secrets_dir(data_dir) / s3_credentials.file_name(component)
+
+
+def ensure_secrets(data_dir: Path) -> str:
+    """Every identity's object-store key, made at the first start (mode 0600 in a 0700 directory), before any
+    process that reads one starts; the line make up prints says where they are, never what."""
+    directory = secrets_dir(data_dir)
+    made = not directory.exists()
+    s3_credentials.ensure_files(directory)
+    directory.chmod(0o700)
+    return (f"  {'secrets':<14} {'made' if made else 'kept'} in {directory} (mode 0600): an object-store key per "
+            f"component (s3-<component>.env)")
 
 
 def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
@@ -159,7 +184,8 @@ def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
         job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py", [
             *(["--config", str(args.config)] if args.config else []),
             "--bootstrap-server", bootstrap, "--hbase-host", args.host,
-            "--hbase-port", str(args.hbase_port), "--checkpoint", str(data_dir / "spark" / "video_ingest")],
+            "--hbase-port", str(args.hbase_port), "--checkpoint", str(data_dir / "spark" / "video_ingest"),
+            "--s3-credentials", str(s3_key_file(data_dir, "video-jobs"))],
             launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
     return job, f"video.commands -> synopsis batch jobs; video.status/results -> HBase (log {log.name})"
 
@@ -324,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     children: list[subprocess.Popen[bytes]] = []
     servers: dict[str, subprocess.Popen[bytes]] = {}  # stopped last: the other children work against them
     services: dict[str, subprocess.Popen[bytes]] = {}
-    lines = []
+    lines = [ensure_secrets(data_dir)]
     dr = dr_site.DrSettings.from_config(config, data_dir)
     bus = BusCluster(data_dir, args) if args.cluster else None
     bootstrap = bus.bootstrap if bus is not None else f"{args.host}:{args.kafka_port}"
@@ -372,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         # The service reads the map at start: wait until this run's simulator has written it.
         surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
         lines.append(surveillance_slice.watch_targets(config, pipeline.seed))
-        name, cmd, where = _cameras_service(args)
+        name, cmd, where = _cameras_service(data_dir, args)
         start(name, cmd)
         lines.append(f"  {name:<14} {where}")
         video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)

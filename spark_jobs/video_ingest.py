@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
@@ -65,8 +66,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--hbase-host", default=config.get("hbase", "host", "127.0.0.1"))
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
     parser.add_argument("--s3-endpoint", default=str(store.get("endpoint", "127.0.0.1:9000")))
-    parser.add_argument("--s3-access-key", default=str(store.get("access_key", "securitybus")))
-    parser.add_argument("--s3-secret-key", default=str(store.get("secret_key", "securitybus-secret")))
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help="the video jobs' object-store key, an env file (make up: DATA/secrets/s3-video-jobs.env), "
+                             "handed on to each batch job; default: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else "
+                             "[object_storage] credentials_dir")
     parser.add_argument("--checkpoint", type=Path, default=Path(video.get("checkpoint", "data/spark/video_ingest")),
                         help="Spark checkpoint directory (offsets live here)")
     parser.add_argument("--jobs-dir", type=Path, default=None,
@@ -89,6 +92,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     if args.max_concurrent < 1 or args.max_attempts < 1:
         parser.error("--max-concurrent and --max-attempts must be at least 1")
     args.jobs_dir = args.jobs_dir or Path(f"{args.checkpoint}.jobs")
+    if not args.loader_only:
+        try:  # a batch job finds its key as this job does: refuse to start rather than fail every task
+            s3_credentials.resolve(config, "video-jobs", args.s3_credentials)
+        except s3_credentials.CredentialsError as exc:
+            parser.error(str(exc))
     return args, config
 
 
@@ -102,7 +110,8 @@ def batch_launcher(args: argparse.Namespace, settings: launch.SparkSettings) -> 
                 "--video", command.video_url, "--task-id", command.task_id, "--camera-id", command.camera_id,
                 "--bootstrap-server", args.bootstrap_server, "--status-topic", args.status_topic,
                 "--results-topic", args.results_topic, "--s3-endpoint", args.s3_endpoint,
-                "--s3-access-key", args.s3_access_key, "--s3-secret-key", args.s3_secret_key,
+                *(["--s3-credentials", str(args.s3_credentials)] if args.s3_credentials else []),
+                *(["--config", str(args.config)] if args.config else []),
                 "--attempt", str(attempt), "--options", json.dumps(dict(command.options)),
                 "--max-duration-s", str(args.max_duration_s), "--launched-at", f"{time.time():.3f}",
             ], settings, stdout=log, stderr=log)

@@ -1,7 +1,7 @@
 """Spark batch job: one video in object storage -> tubes -> synopsis and thumbnails, records on the bus.
 
     spark-submit spark_jobs/video_synopsis.py --video s3://bucket/key [--task-id ID] [--camera-id C]
-        --bootstrap-server B --s3-endpoint http://H:P --s3-access-key K --s3-secret-key S
+        --bootstrap-server B --s3-endpoint http://H:P [--s3-credentials FILE] [--config F]
         [--attempt N] [--options JSON] [--max-duration-s S] [--launched-at EPOCH_S] [--segments N]
         [--start-time ISO]
 
@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts import s3_credentials
+from contracts.config import add_config_flag
+from contracts.config import load as load_config
 from contracts.topics import Topics
 from contracts.video import DONE, FAILED, RUNNING, CommandError, validate_options
 from spark_jobs.video_bus import TaskPublisher
@@ -99,8 +102,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results-topic", default=Topics.video_results)
     parser.add_argument("--status-topic", default=Topics.video_status)
     parser.add_argument("--s3-endpoint", required=True)
-    parser.add_argument("--s3-access-key", required=True)
-    parser.add_argument("--s3-secret-key", required=True)
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help="the video jobs' object-store key (an env file, contracts.s3_credentials); default: "
+                             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else the config's credentials_dir")
+    add_config_flag(parser)
     parser.add_argument("--segments", type=int, default=0, help="time segments (default: 2 per core)")
     parser.add_argument("--attempt", type=int, default=1, help="which attempt at the task this is (1 = first)")
     parser.add_argument("--options", default="{}", help="the command's options (JSON, contracts.video.OPTIONS)")
@@ -233,9 +238,13 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     task_id = args.task_id or task_id_for(args.video)
-    settings = S3Settings(args.s3_endpoint, args.s3_access_key, args.s3_secret_key)
     publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, f"video-synopsis-{task_id}")
     progress = Progress(publisher, task_id, args.attempt, args.launched_at or time.time())
+    try:
+        key = s3_credentials.resolve(load_config(args.config), "video-jobs", args.s3_credentials)
+    except (s3_credentials.CredentialsError, OSError) as exc:
+        return _fail(publisher, progress, task_id, str(exc))
+    settings = S3Settings(args.s3_endpoint, key.access_key, key.secret_key)
     try:
         options = validate_options(json.loads(args.options))
         result = run(args, task_id, settings, progress, options)

@@ -23,7 +23,8 @@ from minio.error import S3Error
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
-from contracts.config import add_config_flag, preparse_config
+from contracts.config import Config, add_config_flag, preparse_config
+from contracts.s3_credentials import CredentialsError
 from video import storage
 from video.analyze import VideoError, VideoInfo, probe
 from video.store_flags import StoreUnreachable, add_store_flags, store_client
@@ -50,7 +51,7 @@ class _Bar:
         self.progress.advance(self.task, length)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     config = preparse_config(argv)
     parser = argparse.ArgumentParser(prog="python -m video", description="Video tools.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -64,7 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="multipart part size in MiB (S3's minimum is 5)")
     upload.add_argument("--quiet", action="store_true", help="no progress bar")
     upload.add_argument("files", nargs="+", type=Path)
-    return parser.parse_args(argv)
+    return parser.parse_args(argv), config
 
 
 def check(args: argparse.Namespace) -> list[tuple[Path, VideoInfo]]:
@@ -95,7 +96,7 @@ def start_times(files: list[tuple[Path, VideoInfo]], start: dt.datetime | None) 
     return times
 
 
-def upload(args: argparse.Namespace, err: Console) -> int:
+def upload(args: argparse.Namespace, config: Config, err: Console) -> int:
     """Progress and errors go to ``err`` (stderr); each stored object's s3:// URL to stdout, so a
     script can collect them and knows which files made it when the store fails half way."""
     try:
@@ -104,7 +105,7 @@ def upload(args: argparse.Namespace, err: Console) -> int:
         err.print(f"[red]error:[/] {exc}")
         return EXIT_BAD_INPUT
     try:
-        client = store_client(args)
+        client = store_client(args, config)
         with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                       console=err, disable=args.quiet) as progress:
             for (path, _), start in zip(files, start_times(files, args.start), strict=True):
@@ -112,7 +113,7 @@ def upload(args: argparse.Namespace, err: Console) -> int:
                 video = storage.upload_video(client, path, args.camera, start, bucket=args.bucket,
                                              part_size=args.part_size * 2**20, progress=bar)
                 print(video.url, flush=True)
-    except StoreUnreachable as exc:
+    except (StoreUnreachable, CredentialsError) as exc:
         err.print(f"[red]error:[/] {exc}")
         return EXIT_STORE
     except S3Error as exc:
@@ -125,7 +126,8 @@ def upload(args: argparse.Namespace, err: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return upload(parse_args(argv), Console(stderr=True, highlight=False, soft_wrap=True))
+    args, config = parse_args(argv)
+    return upload(args, config, Console(stderr=True, highlight=False, soft_wrap=True))
 
 
 if __name__ == "__main__":

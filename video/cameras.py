@@ -39,6 +39,7 @@ from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import DeploymentMap, MapError, map_path
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
+from contracts.s3_credentials import CredentialsError
 from video import storage
 from video.scene import LIGHTING, Lighting, street_scene
 from video.store_flags import StoreUnreachable, add_store_flags, store_client
@@ -144,16 +145,16 @@ def to_webm(source: Path, out: Path) -> Path:
 
 
 def upload_real_clip(client: Minio, when: dt.datetime, bucket: str = storage.VIDEOS_BUCKET) -> str | None:
-    """The real clip, once per camera day (a second run the same day finds it and adds nothing)."""
+    """The real clip, once per camera day: stored as recorded at the day's first second (UTC), so a second run the
+    same day writes the same object again. A camera's key may put footage but not list or read it, so it cannot
+    look first."""
     clip = real_clip()
     if clip is None:
         return None
-    day = when.astimezone(dt.UTC).strftime("%Y/%m/%d")
-    if any(client.list_objects(bucket, prefix=f"{REAL_CLIP_CAMERA}/{day}/")):
-        return None
+    day = when.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with tempfile.TemporaryDirectory(prefix="camera-") as tmp:
         path = to_webm(clip, Path(tmp) / "bikes.webm")
-        return storage.upload_video(client, path, REAL_CLIP_CAMERA, when, bucket=bucket).url
+        return storage.upload_video(client, path, REAL_CLIP_CAMERA, day, bucket=bucket).url
 
 
 def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: threading.Event, once: bool,
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.wait_s
     while True:
         try:
-            client = store_client(args)
+            client = store_client(args, config)
             break
         except StoreUnreachable as exc:
             if time.monotonic() >= deadline or stop.wait(1.0):
@@ -223,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         except S3Error as exc:
             log.error("object store refused: %s", exc)
             return 3
+        except CredentialsError as exc:
+            log.error("%s", exc)
+            return 2
     log.info("%d cameras, %g s segments at %g fps %dx%d", len(cameras), settings.seconds, settings.fps, width, height)
     stored = run(client, cameras, settings, stop, args.once, args.bucket, not args.no_real_clip)
     log.info("stopped after %d segments", stored)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from minio import Minio
+from minio.error import S3Error
 
 VIDEOS_BUCKET = "videos"
 SYNOPSIS_BUCKET = "synopsis"
@@ -38,7 +39,12 @@ class StoredVideo:
         return f"s3://{self.bucket}/{self.key}"
 
 
-def connect(endpoint: str, access_key: str, secret_key: str, http_client: Any = None) -> Minio:
+REGION = "us-east-1"
+"""The region requests are signed for. Given, the SDK never asks the bucket's location first, which an identity
+that may only put into a bucket (a camera) is refused."""
+
+
+def connect(endpoint: str, access_key: str, secret_key: str, http_client: Any = None, region: str = REGION) -> Minio:
     """A client for ``http://host:port``, ``https://host:port`` or bare ``host:port``.
 
     ``http_client`` (a urllib3 PoolManager) sets timeouts and retries; the SDK's default retries a
@@ -46,7 +52,7 @@ def connect(endpoint: str, access_key: str, secret_key: str, http_client: Any = 
     """
     parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")
     return Minio(parsed.netloc, access_key=access_key, secret_key=secret_key, secure=parsed.scheme == "https",
-                 http_client=http_client)
+                 http_client=http_client, region=region)
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -58,8 +64,14 @@ def parse_s3_url(url: str) -> tuple[str, str]:
 
 
 def ensure_bucket(client: Minio, bucket: str) -> None:
-    if not client.bucket_exists(bucket):
-        client.make_bucket(bucket)
+    """Make ``bucket`` if it is missing. An identity that may not even look at the bucket (a camera may only put
+    into it) takes it as there: the object store's wrapper makes the solution's buckets."""
+    try:
+        if not client.bucket_exists(bucket):
+            client.make_bucket(bucket)
+    except S3Error as exc:
+        if exc.code != "AccessDenied":
+            raise
 
 
 def video_key(camera_id: str, start_time: dt.datetime, name: str) -> str:

@@ -7,10 +7,12 @@ person at a terminal or a camera's schedule cannot wait for).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import urllib3
 from minio import Minio
 
+from contracts import s3_credentials
 from contracts.config import Config
 from video import storage
 
@@ -24,16 +26,20 @@ class StoreUnreachable(RuntimeError):
 def add_store_flags(parser: argparse.ArgumentParser, config: Config) -> None:
     parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
                         help="S3 endpoint (host:port or URL); default [object_storage] endpoint")
-    parser.add_argument("--access-key", default=config.get("object_storage", "access_key", "securitybus"))
-    parser.add_argument("--secret-key", default=config.get("object_storage", "secret_key", "securitybus-secret"))
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help="the object-store key, an env file with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                             "(make up: DATA/secrets/s3-cameras.env); default: those variables in the environment, "
+                             "else [object_storage] credentials_dir/s3-cameras.env")
     parser.add_argument("--bucket", default=storage.VIDEOS_BUCKET)
 
 
-def store_client(args: argparse.Namespace) -> Minio:
-    """A client with short timeouts and one retry; :class:`StoreUnreachable` when nobody answers."""
+def store_client(args: argparse.Namespace, config: Config, component: str = "cameras") -> Minio:
+    """A client with ``component``'s key, short timeouts and one retry; :class:`StoreUnreachable` when nobody
+    answers; ``contracts.s3_credentials.CredentialsError`` when no usable key is found."""
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=TIMEOUT_S, read=60.0),
                                retries=urllib3.Retry(total=1, backoff_factor=0.2))
-    client = storage.connect(args.endpoint, args.access_key, args.secret_key, http_client=http)
+    key = s3_credentials.resolve(config, component, args.s3_credentials)
+    client = storage.connect(args.endpoint, key.access_key, key.secret_key, http_client=http)
     try:
         storage.ensure_bucket(client, args.bucket)
     except (urllib3.exceptions.HTTPError, OSError) as exc:

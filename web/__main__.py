@@ -28,6 +28,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     add_log_flags(parser, level=False)
     parser.add_argument("--prometheus-url", default=None, help="Prometheus to link from the monitoring page "
                                                                 "(default [prometheus] url)")
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help="the console's object-store key, an env file (make up: DATA/secrets/s3-console.env)")
     add_users_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv), config
 
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
     try:
         settings = ConsoleSettings.from_config(config, host=args.host, port=args.port, data_dir=args.data_dir,
-                                               prometheus_url=args.prometheus_url)
+                                               prometheus_url=args.prometheus_url, s3_credentials=args.s3_credentials)
     except ValueError as exc:
         print(f"bad config: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts import s3_credentials
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.retention import Retention
@@ -82,8 +83,6 @@ class ConsoleSettings:
             "hbase_host": config.get("hbase", "host", default.hbase_host),
             "hbase_port": config.get("hbase", "port", default.hbase_port),
             "s3_endpoint": config.get("object_storage", "endpoint", default.s3_endpoint),
-            "s3_access_key": config.get("object_storage", "access_key", default.s3_access_key),
-            "s3_secret_key": config.get("object_storage", "secret_key", default.s3_secret_key),
             "map_path": map_path(config),
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
@@ -96,10 +95,21 @@ class ConsoleSettings:
                for key in ("max_transcodes", "max_transcodes_per_user", "session_recheck_s", "login_free_failures",
                            "login_address_free_failures", "tls_cert", "tls_key", "watch_expiry_days")},
         }
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in overrides.items() if v is not None and k != "s3_credentials"})
+        values["s3_access_key"], values["s3_secret_key"] = _s3_key(config, overrides.get("s3_credentials"))
         expiry = values["watch_expiry_days"]
         if not isinstance(expiry, int | float) or isinstance(expiry, bool) or expiry < 0:
             raise ValueError(f"console.watch_expiry_days should be a number of days >= 0, not {expiry!r}")
         if bool(values["tls_cert"]) != bool(values["tls_key"]):
             raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _s3_key(config: Config, flag: object) -> tuple[str, str]:
+    """The console's object-store key (``contracts.s3_credentials``); none at all leaves the video pages answering
+    503, a key file open to other users or malformed stops the console at start."""
+    try:
+        found = s3_credentials.resolve(config, "console", flag if isinstance(flag, Path) else None)
+    except s3_credentials.MissingCredentials:
+        return "", ""
+    return found.access_key, found.secret_key

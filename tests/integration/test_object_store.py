@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
-    with ObjectStore(tmp_path_factory.mktemp("s3"), port=0, access_key="test-ak", secret_key="test-sk") as running:
+    with ObjectStore(tmp_path_factory.mktemp("s3"), port=0) as running:
         yield running
 
 

@@ -38,7 +38,7 @@ def _submit(store: ObjectStore, broker: BrokerProcess, url: str, task_id: str, l
         job = launch.submit(ROOT / "spark_jobs" / "video_synopsis.py", [
             "--video", url, "--task-id", task_id, "--camera-id", "cam-1", "--start-time", "2024-05-01T08:00:00+00:00",
             "--bootstrap-server", broker.bootstrap,
-            "--s3-endpoint", store.url, "--s3-access-key", store.access_key, "--s3-secret-key", store.secret_key,
+            "--s3-endpoint", store.url, "--s3-credentials", str(store.credentials_file("video-jobs")),
         ], stdout=subprocess.PIPE, stderr=out)
         stdout, _ = job.proc.communicate(timeout=480)
         code = job.wait(10)

@@ -145,8 +145,8 @@ def video_services(tmp: Path) -> Iterator[VideoServices]:
         config.write_text(
             f'[bus]\nbootstrap_servers = "{broker.bootstrap}"\n'
             f'[hbase]\nhost = "127.0.0.1"\nport = {gateway.port}\n'
-            f'[object_storage]\nendpoint = "{store.endpoint}"\naccess_key = "{store.access_key}"\n'
-            f'secret_key = "{store.secret_key}"\n[topics]\npartitions = 2\n')
+            f'[object_storage]\nendpoint = "{store.endpoint}"\ncredentials_dir = "{store.secrets}"\n'
+            '[topics]\npartitions = 2\n')
         try:
             yield VideoServices(store, broker, gateway, config, tmp)
         finally:
@@ -191,7 +191,8 @@ def start_ingest(services: VideoServices, name: str, *flags: str) -> IngestJob:
     with log.open("ab") as out:
         job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py",
                             ["--config", str(services.config), "--checkpoint", str(checkpoint), "--trigger-ms", "300",
-                             *flags], stdout=out, stderr=out)
+                             "--s3-credentials", str(services.store.credentials_file("video-jobs")), *flags],
+                            stdout=out, stderr=out)
     found = IngestJob(job, log, Path(f"{checkpoint}.jobs"))
     deadline = time.monotonic() + 180
     while _starts(log) == starts:

@@ -23,7 +23,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
 
 
 def store_flags(store: ObjectStore) -> list[str]:
-    return ["--endpoint", store.url, "--access-key", store.access_key, "--secret-key", store.secret_key]
+    return ["--endpoint", store.url, "--s3-credentials", str(store.credentials_file("cameras"))]
 
 
 def run_module(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore, free_port_pair
 from tests.video._support_media import ROOT, run_module, store, store_flags
 from video.storage import list_videos
@@ -96,16 +97,17 @@ def test_bad_lighting_in_the_config_exits_2(store: ObjectStore, tmp_path: Path) 
 def test_waits_for_a_store_that_starts_later(tmp_path: Path) -> None:
     """make up starts the simulator and the store together: it must wait, not exit (which stops make up)."""
     port = free_port_pair()
+    late = ObjectStore(tmp_path / "late-s3", port=port)  # its keys are made before it starts, as make up does
     config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-late"\nlighting = "dusk"\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "video.cameras", "--config", str(config), "--endpoint",
-                             f"127.0.0.1:{port}", "--once", "--no-real-clip", "--segment-s", "2", "--fps", "5",
-                             "--size", "160x96", "--wait-s", "120"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                             f"127.0.0.1:{port}", "--s3-credentials", str(late.credentials_file("cameras")), "--once",
+                             "--no-real-clip", "--segment-s", "2", "--fps", "5", "--size", "160x96", "--wait-s", "120"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         time.sleep(3)
         assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]
-        with ObjectStore(tmp_path / "late-s3", port=port) as late:
+        with late:
             out, _ = proc.communicate(timeout=150)
             assert proc.returncode == 0, out.decode()[-2000:]
             assert len(list(list_videos(late.client(), "cam-late"))) == 1
@@ -116,7 +118,22 @@ def test_waits_for_a_store_that_starts_later(tmp_path: Path) -> None:
 
 def test_unreachable_store_without_waiting_exits_3(tmp_path: Path) -> None:
     config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-x"\nlighting = "day"\n')
+    key = tmp_path / "s3-cameras.env"
+    write_file(key, Credentials("cameras-x", "secret-x"))
     done = run_module("video.cameras", "--config", str(config), "--endpoint", f"127.0.0.1:{free_port_pair()}",
-                      "--once")
+                      "--s3-credentials", str(key), "--once")
     assert done.returncode == 3
     assert "unreachable" in done.stderr
+
+
+def test_without_a_key_or_with_a_key_open_to_others_it_exits_2_saying_why(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-x"\nlighting = "day"\n')
+    env_free = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-m", "video.cameras", "--config", str(config), "--once"], cwd=ROOT,
+                          env={**env_free, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no object-store key for cameras" in done.stderr
+    key = tmp_path / "s3-cameras.env"
+    write_file(key, Credentials("cameras-x", "secret-x"))
+    key.chmod(0o644)
+    done = run_module("video.cameras", "--config", str(config), "--s3-credentials", str(key), "--once")
+    assert done.returncode == 2 and "open to other users" in done.stderr

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
+from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore
 from tests.support.ports import free_port
 from tests.video._support_media import run_module, store, store_flags
@@ -94,7 +95,9 @@ def test_unreachable_store_exits_3_quickly(tmp_path: Path) -> None:
 
 def test_wrong_credentials_exit_3_with_the_stores_reason(store: ObjectStore, tmp_path: Path) -> None:
     good = street_scene(seconds=1, n_objects=1).write(tmp_path / "good.mp4")
-    done = run_module("video", "upload", "--endpoint", store.url, "--access-key", "nobody", "--secret-key", "wrong",
+    wrong = tmp_path / "wrong.env"
+    write_file(wrong, Credentials("nobody", "wrong"))
+    done = run_module("video", "upload", "--endpoint", store.url, "--s3-credentials", str(wrong),
                       "--camera", "cam-1", str(good))
     assert done.returncode == 3, done.stderr
     assert "refused" in done.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ def start_video_site(root: Path, **console: Any) -> Iterator[VideoSite]:
             future.result(30)
         build_city(7, 12).save(root / "deployment_map.json")
         proc = start_console(Backing(broker, gateway, root), timeout=180,
-                             s3=(store.url, store.access_key, store.secret_key),
+                             s3=(store.url, *astuple(store.credentials("console"))),
                              **console)
         for role in ROLES:
             result = proc.cli("users", "add", role, "--role", role, stdin=password_of(role) + "\n")

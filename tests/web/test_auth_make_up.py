@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import stat
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import httpx
 import pytest
 import tomli_w
 
+from contracts import s3_credentials
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +36,7 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
     sections: dict[str, dict[str, object]] = {
         "bus": {"bootstrap_servers": bootstrap},
         "hbase": {"host": "127.0.0.1", "port": ports["hbase"]},
-        "object_storage": {"endpoint": f"127.0.0.1:{ports['s3']}", "access_key": "securitybus",
-                           "secret_key": "securitybus-secret"},
+        "object_storage": {"endpoint": f"127.0.0.1:{ports['s3']}"},  # keys: make up's DATA/secrets
         "console": {"port": ports["console"]},
         "monitoring": {"metrics_port": ports["monitor"]},
         "surveillance": {"metrics_port": ports["surveillance"]},
@@ -105,6 +106,21 @@ def monitor_metrics(port: int, timeout: float = 60) -> str:
             time.sleep(0.5)
 
 
+def _object_store_keys_are_its_own_and_nowhere_else(data_dir: Path, output: str) -> dict[str, object]:
+    """Every component's key is made in DATA/secrets (0600, in a 0700 directory); no secret is printed, on any
+    process's command line or in any log."""
+    secrets_dir = data_dir / "secrets"
+    assert str(secrets_dir) in output and stat.S_IMODE(secrets_dir.stat().st_mode) == 0o700
+    keys = {name: s3_credentials.read_file(secrets_dir / s3_credentials.file_name(name))
+            for name in s3_credentials.RIGHTS}  # read_file refuses a file open to others
+    secrets = [key.secret_key for key in keys.values()]
+    command_lines = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    logs = "".join(path.read_text(errors="replace") for path in data_dir.rglob("*.log"))
+    for secret in secrets:
+        assert secret not in output and secret not in command_lines and secret not in logs
+    return dict(keys)
+
+
 @pytest.mark.slow
 def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
     ports = {name: free_port() for name in MAKE_UP_PORTS}
@@ -121,16 +137,18 @@ def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
         assert login.status_code == 200, login.text
         assert "monitor" in output, output
         assert "monitor_" in monitor_metrics(ports["monitor"]), (data_dir / "monitor.log").read_text()
+        keys = _object_store_keys_are_its_own_and_nowhere_else(data_dir, output)
     finally:
         down(data_dir, proc)
     with pytest.raises(httpx.ConnectError):  # make down stopped the monitor too
         httpx.get(f"http://127.0.0.1:{ports['monitor']}/metrics", timeout=5)
     assert not re.search(r"console\s+.*(did not start|not created)", output)
 
-    # A second start keeps the admin and its password file.
+    # A second start keeps the admin and its password file, and every object-store key.
     proc, output = start_up(config, data_dir, ports)
     try:
         assert password_file.read_text().strip() == password
+        assert s3_credentials.ensure_files(data_dir / "secrets") == keys
         login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
         assert login.status_code == 200
     finally:

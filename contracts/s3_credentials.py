@@ -1,0 +1,147 @@
+"""Object-store identities: one key per component, each with only the rights it needs, kept in files, never argv.
+
+| component | may | why |
+|---|---|---|
+| ``cameras`` | put into ``videos`` | they upload footage and never read it back |
+| ``simulator`` | put into ``captures`` | capture devices upload their images |
+| ``video-jobs`` | read and list ``videos``; read, list and put ``synopsis`` | Spark's video jobs condense footage |
+| ``console`` | read and list every bucket; put under ``synopsis/transcoded/`` | pages play footage (a copy the |
+| | | browser can play is cached under that prefix) |
+| ``mirror`` | read and list every bucket | the DR site's copy |
+| ``retention`` | read, list, put and delete in every bucket | the only component that deletes (retention) |
+| ``admin`` | everything | the store's own wrapper: buckets and their policies |
+
+The rights are SeaweedFS's identity actions (``Write:videos/*``), which the store enforces; S3's "write" includes
+deleting, so every bucket also gets a policy that refuses ``s3:DeleteObject`` to every user but ``retention``.
+
+A component's key is a file ``s3-<component>.env`` with AWS's variable names (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``), mode 0600, in the secrets directory (``make up``: ``DATA/secrets``). A process finds
+its key, in order: the file its ``--s3-credentials`` flag names; ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``
+in its environment; ``s3-<component>.env`` in ``[object_storage] credentials_dir``; ``access_key`` /
+``secret_key`` written into the config itself (a test's generated config; never a tracked file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import Config
+
+BUCKETS = ("videos", "synopsis", "captures")
+ALL = tuple(f"{right}:{bucket}" for bucket in BUCKETS for right in ("Read", "List"))
+RIGHTS: dict[str, tuple[str, ...]] = {
+    "admin": ("Admin", "Read", "Write", "List", "Tagging"),
+    "cameras": ("Write:videos/*",),
+    "simulator": ("Write:captures/*",),
+    "video-jobs": ("Read:videos", "List:videos", "Read:synopsis", "List:synopsis", "Write:synopsis/*"),
+    "console": (*ALL, "Write:synopsis/transcoded/*"),
+    "mirror": ALL,
+    "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
+}
+COMPONENTS = tuple(name for name in RIGHTS if name != "admin")
+DELETER = "retention"
+ACCESS_KEY_VAR, SECRET_KEY_VAR = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+
+
+class CredentialsError(ValueError):
+    """No key for a component, or a key file that is malformed or readable by others."""
+
+
+class MissingCredentials(CredentialsError):
+    """Nothing names a key for the component (a service that can run without the store may go on without)."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key: str
+    secret_key: str = field(repr=False)
+
+
+def file_name(component: str) -> str:
+    return f"s3-{component}.env"
+
+
+def read_file(path: Path) -> Credentials:
+    """The key in an env file; refused when the file is readable or writable by anyone but its owner."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text()
+    except OSError as exc:
+        raise CredentialsError(f"cannot read object-store credentials {path}: {exc.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise CredentialsError(f"{path} is open to other users (mode {stat.S_IMODE(mode):o}); chmod 600 it")
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            name, value = line.split("=", 1)
+            values[name.strip()] = value.strip().strip('"').strip("'")
+    if not values.get(ACCESS_KEY_VAR) or not values.get(SECRET_KEY_VAR):
+        raise CredentialsError(f"{path} should set {ACCESS_KEY_VAR} and {SECRET_KEY_VAR}")
+    return Credentials(values[ACCESS_KEY_VAR], values[SECRET_KEY_VAR])
+
+
+def write_file(path: Path, credentials: Credentials) -> None:
+    """Write an env file readable by its owner only (created 0600, never briefly wider)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pending = path.with_suffix(".new")
+    pending.unlink(missing_ok=True)
+    fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{ACCESS_KEY_VAR}={credentials.access_key}\n{SECRET_KEY_VAR}={credentials.secret_key}\n")
+    pending.rename(path)
+
+
+def ensure_files(directory: Path) -> dict[str, Credentials]:
+    """Every identity's key in ``directory``, made (random) for those that have none yet."""
+    found: dict[str, Credentials] = {}
+    for name in RIGHTS:
+        path = directory / file_name(name)
+        if not path.exists():
+            write_file(path, Credentials(f"{name}-{secrets.token_hex(6)}", secrets.token_urlsafe(30)))
+        found[name] = read_file(path)
+    return found
+
+
+def identities(keys: Mapping[str, Credentials]) -> dict[str, object]:
+    """SeaweedFS's S3 identities file: each identity with its key and its rights."""
+    return {"identities": [{"name": name, "credentials": [{"accessKey": c.access_key, "secretKey": c.secret_key}],
+                            "actions": list(RIGHTS[name])} for name, c in keys.items()]}
+
+
+def delete_policy(bucket: str) -> str:
+    """The bucket policy that refuses deleting to everyone but the retention identity (S3 "write" includes it)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Sid": "OnlyRetentionDeletes", "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
+        "Resource": [f"arn:aws:s3:::{bucket}/*"],
+        "Condition": {"StringNotEquals": {"aws:username": DELETER}}}]})
+
+
+def resolve(config: Config, component: str, flag: Path | None = None,
+            environ: Mapping[str, str] | None = None) -> Credentials:
+    """``component``'s key from its flag's file, the environment, the config's credentials_dir, or the config."""
+    if flag is not None:
+        return read_file(flag)
+    env = os.environ if environ is None else environ
+    if env.get(ACCESS_KEY_VAR) and env.get(SECRET_KEY_VAR):
+        return Credentials(env[ACCESS_KEY_VAR], env[SECRET_KEY_VAR])
+    section = config.section("object_storage")
+    directory = section.get("credentials_dir")
+    if isinstance(directory, str) and directory:
+        path = Path(directory) / file_name(component)
+        if path.exists():
+            return read_file(path)
+    access_key, secret_key = section.get("access_key"), section.get("secret_key")
+    if isinstance(access_key, str) and isinstance(secret_key, str) and access_key and secret_key:
+        return Credentials(access_key, secret_key)
+    where = f"{directory or '[object_storage] credentials_dir'}/{file_name(component)}"
+    raise MissingCredentials(f"no object-store key for {component}: give --s3-credentials FILE, set {ACCESS_KEY_VAR} "
+                           f"and {SECRET_KEY_VAR}, or create {where} (make up writes it)")
