@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .json_values import parse_object
+
 MAX_TEXT = 1000
 """Longest user, action, target, reason, client or user agent kept (a longer one is cut, not refused)."""
 MAX_QUERY_BYTES = 8192
@@ -75,14 +77,10 @@ def _text(raw: dict[str, Any], name: str, *, required: bool = True) -> str:
 
 def decode(value: bytes | None) -> AuditEvent:
     """The event a record's value holds; InvalidAuditEvent naming the first problem otherwise."""
-    if value is None:
-        raise InvalidAuditEvent("no value")
     try:
-        raw = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidAuditEvent(f"not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise InvalidAuditEvent("not a JSON object")
+        raw = parse_object(value)
+    except ValueError as exc:
+        raise InvalidAuditEvent(str(exc)) from None
     event_id = raw.get("id")
     if not isinstance(event_id, str) or not (8 <= len(event_id) <= 64) or not event_id.isalnum():
         raise InvalidAuditEvent("id: not 8 to 64 letters and digits")

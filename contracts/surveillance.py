@@ -23,6 +23,7 @@ import numpy as np
 
 from contracts.commands import CommandError
 
+from .json_values import parse_object
 from .records import FEATURE_DIM, FIELDS, Kind, epoch_ms, is_checkpoint_id, is_plate
 
 WATCH_KINDS = ("plate", "face")
@@ -295,14 +296,10 @@ _HIT_FIELDS = ("hit_id", "kind", "record_id", "checkpoint_id", "capture_time", "
 
 def parse_hit(value: bytes | None) -> dict[str, Any]:
     """Read a hit back (loader, console, trajectory rebuild); ValueError for anything not shaped like one."""
-    if value is None:
-        raise ValueError("null hit")
     try:
-        hit = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"hit is not JSON: {exc}") from None
-    if not isinstance(hit, dict):
-        raise ValueError("hit is not a JSON object")
+        hit = parse_object(value)
+    except ValueError as exc:
+        raise ValueError(f"hit: {exc}") from None
     for name in _HIT_FIELDS:
         if not isinstance(hit.get(name), str) or not hit[name]:
             raise ValueError(f"hit without {name}")

@@ -164,20 +164,28 @@ class Browsing:
         shutil.copy(path, ARTIFACTS / path.name)
 
 
-@pytest.fixture
-def browsing(browser: Browser, site: Site, tmp_path: Path) -> Iterator[Browsing]:
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN",
-                                  timezone_id="Asia/Shanghai")
-    page = context.new_page()
+def browsing_session(browser: Browser, site: Any, tmp_path: Path, height: int = 900, timeout_ms: int = 20_000,
+                     **context: Any) -> Iterator[Browsing]:
+    """A Chinese-locale page in Shanghai time on ``site`` (anything with a ``url``) that records what it requests
+    and logs; afterwards nothing may have left 127.0.0.1, nor an error reached the browser's console. The body of
+    every browser test module's ``browsing`` fixture (``yield from``)."""
+    browser_context = browser.new_context(viewport={"width": 1440, "height": height}, locale="zh-CN",
+                                          timezone_id="Asia/Shanghai", **context)
+    page = browser_context.new_page()
     watch = Watch()
     page.on("console", watch.on_console)
     page.on("pageerror", lambda exc: watch.errors.append(f"uncaught: {exc}"))
     page.on("request", watch.on_request)
-    page.set_default_timeout(20_000)
+    page.set_default_timeout(timeout_ms)
     yield Browsing(page, watch, site, tmp_path)
-    context.close()
+    browser_context.close()
     assert watch.outside == [], "requests left 127.0.0.1"
     assert watch.errors == [], "errors in the browser console"
+
+
+@pytest.fixture
+def browsing(browser: Browser, site: Site, tmp_path: Path) -> Iterator[Browsing]:
+    yield from browsing_session(browser, site, tmp_path)
 
 
 def produce(site: Site, topic: str, value: dict[str, Any], key: bytes) -> None:

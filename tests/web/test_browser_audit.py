@@ -31,9 +31,9 @@ from tests.web.test_browser import (  # noqa: F401 - fixtures
     TRAJECTORY_LENGTH,
     Browsing,
     Site,
-    Watch,
     browser,
     browsing,
+    browsing_session,
     site,
     until,
 )
@@ -133,18 +133,7 @@ def test_a_plate_search_needs_a_reason_and_the_audit_page_shows_and_exports_it(b
 
 @pytest.fixture
 def video_browsing(browser: Browser, video_site: VideoSite, tmp_path: Path) -> Iterator[Browsing]:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, locale="zh-CN",
-                                  timezone_id="Asia/Shanghai", accept_downloads=True)
-    page = context.new_page()
-    watch = Watch()
-    page.on("console", watch.on_console)
-    page.on("pageerror", lambda exc: watch.errors.append(f"uncaught: {exc}"))
-    page.on("request", watch.on_request)
-    page.set_default_timeout(30_000)
-    yield Browsing(page, watch, video_site, tmp_path)  # type: ignore[arg-type]  # Browsing needs only .url
-    context.close()
-    assert watch.outside == [], "requests left 127.0.0.1"
-    assert watch.errors == [], "errors in the browser console"
+    yield from browsing_session(browser, video_site, tmp_path, height=1000, timeout_ms=30_000, accept_downloads=True)
 
 
 def test_the_video_shown_is_exported_with_a_reason(video_browsing: Browsing, video_site: VideoSite) -> None:  # noqa: F811

@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, expect
 from contracts.records import CITY_TZ
 from tests.video._support import IngestJob, VideoServices, start_ingest
 from tests.web._video_support import VideoSite, load_task, start_video_site
-from tests.web.test_browser import Browsing, Watch, browser, until  # noqa: F401 - the browser fixture
+from tests.web.test_browser import Browsing, browser, browsing_session, until  # noqa: F401 - the browser fixture
 from video import storage
 from web.services.video import rerun_id_for
 
@@ -57,18 +57,7 @@ def recording(site: VideoSite) -> storage.StoredVideo:
 
 @pytest.fixture
 def browsing(browser: Browser, site: VideoSite, tmp_path: Path) -> Iterator[Browsing]:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, locale="zh-CN",
-                                  timezone_id="Asia/Shanghai")
-    page = context.new_page()
-    watch = Watch()
-    page.on("console", watch.on_console)
-    page.on("pageerror", lambda exc: watch.errors.append(f"uncaught: {exc}"))
-    page.on("request", watch.on_request)
-    page.set_default_timeout(30_000)
-    yield Browsing(page, watch, site, tmp_path)  # type: ignore[arg-type]  # Browsing needs only .url of its site
-    context.close()
-    assert watch.outside == [], "requests left 127.0.0.1"
-    assert watch.errors == [], "errors in the browser console"
+    yield from browsing_session(browser, site, tmp_path, height=1000, timeout_ms=30_000)
 
 
 def test_request_analysis_watch_it_finish_play_synopsis_click_object(browsing: Browsing, ingest: IngestJob,
