@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.secure and not secured and (data_dir / "cluster.id").exists():
         raise SystemExit(f"--secure: the cluster in {data_dir} was made without it (start a new one in another "
                          "--data-dir)")
-    security = ClusterSecurity.ensure(data_dir) if args.secure or secured else None
+    security = ClusterSecurity.ensure(data_dir / cluster_security.SECURITY_DIR) if args.secure or secured else None
     client = security.client_properties() if security else None
     cid = cluster_id(data_dir)
     if voters is None:

@@ -54,9 +54,9 @@ class ClusterSecurity:
     passwords: dict[str, str]
 
     @classmethod
-    def ensure(cls, data_dir: Path) -> ClusterSecurity:
-        """The cluster's CA and passwords, made on the first start and read back ever after."""
-        directory = data_dir / SECURITY_DIR
+    def ensure(cls, directory: Path) -> ClusterSecurity:
+        """The cluster's CA and passwords in `directory` (`python -m deploy.cluster`: `<data-dir>/security`, `make
+        up`: `DATA/secrets`), made on the first start and read back ever after."""
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         ca_key, passwords_path = directory / "ca-key.pem", directory / "passwords.json"
         if ca_key.exists() and passwords_path.exists():

@@ -1,0 +1,170 @@
+"""Who may do what on the bus: each service's principal with the topics, groups and operations it needs, and no more.
+
+The table is the one place the ACLs of a secured solution come from (`python -m deploy.acls` shows and applies it).
+Topics are named by their :class:`~contracts.topics.Topics` field, so a deployment that renames a topic keeps its
+ACLs. Operations are Kafka's (``kafka-acls --operation``): READ on a topic lets a consumer fetch it, and READ on its
+group lets it join and commit; WRITE lets a producer produce (and, as in Kafka since 2.8, use an idempotent producer);
+CREATE on a topic lets a service create it at start-up when it is missing; DESCRIBE is implied by each of those.
+``admin`` is a super user of the brokers (``super.users``) and needs no row; the brokers themselves log in as
+``broker``, also a super user.
+
+What is absent matters as much: the simulator cannot read captures back, the console can neither delete topics nor
+alter configs (its admin page says so), nothing but the monitor and the surveillance service writes ``alerts`` (the
+service's watch hits and cloned plates are alerts too), only the console writes commands and the audit trail, and no
+service may delete the ``audit`` topic or any record of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .bus_client import PRINCIPALS
+from .topics import Topics
+
+ADMIN = "admin"
+"""The operator's principal: a super user, used by `make up` to apply this table and by Kafka tools."""
+
+
+class Op(StrEnum):
+    """Kafka's ACL operations the table uses (their names as `kafka-acls` and the admin API spell them)."""
+
+    READ = "READ"
+    WRITE = "WRITE"
+    CREATE = "CREATE"
+    DESCRIBE = "DESCRIBE"
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+
+
+class Resource(StrEnum):
+    TOPIC = "TOPIC"
+    GROUP = "GROUP"
+    CLUSTER = "CLUSTER"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Operations on one resource: a topic by its ``Topics`` field name (``topic("vehicle")``) or every topic
+    (``"*"``), a group by its literal id or id prefix, or the cluster."""
+
+    resource: Resource
+    name: str
+    operations: tuple[Op, ...]
+    prefixed: bool = False
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One ACL as the brokers hold it: ALLOW ``operation`` on a resource to ``User:<principal>`` from any host."""
+
+    principal: str
+    resource: Resource
+    name: str
+    pattern: str  # LITERAL or PREFIXED
+    operation: Op
+
+    @property
+    def user(self) -> str:
+        return f"User:{self.principal}"
+
+    def line(self) -> str:
+        """How `python -m deploy.acls --show` prints it (one binding per line)."""
+        return (f"{self.user:<22} ALLOW {self.operation.value:<16} {self.resource.value:<8} {self.pattern:<8} "
+                f"{self.name}")
+
+
+def topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
+    return [Grant(Resource.TOPIC, field, ops) for field in fields]
+
+
+def group(name: str, *, prefixed: bool = False, ops: tuple[Op, ...] = (Op.READ,)) -> Grant:
+    return Grant(Resource.GROUP, name, ops, prefixed)
+
+
+def cluster(*ops: Op) -> Grant:
+    return Grant(Resource.CLUSTER, "kafka-cluster", ops)
+
+
+CONSUME = (Op.READ,)
+PRODUCE = (Op.WRITE,)
+CREATE_AND_PRODUCE = (Op.CREATE, Op.WRITE)
+ALL_TOPICS = "*"
+DATA_TOPICS = "@data"
+"""Every data topic of :meth:`Topics.data` (what the mirror copies)."""
+
+MATRIX: dict[str, list[Grant]] = {
+    "simulator": [
+        *topics("vehicle", "face", "heartbeat", ops=CREATE_AND_PRODUCE),
+    ],
+    "capture-ingest": [
+        *topics("vehicle", "face", ops=CONSUME),
+        *topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
+        group("spark-", prefixed=True),
+    ],
+    "video-ingest": [
+        *topics("video_commands", ops=CONSUME),
+        *topics("video_status", "video_results", ops=CREATE_AND_PRODUCE),
+        group("spark-", prefixed=True),
+    ],
+    "cameras": [],  # the cameras write footage to the object store only; they have no business on the bus
+    "surveillance": [
+        *topics("vehicle", "face", "control_watchlist", "control_stats", ops=CONSUME),
+        *topics("plate_sightings", "stat_events", ops=(Op.CREATE, Op.WRITE, Op.READ)),
+        *topics("surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", ops=CREATE_AND_PRODUCE),
+        group("surveillance", prefixed=True),
+    ],
+    "hit-loader": [
+        *topics("surveillance_hits", ops=CONSUME),
+        group("surveillance-loader"),
+    ],
+    "monitor": [
+        *topics("heartbeat", "ingest_stats", "deadletter", ops=CONSUME),
+        *topics("alerts", ops=CREATE_AND_PRODUCE),
+        group("monitoring", prefixed=True, ops=(Op.READ, Op.DESCRIBE)),
+    ],
+    "console": [
+        Grant(Resource.TOPIC, ALL_TOPICS, (Op.DESCRIBE, Op.DESCRIBE_CONFIGS)),
+        *topics("vehicle", "face", "heartbeat", "ingest_stats", "deadletter", "video_status", "video_results",
+                "surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", "audit",
+                "control_watchlist", "control_stats", "video_commands", ops=CONSUME),
+        *topics("control_watchlist", "control_stats", "video_commands", "audit", ops=CREATE_AND_PRODUCE),
+        group("console-", prefixed=True),
+        group("audit-loader"),
+        Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
+        cluster(Op.DESCRIBE, Op.CREATE),
+    ],
+    "mirror": [
+        Grant(Resource.TOPIC, DATA_TOPICS, (Op.READ, Op.DESCRIBE_CONFIGS)),
+        Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
+        cluster(Op.DESCRIBE),
+    ],
+    "dr-loaders": [  # on the DR site's bus: the ingest job, the hit loader and the video loader on mirrored data
+        *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
+        *topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
+        group("spark-", prefixed=True),
+        group("surveillance-loader"),
+    ],
+}
+"""Each service principal's grants (``admin`` is a super user and has none)."""
+
+
+def bindings(principal: str, names: Topics) -> Iterator[Binding]:
+    """``principal``'s ACLs with the topic names of ``names``."""
+    for grant in MATRIX[principal]:
+        resolved: tuple[str, ...]
+        if grant.resource is Resource.TOPIC and grant.name == DATA_TOPICS:
+            resolved = names.data()
+        elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS:
+            resolved = (getattr(names, grant.name),)
+        else:
+            resolved = (grant.name,)
+        pattern = "PREFIXED" if grant.prefixed else "LITERAL"
+        for name in resolved:
+            for operation in grant.operations:
+                yield Binding(principal, grant.resource, name, pattern, operation)
+
+
+def all_bindings(names: Topics) -> list[Binding]:
+    """The whole table, principal by principal in :data:`~contracts.bus_client.PRINCIPALS` order."""
+    return [binding for principal in PRINCIPALS if principal in MATRIX for binding in bindings(principal, names)]

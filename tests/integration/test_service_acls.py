@@ -1,0 +1,188 @@
+"""Each service principal on a secured bus can do what its row of `contracts/bus_acls.py` grants and nothing else.
+
+The bus is a one-node secured cluster started by the code `make up` uses (`deploy.cluster` with `deploy.cluster_security`,
+its secrets in a `secrets/` directory), the identities made and the table applied by `deploy.acls`; the clients are
+confluent-kafka's, configured from each principal's properties file through `contracts.bus_client`, as the services are.
+"""
+
+from __future__ import annotations
+
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from contracts import bus_client
+from contracts.bus_acls import MATRIX, all_bindings
+from contracts.config import Config
+from contracts.topics import Topics
+from deploy import acls, cluster
+from deploy.cluster_security import ADMIN_USER, ClusterSecurity
+from tests.support.ports import free_port
+
+TOPICS = Topics()
+DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+          KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+
+
+class SecuredBus:
+    def __init__(self, secrets: Path, bootstrap: str) -> None:
+        self.secrets = secrets
+        self.config = Config({"bus": {"bootstrap_servers": bootstrap, "client_properties_dir": str(secrets)}}, None)
+
+    def settings(self, principal: str) -> dict[str, str]:
+        return bus_client.librdkafka(self.config, principal)
+
+    def produce(self, principal: str, topic: str) -> KafkaError | None:
+        """The error of producing one record to ``topic`` as ``principal`` (None: acknowledged)."""
+        outcome: list[KafkaError | None] = []
+        producer = Producer({**self.settings(principal), "message.timeout.ms": 10000, "log_level": 0})
+        producer.produce(topic, b"v", on_delivery=lambda err, _msg: outcome.append(err))
+        producer.flush(15)
+        assert outcome, f"no delivery report for {principal} -> {topic}"
+        return outcome[0]
+
+    def consume(self, principal: str, topic: str, group: str) -> KafkaError | None:
+        """The first error reading ``topic`` in ``group`` as ``principal`` (None: a record, or the end, reached)."""
+        consumer = Consumer({**self.settings(principal), "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.partition.eof": True, "log_level": 0})
+        try:
+            consumer.subscribe([topic])
+            for _ in range(60):
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is None or error.code() == KafkaError._PARTITION_EOF:
+                    consumer.commit(message=message, asynchronous=False) if error is None else None
+                    return None
+                if error.code() in DENIED:
+                    return error
+            raise AssertionError(f"{principal} read nothing from {topic} in 30 s")
+        except KafkaException as exc:
+            return exc.args[0]
+        finally:
+            consumer.close()
+
+
+@pytest.fixture(scope="module")
+def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
+    data = tmp_path_factory.mktemp("secured")
+    secrets = data / "secrets"
+    port = free_port()
+    nodes = cluster.plan(1, "127.0.0.1", port, data / "bus", free_port())
+    security = ClusterSecurity.ensure(secrets)
+    processes = cluster.NodeProcesses(data, security)
+    (data / "bus").mkdir()
+    processes.launch(nodes[0], nodes, cluster.cluster_id(data / "bus"), cluster.replication_defaults(1))
+    try:
+        admin_java = security.client_properties() | {"bootstrap.servers": nodes[0].bootstrap}
+        cluster.wait_for_quorum(nodes[0].bootstrap, 1, 60, admin_java)
+        passwords = acls.ensure_principals(secrets, nodes[0].bootstrap, security.truststore,
+                                           security.passwords[ADMIN_USER])
+        created, deleted = acls.apply(bus_client.read_properties(secrets / "admin.properties"), TOPICS, passwords)
+        assert (created, deleted) == (len(set(all_bindings(TOPICS))), 0)
+        yield SecuredBus(secrets, nodes[0].bootstrap)
+    finally:
+        processes.stop(30)
+
+
+def test_properties_files_are_owner_only_and_applying_again_changes_nothing(bus: SecuredBus) -> None:
+    for principal in bus_client.PRINCIPALS:
+        path = bus.secrets / f"{principal}.properties"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert bus_client.java(bus.config, principal)["sasl.jaas.config"].count(f'username="{principal}"') == 1
+    passwords = acls.ensure_principals(bus.secrets, bus.settings("admin")["bootstrap.servers"],
+                                       bus.secrets / "ca.pem", bus.settings("admin")["sasl.password"])
+    assert passwords["console"] == bus.settings("console")["sasl.password"], "a password is made once"
+    assert acls.apply(bus_client.read_properties(bus.secrets / "admin.properties"), TOPICS, passwords) == (0, 0)
+
+
+def test_each_producer_writes_only_its_topics(bus: SecuredBus) -> None:
+    admin = AdminClient(bus.settings("admin"))
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in (*TOPICS.data(), *TOPICS.control())]).values():
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            assert exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    assert bus.produce("simulator", TOPICS.vehicle) is None
+    assert bus.produce("monitor", TOPICS.alerts) is None
+    assert bus.produce("surveillance", TOPICS.alerts) is None  # watch hits and cloned plates are alerts too
+    assert bus.produce("console", TOPICS.audit) is None
+    assert bus.produce("console", TOPICS.control_watchlist) is None
+    for principal, topic in (("simulator", TOPICS.alerts), ("console", TOPICS.alerts),
+                             ("capture-ingest", TOPICS.alerts), ("hit-loader", TOPICS.alerts),
+                             ("simulator", TOPICS.audit), ("surveillance", TOPICS.control_watchlist),
+                             ("monitor", TOPICS.vehicle), ("cameras", TOPICS.vehicle), ("mirror", TOPICS.vehicle)):
+        error = bus.produce(principal, topic)
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (principal, topic, error)
+
+
+def test_each_consumer_reads_only_its_topics_in_its_groups(bus: SecuredBus) -> None:
+    assert bus.produce("simulator", TOPICS.face) is None
+    assert bus.consume("capture-ingest", TOPICS.face, "spark-ingest-test") is None
+    assert bus.consume("surveillance", TOPICS.face, "surveillance-test") is None
+    denied = [("simulator", TOPICS.face, "spark-x"),            # a producer cannot read captures back
+              ("capture-ingest", TOPICS.face, "console-x"),     # its topic, a group it does not own
+              ("hit-loader", TOPICS.face, "surveillance-loader"),
+              ("monitor", TOPICS.audit, "monitoring"),
+              ("cameras", TOPICS.vehicle, "spark-x")]
+    for principal, topic, group in denied:
+        error = bus.consume(principal, topic, group)
+        assert error is not None and error.code() in DENIED, (principal, topic, group, error)
+
+
+def test_the_console_cannot_delete_topics_or_alter_configs(bus: SecuredBus) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient(bus.settings("console"))
+    name = f"console-made-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)  # its admin page may create topics
+    with pytest.raises(KafkaException) as deleted:
+        admin.delete_topics([name])[name].result(30)
+    assert deleted.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as altered:
+        entry = ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("topic", name, incremental_configs=[entry])
+        list(admin.incremental_alter_configs([resource]).values())[0].result(30)
+    assert altered.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as audit_gone:
+        admin.delete_topics([TOPICS.audit])[TOPICS.audit].result(30)
+    assert audit_gone.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_service_without_its_row_is_refused(bus: SecuredBus) -> None:
+    """The table is what lets a service work: the same principal with its ACLs deleted can no longer produce."""
+    admin_settings = bus_client.read_properties(bus.secrets / "admin.properties")
+    passwords = {p: bus_client.librdkafka(bus.config, p)["sasl.password"] for p in bus_client.PRINCIPALS}
+    saved = MATRIX["simulator"]
+    MATRIX["simulator"] = []
+    try:
+        assert acls.apply(admin_settings, TOPICS, passwords)[1] == 6
+        error = bus.produce("simulator", TOPICS.vehicle)
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        MATRIX["simulator"] = saved
+        acls.apply(admin_settings, TOPICS, passwords)
+    assert bus.produce("simulator", TOPICS.vehicle) is None
+
+
+def test_a_wrong_password_cannot_log_in(bus: SecuredBus) -> None:
+    settings = {**bus.settings("console"), "sasl.password": "guessed"}
+    admin = AdminClient({**settings, "log_level": 0})
+    with pytest.raises(KafkaException) as failed:
+        admin.list_topics(timeout=10)
+    assert failed.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+
+
+def test_show_prints_one_binding_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert acls.main(["--show"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(all_bindings(TOPICS)) + 1
+    assert "User:simulator         ALLOW WRITE            TOPIC    LITERAL  capture.vehicle" in lines
+    assert not any(line.startswith("User:simulator") and "capture.face" in line and " READ " in line for line in lines)
+    assert not any(" DELETE " in line for line in lines)
