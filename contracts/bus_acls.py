@@ -45,8 +45,8 @@ class Resource(StrEnum):
 
 @dataclass(frozen=True)
 class Grant:
-    """Operations on one resource: a topic by its ``Topics`` field name (``topic("vehicle")``) or every topic
-    (``"*"``), a group by its literal id or id prefix, or the cluster."""
+    """Operations on one resource: a topic by its ``Topics`` field name (``topics("vehicle")``), every topic
+    (``"*"``) or a topic name prefix, a group by its literal id or id prefix, or the cluster."""
 
     resource: Resource
     name: str
@@ -102,25 +102,27 @@ MATRIX: dict[str, list[Grant]] = {
         *topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
         group("spark-", prefixed=True),
     ],
-    "video-ingest": [
-        *topics("video_commands", ops=CONSUME),
-        *topics("video_status", "video_results", ops=CREATE_AND_PRODUCE),
+    "video-ingest": [  # the streaming job reads commands and loads status and results; its batch jobs publish
+        *topics("video_commands", ops=(Op.CREATE, Op.READ)),
+        *topics("video_status", "video_results", ops=(Op.CREATE, Op.WRITE, Op.READ)),
         group("spark-", prefixed=True),
     ],
     "cameras": [],  # the cameras write footage to the object store only; they have no business on the bus
-    "surveillance": [
-        *topics("vehicle", "face", "control_watchlist", "control_stats", ops=CONSUME),
+    "surveillance": [  # it creates every topic it touches when missing, so that it can start before the others
+        *topics("vehicle", "face", "control_watchlist", "control_stats", ops=(Op.CREATE, Op.READ)),
         *topics("plate_sightings", "stat_events", ops=(Op.CREATE, Op.WRITE, Op.READ)),
-        *topics("surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", ops=CREATE_AND_PRODUCE),
-        group("surveillance", prefixed=True),
+        *topics("surveillance_hits", ops=(Op.CREATE, Op.WRITE, Op.READ)),  # re-read at start: the trajectories
+        *topics("surveillance_stats", "surveillance_replies", "alerts", ops=CREATE_AND_PRODUCE),
+        group("surveillance-", prefixed=True),
     ],
     "hit-loader": [
         *topics("surveillance_hits", ops=CONSUME),
         group("surveillance-loader"),
     ],
     "monitor": [
-        *topics("heartbeat", "ingest_stats", "deadletter", ops=CONSUME),
+        *topics("heartbeat", "ingest_stats", "deadletter", ops=(Op.CREATE, Op.READ)),
         *topics("alerts", ops=CREATE_AND_PRODUCE),
+        Grant(Resource.TOPIC, "monitoring.", (Op.CREATE, Op.READ), prefixed=True),  # its lock, <group_id>.lock
         group("monitoring", prefixed=True, ops=(Op.READ, Op.DESCRIBE)),
     ],
     "console": [
@@ -134,10 +136,10 @@ MATRIX: dict[str, list[Grant]] = {
         Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
         cluster(Op.DESCRIBE, Op.CREATE),
     ],
-    "mirror": [
+    "mirror": [  # on the primary: what it copies, with their configs; its offset syncs; every group's offsets
         Grant(Resource.TOPIC, DATA_TOPICS, (Op.READ, Op.DESCRIBE_CONFIGS)),
+        Grant(Resource.TOPIC, "mm2-offset-syncs.", (Op.CREATE, Op.WRITE, Op.READ), prefixed=True),
         Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
-        cluster(Op.DESCRIBE),
     ],
     "dr-loaders": [  # on the DR site's bus: the ingest job, the hit loader and the video loader on mirrored data
         *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
@@ -155,7 +157,7 @@ def bindings(principal: str, names: Topics) -> Iterator[Binding]:
         resolved: tuple[str, ...]
         if grant.resource is Resource.TOPIC and grant.name == DATA_TOPICS:
             resolved = names.data()
-        elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS:
+        elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS and not grant.prefixed:
             resolved = (getattr(names, grant.name),)
         else:
             resolved = (grant.name,)

@@ -1,1 +1,1 @@
-"""deploy: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""
+"""deploy: how the solution is started: `make up` (`up.py`), the embedded servers, a cluster, the DR site, identities."""

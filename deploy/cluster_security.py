@@ -30,7 +30,8 @@ from cryptography.x509.oid import NameOID
 
 from bus.config.broker import STANDARD_AUTHORIZER
 from bus.tools import storage_cmd
-from deploy.pki import Authority, name, write_private
+from deploy.pki import Authority, write_private
+from deploy.pki import name as name_of
 
 SECURITY_DIR = "security"
 LISTENER = "SASL_SSL"
@@ -76,10 +77,21 @@ class ClusterSecurity:
         """Node `node_id`'s key and certificate chain (made on its first start)."""
         path = self.directory / f"node-{node_id}.pem"
         if not path.exists():
-            subject = name((NameOID.ORGANIZATION_NAME, "city"), (NameOID.COMMON_NAME, f"bus-node-{node_id}"))
+            subject = name_of((NameOID.ORGANIZATION_NAME, "city"), (NameOID.COMMON_NAME, f"bus-node-{node_id}"))
             self.ca.issue(subject, server=True, hosts=tuple(dict.fromkeys((host, "localhost", "127.0.0.1")))) \
                 .write_keystore(path)
         return path
+
+    def server_certificate(self, name: str, host: str) -> tuple[Path, Path]:
+        """A server's certificate chain and key (`<name>.pem`, `<name>-key.pem`, the key owner-only) for `host`,
+        localhost and 127.0.0.1, signed by the CA and made once (`make up`: the console's HTTPS)."""
+        chain, key = self.directory / f"{name}.pem", self.directory / f"{name}-key.pem"
+        if not (chain.exists() and key.exists()):
+            subject = name_of((NameOID.ORGANIZATION_NAME, "city"), (NameOID.COMMON_NAME, name))
+            identity = self.ca.issue(subject, server=True, hosts=tuple(dict.fromkeys((host, "localhost", "127.0.0.1"))))
+            write_private(key, identity.key_pem())
+            chain.write_text(identity.chain_pem())
+        return chain, key
 
     def server_properties(self, node_id: int, host: str) -> dict[str, str]:
         """The security keys of node `node_id`'s server.properties (its listeners are set by the caller)."""

@@ -2,7 +2,8 @@
 
 `make up` calls :func:`cluster_services` and :func:`mirror_service` (the DR bus on ``[dr]
 bootstrap_servers`` and ``python -m dr_mirror`` copying the data topics to it, never the control
-topics); ``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest
+topics; it reads the primary bus as the ``mirror`` principal, the DR bus is PLAINTEXT for now);
+``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest
 (:class:`DrSite`: the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirrored
 topics), so after a failover the DR site holds the same HBase tables.
 
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +31,11 @@ from typing import IO
 
 import tomli_w
 
+from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.topics import Topics
 from deploy import shutdown
+from deploy.pki import write_private
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,22 +87,25 @@ def broker_command(log_dir: Path, host: str, port: int, controller_port: int, me
             *(a for k, v in overrides.items() for a in ("--override", f"{k}={v}"))]
 
 
-def mirror_properties(source: str, target: str, config: Config, intervals_s: float = 5.0,
+def mirror_properties(source: str | Mapping[str, str], target: str, config: Config, intervals_s: float = 5.0,
                       aliases: tuple[str, str] = ("primary", "dr")) -> str:
     """MirrorMaker 2 properties for primary -> dr (or back): the solution's data topics in, control topics out.
 
-    Identity naming (topic names and offsets stay the same), group offsets synced to the target so the
-    loaders resume there from translated offsets.
+    ``source`` is the source's bootstrap servers (PLAINTEXT), or its client settings in Kafka's keys
+    (:func:`contracts.bus_client.java`), written as MM2's cluster keys (``primary.security.protocol``, ...): the
+    text then holds a password (see :func:`mirror_service`). Identity naming (topic names and offsets stay the
+    same), group offsets synced to the target so the loaders resume there from translated offsets.
     """
     topics = Topics.from_config(config)
     include = ",".join(sorted(re.escape(t) for t in topics.data()))
     exclude = ",".join(sorted(re.escape(t) for t in topics.control()))
     seconds = f"{intervals_s:g}"
     a, b = aliases
+    clients = {"bootstrap.servers": source} if isinstance(source, str) else source
     return "\n".join([
         "# Generated from the solution config by deploy/dr_site.py; MirrorMaker 2's dedicated-mode format.",
         f"clusters = {a}, {b}",
-        f"{a}.bootstrap.servers = {source}",
+        *(f"{a}.{key} = {_escaped(value)}" for key, value in clients.items()),
         f"{b}.bootstrap.servers = {target}",
         f"{a}->{b}.enabled = true",
         f"{a}->{b}.topics = {include}",
@@ -111,11 +118,18 @@ def mirror_properties(source: str, target: str, config: Config, intervals_s: flo
     ])
 
 
+def _escaped(value: str) -> str:
+    """A value as a properties file holds it (a backslash in a password stays one)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
     """The primary's solution config pointed at the DR site (bus, HBase, the loaders' own state and topics)."""
     data = {name: (dict(value) if isinstance(value, dict) else value) for name, value in config.data.items()}
     topics = Topics.from_config(config)
-    data["bus"] = {**config.section("bus"), "bootstrap_servers": dr.bootstrap}
+    # The DR bus runs PLAINTEXT on loopback: the loaders do not use the primary's identities there
+    data["bus"] = {**{k: v for k, v in config.section("bus").items() if k != bus_client.KEY},
+                   "bootstrap_servers": dr.bootstrap}
     data["hbase"] = {**config.section("hbase"), "host": dr.hbase_host, "port": dr.hbase_port}
     data["topics"] = {**config.section("topics"), "ingest_stats": DR_PREFIX + topics.ingest_stats,
                       "deadletter": DR_PREFIX + topics.deadletter}
@@ -130,10 +144,12 @@ def cluster_services(dr: DrSettings) -> list[Service]:
 
 
 def mirror_service(config: Config, dr: DrSettings, primary: str) -> Service:
-    """The mirror primary -> dr, with its properties file written next to the DR bus's data."""
+    """The mirror primary -> dr, its properties file written next to the DR bus's data: the primary as the
+    ``mirror`` principal reaches it (``primary`` overriding its bootstrap servers), so readable by its owner only."""
     dr.data_dir.mkdir(parents=True, exist_ok=True)
     props = dr.data_dir / "mm2.properties"
-    props.write_text(mirror_properties(primary, dr.bootstrap, config))
+    props.unlink(missing_ok=True)  # one written before may be open to others: the new file is created owner-only
+    write_private(props, mirror_properties(bus_client.java(config, "mirror", primary), dr.bootstrap, config))
     return ("dr mirror", [sys.executable, "-m", "dr_mirror", "--config", str(props),
                           "--metrics-port", str(dr.metrics_port)],
             f"{primary} -> {dr.bootstrap} (data topics; {props}; lag http://127.0.0.1:{dr.metrics_port}/metrics)")

@@ -11,10 +11,12 @@ compacted topic instead of piling up watches on plates that no longer drive arou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
+from contracts import bus_client
 from contracts.config import Config
 from contracts.records import encode, encode_feature, now_time
 from contracts.surveillance import WatchCommand, watch_from_json
@@ -68,7 +70,8 @@ def watch_targets(config: Config, seed: int | None) -> str:
     if seed is None:
         return f"  {'watchlist':<14} no simulator, no target watches"
     try:
-        settings = Settings.from_config(config)
+        # make up puts them there as an operator would, through the console's identity: the service only reads them
+        settings = dataclasses.replace(Settings.from_config(config), bus=bus_client.librdkafka(config, "console"))
         watches = target_watches(config, seed)
         topic = settings.topics.control_watchlist
         ensure_topics(settings, {topic: TopicSpec(1, COMPACTED)})

@@ -1,21 +1,22 @@
 """`make up`: start the solution on one machine with embedded defaults and say where to look.
 
-The bus (a single-node combined broker+controller; with ``--cluster 3`` (1, 3 or 5), `make up CLUSTER=3`,
-that many combined nodes of `deploy/cluster.py` under ``DATA/bus-cluster/``), the embedded HBase Thrift gateway, object
-storage and the operator console (``python -m web``; the first start creates its ``admin`` with a
-random password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus
-and HBase answer: it creates its tables and topics at start-up), then the capture slice (city simulator + Spark
-ingest job, `deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit
-loader with watches on the simulator's recurring targets (`deploy/surveillance.py`). The DR site's bus and the mirror
-(`deploy/dr_site.py`) start with the servers; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make
-up PROMETHEUS=1`) Debian's prometheus scraping every process (`deploy/prometheus/`). Each service is a child
-process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops
-them all. Endpoints default to `contracts/solution.toml`; the console takes the bus and HBase
-endpoints from that file too (so ``--kafka-port``/``--hbase-port`` should agree with it). With ``--cluster N``
-node i serves clients on ``--kafka-port`` + i - 1 and the quorum on ``--controller-port`` (default: the Kafka
-port + N) + i - 1, and every child runs against the cluster's full ``bootstrap.servers``: the ones that read
-the bus from the config get ``DATA/solution.toml``, the config with ``[bus] bootstrap_servers`` replaced; the
-nodes stop last, with SIGTERM (a controlled shutdown), as `deploy.cluster` stops them.
+The bus (one combined broker+controller node of `deploy/cluster.py` under ``DATA/bus-cluster/``; with ``--cluster
+N`` (1, 3 or 5), `make up CLUSTER=3`, that many), secured: SASL_SSL with SCRAM-SHA-512 and TLS from make up's own CA,
+ACLs enforced, every service logging in as its own principal with only the rights `contracts/bus_acls.py` gives it.
+The CA (``DATA/secrets/ca.pem``), the nodes' certificates, each principal's password (in its Kafka client
+properties file ``DATA/secrets/<principal>.properties``) and each object-store key are made on the first start,
+owner-only, and never printed or put on a command line; every child gets ``--config DATA/solution.toml``, the
+config with the bus's ``bootstrap_servers`` and ``client_properties_dir``. Then the embedded HBase Thrift gateway,
+object storage and the operator console (``python -m web``; the first start creates its ``admin`` with a random
+password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus and HBase answer: it
+creates its tables and topics at start-up), then the capture slice (city simulator + Spark ingest job,
+`deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit loader with watches
+on the simulator's recurring targets (`deploy/surveillance.py`). The DR site's bus and the mirror (`deploy/dr_site.py`)
+start with the servers; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make up PROMETHEUS=1`)
+Debian's prometheus scraping every process (`deploy/prometheus/`). Each service is a child process; Ctrl-C, SIGTERM
+or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops them all, the bus's nodes last, with
+SIGTERM (a controlled shutdown). Endpoints default to `contracts/solution.toml`; node i serves clients on
+``--kafka-port`` + i - 1 and the quorum on ``--controller-port`` (default: the Kafka port + N) + i - 1.
 """
 
 from __future__ import annotations
@@ -37,11 +38,15 @@ from pathlib import Path
 
 import tomli_w
 
-from contracts import s3_credentials
+from bus.client.admin import AdminError
+from contracts import bus_client, s3_credentials
+from contracts.bus_acls import ADMIN
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
-from deploy import cluster, dr_site, object_store, shutdown
+from contracts.topics import Topics
+from deploy import acls, cluster, dr_site, object_store, shutdown
 from deploy import surveillance as surveillance_slice
+from deploy.cluster_security import ADMIN_USER, ClusterSecurity
 from deploy.pipeline import Endpoints, Pipeline
 from deploy.prometheus import scrape as prometheus_scrape
 from spark_jobs import launch
@@ -60,59 +65,83 @@ site's gateway after its loaders; then the servers; then a cluster's brokers and
 
 
 class BusCluster:
-    """``--cluster N``: the bus as N combined broker+controller nodes of `deploy/cluster.py` in ``DATA/bus-cluster/``
-    (one cluster id kept there, as `python -m deploy.cluster` keeps it), instead of the single broker."""
+    """The bus: ``--cluster N`` combined broker+controller nodes of `deploy/cluster.py` (one without it) in
+    ``DATA/bus-cluster/`` (one cluster id kept there, as `python -m deploy.cluster` keeps it), secured as `python -m
+    deploy.cluster --secure` secures one: SASL_SSL with SCRAM on every listener, TLS from make up's CA, ACLs enforced
+    (`deploy/cluster_security.py`), its secrets in ``DATA/secrets``; each service logs in as its own principal with
+    the rights `contracts/bus_acls.py` gives it (`deploy/acls.py`)."""
 
-    def __init__(self, data_dir: Path, args: argparse.Namespace) -> None:
+    def __init__(self, data_dir: Path, args: argparse.Namespace, security: ClusterSecurity, metrics_port: int) -> None:
         self.dir = data_dir / "bus-cluster"
+        if (self.dir / "cluster.id").exists() and not (self.dir / "secured").exists():
+            raise SystemExit(f"{self.dir} holds a bus made without security by an earlier make up: remove it (its "
+                             f"topics are lost) or use another --data-dir")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.nodes = cluster.plan(args.cluster, args.host, args.kafka_port, self.dir, args.controller_port)
+        (self.dir / "secured").touch()
+        self.security = security
+        self.metrics_port = metrics_port
+        self.nodes = cluster.plan(args.cluster or 1, args.host, args.kafka_port, self.dir, args.controller_port)
         self.id = cluster.cluster_id(self.dir)
         self.bootstrap = ",".join(node.bootstrap for node in self.nodes)
-        self.processes = cluster.NodeProcesses(self.dir)
+        self.processes = cluster.NodeProcesses(self.dir, security)
         self.config_file = data_dir / "solution.toml"
+        self.admin = security.client_properties() | {"bootstrap.servers": self.bootstrap}
+        """The super user's client settings (Java keys), to wait for the nodes and apply the ACLs."""
 
-    def solution_config(self, config: Config) -> Config:
-        """The loaded config with ``[bus] bootstrap_servers`` replaced by the cluster's, written to
-        ``DATA/solution.toml``: what the children that read the bus from ``--config`` (console, monitor, surveillance
-        service and hit loader) are given."""
-        data = {**config.data, "bus": {**config.section("bus"), "bootstrap_servers": self.bootstrap}}
+    def solution_config(self, config: Config, console_url: str) -> Config:
+        """The loaded config with ``[bus] bootstrap_servers`` replaced by the cluster's, ``client_properties_dir``
+        naming ``DATA/secrets`` and the console's certificate (HTTPS), written to ``DATA/solution.toml``: what every
+        child is given with ``--config``, so each reads its principal's client properties there."""
+        bus = {**config.section("bus"), "bootstrap_servers": self.bootstrap,
+               bus_client.KEY: str(self.security.directory)}
+        data = {**config.data, "bus": bus, "console": {**config.section("console"), **self.console_tls(),
+                                                                "url": console_url}}
         self.config_file.write_text(tomli_w.dumps(data))
         return Config(data, self.config_file)
 
+    def console_tls(self) -> dict[str, str]:
+        """The console's HTTPS: its certificate from make up's CA (for the bus's host, localhost and 127.0.0.1)."""
+        chain, key = self.security.server_certificate("console", self.nodes[0].host)
+        return {"tls_cert": str(chain), "tls_key": str(key)}
+
     def start(self) -> None:
         for node in self.nodes:
-            self.processes.launch(node, self.nodes, self.id, cluster.replication_defaults(len(self.nodes)))
+            metrics = {"bus.metrics.listener": f"{node.host}:{self.metrics_port}"} \
+                if self.metrics_port and node is self.nodes[0] else {}
+            self.processes.launch(node, self.nodes, self.id, cluster.replication_defaults(len(self.nodes)) | metrics)
 
     def ready(self) -> list[str]:
         """Wait for the quorum and for every broker to be registered (the monitor and the surveillance service
-        create topics at start, with three replicas), then the status lines; TimeoutError if they do not come."""
-        leader = cluster.wait_for_quorum(self.bootstrap, len(self.nodes), CLUSTER_START_S)
+        create topics at start, with up to three replicas), then the status lines; TimeoutError if they do not come."""
+        leader = cluster.wait_for_quorum(self.bootstrap, len(self.nodes), CLUSTER_START_S, self.admin)
         for node in self.nodes:
-            cluster.wait_for_broker(self.bootstrap, node.node_id, CLUSTER_START_S)
-        return [f"  {'bus cluster':<14} {len(self.nodes)} nodes (broker+controller), quorum leader {leader}, "
-                f"cluster id {self.id}  (logs {self.dir}/node-*.log)",
+            cluster.wait_for_broker(self.bootstrap, node.node_id, CLUSTER_START_S, self.admin)
+        metrics = f"  (metrics http://{self.nodes[0].host}:{self.metrics_port}/metrics)" if self.metrics_port else ""
+        return [f"  {'bus':<14} {len(self.nodes)} node(s) (broker+controller), quorum leader {leader}, "
+                f"cluster id {self.id}  (logs {self.dir}/node-*.log){metrics}",
                 *(f"  {'':<14}{cluster.describe(node)}" for node in self.nodes),
-                f"  {'':<14} Kafka bootstrap.servers={self.bootstrap}  (e.g. kcat -L -b {self.bootstrap}; "
-                f"the services' config: {self.config_file})"]
+                f"  {'':<14} Kafka bootstrap.servers={self.bootstrap}  SASL_SSL, SCRAM-SHA-512, CA "
+                f"{self.security.truststore}; as the super user: --command-config "
+                f"{bus_client.properties_file(self.security.directory, ADMIN)}  (the services' config: "
+                f"{self.config_file})"]
+
+    def grant(self, config: Config) -> str:
+        """Every principal's credential and client properties, and the ACL table applied; the status line."""
+        passwords = acls.ensure_principals(self.security.directory, self.bootstrap, self.security.truststore,
+                                           self.security.passwords[ADMIN_USER])
+        created, deleted = acls.apply(self.admin, Topics.from_config(config), passwords)
+        return (f"  {'bus identities':<14} {len(passwords)} principals, a properties file each in "
+                f"{self.security.directory} (0600); ACLs: {created} created, {deleted} removed  "
+                f"(python -m deploy.acls --show --data-dir {self.config_file.parent})")
 
     def stop(self) -> None:
         self.processes.stop(CLUSTER_STOP_S)
 
 
 def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[str], str]]:
+    """The servers beside the bus: the HBase gateway and the object store."""
     py = sys.executable
-    metrics_port = int(load_config(args.config).get("bus", "metrics_port", 0))
-    metrics = f"  (metrics http://{args.host}:{metrics_port}/metrics)" if metrics_port else ""
-    services = [] if args.cluster else [
-        (
-            "bus broker",
-            dr_site.broker_command(data_dir / "bus", args.host, args.kafka_port,
-                                   args.controller_port or args.kafka_port + 1, metrics_port),
-            f"Kafka bootstrap server: {args.host}:{args.kafka_port}  (e.g. kcat -L -b {args.host}:{args.kafka_port})"
-            + metrics,
-        ),
-    ]
+    services = []
     gateway = Path(__file__).parent / "hbase_gateway" / "__main__.py"
     if gateway.exists():
         services.append((
@@ -133,12 +162,16 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
         f"S3 object storage (minio SDK): http://{args.host}:{s3_port}  (buckets {', '.join(s3_credentials.BUCKETS)};"
         f" a key per component in {secrets_dir(data_dir)})",
     ))
-    console = [py, "-m", "web", *(["--config", str(args.config)] if args.config else []), "--host", args.host,
-               "--port", str(args.console_port), "--data-dir", str(data_dir / "console"),
+    return services
+
+
+def _console_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, list[str], str]:
+    """The console: after the bus's identities exist, since its first acts (the audit topic, its loader) use them."""
+    console = [sys.executable, "-m", "web", *(["--config", str(args.config)] if args.config else []),
+               "--host", args.host, "--port", str(args.console_port), "--data-dir", str(data_dir / "console"),
                "--s3-credentials", str(s3_key_file(data_dir, "console")),
                *(["--prometheus-url", f"http://{args.host}:{args.prometheus_port}"] if args.prometheus else [])]
-    services.append(("console", console, f"operator console: {_console_url(args)}"))
-    return services
+    return "console", console, f"operator console: {_console_url(args)}"
 
 
 def _monitor_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
@@ -205,7 +238,8 @@ def _prometheus_service(data_dir: Path, args: argparse.Namespace, config: Config
     home.mkdir(exist_ok=True)
     found = prometheus_scrape.targets(config, args.host, args.console_port)
     config_file = home / "prometheus.yml"
-    config_file.write_text(json.dumps(prometheus_scrape.scrape_config(found), indent=2))
+    config_file.write_text(json.dumps(prometheus_scrape.scrape_config(found, secrets_dir(data_dir) / "ca.pem"),
+                                      indent=2))
     listen = f"{args.host}:{args.prometheus_port}"
     jobs = ", ".join(dict.fromkeys(t.job for t in found))
     return ("prometheus", prometheus_scrape.command(config_file, home / "data", listen, binary),
@@ -213,7 +247,7 @@ def _prometheus_service(data_dir: Path, args: argparse.Namespace, config: Config
 
 
 def _console_url(args: argparse.Namespace) -> str:
-    return f"http://{args.host}:{args.console_port}"
+    return f"https://{args.host}:{args.console_port}"
 
 
 def ensure_admin(data_dir: Path, config: Path | None) -> str:
@@ -299,7 +333,7 @@ def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers:
     stopping.phase(first)
     stopping.phase({name: partial(shutdown.terminate, child) for name, child in servers.items()})
     if bus is not None:  # last: the other services finished their work against it
-        stopping.phase({"bus cluster": bus.stop})
+        stopping.phase({"bus": bus.stop})
     (data_dir / "up.pid").unlink(missing_ok=True)
     stopping.done()
 
@@ -352,26 +386,27 @@ def main(argv: list[str] | None = None) -> int:
     services: dict[str, subprocess.Popen[bytes]] = {}
     lines = [ensure_secrets(data_dir)]
     dr = dr_site.DrSettings.from_config(config, data_dir)
-    bus = BusCluster(data_dir, args) if args.cluster else None
-    bootstrap = bus.bootstrap if bus is not None else f"{args.host}:{args.kafka_port}"
-    if bus is not None:  # every child below is given the cluster: by --config, or by --bootstrap-server
-        config = bus.solution_config(config)
-        args.config = config.path
-        bus.start()
+    bus = BusCluster(data_dir, args, ClusterSecurity.ensure(secrets_dir(data_dir)),
+                     int(config.get("bus", "metrics_port", 0)))
+    bootstrap = bus.bootstrap
+    config = bus.solution_config(config, _console_url(args))  # every child: --config DATA/solution.toml
+    args.config = config.path
+    bus.start()
     for name, cmd, where in _services(data_dir, args) + dr_site.cluster_services(dr):
         child = _start(data_dir, name, cmd)
         children.append(child)
-        (services if name == "console" else servers)[name] = child
+        servers[name] = child
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
     ready = (_wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
              and _wait_for(dr.host, dr.port, 30))
     failed = [c for c in children if c.poll() is not None]
-    if bus is not None and ready and not failed:
+    if ready and not failed:
         try:
             lines[0:0] = bus.ready()
-        except TimeoutError as exc:
-            print(f"bus cluster: {exc}", file=sys.stderr)
+            lines.insert(len(bus.nodes) + 2, bus.grant(config))
+        except (TimeoutError, AdminError) as exc:
+            print(f"bus: {exc}", file=sys.stderr)
             ready = False
     if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
@@ -382,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         services[name] = _start(data_dir, name, cmd)
         children.append(services[name])
 
+    name, cmd, where = _console_service(data_dir, args)
+    start(name, cmd)
+    lines.append(f"  {name:<14} {where}")
     name, cmd, where = dr_site.mirror_service(config, dr, bootstrap)
     start(name, cmd)
     lines.append(f"  {name:<14} {where}")
@@ -426,8 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     next_status = time.monotonic() + STATUS_EVERY_S
     while not stopping and all(c.poll() is None for c in children):
-        if bus is not None:
-            bus.processes.report_exits()
+        bus.processes.report_exits()
         if site is not None and (problem := site.failed()):
             print(problem, file=sys.stderr, flush=True)
             break

@@ -33,8 +33,7 @@ class Checkpointer:
         self.target = target
         self.registry = registry
         self.metrics = metrics
-        self._producer = KafkaProducer({"bootstrap.servers": settings.target_bootstrap, "acks": "all",
-                                        "client.id": "dr-mirror-checkpoints"})
+        self._producer = KafkaProducer({**settings.target_cluster, "acks": "all", "client.id": "dr-mirror-checkpoints"})
         self.last: dict[str, dict[TopicPartition, Checkpoint]] = {}
         self._groups: list[str] = []
         self._groups_due = 0.0

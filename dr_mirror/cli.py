@@ -26,9 +26,11 @@ log = logging.getLogger("dr_mirror")
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dr_mirror", description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, help="MirrorMaker 2 properties (clusters, <alias>.bootstrap.servers, "
+                                               "<alias>.security.protocol / sasl.* / ssl.*, "
                                                "<source>-><target>.enabled, topics, ...)")
     p.add_argument("--solution-config", type=Path, default=None,
-                   help="solution config (TOML) for the defaults: [bus] -> [dr], data topics in, control out")
+                   help="solution config (TOML) for the defaults: [bus] (as the mirror principal) -> [dr], data "
+                        "topics in, control out")
     p.add_argument("--consumer.config", dest="consumer_config", type=Path, help="source consumer properties")
     p.add_argument("--producer.config", dest="producer_config", type=Path, help="target producer properties")
     p.add_argument("--whitelist", "--include", dest="include", help="topics to mirror (regex)")

@@ -10,9 +10,10 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from bus.client.admin import AdminClient
+from bus.client.errors import ConfigError
 from dr_mirror.checkpoints import Checkpointer
 from dr_mirror.metrics import MirrorMetrics
 from dr_mirror.settings import Settings
@@ -32,25 +33,28 @@ class Mirror:
         self.stopping = stopping or threading.Event()
         self.workers: list[Worker] = []
 
-    def _admin(self, bootstrap: str, name: str) -> AdminClient:
-        """An admin client, waiting for the cluster: a mirror started before its clusters keeps trying."""
+    def _admin(self, cluster: Mapping[str, str], name: str) -> AdminClient:
+        """An admin client, waiting for the cluster: a mirror started before its clusters keeps trying (settings
+        that cannot work, such as a missing trust store, stop it at once)."""
         while True:
             try:
-                return AdminClient({"bootstrap.servers": bootstrap, "client.id": name})
+                return AdminClient({**cluster, "client.id": name})
+            except ConfigError:
+                raise
             except Exception as exc:
                 if self.stopping.wait(1.0):
                     raise
-                log.info("waiting for %s: %s", bootstrap, exc)
+                log.info("waiting for %s: %s", cluster["bootstrap.servers"], exc)
 
     def run(self) -> None:
         s = self.settings
-        source = self._admin(s.source_bootstrap, "dr-mirror-source-admin")
-        target = self._admin(s.target_bootstrap, "dr-mirror-target-admin")
-        sync_admin, sync_bootstrap = (source, s.source_bootstrap) if s.offset_syncs_location == "source" else (
-            target, s.target_bootstrap)
+        source = self._admin(s.source_cluster, "dr-mirror-source-admin")
+        target = self._admin(s.target_cluster, "dr-mirror-target-admin")
+        sync_admin, sync_cluster = (source, s.source_cluster) if s.offset_syncs_location == "source" else (
+            target, s.target_cluster)
         create_internal(sync_admin, s.offset_syncs_topic, s.offset_syncs_replication_factor,
                         {"cleanup.policy": "delete", "retention.ms": "-1"})
-        syncs = SyncStore(sync_bootstrap, s.offset_syncs_topic, self.metrics)
+        syncs = SyncStore(sync_cluster, s.offset_syncs_topic, self.metrics)
         known = syncs.load()
         self.workers = [Worker(i, s, self.registry, syncs, known, self.metrics) for i in range(s.tasks)]
         for worker in self.workers:

@@ -2,19 +2,27 @@
 solution config's defaults (data topics in, control topics out, [bus] -> [dr]).
 
 Key resolution follows MM2's dedicated mode: a flow key `<source>-><target>.<key>` beats a top-level
-`<key>`; client settings come from `<alias>.consumer.*` / `<alias>.producer.*` / `<alias>.admin.*` and
-Connect's `producer.override.*` / `consumer.override.*` (flow-prefixed or not). Anything malformed
-raises SettingsError naming the key, so start-up stops before any data moves.
+`<key>`; how every client of a cluster connects comes from its cluster keys (`<alias>.bootstrap.servers`,
+`<alias>.security.protocol`, `<alias>.sasl.*`, `<alias>.ssl.*`), the tuning of its clients from
+`<alias>.consumer.*` / `<alias>.producer.*` / `<alias>.admin.*` and Connect's `producer.override.*` /
+`consumer.override.*` (flow-prefixed or not). Anything malformed raises SettingsError naming the key, so
+start-up stops before any data moves.
+
+A file holding a secret (a SASL login, a key store password) must be readable by its owner only: one open
+to others stops the mirror, and no secret is ever logged or shown in a repr.
 """
 
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bus.client.security import SECRET_KEYS
 from bus.config.properties import PropertiesError, load_properties
+from contracts import bus_client
 from contracts.config import Config
 from contracts.topics import Topics
 
@@ -37,8 +45,11 @@ class SettingsError(ValueError):
 class Settings:
     source: str
     target: str
-    source_bootstrap: str
-    target_bootstrap: str
+    source_cluster: dict[str, str] = field(repr=False)
+    """How the source's clients (data consumer, admin, offset syncs and checkpoints reading it) connect, in
+    Kafka's (Java) keys: `bootstrap.servers` and the security settings (SECRET: never logged)."""
+    target_cluster: dict[str, str] = field(repr=False)
+    """The same for the target's clients (data producer, admin, checkpoints producer)."""
     topics: tuple[str, ...]
     topics_exclude: tuple[str, ...]
     groups: tuple[str, ...] = (".*",)
@@ -59,8 +70,8 @@ class Settings:
     offset_syncs_replication_factor: int = -1
     checkpoints_replication_factor: int = -1
     offset_syncs_location: str = "source"
-    consumer: dict[str, str] = field(default_factory=dict)
-    producer: dict[str, str] = field(default_factory=dict)
+    consumer: dict[str, str] = field(default_factory=dict, repr=False)
+    producer: dict[str, str] = field(default_factory=dict, repr=False)
     metrics_port: int | None = None
 
     def __post_init__(self) -> None:
@@ -71,6 +82,14 @@ class Settings:
                     re.compile(pattern)
                 except re.error as exc:
                     raise SettingsError(key, f"invalid regex {pattern!r}: {exc}") from None
+
+    @property
+    def source_bootstrap(self) -> str:
+        return self.source_cluster["bootstrap.servers"]
+
+    @property
+    def target_bootstrap(self) -> str:
+        return self.target_cluster["bootstrap.servers"]
 
     # -- names ----------------------------------------------------------------------------------
 
@@ -149,11 +168,13 @@ def _whole(key: str, value: str, low: int) -> int:
 
 
 def defaults_from(solution: Config) -> dict[str, str]:
-    """The solution config's part: bootstraps of [bus] and [dr], data topics included, control excluded."""
+    """The solution config's part: the bus as the `mirror` principal reaches it (`source.*` cluster keys, a
+    secret among them when the bus is secured), [dr]'s bootstrap (PLAINTEXT), data topics included, control
+    excluded."""
     topics = Topics.from_config(solution)
     return {
-        "source.bootstrap": solution.get("bus", "bootstrap_servers", "127.0.0.1:9092"),
-        "target.bootstrap": solution.get("dr", "bootstrap_servers", "127.0.0.1:19092"),
+        **{f"source.{key}": value for key, value in bus_client.java(solution, "mirror").items()},
+        "target.bootstrap.servers": solution.get("dr", "bootstrap_servers", "127.0.0.1:19092"),
         "topics": ",".join(re.escape(t) for t in topics.data()),
         "topics.exclude": ",".join([*DEFAULT_TOPICS_EXCLUDE, *(re.escape(t) for t in topics.control())]),
     }
@@ -228,8 +249,7 @@ def from_properties(props: Mapping[str, str], solution_defaults: Mapping[str, st
     groups_exclude = get("groups.exclude") or get("groups.blacklist")
     return Settings(
         source=source, target=target,
-        source_bootstrap=props[f"{source}.bootstrap.servers"].strip(),
-        target_bootstrap=props[f"{target}.bootstrap.servers"].strip(),
+        source_cluster=_cluster(props, source), target_cluster=_cluster(props, target),
         topics=_list(topics), topics_exclude=_list(exclude),
         groups=_list(groups) if groups else (".*",),
         groups_exclude=_list(groups_exclude) if groups_exclude else DEFAULT_GROUPS_EXCLUDE,
@@ -238,6 +258,19 @@ def from_properties(props: Mapping[str, str], solution_defaults: Mapping[str, st
         consumer=_clients(props, source, "consumer", flow), producer=_clients(props, target, "producer", flow),
         **values,  # type: ignore[arg-type]
     )
+
+
+def _connects(key: str) -> bool:
+    """Whether `key` says how a client reaches its cluster (its address and security), not how it is tuned."""
+    return key in ("bootstrap.servers", "security.protocol") or key.startswith(("sasl.", "ssl."))
+
+
+def _cluster(props: Mapping[str, str], alias: str) -> dict[str, str]:
+    """MM2's cluster keys `<alias>.bootstrap.servers`, `<alias>.security.protocol`, `<alias>.sasl.*` and
+    `<alias>.ssl.*`, which every client of that cluster takes."""
+    prefix = f"{alias}."
+    return {key[len(prefix):]: value.strip() for key, value in props.items()
+            if key.startswith(prefix) and _connects(key[len(prefix):])}
 
 
 def _clients(props: Mapping[str, str], alias: str, kind: str, flow: str) -> dict[str, str]:
@@ -249,24 +282,34 @@ def _clients(props: Mapping[str, str], alias: str, kind: str, flow: str) -> dict
 
 
 def load(path: Path, solution_defaults: Mapping[str, str]) -> Settings:
+    return from_properties(_read(path, str(path)), solution_defaults)
+
+
+def _read(path: Path, key: str) -> dict[str, str]:
+    """A properties file (`key` names it in errors); refused when it holds a secret and is open to other users."""
     try:
         props = load_properties(path)
+        mode = path.stat().st_mode
     except PropertiesError as exc:
-        raise SettingsError(str(path), str(exc)) from None
-    return from_properties(props, solution_defaults)
+        raise SettingsError(key, str(exc)) from None
+    secret = next((k for k in sorted(props) if any(k == s or k.endswith(f".{s}") for s in SECRET_KEYS)), None)
+    if secret is not None and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SettingsError(secret, f"{path} holds this secret but is open to other users (mode "
+                                    f"{stat.S_IMODE(mode):o}); chmod 600 it")
+    return props
 
 
 def from_legacy_flags(*, consumer_config: Path | None, producer_config: Path | None, include: str | None,
                       exclude: str | None, streams: int, solution_defaults: Mapping[str, str]) -> Settings:
-    """The old MirrorMaker's command line: bootstraps from the client files, `--whitelist` as one Java-style
-    regex in which a comma means `|`, as the old tool read it."""
+    """The old MirrorMaker's command line: each cluster as the client files say (over the solution's), `--whitelist`
+    as one Java-style regex in which a comma means `|`, as the old tool read it."""
     consumer = _client_file("--consumer.config", consumer_config)
     producer = _client_file("--producer.config", producer_config)
     topics = (include.replace(",", "|"),) if include else _list(solution_defaults["topics"])
     return Settings(
         source="source", target="target",
-        source_bootstrap=consumer.pop("bootstrap.servers", solution_defaults["source.bootstrap"]),
-        target_bootstrap=producer.pop("bootstrap.servers", solution_defaults["target.bootstrap"]),
+        source_cluster=_connection(consumer, _cluster(solution_defaults, "source")),
+        target_cluster=_connection(producer, _cluster(solution_defaults, "target")),
         topics=topics,
         topics_exclude=(exclude.replace(",", "|"),) if exclude else _list(solution_defaults["topics.exclude"]),
         tasks=streams, consumer=consumer, producer=producer,
@@ -274,9 +317,11 @@ def from_legacy_flags(*, consumer_config: Path | None, producer_config: Path | N
 
 
 def _client_file(flag: str, path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        return load_properties(path)
-    except PropertiesError as exc:
-        raise SettingsError(flag, str(exc)) from None
+    return {} if path is None else _read(path, flag)
+
+
+def _connection(client: dict[str, str], solution: dict[str, str]) -> dict[str, str]:
+    """The solution's settings for the cluster with those of an old-style client file over them (taken out of
+    it: the rest tunes the client), as a `--bootstrap-server` flag overrides the address only."""
+    taken = {key: client.pop(key) for key in [k for k in client if _connects(k)]}
+    return {**solution, **taken}

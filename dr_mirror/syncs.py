@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 
 from bus.client.consumer import KafkaConsumer, TopicPartition
 from bus.client.producer import KafkaProducer
@@ -25,11 +26,13 @@ log = logging.getLogger(__name__)
 
 
 class SyncStore:
-    def __init__(self, bootstrap: str, topic: str, metrics: MirrorMetrics) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, cluster: Mapping[str, str], topic: str, metrics: MirrorMetrics) -> None:
+        """`cluster`: the client settings of the cluster holding the topic (`Settings.source_cluster` or
+        `target_cluster`, as `offset-syncs.topic.location` says)."""
+        self.cluster = cluster
         self.topic = topic
         self.metrics = metrics
-        self._producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+        self._producer = KafkaProducer({**cluster, "acks": "all", "linger.ms": 0,
                                         "client.id": "dr-mirror-offset-syncs", "delivery.timeout.ms": 2**31 - 1})
 
     def load(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -41,7 +44,7 @@ class SyncStore:
         with the whole batch, which fails again until the position is beyond it).
         """
         out: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-        consumer = KafkaConsumer({"bootstrap.servers": self.bootstrap, "enable.auto.commit": False,
+        consumer = KafkaConsumer({**self.cluster, "enable.auto.commit": False,
                                   "client.id": "dr-mirror-offset-syncs-reader"})
         try:
             for partition in sorted(consumer.partitions_for_topic(self.topic)):

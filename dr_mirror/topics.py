@@ -33,6 +33,7 @@ from bus.client.admin import (
 from bus.client.cluster import Metadata
 from bus.client.connection import UnsupportedVersionError
 from bus.client.errors import KafkaError
+from bus.client.security import client_security
 from dr_mirror.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,8 @@ class TopicSync:
         """Ask for the topic's metadata with allow_auto_topic_creation, as a producer would."""
         s = self.settings
         metadata = Metadata([s.target_bootstrap], client_id="dr-mirror-topics", request_timeout_ms=10_000,
-                            retry_backoff_ms=200, metadata_max_age_ms=30_000, allow_auto_create=True)
+                            retry_backoff_ms=200, metadata_max_age_ms=30_000, allow_auto_create=True,
+                            security=client_security(s.target_cluster))
         try:
             count = len(metadata.wait_for_topic(name, time.monotonic() + 10).partitions)
         except (KafkaError, OSError) as exc:

@@ -27,6 +27,7 @@ from bus.client.admin import AdminClient, OffsetSpec
 from bus.client.admin import TopicPartition as AdminTP
 from bus.client.cluster import Metadata, NodeConnections
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError
+from bus.client.security import client_security
 from bus.protocol import records as rb
 from dr_mirror import batches as bt
 from dr_mirror import wire
@@ -144,9 +145,11 @@ class Worker(threading.Thread):
     def run(self) -> None:
         s = self.settings
         self.source_meta = Metadata([s.source_bootstrap], client_id=self.name, request_timeout_ms=30_000,
-                                    retry_backoff_ms=100, metadata_max_age_ms=30_000, allow_auto_create=False)
+                                    retry_backoff_ms=100, metadata_max_age_ms=30_000, allow_auto_create=False,
+                                    security=client_security(s.source_cluster))
         self.target_meta = Metadata([s.target_bootstrap], client_id=self.name, request_timeout_ms=30_000,
-                                    retry_backoff_ms=100, metadata_max_age_ms=30_000, allow_auto_create=True)
+                                    retry_backoff_ms=100, metadata_max_age_ms=30_000, allow_auto_create=True,
+                                    security=client_security(s.target_cluster))
         self.source_nodes = NodeConnections(self.source_meta, self.name, timeout=30 + self.max_wait_ms / 1000,
                                             backoff=self.backoff, backoff_max=5.0,
                                             check=lambda conn: wire.size_buffers(conn, -1, self.receive_buffer))
@@ -231,7 +234,7 @@ class Worker(threading.Thread):
             self.target_meta.request_update()
             return
         try:
-            with AdminClient({"bootstrap.servers": self.settings.target_bootstrap, "client.id": self.name,
+            with AdminClient({**self.settings.target_cluster, "client.id": self.name,
                               "default.api.timeout.ms": 10_000}) as admin:
                 ends = admin.list_offsets({AdminTP(s.target_topic, s.partition): OffsetSpec.LATEST for s in present})
         except Exception as exc:  # the target is unreachable: try again next round
@@ -346,7 +349,7 @@ class Worker(threading.Thread):
     def _reset_to_log_start(self, state: PartitionState, log_start: int) -> None:
         if log_start < 0:
             try:
-                with AdminClient({"bootstrap.servers": self.settings.source_bootstrap, "client.id": self.name}) as a:
+                with AdminClient({**self.settings.source_cluster, "client.id": self.name}) as a:
                     log_start = a.list_offsets({AdminTP(state.topic, state.partition): OffsetSpec.EARLIEST})[
                         AdminTP(state.topic, state.partition)].offset
             except Exception as exc:

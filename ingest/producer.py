@@ -12,6 +12,15 @@ from typing import Any, Protocol
 Delivered = Callable[[str | None], None]
 """Called once per record: ``None`` when the broker acknowledged it, else the error text."""
 
+BusSettings = Mapping[str, str] | str
+"""How a client reaches the bus: a principal's librdkafka settings (:func:`contracts.bus_client.librdkafka`), or a
+bare bootstrap address (PLAINTEXT: tests, the DR site's bus)."""
+
+
+def librdkafka_settings(bus: BusSettings) -> dict[str, str]:
+    """``bus`` as librdkafka settings (a bare address becomes ``bootstrap.servers``)."""
+    return {"bootstrap.servers": bus} if isinstance(bus, str) else dict(bus)
+
 
 class RecordProducer(Protocol):
     def ensure_topics(self, partitions: Mapping[str, int], timeout: float = 15.0) -> None:
@@ -30,12 +39,12 @@ class RecordProducer(Protocol):
 class ConfluentProducer:
     """librdkafka's producer: linger-based batching, bounded queue, acks from the leader."""
 
-    def __init__(self, bootstrap: str, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, bus: BusSettings, config: Mapping[str, Any] | None = None) -> None:
         from confluent_kafka import Producer
 
-        self._bootstrap = bootstrap
+        self._bus = librdkafka_settings(bus)
         self._producer = Producer({
-            "bootstrap.servers": bootstrap,
+            **self._bus,
             "linger.ms": 5,
             "batch.num.messages": 2000,
             "queue.buffering.max.messages": 200_000,
@@ -48,7 +57,7 @@ class ConfluentProducer:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self._bootstrap, "log_level": 3})  # no info chatter at exit
+        admin = AdminClient({**self._bus, "log_level": 3})  # no info chatter at exit
         existing = set(admin.list_topics(timeout=timeout).topics)
         wanted = [NewTopic(t, n) for t, n in partitions.items() if t not in existing]
         if not wanted:
@@ -78,5 +87,6 @@ class ConfluentProducer:
         return self._producer.flush(timeout)
 
 
-def open_producer(bootstrap: str, config: Mapping[str, Any] | None = None) -> RecordProducer:
-    return ConfluentProducer(bootstrap, config)
+def open_producer(bus: BusSettings, config: Mapping[str, Any] | None = None) -> RecordProducer:
+    """A producer reaching the bus as ``bus`` says; ``config`` adds or replaces client settings (e.g. ``client.id``)."""
+    return ConfluentProducer(bus, config)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.records import Kind, encode, format_time
@@ -29,6 +30,7 @@ from .city import City, build_city
 from .producer import RecordProducer, open_producer
 from .traffic import Emitted, Traffic, TrafficConfig
 
+PRINCIPAL = "simulator"
 TICK_S = 0.01
 MAX_PER_TICK = 5000
 
@@ -191,7 +193,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser = argparse.ArgumentParser(prog="python -m ingest.simulate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
-    parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"),
+                        help="the bus (the client settings, e.g. its login, come from [bus] client_properties_dir)")
     parser.add_argument("--rate", type=float, default=float(sim.get("rate", 200)), help="mean records/s")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--count", type=int, default=None, help="stop after this many capture records")
@@ -233,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     city, traffic = make_traffic(args)
     city.save(args.map)
     topics = Topics.from_config(config)
-    producer = open_producer(args.bootstrap_server)
+    producer = open_producer(bus_client.librdkafka(config, PRINCIPAL, args.bootstrap_server))
     try:
         producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,
                                 topics.heartbeat: args.partitions})

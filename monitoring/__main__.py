@@ -19,6 +19,7 @@ import logging
 import signal
 import sys
 
+from contracts import bus_client
 from contracts.config import add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.logs import add_log_flags
@@ -32,6 +33,9 @@ from .leader import Leadership
 from .locator import Locator
 from .service import Monitor
 from .store import Store
+
+PRINCIPAL = "monitor"
+"""The monitor's bus identity (:data:`contracts.bus_client.PRINCIPALS`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(config)
         topics = Topics.from_config(config)
         partitions = topic_partitions(config)
+        bus = bus_client.librdkafka(config, PRINCIPAL)
     except (ConfigError, ValueError) as exc:
         print(f"monitoring: invalid config {config.path}: {exc}", file=sys.stderr)
         return 2
     store = Store(config.get("hbase", "host", "127.0.0.1"), config.get("hbase", "port", 9090))
-    monitor = Monitor(cfg, topics, config.get("bus", "bootstrap_servers", "127.0.0.1:9092"), store,
-                      Locator(map_path(config)))
+    monitor = Monitor(cfg, topics, bus, store, Locator(map_path(config)))
     monitor.partitions = partitions
 
     def stop(*_: object) -> None:
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"monitoring: cannot serve /metrics on port {cfg.metrics_port}: {exc}", file=sys.stderr)
             return 2
     try:
-        leader = monitor.leader = Leadership(monitor.bootstrap, cfg.group_id, cfg.lock_session_s,
+        leader = monitor.leader = Leadership(monitor.bus, cfg.group_id, cfg.lock_session_s,
                                              monitor.producer.ensure_topics)
         if not leader.acquire(monitor.stopping):
             leader.close()

@@ -9,14 +9,18 @@ import logging
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ingest.producer import BusSettings, librdkafka_settings
+
 log = logging.getLogger(__name__)
 
 
 class GroupLag:
     """One AdminClient for every lag question of the monitor's rules (OffsetFetch, then ListOffsets)."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 5.0) -> None:
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    def __init__(self, bus: BusSettings, timeout_s: float = 5.0) -> None:
+        """``bus``: the monitor's client settings (:func:`contracts.bus_client.librdkafka`), or just where a
+        PLAINTEXT bus is."""
+        self.admin = AdminClient({**librdkafka_settings(bus), "log_level": 3})
         self.timeout_s = timeout_s
 
     def __call__(self, group: str) -> int | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -35,13 +36,14 @@ class LostLeadership(RuntimeError):
 
 
 class Leadership:
-    def __init__(self, bootstrap: str, group_id: str, session_s: float, ensure_topic: Any) -> None:
+    def __init__(self, bus: Mapping[str, str], group_id: str, session_s: float, ensure_topic: Any) -> None:
+        """``bus``: the monitor's client settings (:func:`contracts.bus_client.librdkafka`)."""
         self.topic = f"{group_id}.lock"
         self.group = f"{group_id}.leader"
         self.session_s = session_s
         ensure_topic({self.topic: 1})
         self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": self.group, "enable.auto.commit": False,
+            **bus, "group.id": self.group, "enable.auto.commit": False,
             "session.timeout.ms": int(session_s * 1000), "heartbeat.interval.ms": max(100, int(session_s * 1000 / 6)),
             "client.id": "monitor-lock", "log_level": 3, "topic.metadata.refresh.interval.ms": 2000,
             # Sticky and incremental: a standby joining must not take the partition from a live active

@@ -127,10 +127,13 @@ def check_deadletter(raw: bytes | None) -> None:
 
 
 class Monitor:
-    def __init__(self, cfg: MonitoringConfig, topics: Topics, bootstrap: str, store: Store, locator: Locator) -> None:
+    def __init__(self, cfg: MonitoringConfig, topics: Topics, bus: dict[str, str], store: Store,
+                 locator: Locator) -> None:
+        """``bus``: the monitor's client settings (:func:`contracts.bus_client.librdkafka`), which every client
+        of it starts from; they may hold its password (never logged)."""
         self.cfg = cfg
         self.topics = topics
-        self.bootstrap = bootstrap
+        self.bus = bus
         self.store = store
         self.fleet = Fleet(cfg.health, locator, time.time())
         self.fleet.live_since = None
@@ -139,10 +142,9 @@ class Monitor:
         self.lock = threading.Lock()
         self.series = Series(store)
         self.stopping = threading.Event()
-        self.producer = open_producer(bootstrap, {"client.id": "monitor", "enable.idempotence": True,
-                                                  "linger.ms": 0})
+        self.producer = open_producer(bus, {"client.id": "monitor", "enable.idempotence": True, "linger.ms": 0})
         self.notifiers: dict[str, Notifier] = {}
-        self.engine = Engine(cfg, self.fleet, self.lock, store, self._publish, self._submit, GroupLag(bootstrap))
+        self.engine = Engine(cfg, self.fleet, self.lock, store, self._publish, self._submit, GroupLag(bus))
         self.consumer: Consumer | None = None
         self.scheduler = BackgroundScheduler()
         self.partitions = 1
@@ -163,7 +165,7 @@ class Monitor:
         for receiver in self.engine.dispatcher.receivers:
             self.notifiers[receiver.name] = Notifier(receiver, self.cfg.retry, self.engine.dispatcher.delivered,
                                                      self.cfg.external_url)
-        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.cfg.group_id,
+        self.consumer = Consumer({**self.bus, "group.id": self.cfg.group_id,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "client.id": "monitor", "log_level": 3, "enable.partition.eof": True,
                                   # A restarted or standby monitor gets the inputs once the dead one's session

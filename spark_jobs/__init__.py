@@ -1,1 +1,1 @@
-"""spark_jobs: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""
+"""spark_jobs: the Spark jobs (`spark-submit`): the capture ingest into HBase and the video ingest and synopsis jobs."""

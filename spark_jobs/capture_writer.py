@@ -27,7 +27,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +36,7 @@ from contracts.ingest_stats import STAGES, BatchTally
 from contracts.records import Kind, Status, encode, epoch_ms, now_time, parse
 from contracts.tables import captures as tables
 from contracts.topics import Topics
-from ingest.producer import RecordProducer, open_producer
+from ingest.producer import BusSettings, RecordProducer, librdkafka_settings, open_producer
 
 log = logging.getLogger("spark_jobs.capture_writer")
 
@@ -60,11 +60,11 @@ Row = tuple[bytes | None, bytes | None, str, int, int, int | None]
 
 @dataclass(frozen=True)
 class WriterSettings:
-    """Everything a task needs, pickled into it: endpoints, topic names, batch size, retries."""
+    """Everything a task needs, pickled into it: endpoints, the job's bus settings, topic names, batch size, retries."""
 
     hbase_host: str
     hbase_port: int
-    bootstrap: str
+    bus: BusSettings = field(repr=False)
     topic_kinds: Mapping[str, str]
     deadletter_topic: str = Topics.deadletter
     chunk_rows: int = CHUNK_ROWS
@@ -79,7 +79,7 @@ class WriterSettings:
 
 # One connection per Python worker and endpoint: Spark reuses workers between tasks and batches.
 _CONNECTIONS: dict[tuple, Any] = {}
-_PRODUCERS: dict[str, RecordProducer] = {}
+_PRODUCERS: dict[tuple[tuple[str, str], ...], RecordProducer] = {}
 
 
 def _connection(settings: WriterSettings) -> Any:
@@ -111,12 +111,13 @@ def close_cached_clients() -> None:
         _PRODUCERS.popitem()[1].flush(1)
 
 
-def _producer(bootstrap: str) -> RecordProducer:
+def _producer(bus: BusSettings) -> RecordProducer:
     """The dead-letter producer, through the same small interface as the simulator's (one place to
     switch Kafka clients)."""
-    producer = _PRODUCERS.get(bootstrap)
+    key = tuple(sorted(librdkafka_settings(bus).items()))
+    producer = _PRODUCERS.get(key)
     if producer is None:
-        producer = _PRODUCERS[bootstrap] = open_producer(bootstrap, {"client.id": "ingest-deadletter"})
+        producer = _PRODUCERS[key] = open_producer(bus, {"client.id": "ingest-deadletter"})
     return producer
 
 
@@ -147,7 +148,7 @@ def send_deadletters(letters: list[tuple[str, bytes]], settings: WriterSettings)
     """Produce dead letters (key = source topic) and wait for every acknowledgement before returning."""
     if not letters:
         return
-    producer = _producer(settings.bootstrap)
+    producer = _producer(settings.bus)
     failures: list[str] = []
 
     def done(error: str | None) -> None:
@@ -291,7 +292,7 @@ def warm_up(batches: Iterator[pa.RecordBatch], settings: WriterSettings) -> Iter
     for _ in batches:
         pass
     _connection(settings)
-    _producer(settings.bootstrap)
+    _producer(settings.bus)
     yield pa.RecordBatch.from_pydict({"id": [0]}, schema=pa.schema([("id", pa.int64())]))
 
 

@@ -1,9 +1,11 @@
 """Streaming ingest of vehicle and face captures from the bus into HBase (the book's 10.3.1).
 
     .venv/bin/spark-submit spark_jobs/ingest_captures.py --bootstrap-server B --hbase-host H \
-        --hbase-port P --checkpoint DIR [--trigger-ms N] [--once]
+        --hbase-port P --checkpoint DIR [--trigger-ms N] [--once] [--config F] [--bus-principal P]
 
-(:mod:`spark_jobs.launch` adds the light local settings.) Each micro-batch is read from
+(:mod:`spark_jobs.launch` adds the light local settings.) The job reaches the bus as ``--bus-principal``
+(``capture-ingest``; the DR site's loader runs it as another): its client settings, login included, come
+from the config (:mod:`contracts.bus_client`), never from the command line. Each micro-batch is read from
 ``capture.vehicle`` and ``capture.face`` by the bus source, and handled by ``foreachBatch`` with a
 single action: every task validates its records, stamps ``ingest_time`` and writes to HBase with
 deterministic row keys (:mod:`spark_jobs.capture_writer`). Spark records the batch's end offsets in
@@ -27,15 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.retention import Retention
 from contracts.topics import Topics
-from ingest.producer import open_producer
+from ingest.producer import BusSettings, open_producer
 from spark_jobs.capture_writer import RESULT_SCHEMA, WriterSettings, process_partition, summarize, warm_up
 from spark_jobs.ingest_status import IngestStatus, StatsPublisher
 
+PRINCIPAL = "capture-ingest"
 QUERY_RESTARTS = 3
 """Failed query starts in a row after which the job gives up and exits 1 (see :func:`run_restarting`)."""
 
@@ -47,6 +51,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
     parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--bus-principal", choices=bus_client.PRINCIPALS, default=PRINCIPAL,
+                        help="the bus identity the job's clients use (its settings: [bus] client_properties_dir)")
     parser.add_argument("--hbase-host", default=config.get("hbase", "host", "127.0.0.1"))
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
     parser.add_argument("--checkpoint", type=Path, default=Path(ingest.get("checkpoint", "data/spark/ingest_captures")),
@@ -93,17 +99,18 @@ def positive_days(text: str) -> float:
     return days
 
 
-def writer_settings(args: argparse.Namespace) -> WriterSettings:
+def writer_settings(args: argparse.Namespace, bus: BusSettings | None = None) -> WriterSettings:
+    """What the tasks get; ``bus``: the job's librdkafka settings (without: PLAINTEXT to ``--bootstrap-server``)."""
     return WriterSettings(
         hbase_host=args.hbase_host,
         hbase_port=args.hbase_port,
-        bootstrap=args.bootstrap_server,
+        bus=args.bootstrap_server if bus is None else bus,
         topic_kinds={args.vehicle_topic: "vehicle", args.face_topic: "face"},
         deadletter_topic=args.deadletter_topic,
     )
 
 
-def prepare_sinks(args: argparse.Namespace) -> None:
+def prepare_sinks(args: argparse.Namespace, bus: BusSettings) -> None:
     """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
     import happybase
 
@@ -115,16 +122,17 @@ def prepare_sinks(args: argparse.Namespace) -> None:
         ensure_capture_tables(conn, ttl_seconds(args.retention_days))
     finally:
         conn.close()
-    open_producer(args.bootstrap_server).ensure_topics({args.deadletter_topic: 1, args.stats_topic: 1})
+    open_producer(bus).ensure_topics({args.deadletter_topic: 1, args.stats_topic: 1})
 
 
-def source(spark: Any, args: argparse.Namespace) -> Any:
+def source(spark: Any, args: argparse.Namespace, bus_options: dict[str, str]) -> Any:
+    """The captures as a stream; ``bus_options``: the job's bus settings as Spark's ``kafka.*`` options."""
     from spark_jobs.kafka_source import BusKafkaDataSource
 
     if args.source_format == "bus":
         spark.dataSource.register(BusKafkaDataSource)
     return (spark.readStream.format(args.source_format)
-            .option("kafka.bootstrap.servers", args.bootstrap_server)
+            .options(**bus_options)
             .option("subscribe", f"{args.vehicle_topic},{args.face_topic}")
             .option("startingOffsets", args.starting_offsets)
             .option("failOnDataLoss", args.fail_on_data_loss)
@@ -163,9 +171,9 @@ def warm_workers(spark: Any, settings: WriterSettings) -> int:
     return cores
 
 
-def start_query(spark: Any, args: argparse.Namespace, settings: WriterSettings, status: IngestStatus,
-                stats: StatsPublisher | None, tasks: int) -> Any:
-    writer = (source(spark, args).writeStream
+def start_query(spark: Any, args: argparse.Namespace, bus_options: dict[str, str], settings: WriterSettings,
+                status: IngestStatus, stats: StatsPublisher | None, tasks: int) -> Any:
+    writer = (source(spark, args, bus_options).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
               .foreachBatch(batch_handler(settings, status, stats, tasks)))
@@ -220,18 +228,23 @@ def run_restarting(start: Callable[[], Any], batches: Callable[[], int],
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, _config = parse_args(argv)
+    args, config = parse_args(argv)
     setup_logs("capture-ingest", args.log_format, args.log_level)  # the driver's Python logs (Spark's own: log4j)
     from pyspark.sql import SparkSession
 
-    prepare_sinks(args)
+    from spark_jobs.kafka_source import bus_settings
+
+    bus_options = bus_client.spark_options(config, args.bus_principal, args.bootstrap_server)
+    bus = bus_settings(bus_options)
+    prepare_sinks(args, bus)
     spark = SparkSession.builder.appName("ingest_captures").getOrCreate()
-    settings = writer_settings(args)
+    settings = writer_settings(args, bus)
     cores = warm_workers(spark, settings)
     status = IngestStatus(args.status_file)
-    stats = StatsPublisher(open_producer(args.bootstrap_server, {"client.id": "ingest-stats", "acks": "1"}),
+    stats = StatsPublisher(open_producer(bus, {"client.id": "ingest-stats", "acks": "1"}),
                            args.stats_topic, args.job_id) if args.publish_stats else None
-    failure = run_restarting(lambda: start_query(spark, args, settings, status, stats, args.tasks or cores),
+    failure = run_restarting(lambda: start_query(spark, args, bus_options, settings, status, stats,
+                                                 args.tasks or cores),
                              lambda: status.batches)
     if stats is not None:
         stats.close()

@@ -5,7 +5,9 @@ so this source speaks the Kafka protocol with confluent-kafka instead, keeping t
 option names and columns so a job switches between the two with ``format("bus")`` /
 ``format("kafka")``:
 
-* options: ``kafka.bootstrap.servers`` (and any other ``kafka.*`` consumer setting), exactly one of
+* options: ``kafka.bootstrap.servers`` (and any other ``kafka.*`` consumer setting; the bus login in Kafka's Java
+  names, ``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``... as
+  :func:`contracts.bus_client.spark_options` gives them, is turned into librdkafka's), exactly one of
   ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` (earliest, latest, JSON),
   ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``minPartitions``, ``includeHeaders``,
   ``kafkaConsumer.pollTimeoutMs``; ``kafka.group.id`` additionally gets the processed offsets
@@ -34,6 +36,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from contracts import bus_client
+
 from . import offsets as off
 
 log = logging.getLogger("spark_jobs.kafka_source")
@@ -55,7 +59,8 @@ failing every batch that reads the record."""
 class SourceOptions:
     """Spark Kafka-source options, parsed and checked once on the driver (picklable, immutable)."""
 
-    bootstrap: str
+    bus: tuple[tuple[str, str], ...] = field(repr=False)
+    """How to reach the bus: librdkafka settings (bootstrap servers, and the login when it is secured)."""
     subscribe: tuple[str, ...] = ()
     subscribe_pattern: str | None = None
     assign: tuple[tuple[str, int], ...] = ()
@@ -71,8 +76,7 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {k.lower(): v for k, v in options.items()}
-        bootstrap = opts.get("kafka.bootstrap.servers")
-        if not bootstrap:
+        if not opts.get("kafka.bootstrap.servers"):
             raise ValueError('option "kafka.bootstrap.servers" is required')
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
         if len(chosen) != 1:
@@ -87,12 +91,12 @@ class SourceOptions:
         pattern = opts.get("subscribepattern")
         if pattern is not None:
             re.compile(pattern)
-        reserved = {"kafka.bootstrap.servers", "kafka.group.id", "kafka.auto.offset.reset",
-                    "kafka.enable.auto.commit", "kafka.key.deserializer", "kafka.value.deserializer"}
+        reserved = {"kafka.group.id", "kafka.auto.offset.reset", "kafka.enable.auto.commit", "kafka.key.deserializer",
+                    "kafka.value.deserializer", *(f"kafka.{key}" for key in bus_client.from_spark_options(opts))}
         consumer_config = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
                                        if k.startswith("kafka.") and k not in reserved))
         return cls(
-            bootstrap=bootstrap,
+            bus=tuple(sorted(bus_settings(opts).items())),
             subscribe=tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()),
             subscribe_pattern=pattern,
             assign=assign,
@@ -109,7 +113,7 @@ class SourceOptions:
     def consumer_settings(self) -> dict[str, Any]:
         """librdkafka settings for reading by assignment: never auto-commit, out-of-range is an error."""
         return {
-            "bootstrap.servers": self.bootstrap,
+            **dict(self.bus),
             "group.id": self.group_id or "spark-bus-source",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -117,6 +121,12 @@ class SourceOptions:
             "enable.partition.eof": False,
             **dict(self.consumer_config),
         }
+
+
+def bus_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """The bus settings Spark's ``kafka.*`` options carry (:func:`contracts.bus_client.spark_options`), in librdkafka's
+    names: what the source's consumers and a job's own producers connect with."""
+    return bus_client.to_librdkafka(bus_client.from_spark_options(options))
 
 
 def _flag(opts: Mapping[str, str], name: str, default: bool) -> bool:

@@ -10,20 +10,20 @@ caller only moves on (commits offsets, exits 0) once its records are on the bus.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from contracts.video import encode, status_record
 
 
 class TaskPublisher:
-    def __init__(self, bootstrap: str, status_topic: str, results_topic: str, client_id: str) -> None:
+    def __init__(self, bus: Mapping[str, str], status_topic: str, results_topic: str, client_id: str) -> None:
+        """``bus``: the job's librdkafka settings (:func:`contracts.bus_client.librdkafka`)."""
         from confluent_kafka import Producer
 
         self.status_topic = status_topic
         self.results_topic = results_topic
-        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                                   "client.id": client_id})
+        self._producer = Producer({**bus, "enable.idempotence": True, "linger.ms": 5, "client.id": client_id})
         self._errors: list[str] = []
         self._lock = threading.Lock()
 

@@ -3,8 +3,10 @@
     spark-submit spark_jobs/video_ingest.py --config F [--checkpoint DIR] [--max-concurrent N]
 
 (endpoints come from the solution config, flags override; :mod:`spark_jobs.launch` adds the local
-Spark settings.) One streaming query reads ``video.commands``, ``video.status`` and ``video.results``
-and tells them apart by topic, with the book's two duties:
+Spark settings.) The job and its batch jobs reach the bus as ``--bus-principal`` (``video-ingest``), with
+the client settings the config names (:mod:`contracts.bus_client`): a batch job gets ``--config``, never a
+login. One streaming query reads ``video.commands``, ``video.status`` and ``video.results`` and tells them
+apart by topic, with the book's two duties:
 
 * commands (:mod:`spark_jobs.video_scheduler`): each new task's batch job (``video_synopsis.py``) is
   launched, at most N at once and the rest queued; a task id seen before never runs twice; ``cancel``
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contracts import s3_credentials
+from contracts import bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
@@ -52,6 +54,7 @@ from spark_jobs.video_loader import VideoLoader, check_result, check_status
 from spark_jobs.video_scheduler import Scheduler
 from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S
 
+PRINCIPAL = "video-ingest"
 TICK_S = 0.5
 QUERY_RESTARTS = 12
 
@@ -63,6 +66,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
     parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"))
+    parser.add_argument("--bus-principal", choices=bus_client.PRINCIPALS, default=PRINCIPAL,
+                        help="the bus identity of the job and its batch jobs (its settings: [bus] "
+                             "client_properties_dir)")
     parser.add_argument("--hbase-host", default=config.get("hbase", "host", "127.0.0.1"))
     parser.add_argument("--hbase-port", type=int, default=config.get("hbase", "port", 9090))
     parser.add_argument("--s3-endpoint", default=str(store.get("endpoint", "127.0.0.1:9000")))
@@ -108,7 +114,8 @@ def batch_launcher(args: argparse.Namespace, settings: launch.SparkSettings) -> 
         with log:
             return launch.submit(launch.ROOT / "spark_jobs" / "video_synopsis.py", [
                 "--video", command.video_url, "--task-id", command.task_id, "--camera-id", command.camera_id,
-                "--bootstrap-server", args.bootstrap_server, "--status-topic", args.status_topic,
+                "--bootstrap-server", args.bootstrap_server, "--bus-principal", args.bus_principal,
+                "--status-topic", args.status_topic,
                 "--results-topic", args.results_topic, "--s3-endpoint", args.s3_endpoint,
                 *(["--s3-credentials", str(args.s3_credentials)] if args.s3_credentials else []),
                 *(["--config", str(args.config)] if args.config else []),
@@ -221,8 +228,8 @@ def set_aside(counts: dict[str, int], counter: str, what: str, reason: Exception
     print(f"video_ingest: {counter} {what}: {type(reason).__name__}: {reason}", file=sys.stderr, flush=True)
 
 
-def prepare(args: argparse.Namespace, config: Config, loader_conn: Any) -> None:
-    """Create the topics the job reads and the tables it writes, if missing."""
+def prepare(args: argparse.Namespace, config: Config, bus: dict[str, str], loader_conn: Any) -> None:
+    """Create the topics the job reads and the tables it writes, if missing (``bus``: the job's librdkafka settings)."""
     from contracts.tables.video import ensure_video_tables
     from ingest.producer import open_producer
 
@@ -231,15 +238,16 @@ def prepare(args: argparse.Namespace, config: Config, loader_conn: Any) -> None:
     topics = {args.status_topic: count, args.results_topic: count}
     if not args.loader_only:
         topics[args.commands_topic] = 1
-    open_producer(args.bootstrap_server).ensure_topics(topics)
+    open_producer(bus).ensure_topics(topics)
 
 
-def start_query(spark: Any, args: argparse.Namespace, handler: Handler) -> Any:
+def start_query(spark: Any, args: argparse.Namespace, bus_options: dict[str, str], handler: Handler) -> Any:
+    """The query; ``bus_options``: the job's bus settings as Spark's ``kafka.*`` options."""
     from spark_jobs.kafka_source import BusKafkaDataSource
 
     spark.dataSource.register(BusKafkaDataSource)
     frame = (spark.readStream.format("bus")
-             .option("kafka.bootstrap.servers", args.bootstrap_server)
+             .options(**bus_options)
              .option("subscribe", ",".join(([] if args.loader_only else [args.commands_topic])
                                            + [args.status_topic, args.results_topic]))
              .option("startingOffsets", "earliest")
@@ -257,8 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from spark_jobs.ingest_captures import run_restarting
+    from spark_jobs.kafka_source import bus_settings
 
-    publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, "video-ingest")
+    bus_options = bus_client.spark_options(config, args.bus_principal, args.bootstrap_server)
+    bus = bus_settings(bus_options)
+    publisher = TaskPublisher(bus, args.status_topic, args.results_topic, "video-ingest")
     scheduler = None if args.loader_only else Scheduler(
         publisher, batch_launcher(args, launch.SparkSettings.from_config(config.section("spark"))), args.jobs_dir,
         args.max_concurrent, args.max_attempts)
@@ -266,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     conn = handler.connect()
     report: dict[str, Any] = {"started": True, "loader_only": args.loader_only}
     try:
-        prepare(args, config, conn)
+        prepare(args, config, bus, conn)
         if scheduler is not None:
             report["orphans_killed"] = scheduler.kill_orphans()
             counts = {"set_aside": 0}
@@ -285,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         handler.clock(scheduler, stopping)
     # E.g. a Python worker that could not connect back within Spark's fixed 10 s on a loaded machine: the
     # checkpoint holds the place, so the same query resumes where it failed.
-    failure = run_restarting(lambda: start_query(spark, args, handler), lambda: handler.batches, QUERY_RESTARTS,
-                             "video_ingest")
+    failure = run_restarting(lambda: start_query(spark, args, bus_options, handler), lambda: handler.batches,
+                             QUERY_RESTARTS, "video_ingest")
     stopping.set()
     if scheduler is not None:
         scheduler.stop()

@@ -3,7 +3,7 @@
     spark-submit spark_jobs/video_synopsis.py --video s3://bucket/key [--task-id ID] [--camera-id C]
         --bootstrap-server B --s3-endpoint http://H:P [--s3-credentials FILE] [--config F]
         [--attempt N] [--options JSON] [--max-duration-s S] [--launched-at EPOCH_S] [--segments N]
-        [--start-time ISO]
+        [--start-time ISO] [--bus-principal P]
 
 The video ingest job (:mod:`spark_jobs.video_ingest`) launches one per task. The video is cut into
 time segments, one RDD element each; every task fetches the video from S3 itself (executors share
@@ -18,7 +18,9 @@ job's loader turns those into HBase rows, so a DR site receiving the mirrored to
 tables. Keys everywhere derive from the task id, so a re-run rewrites the same objects and records
 (at-least-once, keyed by task id; the object id in the value tells duplicates apart). A bad video
 (missing, corrupt, unsupported codec, longer than the limit) publishes ``failed`` with the reason and
-the job exits with code 3, without a traceback.
+the job exits with code 3, without a traceback. The job reaches the bus as ``--bus-principal`` (``video-ingest``,
+as the job that launches it), with the client settings the config names (:mod:`contracts.bus_client`): a login
+is never on the command line.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contracts import s3_credentials
+from contracts import bus_client, s3_credentials
 from contracts.config import add_config_flag
 from contracts.config import load as load_config
 from contracts.topics import Topics
@@ -47,6 +49,7 @@ from spark_jobs.video_bus import TaskPublisher
 if TYPE_CHECKING:  # the engine (OpenCV) is imported where it runs
     from video.analyze import SegmentResult
 
+PRINCIPAL = "video-ingest"
 EXIT_BAD_VIDEO = 3
 DEFAULT_MAX_DURATION_S = 4 * 3600.0
 PROGRESS_EVERY_S = 1.0
@@ -99,6 +102,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--start-time", default=None,
                         help="wall-clock time of the first frame (ISO-8601); default: the object's start-time metadata")
     parser.add_argument("--bootstrap-server", required=True)
+    parser.add_argument("--bus-principal", choices=bus_client.PRINCIPALS, default=PRINCIPAL,
+                        help="the bus identity the job publishes as (its settings: the config's [bus] "
+                             "client_properties_dir)")
     parser.add_argument("--results-topic", default=Topics.video_results)
     parser.add_argument("--status-topic", default=Topics.video_status)
     parser.add_argument("--s3-endpoint", required=True)
@@ -238,10 +244,12 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     task_id = args.task_id or task_id_for(args.video)
-    publisher = TaskPublisher(args.bootstrap_server, args.status_topic, args.results_topic, f"video-synopsis-{task_id}")
+    config = load_config(args.config)
+    publisher = TaskPublisher(bus_client.librdkafka(config, args.bus_principal, args.bootstrap_server),
+                              args.status_topic, args.results_topic, f"video-synopsis-{task_id}")
     progress = Progress(publisher, task_id, args.attempt, args.launched_at or time.time())
     try:
-        key = s3_credentials.resolve(load_config(args.config), "video-jobs", args.s3_credentials)
+        key = s3_credentials.resolve(config, "video-jobs", args.s3_credentials)
     except (s3_credentials.CredentialsError, OSError) as exc:
         return _fail(publisher, progress, task_id, str(exc))
     settings = S3Settings(args.s3_endpoint, key.access_key, key.secret_key)

@@ -1,1 +1,1 @@
-"""surveillance: see ../shared/design/ARCHITECTURE.md; filled in by later issues."""
+"""surveillance: the surveillance service (watchlists, cloned plates, live statistics) and its hit loader."""

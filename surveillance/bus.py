@@ -50,7 +50,7 @@ Apply = Callable[[bytes | None, bytes | None], None]
 
 def make_consumer(settings: Settings, group: str, client: str, **extra: Any) -> Consumer:
     """A group member that never commits by itself (the loop commits after the acks)."""
-    return Consumer({"bootstrap.servers": settings.bootstrap, "group.id": group,
+    return Consumer({**settings.bus, "group.id": group,
                      "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10_000,
                      "heartbeat.interval.ms": 1_000, "topic.metadata.refresh.interval.ms": 5_000,
@@ -59,9 +59,14 @@ def make_consumer(settings: Settings, group: str, client: str, **extra: Any) -> 
 
 def make_producer(settings: Settings, client: str, **extra: Any) -> Producer:
     """Idempotent (a retried batch is written once), acks=all, short linger: a hit is urgent."""
-    return Producer({"bootstrap.servers": settings.bootstrap, "client.id": f"{client}@{settings.instance}",
+    return Producer({**settings.bus, "client.id": f"{client}@{settings.instance}",
                      "enable.idempotence": True, "acks": "all", "linger.ms": 2, "log_level": 3,
                      "queue.buffering.max.messages": 200_000, **extra})
+
+
+def make_admin(settings: Settings) -> AdminClient:
+    """An admin client (topic metadata and creation), quiet at info level."""
+    return AdminClient({**settings.bus, "log_level": 3})
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def repartition_topic(settings: Settings, topic: str, inputs: Sequence[str],
                       retention_s: float) -> dict[str, TopicSpec]:
     """An internal repartition topic (Kafka Streams' ``-repartition``): as many partitions as the largest of
     ``inputs`` has (or will be created with), delete policy, ``retention_s``."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
+    admin = make_admin(settings)
     existing = admin.list_topics(timeout=15).topics
     counts = [len(existing[t].partitions) for t in inputs if t in existing and existing[t].error is None]
     config = {"cleanup.policy": "delete", "retention.ms": str(round(retention_s * 1000))}
@@ -95,7 +100,7 @@ def repartition_topic(settings: Settings, topic: str, inputs: Sequence[str],
 
 def ensure_topics(settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 15.0) -> None:
     """Create the topics that do not exist yet (existing ones are left as they are)."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
+    admin = make_admin(settings)
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [NewTopic(name, spec.partitions, config=dict(spec.config))
               for name, spec in specs.items() if name not in existing]
@@ -114,7 +119,7 @@ class CommandLog:
 
     def __init__(self, settings: Settings, topic: str, client: str) -> None:
         self.topic = topic
-        self._consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": f"{client}-unused",
+        self._consumer = Consumer({**settings.bus, "group.id": f"surveillance-{client}-unused",
                                    "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
                                    "enable.partition.eof": True, "log_level": 3, "fetch.wait.max.ms": 50,
                                    "topic.metadata.refresh.interval.ms": 5_000})

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Message, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import Kind, encode, epoch_ms, now_time
@@ -31,7 +30,17 @@ from contracts.records import Status as RecordStatus
 from contracts.surveillance import WatchCommand, cloned_hit_id, hit_record
 
 from . import metrics
-from .bus import CommandLog, Output, Stage, TopicSpec, ensure_topics, make_consumer, make_producer, run_stage
+from .bus import (
+    CommandLog,
+    Output,
+    Stage,
+    TopicSpec,
+    ensure_topics,
+    make_admin,
+    make_consumer,
+    make_producer,
+    run_stage,
+)
 from .cloned import Clone, CloneDetector, CloneRules, Sighting
 from .geo import Geo
 from .rewind import EAGER, Rewind
@@ -79,7 +88,7 @@ def repartition(topic: str, messages: Sequence[Message]) -> list[list[Output]]:
 
 def sightings_topic(settings: Settings) -> dict[str, TopicSpec]:
     """The repartition topic: as many partitions as ``capture.vehicle`` has (or will be created with)."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap, "log_level": 3})
+    admin = make_admin(settings)
     vehicle = admin.list_topics(timeout=15).topics.get(settings.topics.vehicle)
     count = len(vehicle.partitions) if vehicle is not None and vehicle.error is None else settings.partitions
     retention_ms = str(round(settings.sightings_retention_s * 1000))

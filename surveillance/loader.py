@@ -22,12 +22,13 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import happybase
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
@@ -39,13 +40,16 @@ from contracts.topics import Topics
 from .skipped import UNREADABLE
 
 log = logging.getLogger("surveillance.loader")
+PRINCIPAL = "hit-loader"
+"""The loader's bus identity (:data:`contracts.bus_client.PRINCIPALS`)."""
 MAX_ROW_KEY = 32767
 """HBase's longest row key (``Short.MAX_VALUE`` bytes); a hit's keys hold its ids, a foreign hit's any length."""
 
 
 @dataclass(frozen=True)
 class LoaderSettings:
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bus: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:9092"}, repr=False)
+    """The :data:`PRINCIPAL`'s client settings (:func:`contracts.bus_client.librdkafka`); may hold its password."""
     hbase_host: str = "127.0.0.1"
     hbase_port: int = 9090
     group_id: str = "surveillance-loader"
@@ -58,10 +62,12 @@ class LoaderSettings:
     """How long hits are kept (``[retention] hits_days``), given to the tables this loader creates."""
 
     @classmethod
-    def from_config(cls, config: Config, **overrides: Any) -> LoaderSettings:
+    def from_config(cls, config: Config, bootstrap: str | None = None, **overrides: Any) -> LoaderSettings:
+        """The settings from ``config``; ``bootstrap`` (``--bootstrap-server``) overrides where the bus is, the other
+        ``overrides`` (None: not given) replace fields."""
         default = cls()
         values = {
-            "bootstrap_servers": config.get("bus", "bootstrap_servers", default.bootstrap_servers),
+            "bus": bus_client.librdkafka(config, PRINCIPAL, bootstrap),
             "hbase_host": config.get("hbase", "host", default.hbase_host),
             "hbase_port": config.get("hbase", "port", default.hbase_port),
             "group_id": config.get("surveillance", "loader_group", default.group_id),
@@ -134,7 +140,7 @@ class Loader:
     def run(self, stop: threading.Event) -> None:
         """Load until ``stop`` is set; the last batch is written and committed, or left for the next run."""
         s = self.settings
-        consumer = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": s.group_id,
+        consumer = Consumer({**s.bus, "group.id": s.group_id,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "partition.assignment.strategy": "cooperative-sticky",
                              "logger": logging.getLogger("surveillance.loader.bus")})
@@ -175,16 +181,20 @@ def main(argv: list[str] | None = None) -> int:
     config = preparse_config(argv)
     parser = argparse.ArgumentParser(prog="python -m surveillance.loader", description=__doc__.split("\n\n")[0])
     add_config_flag(parser)
-    parser.add_argument("--bootstrap-server", dest="bootstrap_servers", help="override [bus] bootstrap_servers")
+    parser.add_argument("--bootstrap-server", help="override [bus] bootstrap_servers (and the principal's file's)")
     parser.add_argument("--hbase-host", help="override [hbase] host")
     parser.add_argument("--hbase-port", type=int, help="override [hbase] port")
     parser.add_argument("--group", dest="group_id", help="consumer group (default surveillance-loader)")
     add_log_flags(parser)
     args = parser.parse_args(argv)
     setup_logs("hit-loader", args.log_format, args.log_level)
-    settings = LoaderSettings.from_config(config, bootstrap_servers=args.bootstrap_servers,
-                                          hbase_host=args.hbase_host, hbase_port=args.hbase_port,
-                                          group_id=args.group_id)
+    try:
+        settings = LoaderSettings.from_config(config, args.bootstrap_server,
+                                              hbase_host=args.hbase_host, hbase_port=args.hbase_port,
+                                              group_id=args.group_id)
+    except bus_client.BusCredentialsError as exc:
+        print(f"hit loader: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -33,7 +33,7 @@ class Rewind:
         self.back_ms = back_ms
         self.consumer: Consumer | None = None
         self.replay_until: dict[tuple[str, int], int] = {}
-        self._peek = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": f"{client}-peek",
+        self._peek = Consumer({**settings.bus, "group.id": f"surveillance-{client}-peek",
                                "client.id": f"{client}-peek@{settings.instance}", "enable.auto.commit": False,
                                "log_level": 3})
 

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts import bus_client
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.topics import Topics, partitions
 
 SECTION = "surveillance"
+PRINCIPAL = "surveillance"
+"""The service's bus identity (:data:`contracts.bus_client.PRINCIPALS`)."""
 
 
 @dataclass(frozen=True)
 class Settings:
-    bootstrap: str
+    bus: dict[str, str] = field(repr=False)
+    """The :data:`PRINCIPAL`'s client settings (:func:`contracts.bus_client.librdkafka`), which every client of
+    the service starts from; they may hold its password, hence never in a repr or a log line."""
     topics: Topics
     map_path: Path
     partitions: int
@@ -43,6 +48,11 @@ class Settings:
     """Records a stage takes per poll (faces: one matrix product per batch)."""
     commit_interval_s: float = 0.5
 
+    @property
+    def bootstrap(self) -> str:
+        """Where the bus is (``bootstrap.servers`` of :attr:`bus`)."""
+        return self.bus["bootstrap.servers"]
+
     @classmethod
     def from_config(cls, config: Config) -> Settings:
         def number(key: str, default: float, low: float = 0.0) -> float:
@@ -51,13 +61,12 @@ class Settings:
                 raise ValueError(f"{SECTION}.{key} in {config.path} should be above {low}, not {value!r}")
             return value
 
-        bootstrap = config.get(SECTION, "bootstrap_servers", "") or config.get("bus", "bootstrap_servers",
-                                                                             "127.0.0.1:9092")
         port = config.get(SECTION, "metrics_port", cls.metrics_port)
         if not 0 <= port < 65536:
             raise ValueError(f"{SECTION}.metrics_port in {config.path} should be a port (0: none), not {port}")
         return cls(
-            bootstrap=bootstrap, topics=Topics.from_config(config), map_path=map_path(config),
+            bus=bus_client.librdkafka(config, PRINCIPAL, config.get(SECTION, "bootstrap_servers", "") or None),
+            topics=Topics.from_config(config), map_path=map_path(config),
             partitions=partitions(config),
             instance=f"{config.get(SECTION, 'instance', '') or socket.gethostname()}:{os.getpid()}",
             fuzzy=config.get(SECTION, "fuzzy", cls.fuzzy),

@@ -1,7 +1,8 @@
 """The console app: ``create_app(settings)`` wires settings, backends, routers and error handling once.
 
 Errors a user can cause are answered with a 4xx naming what was wrong; an unreachable backend is a
-503 naming which one; anything else is a 500 with no stack trace in the body (it goes to the log).
+503 naming which one; a command the bus's ACLs refuse the console's own bus identity is a 403 naming what it may
+not do; anything else is a 500 with no stack trace in the body (it goes to the log).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi.responses import JSONResponse
 
 from web.audit import AuditLog, ServerTiming
 from web.auth import Auth
-from web.backends import Backends, BackendUnavailable
+from web.backends import BUS, Backends, BackendUnavailable
 from web.events import EventHub, hub_topics
 from web.hardening import StrictTransportSecurity, add_docs, metrics_endpoint
 from web.metrics import ConsoleMetrics, MetricsMiddleware
@@ -41,6 +42,7 @@ from web.routers import (
 )
 from web.services.audit_loader import AuditLoader
 from web.services.dr import DrService, DrSettings
+from web.services.errors import Forbidden
 from web.services.runtime import DataServices
 from web.services.surveillance import SurveillanceConsole
 from web.settings import ConsoleSettings
@@ -77,15 +79,15 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
     audit_ttl_s = settings.retention.audit_ttl_s
-    app.state.audit = AuditLog(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
+    app.state.audit = AuditLog(backends.hbase, settings.bus, settings.topics.audit,
                                settings.backend_timeout_s, audit_ttl_s)
-    app.state.audit_loader = AuditLoader(backends.hbase, settings.bootstrap_servers, settings.topics.audit,
+    app.state.audit_loader = AuditLoader(backends.hbase, settings.bus, settings.topics.audit,
                                          settings.backend_timeout_s, audit_ttl_s)
     app.state.data = DataServices(settings, backends)
     app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()
     app.state.metrics = metrics
-    app.state.hub = EventHub(settings.bootstrap_servers, hub_topics(settings.topics))
+    app.state.hub = EventHub(settings.bus, hub_topics(settings.topics))
     app.state.hub.register_metrics(metrics.registry)
     app.state.audit.register_metrics(metrics.registry)
     app.state.audit_loader.register_metrics(metrics.registry)
@@ -104,6 +106,10 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     @app.exception_handler(BackendUnavailable)
     async def backend_unavailable(_request: Request, exc: BackendUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "backend": exc.backend}, status_code=503)
+
+    @app.exception_handler(Forbidden)
+    async def bus_forbidden(_request: Request, exc: Forbidden) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "backend": BUS}, status_code=403)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

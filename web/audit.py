@@ -131,11 +131,12 @@ class ServerTiming:
 
 
 class AuditLog:
-    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float, ttl_s: int) -> None:
+    def __init__(self, connect: Connect, bus: dict[str, str], topic: str, timeout_s: float, ttl_s: int) -> None:
+        """``bus``: the console's bus client settings (``ConsoleSettings.bus``)."""
         self._table = ConsoleTable(connect, tables.AUDIT_TABLE, ttl_s)
         self._topic = topic
         self._timeout_s = timeout_s
-        self._bootstrap = bootstrap_servers
+        self._bus = bus
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         # What auditing adds to each audited request, and how often it refused one: what an operator watches.
@@ -158,7 +159,7 @@ class AuditLog:
                 # cannot be delivered within the timeout fails in librdkafka too, so no event reaches the topic
                 # after its read was refused.
                 self._producer = Producer({
-                    "bootstrap.servers": self._bootstrap, "enable.idempotence": True, "acks": "all",
+                    **self._bus, "enable.idempotence": True, "acks": "all",
                     "linger.ms": 0, "message.timeout.ms": max(1000, int(self._timeout_s * 1000)),
                     "logger": logging.getLogger("web.audit.bus")})
             return self._producer

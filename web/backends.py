@@ -80,7 +80,7 @@ class Backends:
         with self._lock:
             if self._admin is None:
                 # librdkafka's own log lines go to Python logging instead of stderr.
-                self._admin = AdminClient({"bootstrap.servers": self.settings.bootstrap_servers,
+                self._admin = AdminClient({**self.settings.bus,
                                            "socket.timeout.ms": int(self.settings.backend_timeout_s * 1000),
                                            "logger": logging.getLogger("web.bus")})
             return self._admin

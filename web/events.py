@@ -123,9 +123,10 @@ class Subscription:
 
 
 class EventHub:
-    def __init__(self, bootstrap_servers: str, topics: Iterable[str], history: dict[str, HistorySpec] | None = None,
+    def __init__(self, bus: dict[str, str], topics: Iterable[str], history: dict[str, HistorySpec] | None = None,
                  queue_size: int = 256, metadata_interval_s: float = 5.0) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        """``bus``: the console's bus client settings (``ConsoleSettings.bus``)."""
+        self._bus = bus
         self.topics = tuple(dict.fromkeys(topics))
         self.history = history or {}
         self.queue_size = queue_size
@@ -203,7 +204,7 @@ class EventHub:
 
     def _run(self) -> None:
         consumer = Consumer({
-            "bootstrap.servers": self.bootstrap_servers,
+            **self._bus,
             # librdkafka wants a group id even for assign(); nothing joins it or commits to it.
             "group.id": f"console-hub-{uuid.uuid4().hex}", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "allow.auto.create.topics": False,

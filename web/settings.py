@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts import s3_credentials
+from cryptography import x509
+
+from contracts import bus_client, s3_credentials
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.retention import Retention
 from contracts.topics import Topics
 from monitoring.config import console_alertmanager_url
+
+PRINCIPAL = "console"
+"""The console's bus identity (``contracts.bus_client``): its clients and the audit loader it runs log in as it."""
+_PLAINTEXT = {"bootstrap.servers": "127.0.0.1:9092"}
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,11 @@ class ConsoleSettings:
     """Lifetime of an API bearer token."""
     session_ttl_s: int = 8 * 3600
     """Lifetime of a page session (one operator's shift)."""
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bus: dict[str, str] = field(default_factory=lambda: dict(_PLAINTEXT), repr=False)
+    """The console's bus client settings in librdkafka's keys (``bus_client.librdkafka``), which every
+    confluent-kafka client of the console starts from. They may hold its password: never logged."""
+    bus_java: dict[str, str] = field(default_factory=lambda: dict(_PLAINTEXT), repr=False)
+    """The same settings in Kafka's (Java) keys, for the bus package's own wire client (``services.log_dirs``)."""
     hbase_host: str = "127.0.0.1"
     hbase_port: int = 9090
     hbase_pool_size: int = 8
@@ -70,8 +81,12 @@ class ConsoleSettings:
 
     @classmethod
     def from_config(cls, config: Config, **overrides: object) -> ConsoleSettings:
-        """``[console]`` for the console's own keys, the shared sections for the endpoints; flags override."""
+        """``[console]`` for the console's own keys, the shared sections for the endpoints; flags override.
+
+        The bus settings are principal ``console``'s (``[bus] client_properties_dir``): a properties file that is
+        missing, open to others or incomplete is a ``BusCredentialsError`` (a ValueError) here, at start."""
         default = cls()
+        bus_java = bus_client.java(config, PRINCIPAL)
         values: dict[str, object] = {
             "host": config.get("console", "host", default.host),
             "port": config.get("console", "port", default.port),
@@ -79,7 +94,8 @@ class ConsoleSettings:
             "data_dir": Path(config.get("console", "data_dir", str(default.data_dir))),
             "token_ttl_s": config.get("console", "token_ttl_s", default.token_ttl_s),
             "session_ttl_s": config.get("console", "session_ttl_s", default.session_ttl_s),
-            "bootstrap_servers": config.get("bus", "bootstrap_servers", default.bootstrap_servers),
+            "bus": bus_client.to_librdkafka(bus_java),
+            "bus_java": bus_java,
             "hbase_host": config.get("hbase", "host", default.hbase_host),
             "hbase_port": config.get("hbase", "port", default.hbase_port),
             "s3_endpoint": config.get("object_storage", "endpoint", default.s3_endpoint),
@@ -102,7 +118,35 @@ class ConsoleSettings:
             raise ValueError(f"console.watch_expiry_days should be a number of days >= 0, not {expiry!r}")
         if bool(values["tls_cert"]) != bool(values["tls_key"]):
             raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
+        if values["tls_cert"]:
+            check_tls_cert(str(values["tls_cert"]))
         return cls(**values)  # type: ignore[arg-type]
+
+
+def check_tls_cert(path: str) -> None:
+    """A ValueError naming ``console.tls_cert``, ``path``, the certificate's subject and the date it fails, unless
+    the first certificate of the PEM chain ``path`` is valid now: the console refuses to start rather than serve
+    a certificate every browser rejects."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"console.tls_cert {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        certificate = x509.load_pem_x509_certificates(data)[0]
+    except ValueError:
+        raise ValueError(f"console.tls_cert {path}: not a PEM certificate chain") from None
+    now = datetime.datetime.now(datetime.UTC)
+    subject = certificate.subject.rfc4514_string() or "(empty subject)"
+    if now > certificate.not_valid_after_utc:
+        raise ValueError(f"console.tls_cert {path}: the certificate {subject} expired on "
+                         f"{_iso(certificate.not_valid_after_utc)}")
+    if now < certificate.not_valid_before_utc:
+        raise ValueError(f"console.tls_cert {path}: the certificate {subject} is not valid before "
+                         f"{_iso(certificate.not_valid_before_utc)}")
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _s3_key(config: Config, flag: object) -> tuple[str, str]:

@@ -27,6 +27,7 @@ class Target:
     job: str
     address: str  # host:port
     path: str = "/metrics"
+    scheme: str = "http"
 
 
 def rule_files() -> list[Path]:
@@ -45,11 +46,14 @@ def targets(config: Config, host: str, console_port: int) -> list[Target]:
         ("hbase", config.get("hbase", "metrics_port", 0)),
         ("console", console_port),
     )
-    return [Target(job, f"{host}:{int(port)}") for job, port in ports if int(port)]
+    console_scheme = "https" if config.get("console", "tls_cert", "") else "http"
+    return [Target(job, f"{host}:{int(port)}", scheme=console_scheme if job == "console" else "http")
+            for job, port in ports if int(port)]
 
 
-def scrape_config(found: list[Target]) -> dict[str, Any]:
-    """prometheus.yml as a mapping (written as JSON, which is YAML)."""
+def scrape_config(found: list[Target], ca_file: Path | None = None) -> dict[str, Any]:
+    """prometheus.yml as a mapping (written as JSON, which is YAML); an HTTPS target is checked against
+    ``ca_file`` (make up's CA)."""
     jobs: dict[str, list[Target]] = {}
     for target in found:
         jobs.setdefault(target.job, []).append(target)
@@ -57,7 +61,9 @@ def scrape_config(found: list[Target]) -> dict[str, Any]:
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": EVALUATION_INTERVAL,
                    "external_labels": {"site": "primary"}},
         "rule_files": [str(path) for path in rule_files()],
-        "scrape_configs": [{"job_name": job, "metrics_path": listed[0].path,
+        "scrape_configs": [{"job_name": job, "metrics_path": listed[0].path, "scheme": listed[0].scheme,
+                            **({"tls_config": {"ca_file": str(ca_file)}}
+                               if listed[0].scheme == "https" and ca_file else {}),
                             "static_configs": [{"targets": [t.address for t in listed]}]}
                            for job, listed in jobs.items()],
     }

@@ -17,7 +17,7 @@ from deploy.dr_site import DrSettings, loaders_config, mirror_properties
 from dr_mirror.settings import load as load_properties
 from tests.integration._ingest_support import poll, row_counts, simulate
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, write_config
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, down, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = Topics()
@@ -42,8 +42,8 @@ def test_loaders_config_points_at_the_dr_site_and_publishes_off_the_mirrored_top
     assert data["topics"]["vehicle"] == TOPICS.vehicle  # type: ignore[index]
 
 
-def _high_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "log_level": 0})
+def _high_watermarks(settings: dict[str, str], topics: list[str]) -> dict[tuple[str, int], int]:
+    consumer = Consumer({**settings, "group.id": "t", "log_level": 0})
     try:
         return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
                 for t in topics for p in consumer.list_topics(t, timeout=10).topics[t].partitions}
@@ -70,11 +70,12 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         said = out.read_text()
         assert proc.poll() is None, said
         assert f"127.0.0.1:{ports['dr']}" in said and "dr mirror" in said and "dr ingest job" in said, said
-        primary, dr = f"127.0.0.1:{ports['bus']}", f"127.0.0.1:{ports['dr']}"
-        control = Producer({"bootstrap.servers": primary})
+        primary, dr = bus_settings(data_dir), {"bootstrap.servers": f"127.0.0.1:{ports['dr']}"}
+        control = Producer(bus_settings(data_dir, "console"))  # the console's principal writes commands
         control.produce(TOPICS.control_watchlist, b"{}", b"w1")
         assert control.flush(30) == 0
-        summary = simulate(primary, tmp_path, "--count", "300", "--rate", "300", "--seed", "5", "--config", str(config))
+        summary = simulate(primary["bootstrap.servers"], tmp_path, "--count", "300", "--rate", "300", "--seed", "5",
+                           "--config", str(data_dir / "solution.toml"))  # as the simulator principal
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
@@ -85,7 +86,7 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         poll(lambda: sum(landed()[t] for t in ("vehicle", "face", "capture_unrecognized")) == sent, 360,
              what=f"{sent} records in DR HBase; log: {data_dir / 'dr' / 'dr-ingest-job.log'}")
         time.sleep(2)  # the mirror's topic refresh has long passed: a control topic would be there by now
-        names = Consumer({"bootstrap.servers": dr, "group.id": "t"}).list_topics(timeout=10).topics
+        names = Consumer({**dr, "group.id": "t"}).list_topics(timeout=10).topics
         assert TOPICS.control_watchlist not in names and TOPICS.vehicle in names
         assert "dr." + TOPICS.ingest_stats in names  # the DR ingest publishes beside, not into, the mirrored topic
     finally:

@@ -12,7 +12,6 @@ import socket
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -22,7 +21,7 @@ from contracts.config import load as load_config
 from contracts.topics import Topics
 from tests.support.cluster_process import until
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
 
 NODES = 3
 
@@ -76,7 +75,7 @@ def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> No
     proc, output = start_up(config, data_dir, ports, "--cluster", str(NODES))
     try:
         # (a) the status lines name the cluster: its nodes, the quorum leader, bootstrap.servers
-        assert re.search(rf"bus cluster\s+{NODES} nodes .*quorum leader [1-{NODES}]", output), output
+        assert re.search(rf"bus\s+{NODES} node\(s\) .*quorum leader [1-{NODES}]", output), output
         for i in range(NODES):
             assert re.search(rf"node {i + 1} \(broker,controller\)\s+clients 127\.0\.0\.1:{ports['bus'] + i}"
                              rf"\s+quorum 127\.0\.0\.1:{ports['controller'] + i}", output), output
@@ -85,39 +84,43 @@ def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> No
 
         # (b) a topic the surveillance service creates at start has three replicas
         topics = Topics.from_config(load_config(config))
-        admin = AdminClient({"bootstrap.servers": servers})
+        assert bus_settings(data_dir)["bootstrap.servers"] == servers  # every principal's properties name them
+        admin = AdminClient(bus_settings(data_dir))
         hits = until(lambda: _partitions(admin, topics.surveillance_hits), 60,
                      f"{topics.surveillance_hits} created by the surveillance service", interval=0.5)
         assert {len(p.replicas) for p in hits.values()} == {NODES}, hits
 
         # (c) a capture record produced with acks=all reads back; the console reaches the bus
         vehicle = until(lambda: _partitions(admin, topics.vehicle), 10, topics.vehicle)
-        producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+        producer = Producer({**bus_settings(data_dir, "simulator"), "acks": "all"})
         key = f"make-up-cluster-{time.time_ns()}".encode()
         errors: list[object] = []
         producer.produce(topics.vehicle, b'{"probe": "make up --cluster"}', key=key,
                          on_delivery=lambda error, _message: errors.append(error))
         assert producer.flush(30) == 0 and errors == [None], errors
-        consumer = Consumer({"bootstrap.servers": servers, "group.id": "make-up-cluster", "enable.auto.commit": False})
+        consumer = Consumer({**bus_settings(data_dir), "group.id": "make-up-cluster", "enable.auto.commit": False})
         consumer.assign([TopicPartition(topics.vehicle, p, 0) for p in vehicle])
         try:
             until(lambda: _read(consumer, key), 20, "the acks=all record")
         finally:
             consumer.close()
-        console = f"http://127.0.0.1:{ports['console']}"
-        health = httpx.get(f"{console}/api/v1/health", timeout=30).json()
-        assert health["bus"] == {"up": True, "error": None}, health
-        password = (data_dir / "console" / "admin_password").read_text().strip()
-        token = httpx.post(f"{console}/api/v1/auth/token", data={"username": "admin", "password": password},
-                           timeout=30).json()["access_token"]
-        brokers = httpx.get(f"{console}/api/v1/bus/brokers", headers={"Authorization": f"Bearer {token}"},
-                            timeout=30).json()
-        assert [b["id"] for b in brokers["brokers"]] == list(range(1, NODES + 1)), brokers
-        # (e) a topic the console creates without a replication factor gets the cluster's default, 3
-        made = httpx.post(f"{console}/api/v1/bus/topics", json={"name": "made-on-the-cluster", "partitions": 2},
-                          headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        assert made.status_code == 201, made.text
-        assert [len(p["replicas"]) for p in made.json()["partitions"]] == [NODES, NODES], made.text
+        with console_client(data_dir, ports["console"]) as console:
+            health = console.get("/api/v1/health").json()
+            assert health["bus"] == {"up": True, "error": None}, health
+            password = (data_dir / "console" / "admin_password").read_text().strip()
+            token = console.post("/api/v1/auth/token", data={"username": "admin", "password": password}
+                                 ).json()["access_token"]
+            auth = {"Authorization": f"Bearer {token}"}
+            brokers = console.get("/api/v1/bus/brokers", headers=auth).json()
+            assert [b["id"] for b in brokers["brokers"]] == list(range(1, NODES + 1)), brokers
+            # (e) a topic the console creates without a replication factor gets the cluster's default, 3
+            made = console.post("/api/v1/bus/topics", json={"name": "made-on-the-cluster", "partitions": 2},
+                                headers=auth)
+            assert made.status_code == 201, made.text
+            assert [len(p["replicas"]) for p in made.json()["partitions"]] == [NODES, NODES], made.text
+            # (f) but the console's bus identity may not delete it (its ACLs): a clear 403, not a 500
+            gone = console.delete("/api/v1/bus/topics/made-on-the-cluster", headers=auth)
+            assert gone.status_code == 403, gone.text
     finally:
         down(data_dir, proc)
     # (d) make down left no node (nor the DR bus) running

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, console_client, down, start_up, write_config
 
 EXPECTED_JOBS = {"bus", "monitor", "surveillance", "mirror", "object_store", "hbase", "console"}
 
@@ -52,7 +52,7 @@ def test_prometheus_scrapes_every_process_and_finds_it_up(tmp_path: Path) -> Non
         assert [float(r["value"][1]) for r in query["data"]["result"]] == [1.0], query
         # The console's monitoring page links to it.
         password = (data_dir / "console" / "admin_password").read_text().strip()
-        with httpx.Client(base_url=f"http://127.0.0.1:{ports['console']}", timeout=30) as console:
+        with console_client(data_dir, ports["console"]) as console:  # HTTPS: Prometheus scrapes it so too
             assert console.post("/api/v1/auth/session",
                                 data={"username": "admin", "password": password}).status_code == 200
             page = console.get("/monitoring")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import ssl
 import stat
 import subprocess
 import sys
@@ -14,8 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 import tomli_w
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
-from contracts import s3_credentials
+from contracts import bus_client, s3_credentials
+from contracts.config import load as load_config
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +87,17 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str, p
     return proc, output
 
 
+def bus_settings(data_dir: Path, principal: str = "admin") -> dict[str, str]:
+    """librdkafka settings for `principal` on make up's secured bus (from DATA/solution.toml and its properties)."""
+    return bus_client.librdkafka(load_config(data_dir / "solution.toml"), principal)
+
+
+def console_client(data_dir: Path, port: int, **kwargs: object) -> httpx.Client:
+    """An HTTPS client of make up's console, trusting make up's CA (DATA/secrets/ca.pem)."""
+    trust = ssl.create_default_context(cafile=str(data_dir / "secrets" / "ca.pem"))
+    return httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=trust, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+
 def down(data_dir: Path, proc: subprocess.Popen[str], timeout: float = 90) -> str:
     """`make down`, and what it printed; we reap `make up` meanwhile (an unreaped child stays a zombie that `--down`
     sees alive)."""
@@ -113,12 +128,42 @@ def _object_store_keys_are_its_own_and_nowhere_else(data_dir: Path, output: str)
     assert str(secrets_dir) in output and stat.S_IMODE(secrets_dir.stat().st_mode) == 0o700
     keys = {name: s3_credentials.read_file(secrets_dir / s3_credentials.file_name(name))
             for name in s3_credentials.RIGHTS}  # read_file refuses a file open to others
-    secrets = [key.secret_key for key in keys.values()]
+    _nowhere_else(data_dir, output, [key.secret_key for key in keys.values()])
+    return dict(keys)
+
+
+def _nowhere_else(data_dir: Path, output: str, secrets: list[str]) -> None:
+    """None of `secrets` is in make up's output, in a tracked file, on any process's command line or in any log."""
+    tracked = subprocess.run(["git", "grep", "-l", "-F", *(arg for secret in secrets for arg in ("-e", secret))],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert tracked.returncode == 1 and not tracked.stdout, tracked  # 1: no match
     command_lines = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     logs = "".join(path.read_text(errors="replace") for path in data_dir.rglob("*.log"))
     for secret in secrets:
         assert secret not in output and secret not in command_lines and secret not in logs
-    return dict(keys)
+
+
+def _bus_is_secured(data_dir: Path, output: str) -> list[str]:
+    """Each principal has its owner-only properties file; the bus refuses PLAINTEXT and a wrong password, takes the
+    admin's; its ACLs are the table's. Returns the bus passwords (to look for them where they must not be)."""
+    secrets_dir = data_dir / "secrets"
+    assert (secrets_dir / "ca.pem").exists() and "SASL_SSL" in output, output
+    passwords = []
+    for principal in bus_client.PRINCIPALS:
+        settings = bus_settings(data_dir, principal)  # read_properties refuses a file open to others
+        assert settings["security.protocol"] == "SASL_SSL" and settings["sasl.username"] == principal
+        passwords.append(settings["sasl.password"])
+    admin = bus_settings(data_dir)
+    assert AdminClient(admin).list_topics(timeout=30).topics is not None
+    refused = [{"bootstrap.servers": admin["bootstrap.servers"]},  # PLAINTEXT on a SASL_SSL listener
+               {**admin, "sasl.password": "guessed"}]
+    for settings in refused:
+        with pytest.raises(KafkaException):
+            AdminClient({**settings, "log_level": 0}).list_topics(timeout=5)
+    shown = subprocess.run([sys.executable, "-m", "deploy.acls", "--show", "--data-dir", str(data_dir)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "User:console" in shown and "User:simulator" in shown, shown
+    return passwords
 
 
 @pytest.mark.slow
@@ -128,28 +173,36 @@ def test_make_up_starts_the_console_with_an_admin(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports)
     try:
-        url = f"http://127.0.0.1:{ports['console']}"
+        url = f"https://127.0.0.1:{ports['console']}"
         password_file = data_dir / "console" / "admin_password"
         assert url in output and str(password_file) in output, output
         assert password_file.stat().st_mode & 0o777 == 0o600
         password = password_file.read_text().strip()
-        login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
-        assert login.status_code == 200, login.text
+        with console_client(data_dir, ports["console"]) as console:
+            login = console.post("/api/v1/auth/token", data={"username": "admin", "password": password})
+            assert login.status_code == 200, login.text
+            assert "strict-transport-security" in login.headers
+        with pytest.raises(httpx.HTTPError):  # nothing answers in clear text
+            httpx.get(f"http://127.0.0.1:{ports['console']}/api/v1/health", timeout=5)
         assert "monitor" in output, output
         assert "monitor_" in monitor_metrics(ports["monitor"]), (data_dir / "monitor.log").read_text()
         keys = _object_store_keys_are_its_own_and_nowhere_else(data_dir, output)
+        bus_passwords = _bus_is_secured(data_dir, output)
+        _nowhere_else(data_dir, output, bus_passwords)
     finally:
         down(data_dir, proc)
     with pytest.raises(httpx.ConnectError):  # make down stopped the monitor too
         httpx.get(f"http://127.0.0.1:{ports['monitor']}/metrics", timeout=5)
     assert not re.search(r"console\s+.*(did not start|not created)", output)
 
-    # A second start keeps the admin and its password file, and every object-store key.
+    # A second start keeps the admin and its password file, every object-store key and every bus password.
     proc, output = start_up(config, data_dir, ports)
     try:
         assert password_file.read_text().strip() == password
         assert s3_credentials.ensure_files(data_dir / "secrets") == keys
-        login = httpx.post(f"{url}/api/v1/auth/token", data={"username": "admin", "password": password}, timeout=30)
-        assert login.status_code == 200
+        assert _bus_is_secured(data_dir, output) == bus_passwords
+        with console_client(data_dir, ports["console"]) as console:
+            login = console.post("/api/v1/auth/token", data={"username": "admin", "password": password})
+            assert login.status_code == 200
     finally:
         down(data_dir, proc)

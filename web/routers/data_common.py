@@ -17,7 +17,7 @@ from contracts.audit import REASON_MAX
 from web.audit import RequestAudit
 from web.backends import BackendUnavailable
 from web.models.auth import UserOut
-from web.services.errors import Conflict, Invalid, NotFound
+from web.services.errors import Conflict, Forbidden, Invalid, NotFound
 from web.services.runtime import DataServices
 
 
@@ -48,10 +48,11 @@ def answering(where: Literal["query", "body", "path"] = "query") -> Iterator[Non
 
 @contextlib.contextmanager
 def audited(audit: RequestAudit, user: UserOut, action: str, target: str, detail: dict[str, Any]) -> Iterator[None]:
-    """Record a command in the audit trail however it ends: ok, refused (the user's error) or failed (a backend)."""
+    """Record a command in the audit trail however it ends: ok, refused (the user's error, or the bus's ACLs) or
+    failed (a backend)."""
     try:
         yield
-    except (NotFound, Conflict, Invalid) as exc:
+    except (NotFound, Conflict, Invalid, Forbidden) as exc:
         audit.record(user, action, target, detail, f"refused: {exc}")
         raise
     except BackendUnavailable as exc:

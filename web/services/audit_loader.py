@@ -36,9 +36,10 @@ RETRY_S = 1.0
 
 
 class AuditLoader:
-    def __init__(self, connect: Connect, bootstrap_servers: str, topic: str, timeout_s: float, ttl_s: int) -> None:
+    def __init__(self, connect: Connect, bus: dict[str, str], topic: str, timeout_s: float, ttl_s: int) -> None:
+        """``bus``: the console's bus client settings (``ConsoleSettings.bus``): the loader runs in its process."""
         self._table = ConsoleTable(connect, tables.AUDIT_TABLE, ttl_s)
-        self._bootstrap = bootstrap_servers
+        self._bus = bus
         self._topic = topic
         self._timeout_s = timeout_s
         self._stopping = threading.Event()
@@ -60,7 +61,7 @@ class AuditLoader:
 
     def ensure_topic(self) -> None:
         """Create the audit topic unless it exists (KafkaException when the bus refuses or does not answer)."""
-        admin = AdminClient({"bootstrap.servers": self._bootstrap, "logger": log})
+        admin = AdminClient({**self._bus, "logger": log})
         topic = NewTopic(self._topic, 1, -1, config={"cleanup.policy": "delete",
                                                      "retention.ms": str(AUDIT_RETENTION_MS)})
         try:
@@ -77,7 +78,7 @@ class AuditLoader:
             except (KafkaException, TimeoutError) as exc:
                 log.warning("audit loader: cannot make topic %s yet: %s", self._topic, exc)
                 self._stopping.wait(RETRY_S)
-        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": GROUP_ID,
+        consumer = Consumer({**self._bus, "group.id": GROUP_ID,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "logger": log})
         consumer.subscribe([self._topic])

@@ -137,7 +137,7 @@ def create_topic(backends: Backends, name: str, partitions: int, replication_fac
     new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor or -1, config=config)
     futures = backends.bus_admin().create_topics([new], request_timeout=backends.settings.backend_timeout_s,
                                                  operation_timeout=backends.settings.backend_timeout_s)
-    wait(backends, futures[name], name)
+    wait(backends, futures[name], name, f"create topic {name}")
 
 
 def created_topic(backends: Backends, log_dirs: LogDirs, name: str) -> dict[str, Any]:
@@ -160,4 +160,4 @@ def delete_topic(backends: Backends, name: str) -> None:
         raise NotFound("topic", name)
     futures = backends.bus_admin().delete_topics([name], request_timeout=backends.settings.backend_timeout_s,
                                                  operation_timeout=backends.settings.backend_timeout_s)
-    wait(backends, futures[name], name)
+    wait(backends, futures[name], name, f"delete topic {name}")

@@ -185,6 +185,6 @@ def reset_offsets(backends: Backends, group_id: str, spec: ResetSpec) -> list[di
     request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])
     futures = backends.bus_admin().alter_consumer_group_offsets(
         [request], request_timeout=backends.settings.backend_timeout_s)
-    wait(backends, futures[group_id], group_id)
+    wait(backends, futures[group_id], group_id, f"reset the offsets of group {group_id}")
     return [{"topic": t, "partition": p, "previous": committed.get((t, p)), "offset": o}
             for (t, p), o in sorted(new.items())]

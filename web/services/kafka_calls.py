@@ -2,8 +2,9 @@
 
 ``Backends.bus_call`` makes every failure a 503 (the bus is unreachable); but some Kafka errors
 are the user's: an unknown topic is a 404, a topic that already exists or a group with members a
-409, a bad partition count or config a 422. Those codes are recognised here first; everything
-else still goes through ``bus_call``.
+409, a bad partition count or config a 422; an authorization error is the bus's ACLs refusing the
+console's own identity, whoever asked: a 403 naming what it may not do. Those codes are recognised here first;
+everything else still goes through ``bus_call``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from ..backends import Backends
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Forbidden, Invalid, NotFound
 
 _NOT_FOUND = {KafkaError.UNKNOWN_TOPIC_OR_PART: "topic", KafkaError.UNKNOWN_TOPIC_ID: "topic",
               KafkaError.GROUP_ID_NOT_FOUND: "group", KafkaError._UNKNOWN_TOPIC: "topic"}
@@ -25,6 +26,10 @@ _INVALID = {KafkaError.TOPIC_EXCEPTION: "name", KafkaError.INVALID_PARTITIONS: "
             KafkaError.INVALID_REPLICATION_FACTOR: "replication_factor",
             KafkaError.INVALID_REPLICA_ASSIGNMENT: "replication_factor", KafkaError.INVALID_CONFIG: "config",
             KafkaError.POLICY_VIOLATION: "config"}
+_FORBIDDEN = {KafkaError.TOPIC_AUTHORIZATION_FAILED: "use topic {}",
+              KafkaError.GROUP_AUTHORIZATION_FAILED: "use group {}",
+              KafkaError.CLUSTER_AUTHORIZATION_FAILED: "act on the cluster"}
+"""What the ACL that refused guards: the 403's words when the caller does not say what the call does."""
 
 
 def kafka_error(exc: BaseException | None) -> KafkaError | None:
@@ -33,13 +38,17 @@ def kafka_error(exc: BaseException | None) -> KafkaError | None:
     return None
 
 
-def wait(backends: Backends, future: concurrent.futures.Future[Any], name: str = "") -> Any:
-    """The future's result; Kafka errors a user caused become NotFound / Conflict / Invalid naming ``name``."""
+def wait(backends: Backends, future: concurrent.futures.Future[Any], name: str = "", operation: str = "") -> Any:
+    """The future's result; Kafka errors a user caused become NotFound / Conflict / Invalid naming ``name``, an
+    authorization error Forbidden naming ``operation`` (what the call does, e.g. ``delete topic x``; by default
+    the resource the bus guards, e.g. ``use topic x``)."""
     done, _ = concurrent.futures.wait([future], timeout=backends.settings.backend_timeout_s)
     if done:
         error = kafka_error(future.exception())
         if error is not None:
             code = error.code()
+            if code in _FORBIDDEN:
+                raise Forbidden(operation or _FORBIDDEN[code].format(name).rstrip(), error.name())
             if code in _NOT_FOUND:
                 raise NotFound(_NOT_FOUND[code], name)
             if code in _CONFLICT:

@@ -4,7 +4,10 @@ confluent-kafka's AdminClient does not expose DescribeLogDirs, so this speaks it
 package's own wire client (``bus.client.connection``): a standard request at the highest version
 both sides serve, which a real Kafka broker answers the same way. One connection per broker is
 kept and reopened after a failure; requests are serialised per broker (a connection carries one
-request at a time).
+request at a time). Connections log in as the console (its settings in Kafka's keys, ``ConsoleSettings.bus_java``),
+secured as those say; a trust store that cannot be read answers as the bus being unavailable, as librdkafka's
+clients do. DescribeLogDirs needs DESCRIBE on the cluster: a broker refusing it is :class:`Forbidden` (a 403
+naming it), never sizes of 0 bytes.
 """
 
 from __future__ import annotations
@@ -13,9 +16,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from bus.client.connection import BrokerConnection, KafkaConnectionError, UnsupportedVersionError, request_for
+from bus.client.errors import AuthenticationError, ConfigError
+from bus.client.security import ClientSecurity, client_security
 
 from ..backends import BUS, BackendUnavailable
+from .errors import Forbidden
 
 DESCRIBE_LOG_DIRS = 35
 
@@ -24,9 +32,13 @@ Sizes = dict[tuple[str, int], int]
 
 
 class LogDirs:
-    def __init__(self, client_id: str = "console", timeout_s: float = 3.0) -> None:
+    def __init__(self, bus: Mapping[str, str], client_id: str = "console", timeout_s: float = 3.0) -> None:
+        """``bus``: the console's bus client settings in Kafka's keys (only their security settings are used: the
+        brokers are the ones the cluster's metadata names)."""
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self._bus = bus
+        self._security: ClientSecurity | None = None
         self._lock = threading.Lock()
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
 
@@ -55,14 +67,22 @@ class LogDirs:
             try:
                 conn = self._conns.get(address)
                 if conn is None:
+                    if self._security is None:
+                        self._security = client_security(self._bus)
                     conn = self._conns[address] = BrokerConnection(*address, client_id=self.client_id,
-                                                                   timeout=self.timeout_s)
+                                                                   timeout=self.timeout_s, security=self._security)
                 response = request_for(conn, DESCRIBE_LOG_DIRS, build)
-            except (KafkaConnectionError, OSError) as exc:
+            except (KafkaConnectionError, AuthenticationError, ConfigError, OSError) as exc:
                 self._drop(address)
                 raise BackendUnavailable(BUS, f"DescribeLogDirs to {address[0]}:{address[1]}: {exc}") from None
             except UnsupportedVersionError as exc:
                 raise BackendUnavailable(BUS, str(exc)) from None
+        error = int(getattr(response, "error_code", 0))  # v3 and later: the whole request's error
+        if error:
+            name = ErrorCode(error).name.upper()
+            if error == ErrorCode.cluster_authorization_failed:
+                raise Forbidden("describe the cluster's log dirs (partition sizes)", name)
+            raise BackendUnavailable(BUS, f"DescribeLogDirs to {address[0]}:{address[1]}: {name}")
         sizes: dict[tuple[str, int], int] = {}
         for result in response.results:
             if int(result.error_code) != 0:

@@ -94,7 +94,7 @@ def latest(backends: Backends, topic: str, limit: int, partition: int | None = N
     if not pending:
         return []
     # librdkafka insists on a group.id; with assign() and no commits the group is never joined or stored.
-    consumer = Consumer({"bootstrap.servers": backends.settings.bootstrap_servers, "group.id": "console-messages",
+    consumer = Consumer({**backends.settings.bus, "group.id": "console-messages",
                          "enable.auto.commit": False, "enable.partition.eof": True, "client.id": "console-messages",
                          "socket.timeout.ms": int(backends.settings.backend_timeout_s * 1000),
                          "isolation.level": "read_uncommitted"})

@@ -221,9 +221,8 @@ class SurveillanceConsole:
         self._ensure_topic(topic)
         with self._lock:
             if self._producer is None:
-                self._producer = Producer({"bootstrap.servers": self.backends.settings.bootstrap_servers,
-                                           "enable.idempotence": True, "acks": "all", "linger.ms": 0,
-                                           "message.timeout.ms": int(timeout * 1000), "log_level": 3})
+                self._producer = Producer({**self.backends.settings.bus, "enable.idempotence": True, "acks": "all",
+                                           "linger.ms": 0, "message.timeout.ms": int(timeout * 1000), "log_level": 3})
             producer = self._producer
         outcome: list[KafkaError | None] = []
         raw = None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()

@@ -69,7 +69,7 @@ class VideoService:
         """One command onto ``video.commands``, acknowledged by the bus (acks=all) before returning."""
         with self._lock:
             if self._producer is None:
-                self._producer = Producer({"bootstrap.servers": self._settings.bootstrap_servers, "acks": "all",
+                self._producer = Producer({**self._settings.bus, "acks": "all",
                                            "enable.idempotence": True, "logger": logging.getLogger("web.bus"),
                                            "message.timeout.ms": int(self._settings.backend_timeout_s * 3000)})
             producer = self._producer
