@@ -2,6 +2,9 @@
 
 Captures are kept 90 days, watch hits one year, the audit trail three years unless the config says otherwise
 (``captures_days``, ``hits_days``, ``audit_days``; fractions of a day allowed, so a test can watch data expire).
+Objects expire by their bucket's S3 lifecycle rule, in whole days: footage (``videos_days``, 30) and synopses
+(``synopsis_days``, 30), capture images with their records (``captures_days``); the embedded store gets the rules at
+start (`deploy/object_store.py`), and ``python -m deploy.retention --show`` prints them for another store.
 Every family of a table gets its table's TTL (HBase's ``TTL`` semantics: a cell older than it is invisible at once
 and leaves the files at the next compaction). The TTL is set when a table is created; a table that exists keeps
 what it has (Thrift1 cannot alter a family), and ``python -m deploy.retention --show`` prints the HBase shell's
@@ -10,6 +13,7 @@ what it has (Thrift1 cannot alter a family), and ``python -m deploy.retention --
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
@@ -27,6 +31,10 @@ class Retention:
     captures_days: float = 90.0
     hits_days: float = 365.0
     audit_days: float = 3 * 365.0
+    videos_days: float = 30.0
+    """Footage in the ``videos`` bucket (a bucket lifecycle rule, whole days)."""
+    synopsis_days: float = 30.0
+    """Condensed videos in the ``synopsis`` bucket."""
 
     @classmethod
     def from_config(cls, config: Config) -> Retention:
@@ -54,6 +62,12 @@ class Retention:
     @property
     def audit_ttl_s(self) -> int:
         return ttl_seconds(self.audit_days)
+
+    def bucket_days(self) -> dict[str, int]:
+        """Each bucket's S3 lifecycle expiration in whole days (S3's unit; at least one): footage, synopses, and
+        capture images as long as their records (``captures_days``)."""
+        return {"videos": math.ceil(self.videos_days), "synopsis": math.ceil(self.synopsis_days),
+                "captures": math.ceil(self.captures_days)}
 
 
 def ttl_seconds(days: float) -> int:

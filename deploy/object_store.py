@@ -14,7 +14,8 @@ last saw it.
 SigV4 is enforced through an identities file: one identity per component with only its rights
 (``contracts/s3_credentials.py``), each key made at the first start into the secrets directory
 (``s3-<component>.env``, mode 0600; ``make up``: ``DATA/secrets``) and read from there, never from argv; every
-bucket gets a policy that refuses deleting to all but the retention identity.
+bucket gets a policy that refuses deleting to all but the retention identity, and a lifecycle rule that expires its
+objects after ``[retention]``'s days (videos, synopsis; capture images with their records).
 
     python -m deploy.object_store --data-dir D [--port 9000] [--secrets-dir S]
 """
@@ -32,12 +33,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.retention import Retention
 from deploy.shutdown import SERVICE_GRACE_S
 
 GRPC_OFFSET = 10000
@@ -133,6 +136,8 @@ class ObjectStore:
     """Where the identities' keys are (made at the first start); default ``data_dir/secrets``."""
     host: str = "127.0.0.1"
     buckets: tuple[str, ...] = DEFAULT_BUCKETS
+    expiry_days: Mapping[str, int] = field(default_factory=lambda: Retention().bucket_days())
+    """Each bucket's lifecycle expiration in days (``[retention]``); a bucket not named keeps its objects."""
     metrics_port: int = 0
     """SeaweedFS's own Prometheus metrics on ``host:metrics_port`` (0: none)."""
     tied_to_parent: bool = False
@@ -236,6 +241,8 @@ class ObjectStore:
                     if not client.bucket_exists(bucket):
                         client.make_bucket(bucket)
                     client.set_bucket_policy(bucket, s3_credentials.delete_policy(bucket))
+                    if bucket in self.expiry_days:
+                        client.set_bucket_lifecycle(bucket, lifecycle(self.expiry_days[bucket]))
                 return
             except Exception as exc:  # connection refused, 503 while the filer starts ...
                 last = exc
@@ -262,6 +269,15 @@ class ObjectStore:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def lifecycle(days: int):  # -> minio.lifecycleconfig.LifecycleConfig (minio imported lazily, as in client())
+    """S3's lifecycle configuration that expires every object of a bucket ``days`` after it was written."""
+    from minio.commonconfig import ENABLED, Filter
+    from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
+
+    return LifecycleConfig([Rule(ENABLED, rule_filter=Filter(prefix=""), rule_id="retention",
+                                 expiration=Expiration(days=days))])
 
 
 def _defaults(config: Config) -> tuple[int, str, int]:
@@ -298,8 +314,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    store = ObjectStore(args.data_dir, args.port, args.secrets_dir, args.host, metrics_port=args.metrics_port,
-                        tied_to_parent=True)
+    try:
+        expiry = Retention.from_config(config).bucket_days()
+    except ValueError as exc:
+        parser.error(str(exc))
+    store = ObjectStore(args.data_dir, args.port, args.secrets_dir, args.host, expiry_days=expiry,
+                        metrics_port=args.metrics_port, tied_to_parent=True)
     try:
         store.start()
     except s3_credentials.CredentialsError as exc:

@@ -1,5 +1,6 @@
 """``python -m deploy.retention --show``: the time to live of every table that keeps personal data, as the HBase
-shell's ``alter`` statements that give an existing table the TTL ``[retention]`` asks for.
+shell's ``alter`` statements that give an existing table the TTL ``[retention]`` asks for, and each bucket's
+lifecycle rule as MinIO's ``mc ilm`` adds it.
 
 The solution's parts create their tables with these TTLs; a table created before (or on a real HBase whose tables
 an administrator made) keeps its own until altered, which Thrift1 cannot do. ``--data-dir`` reads the config
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
           f"audit {retention.audit_days:g} days")
     for statement in statements(retention):
         print(statement)
+    print("# object storage: a lifecycle rule per bucket (S3 PutBucketLifecycleConfiguration; the embedded store gets "
+          "them at start)")
+    for bucket, days in retention.bucket_days().items():
+        print(f"mc ilm rule add --expire-days {days} <alias>/{bucket}")
     return 0
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +20,11 @@ from minio import Minio
 from minio.error import S3Error
 
 from contracts import s3_credentials
+from contracts.config import Config
+from contracts.retention import Retention
 from deploy.object_store import ObjectStore
+
+ROOT = Path(__file__).resolve().parents[2]
 
 Check = Callable[[Minio], object]
 ACTIONS: dict[str, Check] = {
@@ -126,3 +132,24 @@ def test_a_component_finds_its_key_by_flag_environment_directory_or_config(tmp_p
     assert s3_credentials.resolve(inline, "console", None, {}) == s3_credentials.Credentials("t-ak", "t-sk")
     with pytest.raises(s3_credentials.MissingCredentials, match="no object-store key for console"):
         s3_credentials.resolve(Config({}), "console", None, {})
+
+
+def test_each_bucket_expires_its_objects_after_the_configured_days(store: ObjectStore) -> None:
+    """The lifecycle rules the store holds, read back through S3: footage and synopses after 30 days, capture images
+    with their records (90); the `retention` key's bucket policy is what may delete before that."""
+    client = store.client()
+    rules = {bucket: client.get_bucket_lifecycle(bucket).rules for bucket in store.buckets}
+    assert {bucket: [(r.rule_id, r.status, r.expiration.days) for r in found]  # type: ignore[union-attr]
+            for bucket, found in rules.items()} == {
+        "videos": [("retention", "Enabled", 30)], "synopsis": [("retention", "Enabled", 30)],
+        "captures": [("retention", "Enabled", 90)]}
+
+
+def test_retention_days_reach_the_buckets_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    config = Config({"retention": {"videos_days": 7, "synopsis_days": 0.5, "captures_days": 2}}, None)
+    assert Retention.from_config(config).bucket_days() == {"videos": 7, "synopsis": 1, "captures": 2}
+    with pytest.raises(ValueError, match=r"retention\.videos_days"):
+        Retention.from_config(Config({"retention": {"videos_days": 0}}, None))
+    shown = subprocess.run([sys.executable, "-m", "deploy.retention", "--show"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    assert "mc ilm rule add --expire-days 30 <alias>/videos" in shown, shown

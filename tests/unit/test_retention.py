@@ -46,7 +46,8 @@ def test_the_show_command_prints_an_alter_per_family_with_the_configs_days(tmp_p
     assert "alter 'vehicle_by_plate', NAME => 'i', TTL => 86400" in printed
     assert f"alter '{surveillance.BY_WATCH_TABLE}', NAME => 'h', TTL => 172800" in printed
     assert f"alter '{console.AUDIT_TABLE}', NAME => 'a', TTL => 259200" in printed
-    assert len(printed) == 1 + len(captures.TABLES) + len(surveillance.TABLES) + 1
+    assert "mc ilm rule add --expire-days 1 <alias>/captures" in printed  # capture images go with their records
+    assert len(printed) == 1 + len(captures.TABLES) + len(surveillance.TABLES) + 1 + 1 + 3
     config.write_text("[retention]\ncaptures_days = -1\n")
     with pytest.raises(SystemExit) as refused:
         tool.main(["--show", "--config", str(config)])
