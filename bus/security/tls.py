@@ -7,6 +7,9 @@ file of CA certificates (`ssl.truststore.location`) or the inline `ssl.truststor
 may sit on one line with spaces for line breaks, as Kafka allows. JKS and PKCS12 stores need a JVM and are
 refused with a message saying so. The combinations Kafka refuses are refused with Kafka's reasons.
 
+A listener refuses a key store whose certificate (the first of the chain, the one it presents) is expired or not
+yet valid, at start rather than at every client's handshake.
+
 Every error is a `ConfigError` naming the key (as written: `listener.name.ssl.ssl.keystore.location` or
 `ssl.keystore.location`) and what is wrong, never a bare `ssl.SSLError` and never a password.
 """
@@ -15,12 +18,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import os
 import re
 import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from cryptography import x509
 
 from bus.config.definitions import ConfigError
 from bus.security.listener_config import ConfigView
@@ -71,7 +77,7 @@ def server_ssl_context(config: ConfigView, security_protocol: str = "SSL") -> ss
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _apply_protocols(context, config)
     _apply_cipher_suites(context, config)
-    if not _load_key_store(context, config):
+    if not _load_key_store(context, config, check_dates=True):
         raise ConfigError(f"{config.source('ssl.keystore.location')}: a listener with security protocol "
                           f"{security_protocol} needs a key store (ssl.keystore.location or ssl.keystore.key)")
     client_auth = config.value("ssl.client.auth")
@@ -201,8 +207,10 @@ def _check_pem(config: ConfigView, key: str, what: str) -> None:
                           f"{store_type} need a JVM; only PEM is supported")
 
 
-def _load_key_store(context: ssl.SSLContext, config: ConfigView) -> bool:
-    """Load the key store if one is configured (Kafka's `createKeystore` rules); False if none is."""
+def _load_key_store(context: ssl.SSLContext, config: ConfigView, check_dates: bool = False) -> bool:
+    """Load the key store if one is configured (Kafka's `createKeystore` rules); False if none is.
+
+    `check_dates`: refuse a certificate that is expired or not yet valid (a listener's)."""
     key, chain = config.get("ssl.keystore.key"), config.get("ssl.keystore.certificate.chain")
     location, password = config.get("ssl.keystore.location"), config.get("ssl.keystore.password")
     if key is not None:
@@ -221,7 +229,7 @@ def _load_key_store(context: ssl.SSLContext, config: ConfigView) -> bool:
         keys = _pem_blocks(key, config.source("ssl.keystore.key"))
         certificates = _pem_blocks(chain, config.source("ssl.keystore.certificate.chain"))
         _load_pem_key_store(context, config, keys, certificates, config.source("ssl.keystore.key"),
-                            config.source("ssl.keystore.certificate.chain"))
+                            config.source("ssl.keystore.certificate.chain"), check_dates)
         return True
     if chain is not None:
         raise ConfigError(f"{config.source('ssl.keystore.certificate.chain')}: SSL certificate chain is specified, "
@@ -237,12 +245,13 @@ def _load_key_store(context: ssl.SSLContext, config: ConfigView) -> bool:
                           "with PEM format, only key password may be specified")
     text, where = _read(config, "ssl.keystore.location")
     blocks = _pem_blocks(text, where)
-    _load_pem_key_store(context, config, blocks, blocks, where, where)
+    _load_pem_key_store(context, config, blocks, blocks, where, where, check_dates)
     return True
 
 
 def _load_pem_key_store(context: ssl.SSLContext, config: ConfigView, key_blocks: list[_PemBlock],
-                        chain_blocks: list[_PemBlock], key_where: str, chain_where: str) -> None:
+                        chain_blocks: list[_PemBlock], key_where: str, chain_where: str,
+                        check_dates: bool = False) -> None:
     keys = [block for block in key_blocks if block.label.endswith("PRIVATE KEY")]
     certificates = [block for block in chain_blocks if block.label == "CERTIFICATE"]
     if not keys:
@@ -265,6 +274,28 @@ def _load_pem_key_store(context: ssl.SSLContext, config: ConfigView, key_blocks:
             reason = "the private key does not match the certificate" if "KEY_VALUES_MISMATCH" in str(exc) else \
                 f"cannot load the key store ({exc.reason or exc})"
             raise ConfigError(f"{key_where}: {reason}") from None
+    if check_dates:
+        _check_validity_period(certificates[0].der, chain_where)
+
+
+def _check_validity_period(der: bytes, where: str) -> None:
+    """A ConfigError naming `where`, the certificate's subject and the date it failed, if the certificate is
+    expired or not yet valid now."""
+    try:
+        certificate = x509.load_der_x509_certificate(der)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: cannot read the certificate ({exc})") from None
+    now = datetime.datetime.now(datetime.UTC)
+    subject = certificate.subject.rfc4514_string() or "(empty subject)"
+    if now > certificate.not_valid_after_utc:
+        raise ConfigError(f"{where}: the certificate {subject} expired on {_iso(certificate.not_valid_after_utc)}")
+    if now < certificate.not_valid_before_utc:
+        raise ConfigError(f"{where}: the certificate {subject} is not valid before "
+                          f"{_iso(certificate.not_valid_before_utc)}")
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _no_password() -> str:
