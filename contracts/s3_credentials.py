@@ -5,14 +5,17 @@
 | ``cameras`` | put into ``videos`` | they upload footage and never read it back |
 | ``simulator`` | put into ``captures`` | capture devices upload their images |
 | ``video-jobs`` | read and list ``videos``; read, list and put ``synopsis`` | Spark's video jobs condense footage |
-| ``console`` | read and list every bucket; put under ``synopsis/transcoded/`` | pages play footage (a copy the |
-| | | browser can play is cached under that prefix) |
+| ``console`` | read and list every bucket; put under ``synopsis/transcoded/``; | pages play footage (a copy the |
+| | put (copy) and delete in ``evidence`` | browser can play is cached under that prefix); |
+| | | an evidence lock copies footage, an admin's unlock removes the copy |
 | ``mirror`` | read and list every bucket | the DR site's copy |
 | ``retention`` | read, list, put and delete in every bucket | the only component that deletes (retention) |
 | ``admin`` | everything | the store's own wrapper: buckets and their policies |
 
 The rights are SeaweedFS's identity actions (``Write:videos/*``), which the store enforces; S3's "write" includes
-deleting, so every bucket also gets a policy that refuses ``s3:DeleteObject`` to every user but ``retention``.
+deleting, so every bucket also gets a policy that refuses ``s3:DeleteObject`` to every user but ``retention`` (and, in
+the ``evidence`` bucket only, ``console``). ``evidence`` holds footage locked as evidence and has no lifecycle rule
+(``contracts.retention.Retention.bucket_days`` does not name it): its objects stay until an admin unlocks them.
 
 A component's key is a file ``s3-<component>.env`` with AWS's variable names (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``), mode 0600, in the secrets directory (``make up``: ``DATA/secrets``). A process finds
@@ -35,19 +38,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .config import Config
 
-BUCKETS = ("videos", "synopsis", "captures")
+EVIDENCE_BUCKET = "evidence"
+BUCKETS = ("videos", "synopsis", "captures", EVIDENCE_BUCKET)
 ALL = tuple(f"{right}:{bucket}" for bucket in BUCKETS for right in ("Read", "List"))
 RIGHTS: dict[str, tuple[str, ...]] = {
     "admin": ("Admin", "Read", "Write", "List", "Tagging"),
     "cameras": ("Write:videos/*",),
     "simulator": ("Write:captures/*",),
     "video-jobs": ("Read:videos", "List:videos", "Read:synopsis", "List:synopsis", "Write:synopsis/*"),
-    "console": (*ALL, "Write:synopsis/transcoded/*"),
+    "console": (*ALL, "Write:synopsis/transcoded/*", f"Write:{EVIDENCE_BUCKET}/*"),
     "mirror": ALL,
     "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
 }
 COMPONENTS = tuple(name for name in RIGHTS if name != "admin")
 DELETER = "retention"
+DELETERS: dict[str, tuple[str, ...]] = {EVIDENCE_BUCKET: (DELETER, "console")}
+"""The identities that may delete in a bucket where not only ``DELETER`` may."""
 ACCESS_KEY_VAR, SECRET_KEY_VAR = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 
 
@@ -118,11 +124,15 @@ def identities(keys: Mapping[str, Credentials]) -> dict[str, object]:
 
 
 def delete_policy(bucket: str) -> str:
-    """The bucket policy that refuses deleting to everyone but the retention identity (S3 "write" includes it)."""
+    """The bucket policy that refuses deleting to everyone but the retention identity (S3 "write" includes it), and
+    in the evidence bucket to everyone but retention and the console (an admin's unlock removes the copy)."""
+    deleters = DELETERS.get(bucket)
+    sid = "OnlyRetentionDeletes" if deleters is None else "OnlyRetentionAndConsoleDelete"
+    allowed: str | list[str] = DELETER if deleters is None else list(deleters)
     return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Sid": "OnlyRetentionDeletes", "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
+        "Sid": sid, "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
         "Resource": [f"arn:aws:s3:::{bucket}/*"],
-        "Condition": {"StringNotEquals": {"aws:username": DELETER}}}]})
+        "Condition": {"StringNotEquals": {"aws:username": allowed}}}]})
 
 
 def resolve(config: Config, component: str, flag: Path | None = None,

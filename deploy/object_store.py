@@ -14,8 +14,9 @@ last saw it.
 SigV4 is enforced through an identities file: one identity per component with only its rights
 (``contracts/s3_credentials.py``), each key made at the first start into the secrets directory
 (``s3-<component>.env``, mode 0600; ``make up``: ``DATA/secrets``) and read from there, never from argv; every
-bucket gets a policy that refuses deleting to all but the retention identity, and a lifecycle rule that expires its
-objects after ``[retention]``'s days (videos, synopsis; capture images with their records).
+bucket gets a policy that refuses deleting to all but the retention identity (in ``evidence``, also the console's),
+and a lifecycle rule that expires its objects after ``[retention]``'s days (videos, synopsis; capture images with
+their records); ``evidence`` (footage locked as evidence) gets none: its objects stay until an admin unlocks them.
 
     python -m deploy.object_store --data-dir D [--port 9000] [--secrets-dir S]
 """

@@ -31,6 +31,7 @@ from web.routers import (
     devices,
     dr,
     events,
+    evidence,
     health,
     monitoring,
     overview,
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
            captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
-           watchlist.router, stats.router, dr.router, pages.router)
+           watchlist.router, stats.router, dr.router, evidence.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:

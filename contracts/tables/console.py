@@ -7,6 +7,7 @@
 | ``console_audit`` | ``reversed_ms(time):id`` | family ``a``: the fields of a ``contracts.audit`` event |
 | ``console_lag_history`` | ``h4(group)|group|reversed_ms(t)`` | family ``l`` (TTL 1 day): time, total, lags JSON |
 | ``console_alert_ack`` | alert fingerprint | family ``k`` (TTL 30 days): the incident's startsAt, by, at |
+| ``console_evidence`` | ``kind:id`` | family ``e`` (no TTL): kind, id, reason, locked_by, locked_at, record JSON |
 
 These tables depart from the salted-prefix rule on purpose: users are a handful of rows read by name
 and listed in name order; a session key is already a hash (uniform, and a dump of the table holds no
@@ -14,6 +15,11 @@ usable cookie); the audit trail is written at the pace of people reading and typ
 first across all users, which one unsalted, reversed-time key gives as a plain scan (its loader writes
 each event under a key made from the event, so a replayed event rewrites its own row). Acknowledgements
 are one row per alert fingerprint (a few dozen open alerts), read in one scan with the alert list.
+
+Evidence locks are one row per locked item (``capture:<record id>``, ``hit:<hit id>``, ``video:<object key>``): a
+case's handful of items, listed in one scan and sorted by lock time. The family has no TTL on purpose: the row
+keeps a JSON copy of the item as the console showed it when it was locked (``record``), so a locked item outlives
+the retention of its own table until an admin unlocks it.
 
 Lag history follows the salted rule (one row per consumer group every 30 s, read as one group's last
 hour, newest first); sample times are rounded to the sampling interval, so several consoles sampling
@@ -41,10 +47,14 @@ LAG_TTL_S = 24 * 3600
 ACK_TABLE = "console_alert_ack"
 DR_LAG_TABLE = "console_dr_lag"  # the DR mirror's lag samples: the lag-history row layout, keyed by mirror
 ACK_TTL_S = 30 * 24 * 3600
+EVIDENCE_TABLE = "console_evidence"
+EVIDENCE_LIST_COLUMNS = [f"e:{name}".encode() for name in ("kind", "id", "reason", "locked_by", "locked_at")]
+"""An evidence row's cells without its record: what the list of locks reads."""
 TABLES: dict[str, Families] = {USER_TABLE: {"u": {}}, SESSION_TABLE: {"s": {}}, AUDIT_TABLE: {"a": {}},
                                LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}},
                                ACK_TABLE: {"k": {"max_versions": 1, "time_to_live": ACK_TTL_S}},
-                               DR_LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}}}
+                               DR_LAG_TABLE: {"l": {"max_versions": 1, "time_to_live": LAG_TTL_S}},
+                               EVIDENCE_TABLE: {"e": {"max_versions": 1}}}  # no TTL: evidence outlives retention
 
 
 def user_row_key(username: str) -> bytes:
@@ -122,6 +132,26 @@ def ack_row(starts_at: str, by: str, at: str) -> dict[bytes, bytes]:
 
 def read_ack(cells: dict[bytes, bytes]) -> dict[str, str]:
     return {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
+
+
+def evidence_row_key(kind: str, ident: str) -> bytes:
+    return f"{kind}:{ident}".encode()
+
+
+def evidence_row(kind: str, ident: str, reason: str, locked_by: str, locked_at: str,
+                 record: dict[str, Any]) -> dict[bytes, bytes]:
+    """A lock: who locked which item when and why, with the item as the console showed it then."""
+    return {b"e:kind": kind.encode(), b"e:id": ident.encode(), b"e:reason": reason.encode(),
+            b"e:locked_by": locked_by.encode(), b"e:locked_at": locked_at.encode(),
+            b"e:record": json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()}
+
+
+def read_evidence(cells: dict[bytes, bytes]) -> dict[str, Any]:
+    """A lock row as the API's lock; ``record`` (parsed) only when the row was read with it."""
+    lock: dict[str, Any] = {key.decode().split(":", 1)[1]: value.decode() for key, value in cells.items()}
+    if "record" in lock:
+        lock["record"] = json.loads(lock["record"])
+    return lock
 
 
 def ensure_console_tables(connection: Any, audit_ttl_s: int) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from minio import Minio
+from minio.commonconfig import CopySource
 from minio.error import S3Error
 
 from contracts import s3_credentials
@@ -37,15 +38,21 @@ ACTIONS: dict[str, Check] = {
     "put transcoded copy": lambda c: c.put_object("synopsis", "transcoded/videos/x.webm", io.BytesIO(b"t"), 1),
     "put captures": lambda c: c.put_object("captures", "cp/1.jpg", io.BytesIO(b"j"), 1),
     "delete synopsis": lambda c: c.remove_object("synopsis", "task/seed.webm"),
+    "read evidence": lambda c: c.get_object("evidence", "cam-1/locked.webm").read(),
+    "put evidence": lambda c: c.put_object("evidence", "cam-1/new.webm", io.BytesIO(b"e"), 1),
+    "copy footage into evidence": lambda c: c.copy_object("evidence", "cam-1/copy.webm",
+                                                          CopySource("videos", "cam-1/seed.webm")),
+    "delete evidence": lambda c: c.remove_object("evidence", "cam-1/locked.webm"),
 }
+EVIDENCE = {"read evidence", "put evidence", "copy footage into evidence", "delete evidence"}
 ALLOWED: dict[str, set[str]] = {
     "cameras": {"put videos"},
     "simulator": {"put captures"},
     "video-jobs": {"list videos", "read videos", "read synopsis", "put synopsis", "put transcoded copy"},
-    "console": {"list videos", "read videos", "read synopsis", "put transcoded copy"},
-    "mirror": {"list videos", "read videos", "read synopsis"},
+    "console": {"list videos", "read videos", "read synopsis", "put transcoded copy", *EVIDENCE},
+    "mirror": {"list videos", "read videos", "read synopsis", "read evidence"},
     "retention": set(ACTIONS),
-    "admin": set(ACTIONS) - {"delete videos", "delete synopsis"},
+    "admin": set(ACTIONS) - {"delete videos", "delete synopsis", "delete evidence"},
 }
 
 
@@ -65,6 +72,7 @@ def _seed(store: ObjectStore) -> None:
     admin = _client(store, "admin")
     admin.put_object("videos", "cam-1/seed.webm", io.BytesIO(b"footage"), 7)
     admin.put_object("synopsis", "task/seed.webm", io.BytesIO(b"synopsis"), 8)
+    admin.put_object("evidence", "cam-1/locked.webm", io.BytesIO(b"locked"), 6)
 
 
 def _allowed(client: Minio, action: str) -> bool:
@@ -136,9 +144,12 @@ def test_a_component_finds_its_key_by_flag_environment_directory_or_config(tmp_p
 
 def test_each_bucket_expires_its_objects_after_the_configured_days(store: ObjectStore) -> None:
     """The lifecycle rules the store holds, read back through S3: footage and synopses after 30 days, capture images
-    with their records (90); the `retention` key's bucket policy is what may delete before that."""
+    with their records (90); the `retention` key's bucket policy is what may delete before that. The evidence bucket
+    has no rule: what is locked as evidence stays until an admin unlocks it."""
     client = store.client()
-    rules = {bucket: client.get_bucket_lifecycle(bucket).rules for bucket in store.buckets}
+    assert "evidence" in store.buckets and client.get_bucket_lifecycle("evidence") is None
+    rules = {bucket: client.get_bucket_lifecycle(bucket).rules  # type: ignore[union-attr]
+             for bucket in store.buckets if bucket != "evidence"}
     assert {bucket: [(r.rule_id, r.status, r.expiration.days) for r in found]  # type: ignore[union-attr]
             for bucket, found in rules.items()} == {
         "videos": [("retention", "Enabled", 30)], "synopsis": [("retention", "Enabled", 30)],

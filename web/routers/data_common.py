@@ -47,18 +47,19 @@ def answering(where: Literal["query", "body", "path"] = "query") -> Iterator[Non
 
 
 @contextlib.contextmanager
-def audited(audit: RequestAudit, user: UserOut, action: str, target: str, detail: dict[str, Any]) -> Iterator[None]:
-    """Record a command in the audit trail however it ends: ok, refused (the user's error, or the bus's ACLs) or
-    failed (a backend)."""
+def audited(audit: RequestAudit, user: UserOut, action: str, target: str, detail: dict[str, Any],
+            reason: str | None = None) -> Iterator[None]:
+    """Record a command (with its ``reason``, if given) in the audit trail however it ends: ok, refused (the user's
+    error, or the bus's ACLs) or failed (a backend)."""
     try:
         yield
     except (NotFound, Conflict, Invalid, Forbidden) as exc:
-        audit.record(user, action, target, detail, f"refused: {exc}")
+        audit.record(user, action, target, detail, f"refused: {exc}", reason=reason)
         raise
     except BackendUnavailable as exc:
-        audit.record(user, action, target, detail, f"failed: {exc}")
+        audit.record(user, action, target, detail, f"failed: {exc}", reason=reason)
         raise
-    audit.record(user, action, target, detail)
+    audit.record(user, action, target, detail, reason=reason)
 
 
 Reason = Annotated[
