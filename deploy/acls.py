@@ -107,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     if path is None and args.data_dir is not None and (args.data_dir / "solution.toml").exists():
         path = args.data_dir / "solution.toml"
     try:
-        config = load_config(path)
-        print(show(config))
+        table = show(load_config(path))
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
+    print(table)
     return 0
 
 

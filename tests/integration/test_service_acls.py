@@ -185,3 +185,9 @@ def test_show_prints_one_binding_a_line(capsys: pytest.CaptureFixture[str]) -> N
     assert "User:simulator         ALLOW WRITE            TOPIC    LITERAL  capture.vehicle" in lines
     assert not any(line.startswith("User:simulator") and "capture.face" in line and " READ " in line for line in lines)
     assert not any(" DELETE " in line for line in lines)
+
+
+def test_show_refuses_a_missing_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as refused:
+        acls.main(["--show", "--config", str(tmp_path / "absent.toml")])
+    assert refused.value.code == 2 and "absent.toml" in capsys.readouterr().err
