@@ -368,7 +368,7 @@ def test_admin_pages_render_and_admin_actions_work(browsing: Browsing) -> None:
     browsing.login("admin")
     nav = page.locator(".nav a").all_inner_texts()
     assert nav == ["总览", "部署地图", "抓拍查询", "数据总线", "监控", "告警", "布控", "实时统计", "视频", "容灾",
-                   "审计日志", "用户管理"]
+                   "证据", "审计日志", "用户管理"]
     browsing.goto("/bus")
     page.fill('#create-topic input[name="name"]', "browser.created")
     page.fill('#create-topic input[name="partitions"]', "3")

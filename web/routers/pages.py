@@ -57,6 +57,7 @@ PAGES = (
     Page("stats", "/stats", Role.VIEWER),
     Page("video", "/video", Role.VIEWER),
     Page("dr", "/dr", Role.VIEWER),
+    Page("evidence", "/evidence", Role.OPERATOR),
     Page("audit", "/audit", Role.ADMIN),
     Page("users", "/users", Role.ADMIN),
 )

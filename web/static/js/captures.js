@@ -145,6 +145,8 @@
       }));
       if (city && record.checkpoint_id) city.select(record.checkpoint_id);
       watchButton(record);
+      const lock = EvidenceLock.button("capture", record.record_id, { id: "lock-capture" });
+      if (lock) document.getElementById("detail-actions").append(" ", lock);
     } catch (e) {
       dl.replaceChildren();
       showError(error, e);

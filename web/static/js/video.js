@@ -76,7 +76,8 @@
       el("td", {}, bytes(v.size)),
       el("td", { class: "nowrap" },
         el("button", { type: "button", class: "play-button", onclick: () => original.play(v.url, v.name, v.start_time, 0) }, t("video.play")),
-        canCommand ? el("button", { type: "button", class: "primary analyze-button", onclick: () => analyze(v) }, t("video.analyze")) : null))));
+        canCommand ? el("button", { type: "button", class: "primary analyze-button", onclick: () => analyze(v) }, t("video.analyze")) : null,
+        canCommand ? " " : null, EvidenceLock.button("video", v.url)))));
   }
 
   async function analyze(v) {

@@ -82,6 +82,12 @@
     if (!pending) pending = setTimeout(refresh, 300);
   }
 
+  /** Operators lock a hit as evidence from its row (a cell with the button and its outcome); none for a viewer. */
+  function lockCell(hit) {
+    if (!canCommand) return null;
+    return el("td", { class: "wrap" }, hit.hit_id ? EvidenceLock.button("hit", hit.hit_id) : null);
+  }
+
   /** The selected watch's trajectory: its hits (from HBase, then merged live from SSE) oldest first, on the map. */
   function drawSelected() {
     const { watch: w, points, total } = shown;
@@ -94,7 +100,8 @@
       el("td", { class: "mono nowrap" }, p.checkpoint_id),
       el("td", { class: "wrap" }, place(p.location)),
       el("td", {}, p.match ? t(`sv.match.${p.match}`) : "—"),
-      el("td", { class: "num" }, p.score === undefined || p.score === null ? "—" : p.score.toFixed(3)))));
+      el("td", { class: "num" }, p.score === undefined || p.score === null ? "—" : p.score.toFixed(3)),
+      lockCell(p))));
     if (city) {
       if (points.length) city.showTrajectory(points);
       else city.clearTrajectory();
@@ -167,7 +174,8 @@
       el("td", { class: "nowrap" }, hitTarget(hit)),
       el("td", {}, hit.kind === "cloned_plate" && hit.speed_kmh ? t("sv.implied_speed", { speed: Math.round(hit.speed_kmh) })
         : hit.match ? t(`sv.match.${hit.match}`) : hit.score ? hit.score.toFixed(3) : "—"),
-      el("td", { class: "wrap" }, place(hit.location)));
+      el("td", { class: "wrap" }, place(hit.location)),
+      lockCell(hit));
   }
 
   /** The city's newest hits as the page opens (from HBase), so a reload does not start from an empty list. */
