@@ -48,10 +48,11 @@ def start(repo: Path, config: Path, data_dir: Path, ports: dict[str, int], timeo
                 if selector.select(1):
                     output += os.read(proc.stdout.fileno(), 65536)
         return time.monotonic() - began
-    finally:
-        subprocess.run([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"], cwd=repo,
-                       capture_output=True, timeout=400)
-        proc.wait(60)
+    finally:  # make down, reaping make up meanwhile (an unreaped child is a zombie that --down sees alive)
+        stopper = subprocess.Popen([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"],
+                                   cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc.wait(400)
+        stopper.wait(60)
 
 
 def main(argv: list[str] | None = None) -> int:
