@@ -183,7 +183,8 @@ def test_a_refused_delete_topic_is_a_403_and_audited_as_refused(tmp_path: Path) 
     recorded: list[tuple[Any, ...]] = []
     admin = typing.get_args(AdminDep)[1].dependency
     app.dependency_overrides[admin] = lambda: SimpleNamespace(username="root", role=None)
-    app.dependency_overrides[get_audit] = lambda: SimpleNamespace(record=lambda *args: recorded.append(args))
+    audit = SimpleNamespace(record=lambda *args, reason=None: recorded.append(args))
+    app.dependency_overrides[get_audit] = lambda: audit
 
     async def delete() -> httpx.Response:  # no lifespan: the app's threads and clients never start
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
