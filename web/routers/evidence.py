@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Annotated, cast
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.s3_credentials import EVIDENCE_BUCKET
@@ -91,10 +91,9 @@ def locks(user: OperatorDep, audit: AuditDep, evidence: EvidenceDep, limit: Limi
 
 
 @router.get("/video/{ident:path}/media", response_class=StreamingResponse,
-            responses={206: {"description": "the requested byte range"}, 416: {"description": "range outside"}})
+            responses=video_routes.MEDIA_RESPONSES)
 def media(ident: IdPath, user: OperatorDep, audit: AuditDep, evidence: EvidenceDep,
-          range_: Annotated[str | None, Header(alias="Range")] = None,
-          download: Annotated[bool, Query(description="as an attachment (an export: needs a reason)")] = False,
+          range_: video_routes.RangeHeader = None, download: video_routes.Download = False,
           reason: Reason = None) -> Response:
     """The locked footage from the evidence bucket, served as ``/api/v1/video/media`` serves footage (ranges, its
     own type, ``nosniff``, a sandboxing CSP) and audited the same way (``video.view``; ``video.export``)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
@@ -101,12 +101,16 @@ def _attachment(url: str) -> str:
     return f'attachment; filename="{safe}"'
 
 
-@router.get("/media", response_class=StreamingResponse,
-            responses={206: {"description": "the requested byte range"}, 416: {"description": "range outside"}})
-def media(url: S3Url, user: ViewerDep, audit: AuditDep, video: VideoDep,
-          range_: Annotated[str | None, Header(alias="Range")] = None,
-          download: Annotated[bool, Query(description="as an attachment (an export: needs a reason)")] = False,
-          reason: Reason = None) -> Response:
+MEDIA_RESPONSES: dict[int | str, dict[str, Any]] = {206: {"description": "the requested byte range"},
+                                                     416: {"description": "range outside"}}
+"""What a media route answers besides 200 (its OpenAPI ``responses``): this one and the evidence copy's."""
+RangeHeader = Annotated[str | None, Header(alias="Range")]
+Download = Annotated[bool, Query(description="as an attachment (an export: needs a reason)")]
+
+
+@router.get("/media", response_class=StreamingResponse, responses=MEDIA_RESPONSES)
+def media(url: S3Url, user: ViewerDep, audit: AuditDep, video: VideoDep, range_: RangeHeader = None,
+          download: Download = False, reason: Reason = None) -> Response:
     """The object's bytes through the console (ranges honoured so a player can seek).
 
     Served as its own type for video and images only; anything else as an ``application/octet-stream``
