@@ -16,6 +16,8 @@
   const detail = document.getElementById("detail");
   const reasonInput = document.getElementById("reason");
   const reasonError = document.getElementById("reason-error");
+  /** The reason field says why a plate search did not go out (or why the API refused it), until it is edited. */
+  const { flag: flagReason, clear: clearReason } = Console.fieldMessage(reasonInput, reasonError);
   let city = null;
   // The current search: its query, the cursor of each page seen so far, and the page shown.
   let search = null;
@@ -77,21 +79,6 @@
         reasonInput.focus();
       }
     }
-  }
-
-  /** The reason field says why a plate search did not go out (or why the API refused it). */
-  function flagReason(message) {
-    reasonInput.setCustomValidity(message); // cleared as soon as the field is edited
-    reasonInput.setAttribute("aria-invalid", "true");
-    reasonError.textContent = message;
-    reasonError.hidden = false;
-  }
-
-  function clearReason() {
-    reasonInput.setCustomValidity("");
-    reasonInput.removeAttribute("aria-invalid");
-    reasonError.textContent = "";
-    reasonError.hidden = true;
   }
 
   /** The API's 422 about ``reason`` (missing, too long...) as the field's message, or null for any other error. */

@@ -74,6 +74,25 @@ const Console = (() => {
     return { data, response };
   }
 
+  /** A form field's own message: `flag(text)` marks `input` invalid and shows `text` in `errorNode`, `clear()` undoes
+   * it (a required reason that is missing, or that the API refused). */
+  function fieldMessage(input, errorNode) {
+    return {
+      flag(message) {
+        input.setCustomValidity(message);
+        input.setAttribute("aria-invalid", "true");
+        errorNode.textContent = message;
+        errorNode.hidden = false;
+      },
+      clear() {
+        input.setCustomValidity("");
+        input.removeAttribute("aria-invalid");
+        errorNode.textContent = "";
+        errorNode.hidden = true;
+      },
+    };
+  }
+
   /** An element with properties and children; strings become text nodes (never parsed as HTML). */
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
@@ -190,6 +209,6 @@ const Console = (() => {
 
   return {
     page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole,
-    timeChart,
+    timeChart, fieldMessage,
   };
 })();

@@ -32,18 +32,7 @@ const EvidenceLock = (() => {
     const node = el("dialog", { id: "lock-dialog", class: "lock-dialog", "aria-labelledby": "lock-title" }, form);
     form.querySelector("h2").id = "lock-title";
 
-    function flag(message) {
-      reason.setCustomValidity(message);
-      reason.setAttribute("aria-invalid", "true");
-      reasonError.textContent = message;
-      reasonError.hidden = false;
-    }
-    function clear() {
-      reason.setCustomValidity("");
-      reason.removeAttribute("aria-invalid");
-      reasonError.textContent = "";
-      reasonError.hidden = true;
-    }
+    const { flag, clear } = Console.fieldMessage(reason, reasonError);
     reason.addEventListener("invalid", (event) => {
       event.preventDefault();
       if (reason.validity.valueMissing) flag(t("ev.reason_required"));
