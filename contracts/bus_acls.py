@@ -12,16 +12,24 @@ What is absent matters as much: the simulator cannot read captures back, the con
 alter configs (its admin page says so), nothing but the monitor and the surveillance service writes ``alerts`` (the
 service's watch hits and cloned plates are alerts too), only the console writes commands and the audit trail, and no
 service may delete the ``audit`` topic or any record of it.
+
+The same table is applied at both sites (`make up` applies it to the DR site's bus too, whose principals have
+passwords of their own), each in its :class:`Role`: a grant marked with a role exists only at the site in that role.
+The mirror reads at the active site and writes at the standby one, and the DR site's loaders work at the standby
+site only (`make up` starts the primary active and the DR site standby). The DR site's own jobs publish their stats
+and dead letters to ``dr.``-prefixed copies (:data:`~contracts.topics.DR_PREFIX`), since the mirror must be the only
+writer of a mirrored topic; ``dr-loaders`` may write those copies and never the mirrored topics themselves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from .bus_client import PRINCIPALS
-from .topics import Topics
+from .topics import DR_PREFIX, SITE_ALIASES, Topics
 
 ADMIN = "admin"
 """The operator's principal: a super user, used by `make up` to apply this table and by Kafka tools."""
@@ -35,6 +43,16 @@ class Op(StrEnum):
     CREATE = "CREATE"
     DESCRIBE = "DESCRIBE"
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER = "ALTER"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+
+
+class Role(StrEnum):
+    """A site's part: ``active`` runs the business (the primary, until a switchover), ``standby`` receives the mirror
+    (the DR site)."""
+
+    ACTIVE = "active"
+    STANDBY = "standby"
 
 
 class Resource(StrEnum):
@@ -45,13 +63,18 @@ class Resource(StrEnum):
 
 @dataclass(frozen=True)
 class Grant:
-    """Operations on one resource: a topic by its ``Topics`` field name (``topics("vehicle")``), every topic
-    (``"*"``) or a topic name prefix, a group by its literal id or id prefix, or the cluster."""
+    """Operations on one resource: a topic by its ``Topics`` field name (``topics("vehicle")``, with ``local`` the
+    DR site's ``dr.`` copy of it), every topic (``"*"``), every data topic, a topic name prefix or a literal topic
+    name (``literal``: a name no ``Topics`` field holds, such as MM2's checkpoints topic), a group by its literal id or
+    id prefix, or the cluster; at the site in ``role`` only, or (None) at both."""
 
     resource: Resource
     name: str
     operations: tuple[Op, ...]
     prefixed: bool = False
+    literal: bool = False
+    local: bool = False
+    role: Role | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +101,11 @@ def topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
     return [Grant(Resource.TOPIC, field, ops) for field in fields]
 
 
+def dr_topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
+    """The DR site's own copies (``dr.<topic>``) of the topics named by these fields."""
+    return [Grant(Resource.TOPIC, field, ops, local=True) for field in fields]
+
+
 def group(name: str, *, prefixed: bool = False, ops: tuple[Op, ...] = (Op.READ,)) -> Grant:
     return Grant(Resource.GROUP, name, ops, prefixed)
 
@@ -92,6 +120,8 @@ CREATE_AND_PRODUCE = (Op.CREATE, Op.WRITE)
 ALL_TOPICS = "*"
 DATA_TOPICS = "@data"
 """Every data topic of :meth:`Topics.data` (what the mirror copies)."""
+CHECKPOINT_TOPICS = tuple(f"{alias}.checkpoints.internal" for alias in SITE_ALIASES)
+"""MM2's checkpoints topic on the target of each mirror direction (``<source alias>.checkpoints.internal``)."""
 
 MATRIX: dict[str, list[Grant]] = {
     "simulator": [
@@ -131,34 +161,47 @@ MATRIX: dict[str, list[Grant]] = {
                 "surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", "audit",
                 "control_watchlist", "control_stats", "video_commands", ops=CONSUME),
         *topics("control_watchlist", "control_stats", "video_commands", "audit", ops=CREATE_AND_PRODUCE),
+        *(Grant(Resource.TOPIC, name, CONSUME, literal=True, role=Role.STANDBY)  # the DR page reads them
+          for name in CHECKPOINT_TOPICS),
         group("console-", prefixed=True),
         group("audit-loader"),
         Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
         cluster(Op.DESCRIBE, Op.CREATE),
     ],
-    "mirror": [  # on the primary: what it copies, with their configs; its offset syncs; every group's offsets
-        Grant(Resource.TOPIC, DATA_TOPICS, (Op.READ, Op.DESCRIBE_CONFIGS)),
-        Grant(Resource.TOPIC, "mm2-offset-syncs.", (Op.CREATE, Op.WRITE, Op.READ), prefixed=True),
-        Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
+    "mirror": [
+        # at the active site, the source: what it copies, with their configs; its offset syncs; every group's offsets
+        Grant(Resource.TOPIC, DATA_TOPICS, (Op.READ, Op.DESCRIBE_CONFIGS), role=Role.ACTIVE),
+        Grant(Resource.TOPIC, "mm2-offset-syncs.", (Op.CREATE, Op.WRITE, Op.READ), prefixed=True, role=Role.ACTIVE),
+        Grant(Resource.GROUP, "*", (Op.DESCRIBE,), role=Role.ACTIVE),
+        # at the standby site, the target: the copies (created, grown, their configs kept in line), its checkpoints,
+        # the groups' translated offsets
+        Grant(Resource.TOPIC, DATA_TOPICS, (Op.CREATE, Op.WRITE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+              role=Role.STANDBY),
+        *(Grant(Resource.TOPIC, name, (Op.CREATE, Op.WRITE, Op.READ), literal=True, role=Role.STANDBY)
+          for name in CHECKPOINT_TOPICS),
+        Grant(Resource.GROUP, "*", (Op.DESCRIBE, Op.READ), role=Role.STANDBY),
     ],
-    "dr-loaders": [  # on the DR site's bus: the ingest job, the hit loader and the video loader on mirrored data
-        *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
-        *topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
-        group("spark-", prefixed=True),
-        group("surveillance-loader"),
+    "dr-loaders": [  # at the standby site: the ingest job, the hit loader and the video loader on mirrored data
+        *(dataclasses.replace(grant, role=Role.STANDBY) for grant in (
+            *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
+            *dr_topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
+            group("spark-", prefixed=True),
+            group("surveillance-loader"))),
     ],
 }
 """Each service principal's grants (``admin`` is a super user and has none)."""
 
 
-def bindings(principal: str, names: Topics) -> Iterator[Binding]:
-    """``principal``'s ACLs with the topic names of ``names``."""
+def bindings(principal: str, names: Topics, role: Role = Role.ACTIVE) -> Iterator[Binding]:
+    """``principal``'s ACLs at a site in ``role``, with the topic names of ``names``."""
     for grant in MATRIX[principal]:
+        if grant.role not in (None, role):
+            continue
         resolved: tuple[str, ...]
         if grant.resource is Resource.TOPIC and grant.name == DATA_TOPICS:
             resolved = names.data()
-        elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS and not grant.prefixed:
-            resolved = (getattr(names, grant.name),)
+        elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS and not (grant.prefixed or grant.literal):
+            resolved = ((DR_PREFIX if grant.local else "") + getattr(names, grant.name),)
         else:
             resolved = (grant.name,)
         pattern = "PREFIXED" if grant.prefixed else "LITERAL"
@@ -167,6 +210,8 @@ def bindings(principal: str, names: Topics) -> Iterator[Binding]:
                 yield Binding(principal, grant.resource, name, pattern, operation)
 
 
-def all_bindings(names: Topics) -> list[Binding]:
-    """The whole table, principal by principal in :data:`~contracts.bus_client.PRINCIPALS` order."""
-    return [binding for principal in PRINCIPALS if principal in MATRIX for binding in bindings(principal, names)]
+def all_bindings(names: Topics, role: Role = Role.ACTIVE) -> list[Binding]:
+    """The whole table at a site in ``role``, principal by principal in :data:`~contracts.bus_client.PRINCIPALS`
+    order."""
+    return [binding for principal in PRINCIPALS if principal in MATRIX
+            for binding in bindings(principal, names, role)]

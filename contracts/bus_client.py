@@ -7,6 +7,10 @@ service then reads ``<dir>/<principal>.properties``, a Kafka client properties f
 ``ssl.truststore.type=PEM`` and an absolute ``ssl.truststore.location``), the same file an operator passes to any Kafka
 tool with ``--command-config``. The file holds a password, so one readable by anyone but its owner stops the service.
 
+The DR site's bus is reached the same way from ``[dr]``: its ``bootstrap_servers`` and its own
+``client_properties_dir`` (`make up`: ``DATA/secrets/dr``, the same principals with passwords of their own), read by
+passing ``section=DR`` (the mirror's target side, the console's DR page).
+
 Two flavours of the same settings: :func:`librdkafka` for confluent-kafka's clients (``sasl.username`` /
 ``sasl.password``, ``ssl.ca.location``), :func:`java` for the bus's own clients and Kafka's tools (the file's keys as
 they are). Spark's Kafka options are the Java keys prefixed with ``kafka.`` (:func:`spark_options`).
@@ -29,6 +33,9 @@ PRINCIPALS = ("simulator", "capture-ingest", "video-ingest", "cameras", "surveil
 """Every service's bus identity (its SCRAM user name; ``User:<name>`` in ACLs)."""
 
 SECTION, KEY = "bus", "client_properties_dir"
+DR = "dr"
+"""The DR site's section: its bus's ``bootstrap_servers`` and ``client_properties_dir``."""
+_DEFAULT_BOOTSTRAP = {SECTION: "127.0.0.1:9092", DR: "127.0.0.1:19092"}
 _FILE_KEYS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config", "ssl.truststore.type",
               "ssl.truststore.location", "ssl.endpoint.identification.algorithm")
 
@@ -41,23 +48,25 @@ def properties_file(directory: Path, principal: str) -> Path:
     return directory / f"{principal}.properties"
 
 
-def properties_dir(config: Config) -> Path | None:
-    """``[bus] client_properties_dir`` (relative to the working directory), or None when the bus is PLAINTEXT."""
-    value = config.get(SECTION, KEY, "")
+def properties_dir(config: Config, section: str = SECTION) -> Path | None:
+    """``[bus] client_properties_dir`` (``[dr]``'s with ``section=DR``; relative to the working directory), or None
+    when that bus is PLAINTEXT."""
+    value = config.get(section, KEY, "")
     if not value:
         return None
     if not isinstance(value, str):
-        raise BusCredentialsError(f"{SECTION}.{KEY} in {config.path} should be a directory, not {value!r}")
+        raise BusCredentialsError(f"{section}.{KEY} in {config.path} should be a directory, not {value!r}")
     return Path(value)
 
 
-def java(config: Config, principal: str, bootstrap: str | None = None) -> dict[str, str]:
-    """``principal``'s client settings with Kafka's (Java) keys; ``bootstrap`` (a ``--bootstrap-server`` flag)
-    overrides the file's and the config's ``bootstrap.servers``."""
+def java(config: Config, principal: str, bootstrap: str | None = None, section: str = SECTION) -> dict[str, str]:
+    """``principal``'s client settings with Kafka's (Java) keys for the bus of ``section`` (the primary's ``bus``, or
+    the DR site's ``dr``); ``bootstrap`` (a ``--bootstrap-server`` flag) overrides the file's and the config's
+    ``bootstrap.servers``."""
     if principal not in PRINCIPALS:
         raise ValueError(f"unknown bus principal {principal!r} (one of {', '.join(PRINCIPALS)})")
-    directory = properties_dir(config)
-    settings = {"bootstrap.servers": str(config.get(SECTION, "bootstrap_servers", "127.0.0.1:9092"))}
+    directory = properties_dir(config, section)
+    settings = {"bootstrap.servers": str(config.get(section, "bootstrap_servers", _DEFAULT_BOOTSTRAP[section]))}
     if directory is not None:
         settings.update(read_properties(properties_file(directory, principal)))
     if bootstrap:
@@ -65,9 +74,9 @@ def java(config: Config, principal: str, bootstrap: str | None = None) -> dict[s
     return settings
 
 
-def librdkafka(config: Config, principal: str, bootstrap: str | None = None) -> dict[str, str]:
+def librdkafka(config: Config, principal: str, bootstrap: str | None = None, section: str = SECTION) -> dict[str, str]:
     """``principal``'s client settings with librdkafka's keys (confluent-kafka's Producer, Consumer, AdminClient)."""
-    return to_librdkafka(java(config, principal, bootstrap))
+    return to_librdkafka(java(config, principal, bootstrap, section))
 
 
 def spark_options(config: Config, principal: str, bootstrap: str | None = None) -> dict[str, str]:

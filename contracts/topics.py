@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from .config import Config
 
 
+DR_PREFIX = "dr."
+"""The DR site's own copies of the topics its jobs publish (``dr.ingest.stats``, ``dr.capture.deadletter``): the
+mirror must be the only writer of a mirrored topic (it resumes from the target's log end and keeps the source's
+offsets), so a job running at the DR site publishes beside it."""
+SITE_ALIASES = ("primary", "dr")
+"""The two sites as MirrorMaker 2's cluster aliases name them (``primary.checkpoints.internal`` on the DR site)."""
+
+
 @dataclass(frozen=True)
 class Topics:
     vehicle: str = "capture.vehicle"

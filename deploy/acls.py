@@ -1,12 +1,13 @@
 """The service identities of a secured solution: each principal's SCRAM credential, client properties and ACLs.
 
-``python -m deploy.acls --show [--data-dir DATA]`` prints the ACL table of `contracts/bus_acls.py` with the topic
-names of the solution config (``DATA/solution.toml`` when `make up` wrote one), one binding per line, the principal
-as ``User:<name>``. `make up` calls :func:`ensure_principals` and :func:`apply` on every start: a principal's
-password is made once, random, and kept only in ``DATA/secrets/<principal>.properties`` (owner-only), which is the
-file the service reads and an operator hands to any Kafka tool (``--command-config``). Applying is idempotent and
-exact: missing credentials and ACLs are created, and an ACL of a service principal that the table no longer names
-is deleted, so the brokers hold the table and nothing else.
+``python -m deploy.acls --show [--data-dir DATA] [--role active|standby]`` prints the ACL table of
+`contracts/bus_acls.py` at a site in that role (the primary is active, the DR site standby) with the topic names of the
+solution config (``DATA/solution.toml`` when `make up` wrote one), one binding per line, the principal as
+``User:<name>``. `make up` calls :func:`ensure_principals` and :func:`apply` on every start, for each site's bus:
+a principal's password is made once, random, and kept only in ``DATA/secrets/<principal>.properties`` (the DR site's
+in ``DATA/secrets/dr/``; owner-only), which is the file the service reads and an operator hands to any Kafka tool
+(``--command-config``). Applying is idempotent and exact: missing credentials and ACLs are created, and an ACL of a
+service principal that the table no longer names is deleted, so the brokers hold the table and nothing else.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bus.client.admin import (
 )
 from bus.client.admin_scram import UserScramCredentialUpsertion
 from contracts import bus_client
-from contracts.bus_acls import ADMIN, MATRIX, Binding, all_bindings
+from contracts.bus_acls import ADMIN, MATRIX, Binding, Role, all_bindings
 from contracts.config import Config
 from contracts.config import load as load_config
 from contracts.topics import Topics
@@ -70,10 +71,12 @@ def _acl(binding: Binding) -> AclBinding:
                       binding.user, "*", AclOperation[binding.operation.value], PermissionType.ALLOW)
 
 
-def apply(admin_settings: Mapping[str, str], topics: Topics, passwords: Mapping[str, str]) -> tuple[int, int]:
-    """Upsert each service principal's SCRAM credential, create the table's ACLs and delete those of service
-    principals it does not name (as the super user ``admin``, ``admin_settings`` in Java keys); (created, deleted)."""
-    wanted = {_acl(binding) for binding in all_bindings(topics)}
+def apply(admin_settings: Mapping[str, str], topics: Topics, passwords: Mapping[str, str],
+          role: Role = Role.ACTIVE) -> tuple[int, int]:
+    """Upsert each service principal's SCRAM credential, create the table's ACLs of a site in ``role`` and delete
+    those of service principals it does not name (as the super user ``admin``, ``admin_settings`` in Java keys);
+    (created, deleted)."""
+    wanted = {_acl(binding) for binding in all_bindings(topics, role)}
     with AdminClient(dict(admin_settings)) as admin:
         admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(user, MECHANISM, ITERATIONS, password)
@@ -90,10 +93,11 @@ def apply(admin_settings: Mapping[str, str], topics: Topics, passwords: Mapping[
     return len(wanted - held), len(stale)
 
 
-def show(config: Config) -> str:
+def show(config: Config, role: Role = Role.ACTIVE) -> str:
     """The table as `--show` prints it."""
-    lines = [binding.line() for binding in all_bindings(Topics.from_config(config))]
-    return "\n".join([f"# {len(lines)} ACLs (ALLOW from any host); User:{ADMIN} is a super user", *lines])
+    lines = [binding.line() for binding in all_bindings(Topics.from_config(config), role)]
+    return "\n".join([f"# {len(lines)} ACLs at the {role.value} site (ALLOW from any host); User:{ADMIN} is a super "
+                      "user", *lines])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="make up's data directory: its solution.toml names the topics (default: --config's)")
     parser.add_argument("--config", type=Path, default=None, help="the solution config (default: contracts')")
+    parser.add_argument("--role", type=Role, choices=list(Role), default=Role.ACTIVE,
+                        help="the site's role: active (the primary under make up) or standby (the DR site)")
     args = parser.parse_args(argv)
     path = args.config
     if path is None and args.data_dir is not None and (args.data_dir / "solution.toml").exists():
         path = args.data_dir / "solution.toml"
     try:
-        table = show(load_config(path))
+        table = show(load_config(path), args.role)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
     print(table)

@@ -53,25 +53,33 @@ class ClusterSecurity:
     directory: Path
     ca: Authority
     passwords: dict[str, str]
+    ca_directory: Path
+    """Where the CA's ``ca.pem`` (the trust store) and key live: ``directory`` itself, or the site whose CA this
+    cluster shares (`make up`'s DR site: one CA, so one trust store for clients of both sites)."""
 
     @classmethod
-    def ensure(cls, directory: Path) -> ClusterSecurity:
+    def ensure(cls, directory: Path, ca_directory: Path | None = None) -> ClusterSecurity:
         """The cluster's CA and passwords in `directory` (`python -m deploy.cluster`: `<data-dir>/security`, `make
-        up`: `DATA/secrets`), made on the first start and read back ever after."""
+        up`: `DATA/secrets`), made on the first start and read back ever after. With `ca_directory` (one made by
+        an earlier call) the CA is that one's, and only the passwords are this cluster's own."""
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        ca_key, passwords_path = directory / "ca-key.pem", directory / "passwords.json"
-        if ca_key.exists() and passwords_path.exists():
-            return cls(directory, Authority.load(ca_key), json.loads(passwords_path.read_text()))
-        ca = Authority.create("bus cluster CA")
-        ca.identity.write_keystore(ca_key)
-        ca.write_certificate(directory / "ca.pem")
-        passwords = {user: secrets.token_urlsafe(24) for user in (BROKER_USER, ADMIN_USER)}
-        write_private(passwords_path, json.dumps(passwords))
-        return cls(directory, ca, passwords)
+        passwords_path = directory / "passwords.json"
+        if ca_directory is None:
+            ca_directory, ca_key = directory, directory / "ca-key.pem"
+            if not ca_key.exists():
+                ca = Authority.create("bus cluster CA")
+                ca.identity.write_keystore(ca_key)
+                ca.write_certificate(directory / "ca.pem")
+                passwords_path.unlink(missing_ok=True)  # new CA, new cluster: new passwords
+        authority = Authority.load(ca_directory / "ca-key.pem")
+        if not passwords_path.exists():
+            write_private(passwords_path, json.dumps({user: secrets.token_urlsafe(24)
+                                                      for user in (BROKER_USER, ADMIN_USER)}))
+        return cls(directory, authority, json.loads(passwords_path.read_text()), ca_directory)
 
     @property
     def truststore(self) -> Path:
-        return self.directory / "ca.pem"
+        return self.ca_directory / "ca.pem"
 
     def keystore(self, node_id: int, host: str) -> Path:
         """Node `node_id`'s key and certificate chain (made on its first start)."""

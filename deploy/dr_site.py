@@ -1,16 +1,16 @@
-"""The disaster-recovery site: a second bus, the mirror, and (on demand) its HBase and loaders.
+"""The disaster-recovery site: the mirror to its bus, and (on demand) its HBase and loaders.
 
-`make up` calls :func:`cluster_services` and :func:`mirror_service` (the DR bus on ``[dr]
-bootstrap_servers`` and ``python -m dr_mirror`` copying the data topics to it, never the control
-topics; it reads the primary bus as the ``mirror`` principal, the DR bus is PLAINTEXT for now);
-``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest
-(:class:`DrSite`: the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirrored
-topics), so after a failover the DR site holds the same HBase tables.
+`make up` starts the DR site's bus (secured like the primary's, `deploy/secured_bus.py`) and calls
+:func:`mirror_service`: ``python -m dr_mirror`` copying the data topics to it, never the control topics, as the
+``mirror`` principal at both ends (``[bus]`` and ``[dr]`` ``client_properties_dir``: MM2's ``primary.*`` and ``dr.*``
+cluster keys). ``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest (:class:`DrSite`:
+the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirrored topics), so after a failover the
+DR site holds the same HBase tables.
 
-The loaders get the primary's solution config pointed at the DR bus and HBase (written to
-``DATA/dr/solution.toml``), with one change: what the ingest job itself publishes (``ingest.stats``,
-dead letters) goes to ``dr.``-prefixed topics, because the mirror must be the only writer of a mirrored
-topic (it resumes from the target's log end and keeps the source's offsets).
+The loaders get the primary's solution config pointed at the DR bus (as the ``dr-loaders`` principal) and HBase
+(written to ``DATA/dr/solution.toml``), with one change: what the ingest job itself publishes (``ingest.stats``,
+dead letters) goes to ``dr.``-prefixed topics (:data:`contracts.topics.DR_PREFIX`), because the mirror must be the
+only writer of a mirrored topic (it resumes from the target's log end and keeps the source's offsets).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ import tomli_w
 
 from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
-from contracts.topics import Topics
+from contracts.topics import DR_PREFIX, SITE_ALIASES, Topics
 from deploy import shutdown
 from deploy.pki import write_private
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
-# Topics the DR site's own jobs publish to instead of the mirrored ones (see the module docstring).
-DR_PREFIX = "dr."
+LOADERS = "dr-loaders"
+"""The DR site's loaders' bus principal."""
 
 Service = tuple[str, list[str], str]  # (name, command, where to look)
 
@@ -87,13 +87,13 @@ def broker_command(log_dir: Path, host: str, port: int, controller_port: int, me
             *(a for k, v in overrides.items() for a in ("--override", f"{k}={v}"))]
 
 
-def mirror_properties(source: str | Mapping[str, str], target: str, config: Config, intervals_s: float = 5.0,
-                      aliases: tuple[str, str] = ("primary", "dr")) -> str:
+def mirror_properties(source: str | Mapping[str, str], target: str | Mapping[str, str], config: Config,
+                      intervals_s: float = 5.0, aliases: tuple[str, str] = SITE_ALIASES) -> str:
     """MirrorMaker 2 properties for primary -> dr (or back): the solution's data topics in, control topics out.
 
-    ``source`` is the source's bootstrap servers (PLAINTEXT), or its client settings in Kafka's keys
-    (:func:`contracts.bus_client.java`), written as MM2's cluster keys (``primary.security.protocol``, ...): the
-    text then holds a password (see :func:`mirror_service`). Identity naming (topic names and offsets stay the
+    ``source`` and ``target`` are each a cluster's bootstrap servers (PLAINTEXT), or its client settings in Kafka's
+    keys (:func:`contracts.bus_client.java`), written as MM2's cluster keys (``primary.security.protocol``, ...):
+    the text then holds a password (see :func:`mirror_service`). Identity naming (topic names and offsets stay the
     same), group offsets synced to the target so the loaders resume there from translated offsets.
     """
     topics = Topics.from_config(config)
@@ -101,12 +101,11 @@ def mirror_properties(source: str | Mapping[str, str], target: str, config: Conf
     exclude = ",".join(sorted(re.escape(t) for t in topics.control()))
     seconds = f"{intervals_s:g}"
     a, b = aliases
-    clients = {"bootstrap.servers": source} if isinstance(source, str) else source
     return "\n".join([
         "# Generated from the solution config by deploy/dr_site.py; MirrorMaker 2's dedicated-mode format.",
         f"clusters = {a}, {b}",
-        *(f"{a}.{key} = {_escaped(value)}" for key, value in clients.items()),
-        f"{b}.bootstrap.servers = {target}",
+        *(f"{alias}.{key} = {_escaped(value)}" for alias, cluster in ((a, source), (b, target))
+          for key, value in ({"bootstrap.servers": cluster} if isinstance(cluster, str) else cluster).items()),
         f"{a}->{b}.enabled = true",
         f"{a}->{b}.topics = {include}",
         f"{a}->{b}.topics.exclude = {exclude}",
@@ -127,9 +126,11 @@ def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
     """The primary's solution config pointed at the DR site (bus, HBase, the loaders' own state and topics)."""
     data = {name: (dict(value) if isinstance(value, dict) else value) for name, value in config.data.items()}
     topics = Topics.from_config(config)
-    # The DR bus runs PLAINTEXT on loopback: the loaders do not use the primary's identities there
+    # The DR site's bus, reached with its own identities ([dr] client_properties_dir; none: PLAINTEXT)
     data["bus"] = {**{k: v for k, v in config.section("bus").items() if k != bus_client.KEY},
-                   "bootstrap_servers": dr.bootstrap}
+                   "bootstrap_servers": dr.bootstrap,
+                   **({bus_client.KEY: str(directory)} if (directory := bus_client.properties_dir(
+                       config, bus_client.DR)) else {})}
     data["hbase"] = {**config.section("hbase"), "host": dr.hbase_host, "port": dr.hbase_port}
     data["topics"] = {**config.section("topics"), "ingest_stats": DR_PREFIX + topics.ingest_stats,
                       "deadletter": DR_PREFIX + topics.deadletter}
@@ -137,19 +138,15 @@ def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
     return data
 
 
-def cluster_services(dr: DrSettings) -> list[Service]:
-    """The DR bus, started with the primary's servers."""
-    return [("dr bus", broker_command(dr.data_dir / "bus", dr.host, dr.port, dr.controller_port),
-             f"DR Kafka bootstrap server: {dr.bootstrap}")]
-
-
 def mirror_service(config: Config, dr: DrSettings, primary: str) -> Service:
-    """The mirror primary -> dr, its properties file written next to the DR bus's data: the primary as the
-    ``mirror`` principal reaches it (``primary`` overriding its bootstrap servers), so readable by its owner only."""
+    """The mirror primary -> dr, its properties file written next to the DR bus's data: both buses as the
+    ``mirror`` principal reaches them (``primary`` overriding the primary's bootstrap servers), so readable by its
+    owner only."""
     dr.data_dir.mkdir(parents=True, exist_ok=True)
     props = dr.data_dir / "mm2.properties"
     props.unlink(missing_ok=True)  # one written before may be open to others: the new file is created owner-only
-    write_private(props, mirror_properties(bus_client.java(config, "mirror", primary), dr.bootstrap, config))
+    write_private(props, mirror_properties(bus_client.java(config, "mirror", primary),
+                                           bus_client.java(config, "mirror", dr.bootstrap, bus_client.DR), config))
     return ("dr mirror", [sys.executable, "-m", "dr_mirror", "--config", str(props),
                           "--metrics-port", str(dr.metrics_port)],
             f"{primary} -> {dr.bootstrap} (data topics; {props}; lag http://127.0.0.1:{dr.metrics_port}/metrics)")
@@ -198,14 +195,16 @@ class DrSite:
             time.sleep(0.2)
         self.config_file.write_text(tomli_w.dumps(loaders_config(self.config, self.dr)))
         status = self.dr.data_dir / "ingest-status.json"
-        self._spark("dr ingest job", "ingest_captures.py", ["--status-file", str(status)])
+        self._spark("dr ingest job", "ingest_captures.py", ["--status-file", str(status), "--bus-principal", LOADERS])
         lines = [f"  {'dr ingest job':<14} {self.dr.bootstrap} -> DR HBase (config {self.config_file})"]
-        self._python("dr surveillance loader", ["-m", "surveillance.loader", "--config", str(self.config_file)])
+        self._python("dr surveillance loader", ["-m", "surveillance.loader", "--config", str(self.config_file),
+                                                "--bus-principal", LOADERS])
         lines.append(f"  {'dr surveillance':<14} surveillance.hits -> DR HBase")
         # --loader-only: the DR site loads the mirrored video.status/results; it never launches analyses
         # (video.commands is a control topic, not mirrored, and a queued task must not start twice).
         self._spark("dr video ingest", "video_ingest.py",
-                    ["--loader-only", "--checkpoint", str(self.dr.data_dir / "spark" / "video_ingest")])
+                    ["--loader-only", "--checkpoint", str(self.dr.data_dir / "spark" / "video_ingest"),
+                     "--bus-principal", LOADERS])
         lines.append(f"  {'dr video':<14} video.status / video.results -> DR HBase")
         return lines
 

@@ -6,13 +6,15 @@ ACLs enforced, every service logging in as its own principal with only the right
 The CA (``DATA/secrets/ca.pem``), the nodes' certificates, each principal's password (in its Kafka client
 properties file ``DATA/secrets/<principal>.properties``) and each object-store key are made on the first start,
 owner-only, and never printed or put on a command line; every child gets ``--config DATA/solution.toml``, the
-config with the bus's ``bootstrap_servers`` and ``client_properties_dir``. Then the embedded HBase Thrift gateway,
+config with the bus's ``bootstrap_servers`` and ``client_properties_dir``. The DR site's bus is made the same way
+(`deploy/secured_bus.py`: ``DATA/dr/bus-cluster``, its own passwords in ``DATA/secrets/dr``, the same CA and ACL
+table; ``[dr] client_properties_dir`` in ``DATA/solution.toml``). Then the embedded HBase Thrift gateway,
 object storage and the operator console (``python -m web``; the first start creates its ``admin`` with a random
 password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus and HBase answer: it
 creates its tables and topics at start-up), then the capture slice (city simulator + Spark ingest job,
 `deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit loader with watches
-on the simulator's recurring targets (`deploy/surveillance.py`). The DR site's bus and the mirror (`deploy/dr_site.py`)
-start with the servers; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make up PROMETHEUS=1`)
+on the simulator's recurring targets (`deploy/surveillance.py`). The mirror to the DR site's bus (`deploy/dr_site.py`)
+starts with the console; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make up PROMETHEUS=1`)
 Debian's prometheus scraping every process (`deploy/prometheus/`). Each service is a child process; Ctrl-C, SIGTERM
 or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops them all, the bus's nodes last, with
 SIGTERM (a controlled shutdown). Endpoints default to `contracts/solution.toml`; node i serves clients on
@@ -40,102 +42,65 @@ import tomli_w
 
 from bus.client.admin import AdminError
 from contracts import bus_client, s3_credentials
-from contracts.bus_acls import ADMIN
+from contracts.bus_acls import Role
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from contracts.topics import Topics
-from deploy import acls, cluster, dr_site, object_store, shutdown
+from deploy import cluster, dr_site, object_store, secured_bus, shutdown
 from deploy import surveillance as surveillance_slice
-from deploy.cluster_security import ADMIN_USER, ClusterSecurity
+from deploy.cluster_security import ClusterSecurity
 from deploy.pipeline import Endpoints, Pipeline
 from deploy.prometheus import scrape as prometheus_scrape
+from deploy.secured_bus import SecuredBus
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
-CLUSTER_START_S = 60.0
-"""`--cluster`: how long the quorum, then each broker's registration, may take (deploy.cluster's --start-timeout)."""
-CLUSTER_STOP_S = 30.0
-"""`--cluster`: how long a node's controlled shutdown may take before it is killed (its --stop-timeout)."""
 SPARK_STOP_S = 60.0
 """How long a Spark job may take to finish its batch after SIGTERM before its process group gets SIGTERM, then
 SIGKILL (`launch.SparkJob.stop`: 30 s each)."""
-DOWN_WAIT_S = SPARK_STOP_S + 60 + 2 * shutdown.SERVICE_GRACE_S + 2 * CLUSTER_STOP_S + 60
+DOWN_WAIT_S = SPARK_STOP_S + 60 + 2 * shutdown.SERVICE_GRACE_S + 2 * secured_bus.STOP_S + 60
 """`make down` waits this long at most: the bound of make up's stop (the Spark jobs and services at once, the DR
 site's gateway after its loaders; then the servers; then a cluster's brokers and its controllers) and a minute."""
 
 
-class BusCluster:
-    """The bus: ``--cluster N`` combined broker+controller nodes of `deploy/cluster.py` (one without it) in
-    ``DATA/bus-cluster/`` (one cluster id kept there, as `python -m deploy.cluster` keeps it), secured as `python -m
-    deploy.cluster --secure` secures one: SASL_SSL with SCRAM on every listener, TLS from make up's CA, ACLs enforced
-    (`deploy/cluster_security.py`), its secrets in ``DATA/secrets``; each service logs in as its own principal with
-    the rights `contracts/bus_acls.py` gives it (`deploy/acls.py`)."""
+def primary_bus(data_dir: Path, args: argparse.Namespace, metrics_port: int) -> SecuredBus:
+    """The primary's bus: ``--cluster N`` nodes (one without it) in ``DATA/bus-cluster``, its secrets (and the CA
+    both sites share) in ``DATA/secrets``."""
+    directory = data_dir / "bus-cluster"
+    return SecuredBus("bus", directory, cluster.plan(args.cluster or 1, args.host, args.kafka_port, directory,
+                                                     args.controller_port),
+                      ClusterSecurity.ensure(secrets_dir(data_dir)), Role.ACTIVE, metrics_port)
 
-    def __init__(self, data_dir: Path, args: argparse.Namespace, security: ClusterSecurity, metrics_port: int) -> None:
-        self.dir = data_dir / "bus-cluster"
-        if (self.dir / "cluster.id").exists() and not (self.dir / "secured").exists():
-            raise SystemExit(f"{self.dir} holds a bus made without security by an earlier make up: remove it (its "
-                             f"topics are lost) or use another --data-dir")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "secured").touch()
-        self.security = security
-        self.metrics_port = metrics_port
-        self.nodes = cluster.plan(args.cluster or 1, args.host, args.kafka_port, self.dir, args.controller_port)
-        self.id = cluster.cluster_id(self.dir)
-        self.bootstrap = ",".join(node.bootstrap for node in self.nodes)
-        self.processes = cluster.NodeProcesses(self.dir, security)
-        self.config_file = data_dir / "solution.toml"
-        self.admin = security.client_properties() | {"bootstrap.servers": self.bootstrap}
-        """The super user's client settings (Java keys), to wait for the nodes and apply the ACLs."""
 
-    def solution_config(self, config: Config, console_url: str) -> Config:
-        """The loaded config with ``[bus] bootstrap_servers`` replaced by the cluster's, ``client_properties_dir``
-        naming ``DATA/secrets`` and the console's certificate (HTTPS), written to ``DATA/solution.toml``: what every
-        child is given with ``--config``, so each reads its principal's client properties there."""
-        bus = {**config.section("bus"), "bootstrap_servers": self.bootstrap,
-               bus_client.KEY: str(self.security.directory)}
-        data = {**config.data, "bus": bus, "console": {**config.section("console"), **self.console_tls(),
-                                                                "url": console_url}}
-        self.config_file.write_text(tomli_w.dumps(data))
-        return Config(data, self.config_file)
+def dr_bus(data_dir: Path, dr: dr_site.DrSettings) -> SecuredBus:
+    """The DR site's bus: one node on ``[dr] bootstrap_servers`` / ``controller_port`` in ``DATA/dr/bus-cluster``,
+    its own passwords in ``DATA/secrets/dr``, the primary's CA."""
+    directory = dr.data_dir / "bus-cluster"
+    return SecuredBus("dr bus", directory, cluster.plan(1, dr.host, dr.port, directory, dr.controller_port),
+                      ClusterSecurity.ensure(dr_secrets_dir(data_dir), ca_directory=secrets_dir(data_dir)),
+                      Role.STANDBY)
 
-    def console_tls(self) -> dict[str, str]:
-        """The console's HTTPS: its certificate from make up's CA (for the bus's host, localhost and 127.0.0.1)."""
-        chain, key = self.security.server_certificate("console", self.nodes[0].host)
-        return {"tls_cert": str(chain), "tls_key": str(key)}
 
-    def start(self) -> None:
-        for node in self.nodes:
-            metrics = {"bus.metrics.listener": f"{node.host}:{self.metrics_port}"} \
-                if self.metrics_port and node is self.nodes[0] else {}
-            self.processes.launch(node, self.nodes, self.id, cluster.replication_defaults(len(self.nodes)) | metrics)
+def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls: dict[str, str],
+                    console_url: str) -> Config:
+    """The loaded config with ``[bus]`` and ``[dr]`` naming the two secured buses (``bootstrap_servers``,
+    ``client_properties_dir``) and the console's certificate (HTTPS), written to ``DATA/solution.toml``: what every
+    child is given with ``--config``, so each reads its principal's client properties there."""
+    path = bus.security.directory.parent / "solution.toml"
+    data = {**config.data,
+            "bus": {**config.section("bus"), "bootstrap_servers": bus.bootstrap,
+                    bus_client.KEY: str(bus.security.directory)},
+            "dr": {**config.section("dr"), "bootstrap_servers": dr.bootstrap,
+                   bus_client.KEY: str(dr.security.directory)},
+            "console": {**config.section("console"), **console_tls, "url": console_url}}
+    path.write_text(tomli_w.dumps(data))
+    return Config(data, path)
 
-    def ready(self) -> list[str]:
-        """Wait for the quorum and for every broker to be registered (the monitor and the surveillance service
-        create topics at start, with up to three replicas), then the status lines; TimeoutError if they do not come."""
-        leader = cluster.wait_for_quorum(self.bootstrap, len(self.nodes), CLUSTER_START_S, self.admin)
-        for node in self.nodes:
-            cluster.wait_for_broker(self.bootstrap, node.node_id, CLUSTER_START_S, self.admin)
-        metrics = f"  (metrics http://{self.nodes[0].host}:{self.metrics_port}/metrics)" if self.metrics_port else ""
-        return [f"  {'bus':<14} {len(self.nodes)} node(s) (broker+controller), quorum leader {leader}, "
-                f"cluster id {self.id}  (logs {self.dir}/node-*.log){metrics}",
-                *(f"  {'':<14}{cluster.describe(node)}" for node in self.nodes),
-                f"  {'':<14} Kafka bootstrap.servers={self.bootstrap}  SASL_SSL, SCRAM-SHA-512, CA "
-                f"{self.security.truststore}; as the super user: --command-config "
-                f"{bus_client.properties_file(self.security.directory, ADMIN)}  (the services' config: "
-                f"{self.config_file})"]
 
-    def grant(self, config: Config) -> str:
-        """Every principal's credential and client properties, and the ACL table applied; the status line."""
-        passwords = acls.ensure_principals(self.security.directory, self.bootstrap, self.security.truststore,
-                                           self.security.passwords[ADMIN_USER])
-        created, deleted = acls.apply(self.admin, Topics.from_config(config), passwords)
-        return (f"  {'bus identities':<14} {len(passwords)} principals, a properties file each in "
-                f"{self.security.directory} (0600); ACLs: {created} created, {deleted} removed  "
-                f"(python -m deploy.acls --show --data-dir {self.config_file.parent})")
-
-    def stop(self) -> None:
-        self.processes.stop(CLUSTER_STOP_S)
+def console_tls(bus: SecuredBus) -> dict[str, str]:
+    """The console's HTTPS: its certificate from make up's CA (for the bus's host, localhost and 127.0.0.1)."""
+    chain, key = bus.security.server_certificate("console", bus.nodes[0].host)
+    return {"tls_cert": str(chain), "tls_key": str(key)}
 
 
 def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[str], str]]:
@@ -192,6 +157,10 @@ def _cameras_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, lis
 
 def secrets_dir(data_dir: Path) -> Path:
     return data_dir / "secrets"
+
+
+def dr_secrets_dir(data_dir: Path) -> Path:
+    return secrets_dir(data_dir) / "dr"
 
 
 def s3_key_file(data_dir: Path, component: str) -> Path:
@@ -318,7 +287,7 @@ def _down(data_dir: Path, timeout: float = DOWN_WAIT_S) -> int:
 
 def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers: dict[str, subprocess.Popen[bytes]],
           video_job: launch.SparkJob | None, pipeline: Pipeline | None, site: dr_site.DrSite | None,
-          bus: BusCluster | None) -> None:
+          buses: list[SecuredBus]) -> None:
     """Everything that works against the servers at once (the Spark jobs finish their batch, the services commit),
     then the servers, then a cluster's nodes (brokers first, in a controlled shutdown): each step bounded."""
     stopping = shutdown.Shutdown(data_dir)
@@ -332,8 +301,8 @@ def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers:
         first["dr site loaders and gateway"] = site.stop
     stopping.phase(first)
     stopping.phase({name: partial(shutdown.terminate, child) for name, child in servers.items()})
-    if bus is not None:  # last: the other services finished their work against it
-        stopping.phase({"bus": bus.stop})
+    # last: the other services finished their work against them
+    stopping.phase({bus.name: bus.stop for bus in buses})
     (data_dir / "up.pid").unlink(missing_ok=True)
     stopping.done()
 
@@ -386,31 +355,33 @@ def main(argv: list[str] | None = None) -> int:
     services: dict[str, subprocess.Popen[bytes]] = {}
     lines = [ensure_secrets(data_dir)]
     dr = dr_site.DrSettings.from_config(config, data_dir)
-    bus = BusCluster(data_dir, args, ClusterSecurity.ensure(secrets_dir(data_dir)),
-                     int(config.get("bus", "metrics_port", 0)))
+    bus = primary_bus(data_dir, args, int(config.get("bus", "metrics_port", 0)))
+    buses = [bus, dr_bus(data_dir, dr)]
     bootstrap = bus.bootstrap
-    config = bus.solution_config(config, _console_url(args))  # every child: --config DATA/solution.toml
+    # every child: --config DATA/solution.toml
+    config = solution_config(config, bus, buses[1], console_tls(bus), _console_url(args))
     args.config = config.path
-    bus.start()
-    for name, cmd, where in _services(data_dir, args) + dr_site.cluster_services(dr):
+    for site_bus in buses:
+        site_bus.start()
+    for name, cmd, where in _services(data_dir, args):
         child = _start(data_dir, name, cmd)
         children.append(child)
         servers[name] = child
         lines.append(f"  {name:<14} {where}")
     time.sleep(1.5)
-    ready = (_wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
-             and _wait_for(dr.host, dr.port, 30))
+    ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
     failed = [c for c in children if c.poll() is not None]
-    if ready and not failed:
-        try:
-            lines[0:0] = bus.ready()
-            lines.insert(len(bus.nodes) + 2, bus.grant(config))
+    topics = Topics.from_config(config)
+    for position, site_bus in enumerate(buses if ready and not failed else ()):
+        try:  # the primary's lines first, the DR site's after them, before the other servers'
+            lines[0 if position == 0 else len(bus.nodes) + 2:0] = [*site_bus.ready(), site_bus.grant(topics)]
         except (TimeoutError, AdminError) as exc:
-            print(f"bus: {exc}", file=sys.stderr)
+            print(f"{site_bus.name}: {exc}", file=sys.stderr)
             ready = False
+            break
     if failed or not ready:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
-        _stop(data_dir, services, servers, None, None, None, bus)
+        _stop(data_dir, services, servers, None, None, None, buses)
         return 1
 
     def start(name: str, cmd: list[str]) -> None:
@@ -481,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                 next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
     print("stopping ...", flush=True)
-    _stop(data_dir, services, servers, video_job, pipeline, site, bus)
+    _stop(data_dir, services, servers, video_job, pipeline, site, buses)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Everything runs on free ports under the drill's work directory so a drill never touches `make up`'s
 services. A site's ingest job is the real one (`spark_jobs/ingest_captures.py`); the DR site's publishes
-its stats and dead letters beside the mirrored topics (``deploy.dr_site.DR_PREFIX``), because the mirror
+its stats and dead letters beside the mirrored topics (``contracts.topics.DR_PREFIX``), because the mirror
 must be the only writer of a topic it mirrors into.
 """
 
@@ -24,8 +24,8 @@ from thriftpy2.thrift import TException
 
 from contracts.config import Config
 from contracts.tables import captures
-from contracts.topics import Topics
-from deploy.dr_site import DR_PREFIX, broker_command, mirror_properties
+from contracts.topics import DR_PREFIX, Topics
+from deploy.dr_site import broker_command, mirror_properties
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -168,13 +168,13 @@ def _whole(key: str, value: str, low: int) -> int:
 
 
 def defaults_from(solution: Config) -> dict[str, str]:
-    """The solution config's part: the bus as the `mirror` principal reaches it (`source.*` cluster keys, a
-    secret among them when the bus is secured), [dr]'s bootstrap (PLAINTEXT), data topics included, control
+    """The solution config's part: the two sites' buses as the `mirror` principal reaches them (`source.*` from
+    [bus], `target.*` from [dr]: a secret among them when a bus is secured), data topics included, control
     excluded."""
     topics = Topics.from_config(solution)
     return {
         **{f"source.{key}": value for key, value in bus_client.java(solution, "mirror").items()},
-        "target.bootstrap.servers": solution.get("dr", "bootstrap_servers", "127.0.0.1:19092"),
+        **{f"target.{key}": value for key, value in bus_client.java(solution, "mirror", section=bus_client.DR).items()},
         "topics": ",".join(re.escape(t) for t in topics.data()),
         "topics.exclude": ",".join([*DEFAULT_TOPICS_EXCLUDE, *(re.escape(t) for t in topics.control())]),
     }

@@ -235,10 +235,11 @@ def prepare(args: argparse.Namespace, config: Config, bus: dict[str, str], loade
 
     ensure_video_tables(loader_conn)
     count = partitions(config)
-    topics = {args.status_topic: count, args.results_topic: count}
+    # A DR site's loader (--loader-only) reads topics the mirror makes there: the mirror is their only maker and
+    # writer, so the loader never creates them (its source picks each up once it exists).
     if not args.loader_only:
-        topics[args.commands_topic] = 1
-    open_producer(bus).ensure_topics(topics)
+        open_producer(bus).ensure_topics({args.status_topic: count, args.results_topic: count,
+                                          args.commands_topic: 1})
 
 
 def start_query(spark: Any, args: argparse.Namespace, bus_options: dict[str, str], handler: Handler) -> Any:

@@ -62,12 +62,14 @@ class LoaderSettings:
     """How long hits are kept (``[retention] hits_days``), given to the tables this loader creates."""
 
     @classmethod
-    def from_config(cls, config: Config, bootstrap: str | None = None, **overrides: Any) -> LoaderSettings:
-        """The settings from ``config``; ``bootstrap`` (``--bootstrap-server``) overrides where the bus is, the other
+    def from_config(cls, config: Config, bootstrap: str | None = None, principal: str = PRINCIPAL,
+                    **overrides: Any) -> LoaderSettings:
+        """The settings from ``config``; ``bootstrap`` (``--bootstrap-server``) overrides where the bus is,
+        ``principal`` (``--bus-principal``: the DR site's loaders are ``dr-loaders``) whose identity it uses, the other
         ``overrides`` (None: not given) replace fields."""
         default = cls()
         values = {
-            "bus": bus_client.librdkafka(config, PRINCIPAL, bootstrap),
+            "bus": bus_client.librdkafka(config, principal, bootstrap),
             "hbase_host": config.get("hbase", "host", default.hbase_host),
             "hbase_port": config.get("hbase", "port", default.hbase_port),
             "group_id": config.get("surveillance", "loader_group", default.group_id),
@@ -185,11 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbase-host", help="override [hbase] host")
     parser.add_argument("--hbase-port", type=int, help="override [hbase] port")
     parser.add_argument("--group", dest="group_id", help="consumer group (default surveillance-loader)")
+    parser.add_argument("--bus-principal", choices=bus_client.PRINCIPALS, default=PRINCIPAL,
+                        help=f"the bus identity to log in as (default {PRINCIPAL}; the DR site's: dr-loaders)")
     add_log_flags(parser)
     args = parser.parse_args(argv)
     setup_logs("hit-loader", args.log_format, args.log_level)
     try:
-        settings = LoaderSettings.from_config(config, args.bootstrap_server,
+        settings = LoaderSettings.from_config(config, args.bootstrap_server, args.bus_principal,
                                               hbase_host=args.hbase_host, hbase_port=args.hbase_port,
                                               group_id=args.group_id)
     except bus_client.BusCredentialsError as exc:

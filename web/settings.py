@@ -50,6 +50,9 @@ class ConsoleSettings:
     topics: Topics = field(default_factory=Topics)
     dr: dict[str, object] = field(default_factory=dict)
     """The ``[dr]`` section as it is (the DR page reads the mirror's metrics port and the drill reports dir)."""
+    dr_bus: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:19092"}, repr=False)
+    """The console's client settings for the DR site's bus (librdkafka's keys, ``[dr] client_properties_dir``): the
+    DR page reads the mirror's checkpoints there. They may hold its password: never logged."""
     prometheus_url: str = ""
     """Prometheus's address, linked from the monitoring page ("": no link). ``[prometheus] url``; `make up
     PROMETHEUS=1` passes the one it starts (``--prometheus-url``)."""
@@ -104,6 +107,7 @@ class ConsoleSettings:
             "topics": Topics.from_config(config),
             "retention": Retention.from_config(config),
             "dr": config.section("dr"),
+            "dr_bus": bus_client.librdkafka(config, PRINCIPAL, section=bus_client.DR),
             "prometheus_url": str(config.get("prometheus", "url", "")).rstrip("/"),
             "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")
             or console_alertmanager_url(config.section("monitoring")),

@@ -1,6 +1,6 @@
-"""The mirror's bus identity: its clients of the primary bus take the `mirror` principal's settings (MM2's
-`primary.*` cluster keys written by deploy/dr_site.py), the DR bus stays PLAINTEXT, and the password never
-leaves an owner-only file (no repr, no world-readable properties)."""
+"""The mirror's bus identity: its clients of both buses take the `mirror` principal's settings of that site (MM2's
+`primary.*` and `dr.*` cluster keys written by deploy/dr_site.py), and the passwords never leave an owner-only file
+(no repr, no world-readable properties)."""
 
 from __future__ import annotations
 
@@ -27,16 +27,21 @@ SECURED = {"bootstrap.servers": "primary:9094", "security.protocol": "SASL_SSL",
            "sasl.jaas.config": JAAS, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/abs/ca.pem"}
 
 
+DR_SECURED = {**SECURED, "bootstrap.servers": "dr:19094", "sasl.jaas.config": JAAS.replace('"pw"', '"dr-pw"')}
+"""The mirror's settings at the DR site: its own password there, the same CA."""
+
+
 def _config(tmp_path: Path, secured: bool) -> Config:
-    bus: dict[str, Any] = {"bootstrap_servers": "primary:9092"}
-    if secured:
-        directory = tmp_path / "bus-clients"
+    sections: dict[str, dict[str, Any]] = {"bus": {"bootstrap_servers": "primary:9092"},
+                                           "dr": {"bootstrap_servers": "dr:19092"}}
+    for section, settings in (("bus", SECURED), ("dr", DR_SECURED)) if secured else ():
+        directory = tmp_path / f"{section}-clients"
         directory.mkdir()
         file = directory / "mirror.properties"
-        file.write_text("".join(f"{key}={value}\n" for key, value in SECURED.items()))
+        file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         file.chmod(0o600)
-        bus["client_properties_dir"] = str(directory)
-    return Config({"bus": bus, "dr": {"bootstrap_servers": "dr:19092"}})
+        sections[section]["client_properties_dir"] = str(directory)
+    return Config(sections)
 
 
 def _mirror_settings(tmp_path: Path, secured: bool, primary: str = "primary:9094") -> tuple[Path, Settings]:
@@ -52,8 +57,10 @@ def test_the_generated_properties_carry_the_mirror_principal_for_the_primary_onl
     text = props.read_text()
     assert "primary.security.protocol = SASL_SSL" in text and "primary.sasl.mechanism = SCRAM-SHA-512" in text
     assert f"primary.sasl.jaas.config = {JAAS}" in text and "primary.ssl.truststore.location = /abs/ca.pem" in text
+    assert "dr.security.protocol = SASL_SSL" in text
+    assert f"dr.sasl.jaas.config = {DR_SECURED['sasl.jaas.config']}" in text
     assert settings.source_cluster == SECURED
-    assert settings.target_cluster == {"bootstrap.servers": "dr:19092"}  # the DR bus: PLAINTEXT for now
+    assert settings.target_cluster == {**DR_SECURED, "bootstrap.servers": "dr:19092"}  # make up's [dr] address
     assert "pw" not in repr(settings) and "jaas" not in repr(settings)
 
 
@@ -86,7 +93,7 @@ def test_a_password_with_a_backslash_survives_the_properties_file(tmp_path: Path
 def test_properties_holding_a_secret_open_to_others_stop_the_mirror(tmp_path: Path) -> None:
     props, _settings = _mirror_settings(tmp_path, secured=True)
     props.chmod(0o640)
-    with pytest.raises(SettingsError, match=r"primary\.sasl\.jaas\.config") as raised:
+    with pytest.raises(SettingsError, match=r"(primary|dr)\.sasl\.jaas\.config") as raised:
         load(props, {})
     assert "pw" not in str(raised.value)
 
@@ -106,7 +113,7 @@ def test_the_legacy_flags_reach_the_bus_as_the_mirror_principal(tmp_path: Path) 
     settings = from_legacy_flags(consumer_config=None, producer_config=None, include=None, exclude=None, streams=1,
                                  solution_defaults=defaults)
     assert settings.source_cluster == SECURED
-    assert settings.target_cluster == {"bootstrap.servers": "dr:19092"}
+    assert settings.target_cluster == DR_SECURED
     consumer = tmp_path / "consumer.properties"
     consumer.write_text("bootstrap.servers=other:1\nfetch.min.bytes=5\n")
     settings = from_legacy_flags(consumer_config=consumer, producer_config=None, include=None, exclude=None,
@@ -135,7 +142,7 @@ class _Recorder:
         pass
 
 
-def test_every_client_of_the_primary_takes_the_principal_settings(tmp_path: Path,
+def test_every_client_of_either_bus_takes_that_sites_principal_settings(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _props, settings = _mirror_settings(tmp_path, secured=True)
     admins: Any = _Recorder()  # also the checkpointer's admin clients, which it does not call here
@@ -152,11 +159,12 @@ def test_every_client_of_the_primary_takes_the_principal_settings(tmp_path: Path
     checkpoints.Checkpointer(settings, admins, admins, Registry(), MirrorMetrics())
     assert [c["client.id"] for c in admins.configs] == ["dr-mirror-source-admin", "dr-mirror-target-admin"]
     assert {k: admins.configs[0][k] for k in SECURED} == SECURED
-    assert admins.configs[1]["bootstrap.servers"] == "dr:19092" and "security.protocol" not in admins.configs[1]
+    at_dr = {**DR_SECURED, "bootstrap.servers": "dr:19092"}
+    assert {k: admins.configs[1][k] for k in at_dr} == at_dr
     syncs_producer, checkpoints_producer = producers.configs
     assert {k: syncs_producer[k] for k in SECURED} == SECURED
     assert {k: consumers.configs[0][k] for k in SECURED} == SECURED
-    assert checkpoints_producer["bootstrap.servers"] == "dr:19092" and "sasl.jaas.config" not in checkpoints_producer
+    assert {k: checkpoints_producer[k] for k in at_dr} == at_dr
 
     # The workers' own connections: fetches from the primary, produces to the DR bus.
     securities: list[dict[str, str]] = []
@@ -171,7 +179,7 @@ def test_every_client_of_the_primary_takes_the_principal_settings(tmp_path: Path
     task = Worker(0, settings, Registry(), store, {}, MirrorMetrics())
     task.stopping.set()
     task.run()
-    assert securities == [SECURED, {"bootstrap.servers": "dr:19092"}]
+    assert securities == [SECURED, at_dr]
 
 
 def test_settings_that_cannot_work_stop_the_mirror_instead_of_waiting() -> None:

@@ -1,4 +1,5 @@
-"""The DR site under `make up`: the DR bus, the mirror (data topics only) and, with --dr-site, DR HBase + loaders."""
+"""The DR site under `make up`: the DR bus (secured, its own identities), the mirror (data topics only) and, with
+--dr-site, DR HBase + loaders (as the dr-loaders principal)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from pathlib import Path
 
 import happybase
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from contracts import bus_client
 from contracts.config import load
 from contracts.topics import Topics
 from deploy.dr_site import DrSettings, loaders_config, mirror_properties
 from dr_mirror.settings import load as load_properties
 from tests.integration._ingest_support import poll, row_counts, simulate
 from tests.support.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, down, write_config
+from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = Topics()
@@ -70,7 +73,13 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         said = out.read_text()
         assert proc.poll() is None, said
         assert f"127.0.0.1:{ports['dr']}" in said and "dr mirror" in said and "dr ingest job" in said, said
-        primary, dr = bus_settings(data_dir), {"bootstrap.servers": f"127.0.0.1:{ports['dr']}"}
+        primary, dr = bus_settings(data_dir), bus_settings(data_dir, section="dr")  # each site's super user
+        assert dr["bootstrap.servers"] == f"127.0.0.1:{ports['dr']}" and dr["security.protocol"] == "SASL_SSL"
+        assert dr["sasl.password"] != primary["sasl.password"]  # the DR site's own credentials
+        with pytest.raises(KafkaException):  # no client without its identity at the DR site either
+            AdminClient({"bootstrap.servers": dr["bootstrap.servers"], "log_level": 0}).list_topics(timeout=5)
+        loaders = load(data_dir / "dr" / "solution.toml")
+        assert bus_client.properties_dir(loaders) == data_dir / "secrets" / "dr"  # as dr-loaders, at the DR site
         control = Producer(bus_settings(data_dir, "console"))  # the console's principal writes commands
         control.produce(TOPICS.control_watchlist, b"{}", b"w1")
         assert control.flush(30) == 0
@@ -79,6 +88,12 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
+        password = (data_dir / "console" / "admin_password").read_text().strip()
+        with console_client(data_dir, ports["console"]) as console:  # its DR page reads the DR bus as `console`
+            token = console.post("/api/v1/auth/token", data={"username": "admin", "password": password}).json()
+            shown = console.get("/api/v1/dr/checkpoints",
+                                headers={"Authorization": f"Bearer {token['access_token']}"})
+            assert shown.status_code == 200, shown.text
         conn = happybase.Connection("127.0.0.1", ports["drh"], timeout=60_000)
         landed = lambda: row_counts(conn)  # noqa: E731 - read again on every poll
         # The DR ingest job starts with make up and reads the mirrored topics once Spark is up: on a loaded

@@ -3,11 +3,13 @@
 The bus is a one-node secured cluster started by the code `make up` uses (`deploy.cluster` with
 `deploy.cluster_security`, its secrets in a `secrets/` directory), the identities made and the table applied by
 `deploy.acls`; the clients are confluent-kafka's, configured from each principal's properties file through
-`contracts.bus_client`, as the services are.
+`contracts.bus_client`, as the services are. A second such bus stands for the DR site: the table applied in the
+standby role, its own passwords, the first one's CA.
 """
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import uuid
 from collections.abc import Iterator
@@ -18,9 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts import bus_client
-from contracts.bus_acls import MATRIX, all_bindings
+from contracts.bus_acls import CHECKPOINT_TOPICS, MATRIX, Role, all_bindings
 from contracts.config import Config
-from contracts.topics import Topics
+from contracts.topics import DR_PREFIX, Topics
 from deploy import acls, cluster
 from deploy.cluster_security import ADMIN_USER, ClusterSecurity
 from tests.support.ports import free_port
@@ -70,13 +72,13 @@ class SecuredBus:
             consumer.close()
 
 
-@pytest.fixture(scope="module")
-def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
-    data = tmp_path_factory.mktemp("secured")
+@contextlib.contextmanager
+def _secured_bus(data: Path, role: Role, ca_directory: Path | None = None) -> Iterator[SecuredBus]:
+    """A one-node secured bus in ``data`` with the table applied in ``role`` and the solution's topics made."""
     secrets = data / "secrets"
     port = free_port()
     nodes = cluster.plan(1, "127.0.0.1", port, data / "bus", free_port())
-    security = ClusterSecurity.ensure(secrets)
+    security = ClusterSecurity.ensure(secrets, ca_directory)
     processes = cluster.NodeProcesses(data, security)
     (data / "bus").mkdir()
     processes.launch(nodes[0], nodes, cluster.cluster_id(data / "bus"), cluster.replication_defaults(1))
@@ -85,8 +87,9 @@ def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
         cluster.wait_for_quorum(nodes[0].bootstrap, 1, 60, admin_java)
         passwords = acls.ensure_principals(secrets, nodes[0].bootstrap, security.truststore,
                                            security.passwords[ADMIN_USER])
-        created, deleted = acls.apply(bus_client.read_properties(secrets / "admin.properties"), TOPICS, passwords)
-        assert (created, deleted) == (len(set(all_bindings(TOPICS))), 0)
+        created, deleted = acls.apply(bus_client.read_properties(secrets / "admin.properties"), TOPICS, passwords,
+                                      role)
+        assert (created, deleted) == (len(set(all_bindings(TOPICS, role))), 0)
         admin = AdminClient(bus_client.librdkafka(Config({"bus": {"client_properties_dir": str(secrets)}}, None),
                                                   "admin") | {"log_level": 0})
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in (*TOPICS.data(), *TOPICS.control())]).values():
@@ -94,6 +97,18 @@ def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
         yield SecuredBus(secrets, nodes[0].bootstrap)
     finally:
         processes.stop(30)
+
+
+@pytest.fixture(scope="module")
+def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
+    with _secured_bus(tmp_path_factory.mktemp("secured"), Role.ACTIVE) as active:
+        yield active
+
+
+@pytest.fixture(scope="module")
+def standby(bus: SecuredBus, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBus]:
+    with _secured_bus(tmp_path_factory.mktemp("standby"), Role.STANDBY, ca_directory=bus.secrets) as site:
+        yield site
 
 
 def test_properties_files_are_owner_only_and_applying_again_changes_nothing(bus: SecuredBus) -> None:
@@ -182,6 +197,11 @@ def test_show_prints_one_binding_a_line(capsys: pytest.CaptureFixture[str]) -> N
     assert acls.main(["--show"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(all_bindings(TOPICS)) + 1
+    assert not any(line.startswith("User:dr-loaders") for line in lines)  # the active site's table
+    assert acls.main(["--show", "--role", "standby"]) == 0
+    standby = capsys.readouterr().out.splitlines()
+    assert f"User:dr-loaders        ALLOW WRITE            TOPIC    LITERAL  {DR_PREFIX}{TOPICS.ingest_stats}" \
+        in standby
     assert "User:simulator         ALLOW WRITE            TOPIC    LITERAL  capture.vehicle" in lines
     assert not any(line.startswith("User:simulator") and "capture.face" in line and " READ " in line for line in lines)
     assert not any(" DELETE " in line for line in lines)
@@ -191,3 +211,55 @@ def test_show_refuses_a_missing_config(capsys: pytest.CaptureFixture[str], tmp_p
     with pytest.raises(SystemExit) as refused:
         acls.main(["--show", "--config", str(tmp_path / "absent.toml")])
     assert refused.value.code == 2 and "absent.toml" in capsys.readouterr().err
+
+
+def test_at_the_standby_site_the_mirror_makes_and_writes_the_copies(standby: SecuredBus) -> None:
+    """What the mirror does at its target: create a data topic, grow it, keep its configs in line, write it and its
+    checkpoints, commit a group's translated offsets; a control topic stays out of its reach."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+    admin = AdminClient({**standby.settings("mirror"), "log_level": 0})
+    name = TOPICS.vehicle
+    superuser = AdminClient({**standby.settings("admin"), "log_level": 0})
+    superuser.delete_topics([name])[name].result(30)  # as the mirror finds it at first: absent
+    for _ in range(50):
+        with contextlib.suppress(KafkaException):
+            admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+            break
+    assert name in admin.list_topics(timeout=10).topics
+    admin.create_partitions([NewPartitions(name, 2)])[name].result(30)
+    entry = ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)
+    next(iter(admin.incremental_alter_configs([ConfigResource("topic", name, incremental_configs=[entry])])
+              .values())).result(30)
+    assert standby.produce("mirror", name) is None
+    assert standby.produce("mirror", CHECKPOINT_TOPICS[0]) is None  # created on first write (auto-creation)
+    offsets = ConsumerGroupTopicPartitions("spark-kafka-source-x", [TopicPartition(name, 0, 1)])
+    admin.alter_consumer_group_offsets([offsets])["spark-kafka-source-x"].result(30)
+    for topic in (TOPICS.control_watchlist, DR_PREFIX + TOPICS.ingest_stats):
+        error = standby.produce("mirror", topic)
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
+
+
+def test_at_the_standby_site_the_loaders_read_the_copies_and_write_only_their_own(standby: SecuredBus) -> None:
+    assert standby.produce("admin", TOPICS.face) is None
+    assert standby.consume("dr-loaders", TOPICS.face, "spark-dr-ingest") is None
+    assert standby.consume("dr-loaders", TOPICS.surveillance_hits, "surveillance-loader") is None
+    assert standby.produce("dr-loaders", DR_PREFIX + TOPICS.ingest_stats) is None
+    for topic in (TOPICS.ingest_stats, TOPICS.face, TOPICS.deadletter):  # the mirror is their only writer
+        error = standby.produce("dr-loaders", topic)
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
+
+
+def test_the_sites_roles_keep_each_principal_to_its_side(bus: SecuredBus, standby: SecuredBus) -> None:
+    """At the active site the mirror only reads and the DR loaders have nothing; a password of one site opens
+    nothing at the other."""
+    error = bus.produce("mirror", TOPICS.vehicle)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    error = bus.consume("dr-loaders", TOPICS.face, "spark-dr-ingest")
+    assert error is not None and error.code() in DENIED
+    assert standby.settings("console")["sasl.password"] != bus.settings("console")["sasl.password"]
+    crossed = AdminClient({**standby.settings("console"), "sasl.password": bus.settings("console")["sasl.password"],
+                           "log_level": 0})
+    with pytest.raises(KafkaException):
+        crossed.list_topics(timeout=10)

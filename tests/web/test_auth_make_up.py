@@ -87,9 +87,10 @@ def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str, p
     return proc, output
 
 
-def bus_settings(data_dir: Path, principal: str = "admin") -> dict[str, str]:
-    """librdkafka settings for `principal` on make up's secured bus (from DATA/solution.toml and its properties)."""
-    return bus_client.librdkafka(load_config(data_dir / "solution.toml"), principal)
+def bus_settings(data_dir: Path, principal: str = "admin", section: str = bus_client.SECTION) -> dict[str, str]:
+    """librdkafka settings for `principal` on make up's secured bus (from DATA/solution.toml and its properties);
+    ``section="dr"``: on the DR site's bus."""
+    return bus_client.librdkafka(load_config(data_dir / "solution.toml"), principal, section=section)
 
 
 def console_client(data_dir: Path, port: int, **kwargs: object) -> httpx.Client:
@@ -144,25 +145,31 @@ def _nowhere_else(data_dir: Path, output: str, secrets: list[str]) -> None:
 
 
 def _bus_is_secured(data_dir: Path, output: str) -> list[str]:
-    """Each principal has its owner-only properties file; the bus refuses PLAINTEXT and a wrong password, takes the
-    admin's; its ACLs are the table's. Returns the bus passwords (to look for them where they must not be)."""
-    secrets_dir = data_dir / "secrets"
-    assert (secrets_dir / "ca.pem").exists() and "SASL_SSL" in output, output
+    """At each site (the primary's bus, then the DR site's): each principal has its owner-only properties file; the
+    bus refuses PLAINTEXT and a wrong password, takes the admin's; its ACLs are the table's in the site's role.
+    Returns the bus passwords of both sites (to look for them where they must not be)."""
+    assert (data_dir / "secrets" / "ca.pem").exists() and "SASL_SSL" in output, output
     passwords = []
-    for principal in bus_client.PRINCIPALS:
-        settings = bus_settings(data_dir, principal)  # read_properties refuses a file open to others
-        assert settings["security.protocol"] == "SASL_SSL" and settings["sasl.username"] == principal
-        passwords.append(settings["sasl.password"])
-    admin = bus_settings(data_dir)
-    assert AdminClient(admin).list_topics(timeout=30).topics is not None
-    refused = [{"bootstrap.servers": admin["bootstrap.servers"]},  # PLAINTEXT on a SASL_SSL listener
-               {**admin, "sasl.password": "guessed"}]
-    for settings in refused:
-        with pytest.raises(KafkaException):
-            AdminClient({**settings, "log_level": 0}).list_topics(timeout=5)
-    shown = subprocess.run([sys.executable, "-m", "deploy.acls", "--show", "--data-dir", str(data_dir)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60, check=True).stdout
-    assert "User:console" in shown and "User:simulator" in shown, shown
+    for section in (bus_client.SECTION, bus_client.DR):
+        for principal in bus_client.PRINCIPALS:
+            settings = bus_settings(data_dir, principal, section)  # read_properties refuses a file open to others
+            assert settings["security.protocol"] == "SASL_SSL" and settings["sasl.username"] == principal
+            assert settings["ssl.ca.location"] == str(data_dir / "secrets" / "ca.pem")  # one CA for both sites
+            passwords.append(settings["sasl.password"])
+        admin = bus_settings(data_dir, section=section)
+        assert AdminClient(admin).list_topics(timeout=30).topics is not None
+        refused = [{"bootstrap.servers": admin["bootstrap.servers"]},  # PLAINTEXT on a SASL_SSL listener
+                   {**admin, "sasl.password": "guessed"}]
+        for settings in refused:
+            with pytest.raises(KafkaException):
+                AdminClient({**settings, "log_level": 0}).list_topics(timeout=5)
+    assert len(set(passwords)) == len(passwords), "every principal of each site has a password of its own"
+    for role, present, absent in (("active", "User:simulator", "User:dr-loaders"),
+                                  ("standby", "User:dr-loaders", "mm2-offset-syncs.")):
+        shown = subprocess.run([sys.executable, "-m", "deploy.acls", "--show", "--role", role, "--data-dir",
+                                str(data_dir)], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+        assert "User:console" in shown and present in shown and absent not in shown, shown
+        assert f"ACLs of the {role} site:" in output, output
     return passwords
 
 

@@ -1,7 +1,8 @@
 """The console's bus identity, without a broker: every bus client the console process makes (its admin client, the
 audit producer and loader, the SSE hub, the messages reader, the video and surveillance command producers, the
 DescribeLogDirs connections) starts from principal ``console``'s settings (``[bus] client_properties_dir``), or
-from the plain bootstrap without it; the DR site's bus stays PLAINTEXT. And a command the bus's ACLs refuse the
+from the plain bootstrap without it; the DR page's reader from principal
+``console``'s settings at the DR site (``[dr] client_properties_dir``). And a command the bus's ACLs refuse the
 console's identity is a 403 naming what it may not do, never a 500 or a 503.
 """
 
@@ -34,6 +35,7 @@ BOOTSTRAP = "127.0.0.1:19093"
 SECURED = "broker.example:9094"
 RESOLVED = ClientSecurity("SASL_SSL")
 """What the fake ``client_security`` resolves (the real one would read the trust store)."""
+DR_SECURED = "127.0.0.1:19094"
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="console" password="pw";'
 
 
@@ -52,15 +54,16 @@ def console_settings(tmp_path: Path, secured: bool, mode: int = 0o600) -> Consol
     """The console's settings from a config naming a ``console.properties`` (``secured``, with ``mode``) or not."""
     sections: dict[str, Any] = {"bus": {"bootstrap_servers": BOOTSTRAP}, "dr": {"bootstrap_servers": "127.0.0.1:1"},
                                 "console": {"data_dir": str(tmp_path / "console")}}
-    if secured:
-        directory = tmp_path / "clients"
-        directory.mkdir()
-        properties = directory / "console.properties"
-        properties.write_text(f"bootstrap.servers={SECURED}\nsecurity.protocol=SASL_SSL\n"
-                              f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={JAAS}\n"
-                              "ssl.truststore.type=PEM\nssl.truststore.location=/abs/ca.pem\n")
-        properties.chmod(mode)
-        sections["bus"]["client_properties_dir"] = str(directory)
+    if secured:  # each site's bus with its own properties file (the DR site's: another password, same CA)
+        for section, bootstrap, password in (("bus", SECURED, "pw"), ("dr", DR_SECURED, "dr-pw")):
+            directory = tmp_path / f"clients-{section}"
+            directory.mkdir()
+            properties = directory / "console.properties"
+            properties.write_text(f"bootstrap.servers={bootstrap}\nsecurity.protocol=SASL_SSL\n"
+                                  f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={JAAS.replace('pw', password)}\n"
+                                  "ssl.truststore.type=PEM\nssl.truststore.location=/abs/ca.pem\n")
+            properties.chmod(mode)
+            sections[section]["client_properties_dir"] = str(directory)
     return ConsoleSettings.from_config(Config(sections, tmp_path / "solution.toml"))
 
 
@@ -118,8 +121,11 @@ def test_every_client_logs_in_as_console_with_client_properties_dir(tmp_path: Pa
     assert "pw" not in repr(settings)
 
     made = made_clients(settings, monkeypatch)
-    assert made.pop("dr") == {"bootstrap.servers": "127.0.0.1:1", "group.id": "console-dr",
-                              "enable.auto.commit": False, "log_level": 0}  # the DR site stays PLAINTEXT for now
+    assert made.pop("dr") == {"bootstrap.servers": DR_SECURED, "security.protocol": "SASL_SSL",
+                              "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "console", "sasl.password": "dr-pw",
+                              "ssl.ca.location": "/abs/ca.pem", "group.id": "console-dr", "enable.auto.commit": False,
+                              "log_level": 0}  # the DR site's bus, as the console's identity there
+    assert "dr-pw" not in repr(settings)
     assert sorted(made) == ["admin", "audit", "audit-loader", "audit-loader admin", "hub", "messages",
                             "surveillance", "video"]
     for name, config in made.items():
@@ -135,7 +141,7 @@ def test_without_client_properties_dir_clients_get_the_plain_bootstrap(tmp_path:
     assert settings.bus == settings.bus_java == {"bootstrap.servers": BOOTSTRAP}
 
     made = made_clients(settings, monkeypatch)
-    made.pop("dr")
+    assert made.pop("dr")["bootstrap.servers"] == "127.0.0.1:1"  # [dr] with no client_properties_dir: PLAINTEXT
     for name, config in made.items():
         assert config["bootstrap.servers"] == BOOTSTRAP, name
         assert not any(key.startswith(("security.", "sasl.", "ssl.")) for key in config), name

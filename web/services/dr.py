@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,8 @@ READER = "dr_checkpoints"
 class DrSettings:
     """What the console needs of ``[dr]``; paths relative to make up's data dir (the console's data dir's parent)."""
 
-    bootstrap: str = "127.0.0.1:19092"
+    client: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:19092"}, repr=False)
+    """The console's client settings for the DR bus (librdkafka's keys; may hold its password)."""
     metrics_url: str = "http://127.0.0.1:9320/metrics"
     source_alias: str = "primary"
     reports_dir: Path = Path("data/dr/drills")
@@ -66,7 +67,7 @@ class DrSettings:
     @classmethod
     def from_console(cls, settings: ConsoleSettings) -> DrSettings:
         dr = Config({"dr": settings.dr})
-        return cls(bootstrap=str(dr.get("dr", "bootstrap_servers", cls.bootstrap)).split(",")[0],
+        return cls(client=settings.dr_bus,
                    metrics_url=f"http://127.0.0.1:{dr.get('dr', 'mirror_metrics_port', 9320)}/metrics",
                    reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
                    timeout_s=settings.backend_timeout_s)
@@ -137,7 +138,7 @@ class DrService:
     def checkpoints(self) -> list[dict[str, Any]]:
         """The newest MM2 checkpoint per (group, topic, partition) on the DR cluster, with its record time."""
         topic = f"{self.settings.source_alias}.checkpoints.internal"
-        consumer = Consumer({"bootstrap.servers": self.settings.bootstrap, "group.id": "console-dr",
+        consumer = Consumer({**self.settings.client, "group.id": "console-dr",
                              "enable.auto.commit": False, "log_level": 0})
         latest: dict[tuple[str, str, int], dict[str, Any]] = {}
         try:
