@@ -38,6 +38,13 @@ _IPV4 = re.compile(r"(?:0|[1-9]\d{0,2})(?:\.(?:0|[1-9]\d{0,2})){3}")
 _CHECKPOINT_ID = re.compile(r"\d{6}#\d+#\d+#\d+")
 # Province abbreviation + city letter + 5 (blue/yellow) or 6 (green, new energy) characters.
 _PLATE = re.compile(r"[\u4e00-\u9fff][A-Z][A-Z0-9]{5,6}[\u4e00-\u9fff]?")
+IMAGES_BUCKET = "captures"
+# An object in the captures bucket: a relative key without blanks, control characters, "#" or "?" (they would end
+# the key in a URL) or backslashes, and no "." or ".." segment (a key that climbs out of its folder).
+_IMAGE_URL = re.compile(rf"s3://{IMAGES_BUCKET}/(?!\.{{1,2}}(?:/|$))(?!.*/\.{{1,2}}(?:/|$))[^\s#?\\/][^\s#?\\]*")
+IMAGE_ERROR = "image_error"
+"""The field that says why a record has no image (``image_url`` empty): the device sent none, or its upload failed
+for good. A record never names an image that does not exist, and never lacks one without saying why."""
 
 
 class Kind(enum.Enum):
@@ -88,6 +95,12 @@ def is_plate(value: Any) -> bool:
     return isinstance(value, str) and _PLATE.fullmatch(value) is not None
 
 
+def is_image_url(value: Any) -> bool:
+    """An image in the captures bucket (``s3://captures/<key>``), or ``""`` for a capture without one (then the
+    record's :data:`IMAGE_ERROR` says why). A URL naming another bucket or another store is not a capture image."""
+    return isinstance(value, str) and (value == "" or _IMAGE_URL.fullmatch(value) is not None)
+
+
 def _check_feature(value: Any) -> bool:
     try:
         vector = decode_feature(value)
@@ -128,7 +141,7 @@ FIELDS: dict[Kind, tuple[Field, ...]] = {
         Field("passenger_seatbelt", _check_bool, recognized=True),
         Field("lane", _check_int),
         Field("speed_kmh", _check_number),
-        Field("image_url", _check_str),
+        Field("image_url", is_image_url),
     ),
     Kind.FACE: (
         *_COMMON_HEAD,
@@ -138,7 +151,7 @@ FIELDS: dict[Kind, tuple[Field, ...]] = {
         Field("mask", _check_bool, recognized=True),
         Field("hat", _check_bool, recognized=True),
         Field("feature", _check_feature, recognized=True),
-        Field("image_url", _check_str),
+        Field("image_url", is_image_url),
     ),
 }
 
@@ -175,6 +188,8 @@ def validate(kind: Kind, record: Mapping[str, Any]) -> Checked:
             unreadable.append(field.name)
         elif not field.check(value):
             return Checked(Status.INVALID, reason=f"bad {field.name}: {str(value)[:60]!r}")
+    if record["image_url"] == "" and not _check_str(record.get(IMAGE_ERROR)):
+        return Checked(Status.INVALID, reason=f"no image_url and no {IMAGE_ERROR} saying why")
     record = dict(record)
     if unreadable:
         return Checked(Status.UNRECOGNIZED, record, f"unrecognized {','.join(unreadable)}", tuple(unreadable))

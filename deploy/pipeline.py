@@ -31,8 +31,11 @@ class Endpoints:
 
 
 class Pipeline:
-    def __init__(self, data_dir: Path, endpoints: Endpoints, config: Config, rate: float | None = None) -> None:
+    def __init__(self, data_dir: Path, endpoints: Endpoints, config: Config, rate: float | None = None,
+                 simulator_key: Path | None = None) -> None:
         self.data_dir = data_dir
+        self.simulator_key = simulator_key
+        """The simulator's object-store key file (its capture images); None: the simulator looks for one itself."""
         self.endpoints = endpoints
         self.config = config
         self.rate = rate
@@ -74,13 +77,15 @@ class Pipeline:
                     "--map", str(self.map_path)]
         if self.config.path:
             sim_args += ["--config", str(self.config.path)]
+        if self.simulator_key is not None:  # capture images go to `captures`: a key file, never a key on a command line
+            sim_args += ["--s3-credentials", str(self.simulator_key)]
         if self.rate is not None:
             sim_args += ["--rate", str(self.rate)]
         self.simulator = subprocess.Popen(sim_args, cwd=ROOT, stdout=self._log("simulator"),
                                           stderr=subprocess.STDOUT)
         return [
-            f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat"
-            f"  (map: {self.map_path})",
+            f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat, images -> "
+            f"s3://captures  (map: {self.map_path})",
             f"  {'ingest job':<14} spark-submit spark_jobs/ingest_captures.py -> HBase tables vehicle, face, ..."
             f"  (status: {self.status_file})",
         ]

@@ -402,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
     pipeline = video_job = None
     if not args.no_pipeline:
-        pipeline = Pipeline(data_dir, Endpoints(bootstrap, args.host, args.hbase_port), config, args.rate)
+        pipeline = Pipeline(data_dir, Endpoints(bootstrap, args.host, args.hbase_port), config, args.rate,
+                            s3_key_file(data_dir, "simulator"))
         lines += pipeline.start()
         # The service reads the map at start: wait until this run's simulator has written it.
         surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)

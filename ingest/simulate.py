@@ -5,6 +5,11 @@ at ``--rate`` records/s on average (shaped by the daily curve), device heartbeat
 per-device counters to ``device.heartbeat``, saves the deployment map as JSON, keeps a status line
 on stderr and ends with one JSON summary line on stdout (counts are of records the broker
 acknowledged), after ``--count`` records, ``--duration`` seconds, or SIGINT/SIGTERM.
+
+Each capture's image (a JPEG, ``[simulator] image_*``) is uploaded to the object store's ``captures`` bucket before
+its record is published, so ``image_url`` names an object that exists; a record whose image could not be stored is
+published with ``image_url`` empty and ``image_error`` saying why. ``--no-images`` (``[simulator] images = false``)
+publishes records only (nothing uploaded; each says ``image_error`` ``images_off``), for load tests.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from contracts import bus_client
+from contracts import bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.records import Kind, encode, format_time
@@ -27,6 +32,9 @@ from contracts.topics import Topics
 from contracts.topics import partitions as topic_partitions
 
 from .city import City, build_city
+from .images.render import ImageSettings, Renderer
+from .images.stage import OUTCOMES, UPLOADED, WORKERS, ImageStage, Ready
+from .images.store import S3Images, Uploader
 from .producer import RecordProducer, open_producer
 from .traffic import Emitted, Traffic, TrafficConfig
 
@@ -43,6 +51,10 @@ class Tally:
     unrecognized: Counter[str] = field(default_factory=Counter)
     malformed: Counter[str] = field(default_factory=Counter)
     heartbeats: int = 0
+    images: Counter[str] = field(default_factory=Counter)
+    """Published captures per image outcome: uploaded, or marked (upload_failed, no_image, render_failed)."""
+    image_faults: Counter[str] = field(default_factory=Counter)
+    """Stored images that show a device fault (blurred, truncated, black): what the monitor's checks must find."""
     failed: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -64,8 +76,9 @@ class Tally:
 
 class Simulator:
     def __init__(self, traffic: Traffic, producer: RecordProducer, topics: Topics, rate: float,
-                 heartbeat_s: float) -> None:
+                 heartbeat_s: float, images: ImageStage | None = None) -> None:
         self.traffic = traffic
+        self.images = images
         self.producer = producer
         self.topics = topics
         self.rate = rate
@@ -97,21 +110,40 @@ class Simulator:
             if now >= next_heartbeat:
                 self._heartbeats(elapsed)
                 next_heartbeat = now + self.heartbeat_s
+            if self.images is not None:
+                self._publish_images(self.images.ready())
             status.maybe_show(self, elapsed)
             self.producer.poll(0)
             time.sleep(TICK_S)
+        if self.images is not None:
+            self._publish_images(self.images.drain())
         elapsed = time.monotonic() - start
         self._heartbeats(elapsed)
         return elapsed
 
     def _send(self, batch: list[Emitted]) -> None:
+        """Publish ``batch``: at once without images (or for a malformed record, which has none), else once each
+        image is stored or marked missing."""
         for emitted in batch:
-            topic = self.topics.of_kind(emitted.kind)
-            self.producer.produce(topic, emitted.key, emitted.value, self.tally.delivery(topic, emitted))
-            counters = self.per_device[emitted.device_ip]
-            counters["produced"] += 1
-            counters["unrecognized"] += emitted.unrecognized
+            if self.images is None or emitted.record is None:
+                self._publish(emitted)
+            else:
+                self._publish_images(self.images.submit(emitted))
         self.emitted += len(batch)
+
+    def _publish_images(self, finished: list[Ready]) -> None:
+        for ready in finished:
+            self.tally.images[ready.outcome] += 1
+            if ready.outcome == UPLOADED and ready.emitted.camera != "ok":
+                self.tally.image_faults[ready.emitted.camera] += 1
+            self._publish(ready.emitted)
+
+    def _publish(self, emitted: Emitted) -> None:
+        topic = self.topics.of_kind(emitted.kind)
+        self.producer.produce(topic, emitted.key, emitted.value, self.tally.delivery(topic, emitted))
+        counters = self.per_device[emitted.device_ip]
+        counters["produced"] += 1
+        counters["unrecognized"] += emitted.unrecognized
 
     def _heartbeats(self, elapsed: float) -> None:
         """Each device still online reports its cumulative counters (offline devices fall silent)."""
@@ -140,6 +172,9 @@ class Simulator:
             "unrecognized": {t: self.tally.unrecognized[t] for t in topics},
             "malformed": {t: self.tally.malformed[t] for t in topics},
             "heartbeats": self.tally.heartbeats,
+            "images": None if self.images is None else {
+                **{outcome: self.tally.images[outcome] for outcome in OUTCOMES},
+                "faults": dict(sorted(self.tally.image_faults.items()))},
             "failed": self.tally.failed,
             "errors": self.tally.errors,
             "seconds": round(elapsed, 3),
@@ -175,6 +210,9 @@ class StatusLine:
                 f"x{sim.traffic.rate_factor(elapsed):.2f}  acked {acked}  "
                 f"unrecognized {unreadable / max(acked, 1):.1%}  devices failing {down}  "
                 f"heartbeats {sim.tally.heartbeats}  failed {sim.tally.failed}")
+        if sim.images is not None:
+            stored = sim.tally.images[UPLOADED]
+            line += f"  images {stored} stored, {sum(sim.tally.images.values()) - stored} marked missing"
         if self.tty:
             self.stream.write("\r\x1b[K" + line)
         else:
@@ -217,23 +255,69 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     parser.add_argument("--status-interval", type=float, default=None, help="seconds between status lines; 0: none")
     parser.add_argument("--map", type=Path, default=map_path(config),
                         help="where to save the deployment map (JSON); default [map] path of the config")
+    add_image_flags(parser, config)
     args = parser.parse_args(argv)
     if args.rate <= 0:
         parser.error("--rate must be > 0")
+    try:
+        args.image_settings = ImageSettings(args.images, args.image_width, args.image_height, args.image_quality)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args, config
 
 
-def make_traffic(args: argparse.Namespace) -> tuple[City, Traffic]:
+def add_image_flags(parser: argparse.ArgumentParser, config: Config) -> None:
+    """Capture images: on or off, size and quality (``[simulator]``), and the object store they go to."""
+    sim = config.section("simulator")
+    defaults = ImageSettings()
+    parser.add_argument("--images", action=argparse.BooleanOptionalAction, default=bool(sim.get("images", True)),
+                        help="upload a JPEG per capture before publishing it (--no-images: records only, as for "
+                             "load tests); default [simulator] images")
+    parser.add_argument("--image-width", type=int, default=int(sim.get("image_width", defaults.width)))
+    parser.add_argument("--image-height", type=int, default=int(sim.get("image_height", defaults.height)))
+    parser.add_argument("--image-quality", type=int, default=int(sim.get("image_quality", defaults.quality)),
+                        help="JPEG quality 1..95")
+    parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
+                        help="the object store (host:port or URL); default [object_storage] endpoint")
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help="the simulator's object-store key, an env file (make up: DATA/secrets/s3-simulator.env); "
+                             "default: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else [object_storage] "
+                             "credentials_dir/s3-simulator.env")
+
+
+def open_images(args: argparse.Namespace, config: Config) -> ImageStage | None:
+    """The image stage, or None with ``--no-images``, or when no key for the store is found at all (said on
+    stderr: the records then go out as with ``--no-images``). A key file that is unusable is an error."""
+    if not args.images:
+        return None
+    try:
+        key = s3_credentials.resolve(config, PRINCIPAL, args.s3_credentials)
+    except s3_credentials.MissingCredentials as exc:
+        print(f"capture images off: {exc}", file=sys.stderr)
+        return None
+    renderer = Renderer(args.seed, args.image_settings)
+    return ImageStage(renderer, Uploader(S3Images(args.endpoint, key, connections=WORKERS)), workers=WORKERS)
+
+
+def make_traffic(args: argparse.Namespace, images: bool = True) -> tuple[City, Traffic]:
+    """The city and its traffic for ``args``; ``images``: whether the records will have images (the image stage
+    runs), else they say they have none."""
     city = build_city(args.seed, args.checkpoints)
     config = TrafficConfig(seed=args.seed, failure_rate=args.failure_rate, malformed_rate=args.malformed_rate,
                            face_share=args.face_share, curve=args.curve, start_hour=args.start_hour,
-                           speedup=args.speedup, first_sequence=args.first_sequence, cloned_pairs=args.cloned_pairs)
+                           speedup=args.speedup, first_sequence=args.first_sequence, cloned_pairs=args.cloned_pairs,
+                           images=images)
     return city, Traffic(city, config)
 
 
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
-    city, traffic = make_traffic(args)
+    try:
+        images = open_images(args, config)
+    except s3_credentials.CredentialsError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    city, traffic = make_traffic(args, images is not None)
     city.save(args.map)
     topics = Topics.from_config(config)
     producer = open_producer(bus_client.librdkafka(config, PRINCIPAL, args.bootstrap_server))
@@ -243,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the client's own exception types stay behind the producer interface
         print(f"cannot reach the bus at {args.bootstrap_server}: {exc}", file=sys.stderr)
         return 2
-    simulator = Simulator(traffic, producer, topics, args.rate, args.heartbeat_interval)
+    simulator = Simulator(traffic, producer, topics, args.rate, args.heartbeat_interval, images)
 
     def stop(*_: object) -> None:
         simulator.stopping = True
@@ -252,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     status = StatusLine(sys.stderr, args.status_interval)
     elapsed = simulator.run(args.count, args.duration, status)
+    if images is not None:
+        images.close()
     left = producer.flush(30.0)
     status.close()
     simulator.tally.failed += left

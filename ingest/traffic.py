@@ -19,10 +19,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from contracts.deployment_map import haversine_km
-from contracts.records import CITY_TZ, RECOGNIZED_FIELDS, UNRECOGNIZED, Kind, encode, format_time
+from contracts.records import CITY_TZ, IMAGE_ERROR, RECOGNIZED_FIELDS, UNRECOGNIZED, Kind, encode, format_time
 
 from . import values
 from .city import City, Device
+from .images import keys
 
 DAY_S = 24 * 3600.0
 
@@ -49,8 +50,12 @@ class TrafficConfig:
     """Pairs of vehicles that share one plate (套牌), each pair on routes in two districts: what the cloned-plate
     check must find (every other plate belongs to one vehicle)."""
     failing_device_share: float = 0.1
+    image_fault_share: float = 0.06
+    """Share of devices whose images go wrong for a while (:data:`IMAGE_FAULT_MODES`), apart from the failing ones."""
     first_sequence: int = 0
     """Device sequence numbers continue after this: runs that must not reuse record ids start higher."""
+    images: bool = True
+    """Whether the devices send images; without, a record's ``image_url`` is empty and its ``image_error`` says so."""
 
 
 def daily_factor(hour: float) -> float:
@@ -73,6 +78,9 @@ def _raw_mean() -> float:
 _DAILY_MEAN = _raw_mean()
 
 FAILURE_MODES = ("blurred", "blocked", "offline")
+IMAGE_FAULT_MODES = ("missing", "truncated", "black")
+"""A device that still reads plates but whose images go wrong: none sent, a truncated JPEG, a black frame. What the
+monitor's image checks must find; separate from :data:`FAILURE_MODES` so the record stream stays as it was."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,20 @@ def plan_failures(city: City, config: TrafficConfig) -> dict[str, DeviceFailure]
     return plan
 
 
+def plan_image_faults(city: City, config: TrafficConfig, failing: dict[str, DeviceFailure]) -> dict[str, DeviceFailure]:
+    """Devices whose images go wrong, for a window each, among those not failing otherwise; the first from the
+    start, so short runs show one. Its own generator: planning them does not change any record."""
+    rng = random.Random(f"image-faults-{config.seed}")
+    devices = sorted(set(city.devices) - set(failing))
+    count = min(len(devices), max(1, round(len(city.devices) * config.image_fault_share))) if devices else 0
+    plan = {}
+    for n, ip in enumerate(rng.sample(devices, count)):
+        start = 0.0 if n == 0 else rng.uniform(0, 4 * 3600)
+        mode = IMAGE_FAULT_MODES[n % len(IMAGE_FAULT_MODES)]
+        plan[ip] = DeviceFailure(ip, mode, start, start + rng.uniform(600, 3600))
+    return plan
+
+
 @dataclass
 class Target:
     """A watched plate or face that recurs along a route of neighbouring checkpoints, at road speed."""
@@ -126,7 +148,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Emitted:
-    """One record ready for the bus, plus what the simulator counts about it."""
+    """One record ready for the bus, plus what the simulator counts about it and what its image shows."""
 
     kind: Kind
     key: bytes
@@ -134,6 +156,10 @@ class Emitted:
     device_ip: str
     unrecognized: bool = False
     malformed: bool = False
+    record: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The record ``value`` encodes (None when malformed: a broken record has no image): what its image shows."""
+    camera: str = "ok"
+    """The device's state as its image shows it: ``ok``, ``blurred`` or one of :data:`IMAGE_FAULT_MODES`."""
 
 
 @dataclass
@@ -145,6 +171,7 @@ class Traffic:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
         self.failures = plan_failures(self.city, self.config)
+        self.image_faults = plan_image_faults(self.city, self.config, self.failures)
         self.sequences: dict[str, int] = {}
         self._places = {c.checkpoint_id: c for c in self.city.checkpoints}
         self.targets = self._plan_targets()
@@ -173,6 +200,14 @@ class Traffic:
         if failure and failure.active(self.sim_seconds(elapsed_s)):
             return failure.mode
         return "ok"
+
+    def camera_state(self, device_ip: str, elapsed_s: float) -> str:
+        """What a capture's image shows of its device: a blurred lens, an image fault, or ``ok``."""
+        state = self.device_state(device_ip, elapsed_s)
+        if state != "ok":
+            return state
+        fault = self.image_faults.get(device_ip)
+        return fault.mode if fault and fault.active(self.sim_seconds(elapsed_s)) else "ok"
 
     # -- targets ------------------------------------------------------------------------------
     def _plan_targets(self) -> list[Target]:
@@ -253,7 +288,8 @@ class Traffic:
             return Emitted(kind, device.checkpoint_id.encode(), self._break(record), device.device_ip,
                            malformed=True)
         return Emitted(kind, device.checkpoint_id.encode(), encode(record), device.device_ip,
-                       unrecognized=bool(unreadable))
+                       unrecognized=bool(unreadable), record=record,
+                       camera=self.camera_state(device.device_ip, elapsed_s))
 
     def _record(self, kind: Kind, device: Device, target: Target | None) -> dict[str, Any]:
         rng = self.rng
@@ -267,7 +303,9 @@ class Traffic:
             "recognizer_ip": device.recognizer_ip,
             "capture_time": format_time(self.clock()),
         }
-        image_url = f"s3://captures/{kind.value}/{device.device_ip}/{seq}.jpg"
+        image: dict[str, str] = {"image_url": keys.url(keys.object_key(
+            kind, device.checkpoint_id, record_id, head["capture_time"]))} if self.config.images else {
+            "image_url": "", IMAGE_ERROR: keys.IMAGES_OFF}
         if kind is Kind.VEHICLE:
             attrs = values.vehicle_attributes(rng)
             if target is not None and target.plate:
@@ -276,10 +314,10 @@ class Traffic:
                 attrs["plate_number"] = self._passer_by_plate(str(attrs["plate_number"]))
             lanes = next(c.lanes for c in self.city.checkpoints if c.checkpoint_id == device.checkpoint_id)
             return {**head, **attrs, "lane": rng.randint(1, lanes), "speed_kmh": round(rng.uniform(12, 75), 1),
-                    "image_url": image_url}
+                    **image}
         attrs = values.face_attributes(rng)
         identity = target.identity if target is not None else None
-        return {**head, **attrs, "feature": values.feature(rng, identity), "image_url": image_url}
+        return {**head, **attrs, "feature": values.feature(rng, identity), **image}
 
     def _passer_by_plate(self, drawn: str) -> str:
         """A plate no other vehicle of this run carries (``drawn`` keeps the province and city letter)."""
