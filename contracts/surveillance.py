@@ -3,9 +3,11 @@
 Anyone may write to the control topics, so the console (before it publishes, answering 422 with the
 field) and the surveillance service (before it applies, answering on ``surveillance.replies``) validate
 a command with the same functions here; a bad command raises :class:`CommandError` naming the field and
-the reason, never anything else. A hit's id is a hash of what it is about (the watch and the capture,
-or the two sightings of a cloned plate), so a replay after a crash produces the same ids and the
-loader and the console de-duplicate by it.
+the reason, never anything else. Where a statistic's filter names a checkpoint or a lane, both also check it
+against the deployment map they hold (``lanes`` of :func:`stat_from_json`): a checkpoint that does not exist,
+or a lane its checkpoint does not have, is refused rather than counted as an empty road. A hit's id is a hash
+of what it is about (the watch and the capture, or the two sightings of a cloned plate), so a replay after a
+crash produces the same ids and the loader and the console de-duplicate by it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ MATCHES = ("exact", "fuzzy")
 MEASURES: dict[str, Kind] = {"vehicle_count": Kind.VEHICLE, "face_count": Kind.FACE,
                              "distinct_plates": Kind.VEHICLE, "avg_speed": Kind.VEHICLE}
 """Each measure and the capture kind it counts."""
-GROUPINGS = ("checkpoint", "district", "city")
+GROUPINGS = ("lane", "checkpoint", "district", "city")
+"""Finest first. A lane is one of a checkpoint's lanes (its group key :func:`lane_group`); only vehicle records
+have a ``lane``, so a face measure cannot be grouped by lane."""
 WINDOW_S_RANGE = (1, 86_400)
 """Tumbling windows from one second to one day."""
 DEFAULT_THRESHOLD = 0.8
@@ -41,6 +45,19 @@ ACCEPTED, REJECTED, REMOVED = "accepted", "rejected", "removed"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _DISTRICT = re.compile(r"\d{6}")
 _FEATURE_BYTES = 4 * FEATURE_DIM
+_LANE_GROUP = re.compile(r"(\d{6}#\d+#\d+#\d+)/lane-(-?\d{1,9})")
+
+
+def lane_group(checkpoint_id: str, lane: int) -> str:
+    """A lane's group key, ``<checkpoint id>/lane-<n>``: lane numbers restart at 1 on every checkpoint, so the key
+    names both (a checkpoint id never holds ``/``, so the key reads back unambiguously: :func:`parse_lane_group`)."""
+    return f"{checkpoint_id}/lane-{lane}"
+
+
+def parse_lane_group(group: str) -> tuple[str, int] | None:
+    """(checkpoint id, lane) of a lane's group key; None for any other group (a checkpoint, district, city)."""
+    match = _LANE_GROUP.fullmatch(group)
+    return None if match is None else (match.group(1), int(match.group(2)))
 
 
 @dataclass(frozen=True)
@@ -216,8 +233,10 @@ def watch_from_json(data: Mapping[str, Any], key: bytes | str | None = None) -> 
         requested_by=_text(data, "requested_by"), requested_at=_text(data, "requested_at"))
 
 
-def stat_from_json(data: Mapping[str, Any], key: bytes | str | None = None) -> StatCommand:
-    """Validate a statistic command's value."""
+def stat_from_json(data: Mapping[str, Any], key: bytes | str | None = None,
+                   lanes: Mapping[str, int] | None = None) -> StatCommand:
+    """Validate a statistic command's value; with ``lanes`` (checkpoint id -> its lane count, from the deployment
+    map) a ``checkpoint_id`` or ``lane`` filter must also name a checkpoint and a lane the map has."""
     stat_id = _id(data, "stat_id", key)
     measure = data.get("measure")
     if measure not in MEASURES:
@@ -229,18 +248,45 @@ def stat_from_json(data: Mapping[str, Any], key: bytes | str | None = None) -> S
     low, high = WINDOW_S_RANGE
     if not isinstance(window_s, int) or isinstance(window_s, bool) or not low <= window_s <= high:
         raise CommandError("window_s", f"whole seconds from {low} to {high}, not {window_s!r}"[:120])
+    known = {f.name for f in FIELDS[MEASURES[measure]]}
+    if group_by == "lane" and "lane" not in known:
+        raise CommandError("group_by", f"{MEASURES[measure].value} records have no lane: group {measure} by "
+                                       f"{', '.join(g for g in GROUPINGS if g != 'lane')}")
     conditions = data.get("filter") or {}
     if not isinstance(conditions, dict):
         raise CommandError("filter", "should be an object of field: value")
-    known = {f.name for f in FIELDS[MEASURES[measure]]}
     for name, value in conditions.items():
         if name not in known:
             raise CommandError("filter", f"no field {name!r} in {MEASURES[measure].value} records")
         if not isinstance(value, str | int | float | bool):
             raise CommandError("filter", f"{name}: compare with a string, number or boolean")
+    _check_places(conditions, lanes)
     return StatCommand(stat_id=stat_id, measure=measure, group_by=group_by, window_s=window_s,
                        filter=tuple(sorted(conditions.items())), requested_by=_text(data, "requested_by"),
                        requested_at=_text(data, "requested_at"))
+
+
+def _check_places(conditions: Mapping[str, Any], lanes: Mapping[str, int] | None) -> None:
+    """A checkpoint or lane filter must name a place that can match: a filter that silently matches nothing
+    would look like an idle road. Its shape is checked always (a record's ``lane`` is an integer, so ``"2"`` would
+    never match); whether the place exists only against a deployment map (``lanes``: checkpoint id -> its lane
+    count; None or empty when there is none to judge by)."""
+    checkpoint, lane = conditions.get("checkpoint_id"), conditions.get("lane")
+    if checkpoint is not None and not is_checkpoint_id(checkpoint):
+        raise CommandError("filter.checkpoint_id", f"not a checkpoint id (e.g. 330102#1#0#0): {str(checkpoint)[:40]!r}")
+    if lane is not None and (not isinstance(lane, int) or isinstance(lane, bool) or lane < 1):
+        raise CommandError("filter.lane", f"a lane number (an integer from 1), not {str(lane)[:40]!r}")
+    if not lanes:
+        return
+    if checkpoint is not None and checkpoint not in lanes:
+        raise CommandError("filter.checkpoint_id", f"no checkpoint {checkpoint!r} on the deployment map")
+    if lane is None:
+        return
+    if checkpoint is not None and lane > lanes[checkpoint]:
+        raise CommandError("filter.lane", f"checkpoint {checkpoint} has lanes 1 to {lanes[checkpoint]}, not {lane}")
+    if checkpoint is None and lane > max(lanes.values()):
+        raise CommandError("filter.lane", f"no checkpoint on the deployment map has a lane {lane} "
+                                          f"(at most {max(lanes.values())})")
 
 
 def parse_watch(key: bytes | None, value: bytes | None) -> WatchCommand | None:
@@ -248,9 +294,9 @@ def parse_watch(key: bytes | None, value: bytes | None) -> WatchCommand | None:
     return None if value is None else watch_from_json(_object(value), key)
 
 
-def parse_stat(key: bytes | None, value: bytes | None) -> StatCommand | None:
-    """A ``control.stats`` record: None for a tombstone (the statistic stops)."""
-    return None if value is None else stat_from_json(_object(value), key)
+def parse_stat(key: bytes | None, value: bytes | None, lanes: Mapping[str, int] | None = None) -> StatCommand | None:
+    """A ``control.stats`` record: None for a tombstone (the statistic stops); ``lanes`` as :func:`stat_from_json`."""
+    return None if value is None else stat_from_json(_object(value), key, lanes)
 
 
 def hit_id(*parts: str) -> str:

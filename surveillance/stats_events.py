@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.records import Kind, epoch_ms, is_plate
-from contracts.surveillance import CommandError, StatCommand, parse_stat
+from contracts.surveillance import CommandError, StatCommand, lane_group, parse_stat
 
 from .skipped import UNREADABLE, refusal
 
@@ -47,16 +47,19 @@ def version(command: StatCommand) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def read_command(key: bytes | None, value: bytes | None) -> tuple[str, StatCommand | None, str | None]:
+def read_command(key: bytes | None, value: bytes | None,
+                 lanes: Mapping[str, int] | None = None) -> tuple[str, StatCommand | None, str | None]:
     """A ``control.stats`` record as (stat id, the statistic or None when it stops, the rejection reason).
 
     The latest record of a key is the statistic (as compaction will leave it), so a rejected one stops the
     statistic it replaces. Whatever the value holds this returns: a record that cannot be read is one more
     rejection, and so is a ``requested_at`` that is not a time (the contract checks only that it is a string,
-    and :class:`Router` counts from it)."""
+    and :class:`Router` counts from it). ``lanes`` (checkpoint id -> lane count, from the deployment map the
+    stage loaded) rejects a filter to a checkpoint or lane that does not exist; both stages pass the same map,
+    so they agree on which statistics are active."""
     stat_id = key.decode("utf-8", "replace") if key is not None else ""
     try:
-        command = parse_stat(key, value)
+        command = parse_stat(key, value, lanes)
         if command is not None and command.requested_at:
             _requested_ms(command.requested_at)
     except UNREADABLE as exc:
@@ -164,8 +167,13 @@ class Router:
             since = _requested_ms(command.requested_at) if command.requested_at else None
             self.stats[stat_id] = (command, version(command), since)
 
-    def group(self, command: StatCommand, checkpoint_id: str) -> str:
-        by = command.group_by
+    def group(self, command: StatCommand, record: Mapping[str, Any]) -> str:
+        """The group a valid capture counts in. A lane is keyed with its checkpoint (:func:`lane_group`): lane 1
+        of one checkpoint is not lane 1 of another. The record's lane is counted as the device wrote it (the
+        schema makes it an integer), even one the map does not list: it is a valid capture of that road."""
+        by, checkpoint_id = command.group_by, record["checkpoint_id"]
+        if by == "lane":
+            return lane_group(checkpoint_id, record["lane"])
         return checkpoint_id if by == "checkpoint" else self.group_of(checkpoint_id) if by == "district" else "city"
 
     def route(self, kind: Kind, record: Mapping[str, Any], capture_ms: int, topic: str, partition: int,
@@ -182,7 +190,7 @@ class Router:
         for stat_id, (command, digest, since) in sorted(self.stats.items()):
             if command.kind is not kind or (since is not None and capture_ms < since) or not command.matches(record):
                 continue
-            events.append(StatEvent(stat_id, digest, self.group(command, record["checkpoint_id"]), capture_ms,
+            events.append(StatEvent(stat_id, digest, self.group(command, record), capture_ms,
                                     plate if command.measure == "distinct_plates" else None,
                                     speed if command.measure == "avg_speed" else None,
                                     (topic, partition, offset, len(events))))

@@ -15,6 +15,10 @@ Streams does before a keyed aggregation) the statistics repartition first:
 - stage B (:mod:`surveillance.stats_windows_stage`, group ``surveillance-stats-windows``): folds the
   events into tumbling event-time windows and publishes partial and final results.
 
+A statistic groups by lane (``<checkpoint id>/lane-<n>``), checkpoint, district or the city; a filter to a
+checkpoint or lane is checked against the deployment map (both stages judge with the same map, so a command
+one rejects the other drops too).
+
 Every grouping takes this path, checkpoint too (one code path; a checkpoint's events are no more than
 the statistic's own captures). Each sub-stage scales on its own: any number of processes running
 ``--stages stats`` share both groups' partitions and every result stays whole.
@@ -72,6 +76,8 @@ class StatsRepartition:
         self.topics = settings.topics
         self.replies = replies
         self.router = Router(geo.district)
+        self.lanes = map_lanes(geo)
+        """checkpoint id -> its lane count: a filter to a checkpoint or lane the map lacks is rejected."""
         self.event_partitions = event_partitions
         self.consumer: Consumer | None = None
         """The stage's consumer: how far each owned capture partition has been read."""
@@ -95,7 +101,7 @@ class StatsRepartition:
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """A ``control.stats`` record: start, redefine, stop, or reject with the reason. The latest record of a
         key is the statistic (as compaction will leave it), so a rejected one stops the statistic it replaces."""
-        stat_id, command, reason = read_command(key, value)
+        stat_id, command, reason = read_command(key, value, self.lanes)
         self.router.apply(stat_id, command)
         if reason is not None:
             self._reply(stat_id or "?", REJECTED, reason)
@@ -166,17 +172,24 @@ class StatsRepartition:
         return max(position, low) >= high
 
 
+def map_lanes(geo: Geo) -> dict[str, int]:
+    """Each checkpoint's lane count on the deployment map (empty without a map: then only a filter's shape is
+    checked, as a service without its map still counts). Both stages build it from the map loaded at start."""
+    return {checkpoint_id: checkpoint.lanes for checkpoint_id, checkpoint in geo.checkpoints.items()}
+
+
 def events_retention_s(settings: Settings) -> float:
     """The events a restarted stage B re-reads reach back the longest window a command may ask for plus the
     lateness (and slack): the topic keeps them that long, and no longer."""
     return WINDOW_S_RANGE[1] + settings.allowed_lateness_s + 2 * REWIND_SLACK_MS / 1000
 
 
-def run_repartition(settings: Settings, stop: threading.Event, ready: threading.Event | None = None) -> None:
+def run_repartition(settings: Settings, stop: threading.Event, ready: threading.Event | None = None,
+                    geo: Geo | None = None) -> None:
     producer = make_producer(settings, STAGE)
     topic = settings.topics.stat_events
     partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
-    stage_a = StatsRepartition(settings, load_geo(settings), Replies(settings, producer), partitions)
+    stage_a = StatsRepartition(settings, geo or load_geo(settings), Replies(settings, producer), partitions)
     commands = CommandLog(settings, settings.topics.control_stats, f"{STAGE}-commands")
     stage = Stage(STAGE, GROUP, settings.topics.captures, stage_a.handle, commands=((commands, stage_a.apply),),
                   tick=stage_a.tick, on_assign=stage_a.assigned, on_revoke=stage_a.revoked)
@@ -189,4 +202,6 @@ def run_stats(settings: Settings, stop: threading.Event, ready: threading.Event 
     topics = settings.topics
     ensure_topics(settings, repartition_topic(settings, topics.stat_events, topics.captures,
                                               events_retention_s(settings)))
-    run_together(STAGE, [partial(run_repartition, settings), partial(run_windows, settings)], stop, ready)
+    geo = load_geo(settings)   # one map for both sub-stages: they must agree on which statistics are valid
+    run_together(STAGE, [partial(run_repartition, settings, geo=geo),
+                         partial(run_windows, settings, lanes=map_lanes(geo))], stop, ready)

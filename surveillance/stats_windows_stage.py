@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Message, TopicPartition
@@ -63,11 +63,13 @@ class WindowedStats:
     """Stage B's work: events and marks in, partial and final results out; the statistics on the side."""
 
     def __init__(self, settings: Settings, rewind: Rewind | None = None,
-                 refresh: Callable[[], object] | None = None) -> None:
+                 refresh: Callable[[], object] | None = None, lanes: Mapping[str, int] | None = None) -> None:
         self.settings = settings
         self.rewind = rewind
         self.refresh = refresh
         """Reads ``control.stats`` up to its end now (applying what it reads)."""
+        self.lanes = lanes
+        """checkpoint id -> lane count (the deployment map): the statistics stage A rejects are not kept here."""
         self.commands: dict[str, StatCommand] = {}
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.capture_partitions: list[tuple[str, int]] = []
@@ -79,7 +81,7 @@ class WindowedStats:
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """A ``control.stats`` record: start, redefine (fresh windows) or stop (open windows dropped)."""
-        stat_id, command, _reason = read_command(key, value)
+        stat_id, command, _reason = read_command(key, value, self.lanes)
         if command is None:
             self.commands.pop(stat_id, None)
         else:
@@ -199,9 +201,10 @@ class WindowedStats:
         return [self.output(r) for state in self.partitions.values() for r in state.windows.partials(now)]
 
 
-def run_windows(settings: Settings, stop: threading.Event, ready: threading.Event | None = None) -> None:
+def run_windows(settings: Settings, stop: threading.Event, ready: threading.Event | None = None,
+                lanes: Mapping[str, int] | None = None) -> None:
     commands = CommandLog(settings, settings.topics.control_stats, f"{STAGE}-commands")
-    live = WindowedStats(settings)
+    live = WindowedStats(settings, lanes=lanes)
     live.refresh = lambda: commands.poll_to_end(live.apply)
     rewind = live.rewind = Rewind(settings, STAGE, live.back_ms)
     stage = Stage(STAGE, GROUP, [settings.topics.stat_events], live.handle, commands=((commands, live.apply),),

@@ -141,7 +141,17 @@ class StatResult(BaseModel):
     final: bool
 
 
+class StatResultOut(StatResult):
+    """A result as the console serves it: a lane's also names its checkpoint and lane (parsed from the group)."""
+
+    checkpoint_id: str | None = None
+    lane: int | None = None
+
+
 class StatResults(BaseModel):
     stat: StatOut
-    results: list[StatResult]
+    results: list[StatResultOut]
     """Oldest window first; the latest value per window and group."""
+    lanes: dict[str, int] | None = None
+    """For a statistic grouped by lane: each checkpoint's lane count on the deployment map (the checkpoint it is
+    filtered to, else every checkpoint; empty when the map cannot be read); null for other groupings."""

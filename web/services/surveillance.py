@@ -36,6 +36,7 @@ from confluent_kafka.admin import NewTopic
 from pydantic import ValidationError
 from thriftpy2.thrift import TException
 
+from contracts.deployment_map import MapError
 from contracts.records import CITY_TZ, Kind, format_time
 from contracts.surveillance import (
     ACCEPTED,
@@ -44,6 +45,7 @@ from contracts.surveillance import (
     REPLY_COMMANDS,
     CommandError,
     StatCommand,
+    parse_lane_group,
     stat_from_json,
     watch_from_json,
 )
@@ -54,6 +56,7 @@ from ..events import EventHub, HistorySpec
 from ..metrics import skipped
 from ..models.surveillance import StatResult
 from .captures import Locate, capture_detail, decode_cursor, encode_cursor, is_missing_table
+from .deployment import MapStore
 from .errors import Invalid, NotFound
 
 RESULTS_SINCE_S = 3600.0
@@ -334,11 +337,18 @@ class SurveillanceConsole:
                 "hits": hits, "hits_capped": hits >= COUNT_CAP, "last_hit": last, **reply}
 
     # -- statistics -------------------------------------------------------------------------------
-    def add_stat(self, body: Mapping[str, Any], username: str) -> dict[str, Any]:
+    def add_stat(self, body: Mapping[str, Any], username: str,
+                 lanes: Callable[[], Mapping[str, int]] | None = None) -> dict[str, Any]:
+        """Validate and publish a new statistic. ``lanes`` gives each checkpoint's lane count (the deployment map),
+        asked only when the filter names a checkpoint or a lane: one that does not exist is a 422 naming
+        ``filter.checkpoint_id`` or ``filter.lane`` here, before anything is published, rather than a statistic
+        that counts nothing (the service, judging by its own copy of the map, would reject it too)."""
         value = {**{k: v for k, v in body.items() if v is not None}, "stat_id": f"stat-{uuid.uuid4().hex[:16]}",
                  "requested_by": username, "requested_at": now_iso()}
         try:
-            command: StatCommand = stat_from_json(value)
+            command: StatCommand = stat_from_json(value)   # the shape first: a bad one is 422 even without a map
+            if lanes is not None and PLACE_FIELDS & dict(command.filter).keys():
+                command = stat_from_json(value, lanes=lanes())
         except CommandError as exc:
             raise _invalid(exc) from None
         published = command.to_json()
@@ -378,12 +388,48 @@ class SurveillanceConsole:
         return self._stat_out(stat_id, value)
 
     def results(self, stat_id: str) -> list[dict[str, Any]]:
-        """The statistic's latest value per window and group, oldest window first."""
+        """The statistic's latest value per window and group, oldest window first; each with the ``checkpoint_id``
+        and ``lane`` its group names when it is a lane (else null), so a page need not parse the group key."""
         with self._lock:
             if stat_id not in self._stats:
                 raise NotFound("statistic", stat_id)
             windows = list(self._results.get(stat_id, {}).values())
-        return sorted(windows, key=lambda r: (str(r.get("window_start")), str(r.get("group"))))
+        out = []
+        for result in sorted(windows, key=lambda r: (str(r.get("window_start")), str(r.get("group")))):
+            place = parse_lane_group(str(result.get("group")))
+            checkpoint_id, lane = place if place is not None else (None, None)
+            out.append({**result, "checkpoint_id": checkpoint_id, "lane": lane})
+        return out
+
+    def lane_counts(self, stat_id: str, store: MapStore) -> dict[str, int] | None:
+        """For a statistic grouped by lane, each checkpoint's lane count on the map (the one it is filtered to,
+        else every checkpoint), so the page can draw a lane that had no capture in a window; None for other
+        groupings, and empty when the map cannot be read (the page then draws the lanes it has results for)."""
+        value = self.stat(stat_id)
+        if value.get("group_by") != "lane":
+            return None
+        try:
+            checkpoints = store.current().checkpoints
+        except MapError:
+            return {}
+        wanted = (value.get("filter") or {}).get("checkpoint_id")
+        return {cp: c.lanes for cp, c in checkpoints.items() if wanted is None or cp == wanted}
+
+
+PLACE_FIELDS = frozenset({"checkpoint_id", "lane"})
+"""Filter fields checked against the deployment map before a statistic is started."""
+MAP = "map"
+"""The deployment map's name as a backend (503 when it cannot be read), as the devices API names it."""
+
+
+def map_lanes(store: MapStore) -> dict[str, int]:
+    """Each checkpoint's lane count on the map; 503 ``map`` when the map cannot be read (a statistic filtered to a
+    checkpoint or lane cannot be judged then, and one that counts nothing must not start unnoticed)."""
+    try:
+        checkpoints = store.current().checkpoints
+    except MapError as exc:
+        raise BackendUnavailable(MAP, str(exc)) from None
+    return {checkpoint_id: checkpoint.lanes for checkpoint_id, checkpoint in checkpoints.items()}
 
 
 # -- hits (HBase) ---------------------------------------------------------------------------------

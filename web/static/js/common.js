@@ -187,7 +187,8 @@ const Console = (() => {
       scales: { x: { time: true, range: () => span(Date.now() / 1000) } },
       series: [{ label: t("overview.time"), value: (u, ts) => (ts === null ? "—" : time(ts * 1000)) },
         ...series.map((s) => ({ width: 2, points: { show: true, size: 5 }, ...s }))],
-      axes: [{ values: (u, splits) => clock(splits) }, { size: 60, label: yLabel }],
+      // 80 px between ticks at least: an HH:MM:SS label is about 60 px wide, uPlot's default spacing overlaps them.
+      axes: [{ space: 80, values: (u, splits) => clock(splits) }, { size: 60, label: yLabel }],
     }, data, container);
   }
 
