@@ -6,7 +6,9 @@
 | ``simulator`` | put into ``captures`` | capture devices upload their images |
 | ``video-jobs`` | read and list ``videos``; read, list and put ``synopsis`` | Spark's video jobs condense footage |
 | ``console`` | read and list every bucket; put under ``synopsis/transcoded/``; | pages play footage (a copy the |
-| | put (copy) and delete in ``evidence`` | browser can play is cached under that prefix); |
+| | put under ``captures/thumbs/``; | browser can play is cached under that prefix); |
+| | put (copy) and delete in ``evidence`` | pages show capture thumbnails, made once and cached there |
+| | | (never the devices' own images, which it only reads); |
 | | | an evidence lock copies footage, an admin's unlock removes the copy |
 | ``mirror`` | read and list every bucket | the DR site's copy |
 | ``retention`` | read, list, put and delete in every bucket | the only component that deletes (retention) |
@@ -26,6 +28,7 @@ in its environment; ``s3-<component>.env`` in ``[object_storage] credentials_dir
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -46,7 +49,7 @@ RIGHTS: dict[str, tuple[str, ...]] = {
     "cameras": ("Write:videos/*",),
     "simulator": ("Write:captures/*",),
     "video-jobs": ("Read:videos", "List:videos", "Read:synopsis", "List:synopsis", "Write:synopsis/*"),
-    "console": (*ALL, "Write:synopsis/transcoded/*", f"Write:{EVIDENCE_BUCKET}/*"),
+    "console": (*ALL, "Write:synopsis/transcoded/*", "Write:captures/thumbs/*", f"Write:{EVIDENCE_BUCKET}/*"),
     "mirror": ALL,
     "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
 }
@@ -133,6 +136,17 @@ def delete_policy(bucket: str) -> str:
         "Sid": sid, "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
         "Resource": [f"arn:aws:s3:::{bucket}/*"],
         "Condition": {"StringNotEquals": {"aws:username": allowed}}}]})
+
+
+def add_store_flags(parser: argparse.ArgumentParser, config: Config, component: str) -> None:
+    """``--endpoint`` and ``--s3-credentials``, as every command-line client of the store takes them: defaults from
+    ``[object_storage]``, the key found by :func:`resolve` as ``component`` when the flag is not given."""
+    parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
+                        help="S3 endpoint (host:port or URL); default [object_storage] endpoint")
+    parser.add_argument("--s3-credentials", type=Path, default=None,
+                        help=f"the object-store key, an env file with {ACCESS_KEY_VAR} and {SECRET_KEY_VAR} (make up: "
+                             f"DATA/secrets/{file_name(component)}); default: those variables in the environment, "
+                             f"else [object_storage] credentials_dir/{file_name(component)}")
 
 
 def resolve(config: Config, component: str, flag: Path | None = None,

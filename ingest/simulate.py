@@ -277,12 +277,7 @@ def add_image_flags(parser: argparse.ArgumentParser, config: Config) -> None:
     parser.add_argument("--image-height", type=int, default=int(sim.get("image_height", defaults.height)))
     parser.add_argument("--image-quality", type=int, default=int(sim.get("image_quality", defaults.quality)),
                         help="JPEG quality 1..95")
-    parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
-                        help="the object store (host:port or URL); default [object_storage] endpoint")
-    parser.add_argument("--s3-credentials", type=Path, default=None,
-                        help="the simulator's object-store key, an env file (make up: DATA/secrets/s3-simulator.env); "
-                             "default: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else [object_storage] "
-                             "credentials_dir/s3-simulator.env")
+    s3_credentials.add_store_flags(parser, config, PRINCIPAL)
 
 
 def open_images(args: argparse.Namespace, config: Config) -> ImageStage | None:

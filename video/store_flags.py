@@ -7,7 +7,6 @@ person at a terminal or a camera's schedule cannot wait for).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import urllib3
 from minio import Minio
@@ -24,12 +23,7 @@ class StoreUnreachable(RuntimeError):
 
 
 def add_store_flags(parser: argparse.ArgumentParser, config: Config) -> None:
-    parser.add_argument("--endpoint", default=config.get("object_storage", "endpoint", "127.0.0.1:9000"),
-                        help="S3 endpoint (host:port or URL); default [object_storage] endpoint")
-    parser.add_argument("--s3-credentials", type=Path, default=None,
-                        help="the object-store key, an env file with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                             "(make up: DATA/secrets/s3-cameras.env); default: those variables in the environment, "
-                             "else [object_storage] credentials_dir/s3-cameras.env")
+    s3_credentials.add_store_flags(parser, config, "cameras")
     parser.add_argument("--bucket", default=storage.VIDEOS_BUCKET)
 
 

@@ -15,12 +15,15 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts.records import UNRECOGNIZED, encode, epoch_ms
+from contracts.surveillance import lane_group
 from contracts.topics import Topics
 from ingest import values
 from tests.surveillance._support import CHECKPOINTS, ServiceProcess, capture_time, face, vehicle
 
 T = Topics()
-GROUP_OF = {"checkpoint": lambda cp: cp, "district": lambda cp: cp.split("#")[0], "city": lambda _cp: "city"}
+GROUP_OF = {"lane": lambda r: lane_group(r["checkpoint_id"], r["lane"]), "checkpoint": lambda r: r["checkpoint_id"],
+            "district": lambda r: r["checkpoint_id"].split("#")[0], "city": lambda _r: "city"}
+"""A record's group under each grouping, computed here rather than by the service's code."""
 
 
 def stat(stat_id: str, measure: str, group_by: str, window_s: int, **extra: Any) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def tally(command: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[
     for record in records:
         if all(record.get(k) == v for k, v in command.get("filter", {}).items()):
             t = epoch_ms(record["capture_time"])
-            cells[(t - t % size, GROUP_OF[command["group_by"]](record["checkpoint_id"]))].append(record)
+            cells[(t - t % size, GROUP_OF[command["group_by"]](record))].append(record)
     out = {}
     for (start, group), members in cells.items():
         value: Any = len(members)

@@ -2,8 +2,8 @@
 
 A lane's group is ``<checkpoint id>/lane-<n>`` (lane numbers restart on every checkpoint). End to end, every
 final is compared with a tally computed here from the records the test published; late records are counted
-on the lane's results, and a kill -9 with a lane window open loses and doubles nothing. The bad commands the
-issue names (a lane the checkpoint lacks, a checkpoint that does not exist, lanes of face captures) are
+on the lane's results (a kill -9 with a lane window open: `test_stats.py`, parametrized by grouping). The bad
+commands the issue names (a lane the checkpoint lacks, a checkpoint that does not exist, lanes of face captures) are
 rejected with a reply naming the field, by the contract alone where it can judge and against the map where
 it cannot.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,16 @@ from confluent_kafka import Producer
 from contracts.commands import CommandError
 from contracts.config import Config
 from contracts.deployment_map import DeploymentMap
-from contracts.records import UNRECOGNIZED, Kind, encode, epoch_ms
+from contracts.records import UNRECOGNIZED, Kind, encode
 from contracts.surveillance import lane_group, parse_lane_group, stat_from_json
 from ingest import values
 from surveillance.geo import Geo, district_of
 from surveillance.settings import Settings
 from surveillance.stats_events import Router, read_command
-from surveillance.stats_stage import GROUP, StatsRepartition, map_lanes
+from surveillance.stats_stage import StatsRepartition, map_lanes
 from surveillance.stats_windows_stage import WindowedStats
 from tests.surveillance._support import CHECKPOINTS, Site, capture_time, city_map, face, vehicle
-from tests.surveillance._support_s2 import wait_committed
-from tests.surveillance._support_stats import T, finals, stat
+from tests.surveillance._support_stats import T, finals, stat, tally
 
 MAP_LANES = {c.checkpoint_id: c.lanes for c in city_map().checkpoints}
 """The test city's checkpoints have two lanes each."""
@@ -121,25 +119,6 @@ def test_both_stages_reject_a_place_the_map_lacks_and_keep_the_rest() -> None:
 
 # -- end to end ---------------------------------------------------------------------------------------------
 
-def lane_tally(value: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[str, int, str], Any]:
-    """(stat id, window start ms, lane group) -> value, computed from scratch."""
-    size = value["window_s"] * 1000
-    cells: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        if all(record.get(k) == v for k, v in value.get("filter", {}).items()):
-            t = epoch_ms(record["capture_time"])
-            cells[(t - t % size, f"{record['checkpoint_id']}/lane-{record['lane']}")].append(record)
-    out = {}
-    for (start, group), members in cells.items():
-        result: Any = len(members)
-        if value["measure"] == "distinct_plates":
-            result = len({r["plate_number"] for r in members} - {UNRECOGNIZED})
-        elif value["measure"] == "avg_speed":
-            result = round(sum(r["speed_kmh"] for r in members) / len(members), 2)
-        out[(value["stat_id"], start, group)] = result
-    return out
-
-
 def lane_traffic(bootstrap: str, rng: random.Random, seconds: float) -> list[dict[str, Any]]:
     """Vehicles on every lane of the map's checkpoints (plates from a small pool, some unreadable) and some faces,
     each sent as it is captured; the faces count for no lane statistic."""
@@ -190,7 +169,7 @@ def test_lane_statistics_equal_an_independent_tally_and_bad_ones_are_rejected(si
     vehicles = lane_traffic(site.broker.bootstrap, rng, 10.0)
     expected: dict[tuple[str, int, str], Any] = {}
     for value in commands:
-        expected.update(lane_tally(value, vehicles))
+        expected.update(tally(value, vehicles))
     assert {k[2] for k in expected if k[0] == "l-speed"} == {f"{cp}/lane-1", f"{cp}/lane-2"}
 
     results = site.reader(T.surveillance_stats)
@@ -213,44 +192,3 @@ def test_lane_statistics_equal_an_independent_tally_and_bad_ones_are_rejected(si
     assert max(x["late_records"] for x in after if x["stat_id"] == "l-count" and x["group"] == lane_2) == 5
     assert all(x["late_records"] == 0 for x in after if x["stat_id"] == "l-count" and x["group"] == f"{cp}/lane-1")
     assert all(len(finals(after)[k]) == 1 for k in expected), "a late record changes no final"
-
-
-@pytest.mark.slow
-def test_kill_9_with_a_lane_window_open_re_emits_nothing_and_the_final_counts_everything(site: Site) -> None:
-    """Half of a window's records before a kill -9, half after the restart: each lane's one final counts all."""
-    rng = random.Random(2929)
-    window_s = 20   # long enough for a kill -9 and a restart, short enough to wait for
-    service = site.service(allowed_lateness_s=2).start()
-    value = stat("l-open", "vehicle_count", "lane", window_s)
-    site.publisher.command(T.control_stats, "l-open", value)
-    site.reader(T.surveillance_replies, 1).read(lambda got: any(r["id"] == "l-open" for r in got))
-    while time.time() % window_s > 3:   # start early in a window, so it stays open across the restart
-        time.sleep(0.2)
-    start_ms = int(time.time() // window_s * window_s * 1000)
-
-    def batch(tag: str, count: int) -> list[dict[str, Any]]:
-        now_ms = time.time() * 1000
-        assert now_ms < start_ms + window_s * 1000, "the machine is too slow for this window"
-        span_s = min(3.0, (now_ms - start_ms - 1) / 1000)
-        out = []
-        for n in range(count):
-            checkpoint = rng.choice(CHECKPOINTS)
-            record = vehicle(f"{tag}{n}", checkpoint, values.plate(rng, "blue"), rng,
-                             capture_time(-rng.uniform(0, span_s)))
-            out.append({**record, "lane": rng.randint(1, MAP_LANES[checkpoint])})
-        return out
-
-    first = batch("a", 200)
-    site.publisher.captures(T.vehicle, first)
-    wait_committed(site.broker.bootstrap, GROUP, T.vehicle)
-    service.kill()
-    service.start()
-    second = batch("b", 200)
-    site.publisher.captures(T.vehicle, second)
-    expected = lane_tally(value, first + second)
-    assert {k[1] for k in expected} == {start_ms} and len(expected) == 2 * len(CHECKPOINTS)
-    results = site.reader(T.surveillance_stats)
-    got = finals(results.read(lambda r: finals(r).keys() >= expected.keys(), timeout=120, quiet_s=3.0))
-    assert got == {k: [v] for k, v in expected.items()}
-    assert sum(expected.values()) == 400
-

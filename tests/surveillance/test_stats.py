@@ -14,9 +14,11 @@ import pytest
 
 from ingest import values
 from surveillance.stats_stage import GROUP
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, vehicle
+from tests.surveillance._support import CHECKPOINTS, Site, capture_time, city_map, vehicle
 from tests.surveillance._support_s2 import wait_committed
 from tests.surveillance._support_stats import T, finals, live_traffic, stat, tally
+
+MAP_LANES = {c.checkpoint_id: c.lanes for c in city_map().checkpoints}
 
 
 def test_statistics_equal_an_independent_tally_and_late_records_are_counted(site: Site) -> None:
@@ -59,14 +61,16 @@ def test_statistics_equal_an_independent_tally_and_late_records_are_counted(site
 
 
 @pytest.mark.slow
-def test_kill_9_with_an_open_window_re_emits_nothing_and_the_final_counts_everything(site: Site) -> None:
-    """Half of a window's records before a kill -9, half after the restart: its one final counts all."""
+@pytest.mark.parametrize("group_by", ["district", "lane"])
+def test_kill_9_with_an_open_window_re_emits_nothing_and_the_final_counts_everything(site: Site, group_by: str) -> None:
+    """Half of a window's records before a kill -9, half after the restart: each group's one final counts all."""
     rng = random.Random(32)
     window_s = 20   # long enough for a kill -9 and a restart, short enough to wait for
     service = site.service(allowed_lateness_s=2).start()
-    command = stat("s-open", "vehicle_count", "district", window_s)
-    site.publisher.command(T.control_stats, "s-open", command)
-    site.reader(T.surveillance_replies, 1).read(lambda got: any(r["id"] == "s-open" for r in got))
+    stat_id = f"s-open-{group_by}"
+    command = stat(stat_id, "vehicle_count", group_by, window_s)
+    site.publisher.command(T.control_stats, stat_id, command)
+    site.reader(T.surveillance_replies, 1).read(lambda got: any(r["id"] == stat_id for r in got))
     while time.time() % window_s > 3:   # start early in a window, so it stays open across the restart
         time.sleep(0.2)
     start_ms = int(time.time() // window_s * window_s * 1000)
@@ -75,8 +79,13 @@ def test_kill_9_with_an_open_window_re_emits_nothing_and_the_final_counts_everyt
         now_ms = time.time() * 1000
         assert now_ms < start_ms + window_s * 1000, "the machine is too slow for this window"
         span_s = min(3.0, (now_ms - start_ms - 1) / 1000)
-        return [vehicle(f"{tag}{n}", rng.choice(CHECKPOINTS), values.plate(rng, "blue"), rng,
-                        capture_time(-rng.uniform(0, span_s))) for n in range(count)]
+        out = []
+        for n in range(count):
+            checkpoint = rng.choice(CHECKPOINTS)
+            record = vehicle(f"{tag}{group_by}{n}", checkpoint, values.plate(rng, "blue"), rng,
+                             capture_time(-rng.uniform(0, span_s)))
+            out.append({**record, "lane": rng.randint(1, MAP_LANES[checkpoint])})  # a lane its checkpoint has
+        return out
 
     first = batch("a", 300)
     site.publisher.captures(T.vehicle, first)
