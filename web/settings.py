@@ -63,6 +63,11 @@ class ConsoleSettings:
     """Video transcodes the console runs at once (``/api/v1/video/playable`` answers 429 beyond)."""
     max_transcodes_per_user: int = 1
     """Transcodes one user may have running at once."""
+    max_image_bytes: int = 5 * 1024 * 1024
+    """The largest capture image the console reads and decodes (``/api/v1/captures/{kind}/{id}/image`` answers 413
+    for a larger object without reading it): a device's upload is untrusted, and a 640x360 capture is ~30 KB."""
+    thumbnail_width: int = 240
+    """Width in pixels of the thumbnails list pages show (made once per image and cached in the store)."""
     session_recheck_s: float = 5.0
     """How often a live event stream re-checks its session or token (logout, user removed or demoted ends it)."""
     login_free_failures: int = 5
@@ -112,7 +117,8 @@ class ConsoleSettings:
             "alertmanager_url": config.get("console", "alertmanager_url", "").rstrip("/")
             or console_alertmanager_url(config.section("monitoring")),
             **{key: config.get("console", key, getattr(default, key))
-               for key in ("max_transcodes", "max_transcodes_per_user", "session_recheck_s", "login_free_failures",
+               for key in ("max_transcodes", "max_transcodes_per_user", "max_image_bytes", "thumbnail_width",
+                           "session_recheck_s", "login_free_failures",
                            "login_address_free_failures", "tls_cert", "tls_key", "watch_expiry_days")},
         }
         values.update({k: v for k, v in overrides.items() if v is not None and k != "s3_credentials"})
@@ -120,6 +126,10 @@ class ConsoleSettings:
         expiry = values["watch_expiry_days"]
         if not isinstance(expiry, int | float) or isinstance(expiry, bool) or expiry < 0:
             raise ValueError(f"console.watch_expiry_days should be a number of days >= 0, not {expiry!r}")
+        for key, lowest in (("max_image_bytes", 1024), ("thumbnail_width", 16)):
+            value = values[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
+                raise ValueError(f"console.{key} should be a whole number >= {lowest}, not {value!r}")
         if bool(values["tls_cert"]) != bool(values["tls_key"]):
             raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
         if values["tls_cert"]:

@@ -1,9 +1,9 @@
 """One object-store identity per component, enforced by the store itself (SeaweedFS through S3, real process).
 
 Each component's key works for exactly its rights: a camera puts footage but cannot list, read back or delete it;
-the video jobs read footage and write synopses; the console reads and caches transcodes only; nothing but the
-retention identity deletes (a bucket policy, since S3's "write" includes deleting). The keys live in 0600 files
-that are made once and kept; the identities file the store reads is 0600 too."""
+the video jobs read footage and write synopses; the console reads, and caches transcodes and capture thumbnails only;
+nothing but the retention identity deletes (a bucket policy, since S3's "write" includes deleting). The keys live in
+0600 files that are made once and kept; the identities file the store reads is 0600 too."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ ACTIONS: dict[str, Check] = {
     "put synopsis": lambda c: c.put_object("synopsis", "task/new.webm", io.BytesIO(b"s"), 1),
     "put transcoded copy": lambda c: c.put_object("synopsis", "transcoded/videos/x.webm", io.BytesIO(b"t"), 1),
     "put captures": lambda c: c.put_object("captures", "cp/1.jpg", io.BytesIO(b"j"), 1),
+    "read captures": lambda c: c.get_object("captures", "vehicle/seed.jpg").read(),
+    "put capture thumbnail": lambda c: c.put_object("captures", "thumbs/vehicle/seed.jpg", io.BytesIO(b"t"), 1),
     "delete synopsis": lambda c: c.remove_object("synopsis", "task/seed.webm"),
     "read evidence": lambda c: c.get_object("evidence", "cam-1/locked.webm").read(),
     "put evidence": lambda c: c.put_object("evidence", "cam-1/new.webm", io.BytesIO(b"e"), 1),
@@ -47,10 +49,11 @@ ACTIONS: dict[str, Check] = {
 EVIDENCE = {"read evidence", "put evidence", "copy footage into evidence", "delete evidence"}
 ALLOWED: dict[str, set[str]] = {
     "cameras": {"put videos"},
-    "simulator": {"put captures"},
+    "simulator": {"put captures", "put capture thumbnail"},
     "video-jobs": {"list videos", "read videos", "read synopsis", "put synopsis", "put transcoded copy"},
-    "console": {"list videos", "read videos", "read synopsis", "put transcoded copy", *EVIDENCE},
-    "mirror": {"list videos", "read videos", "read synopsis", "read evidence"},
+    "console": {"list videos", "read videos", "read synopsis", "put transcoded copy", "read captures",
+                "put capture thumbnail", *EVIDENCE},
+    "mirror": {"list videos", "read videos", "read synopsis", "read evidence", "read captures"},
     "retention": set(ACTIONS),
     "admin": set(ACTIONS) - {"delete videos", "delete synopsis", "delete evidence"},
 }
@@ -73,6 +76,7 @@ def _seed(store: ObjectStore) -> None:
     admin.put_object("videos", "cam-1/seed.webm", io.BytesIO(b"footage"), 7)
     admin.put_object("synopsis", "task/seed.webm", io.BytesIO(b"synopsis"), 8)
     admin.put_object("evidence", "cam-1/locked.webm", io.BytesIO(b"locked"), 6)
+    admin.put_object("captures", "vehicle/seed.jpg", io.BytesIO(b"jpeg"), 4)
 
 
 def _allowed(client: Minio, action: str) -> bool:

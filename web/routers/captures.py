@@ -1,24 +1,39 @@
-"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range; one record's detail.
+"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range; one record's detail and image.
 
 Every answer here is personal data, so each request is audited before anything is read (``captures.search`` with
-its required ``reason``, ``captures.by_checkpoint``, ``captures.detail``): no audit event, no data (503).
+its required ``reason``, ``captures.by_checkpoint``, ``captures.detail``, ``captures.image``): no audit event, no
+data (503).
 """
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
 from pydantic import AfterValidator, AwareDatetime
+from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
 
 from contracts.records import Kind, is_checkpoint_id, is_plate
 from contracts.tables import captures as layout
-from web.dependencies import AuditDep, BackendsDep, ViewerDep
+from web.dependencies import AuditDep, BackendsDep, SettingsDep, ViewerDep
+from web.hardening import credentials_check, until_revoked
 from web.models.captures import CaptureDetail, CapturePage
 from web.redaction import record_for
 from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, invalid, required_reason
 from web.services import captures
+from web.services.capture_images import (
+    JPEG,
+    CaptureImages,
+    DecodersBusy,
+    ImageTooLarge,
+    ImageUnreadable,
+    LiveCaptures,
+    image_key,
+)
+from web.services.video_media import media_headers
 
 router = APIRouter(prefix="/api/v1/captures", tags=["captures"])
 
@@ -106,3 +121,96 @@ def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=2
     audit_read(audit, user, "captures.detail", record_id, asked(kind=kind), reason)
     with answering("path"), backends.hbase() as conn:
         return CaptureDetail(**record_for(user, captures.capture_detail(conn, kind, record_id, data.map.locate)))
+
+
+_images_lock = threading.Lock()
+
+
+def get_images(request: Request, settings: SettingsDep) -> CaptureImages:
+    """The app's one CaptureImages (its decode slots and its memory of checked images live as long as the app)."""
+    state = request.app.state
+    with _images_lock:
+        if getattr(state, "capture_images", None) is None:
+            state.capture_images = CaptureImages(state.backends, settings.max_image_bytes, settings.thumbnail_width)
+        return state.capture_images
+
+
+ImagesDep = Annotated[CaptureImages, Depends(get_images)]
+Size = Annotated[Literal["full", "thumb"], Query(description="full: the stored JPEG as the device sent it; thumb: a "
+                                                             "small copy for lists (made once, cached in the store)")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {JPEG: {"schema": {"type": "string", "format": "binary"}}},
+          "description": "the JPEG (``nosniff``, a sandboxing content-security policy)"},
+    304: {"description": "the browser's copy (``If-None-Match``) is current"},
+    404: {"description": "no such capture, or it has no image: the detail says why (the record's image_error)"},
+    413: {"description": "the stored object is larger than [console] max_image_bytes: refused unread"},
+    422: {"description": "the stored object is not a decodable JPEG (truncated, corrupt, another format)"},
+    429: {"description": "every image decoder stayed busy (Retry-After)"},
+    503: {"description": "HBase, the object store or the audit trail is unavailable (``backend`` names it)"},
+}
+
+
+@router.get("/{kind}/{record_id}/image", response_class=Response, responses=IMAGE_RESPONSES)
+def image(kind: Annotated[str, Path(max_length=16, description="vehicle or face")],
+          record_id: Annotated[str, Path(min_length=1, max_length=200)], user: ViewerDep,
+          audit: AuditDep, backends: BackendsDep, images: ImagesDep, size: Size = "full", reason: Reason = None,
+          if_none_match: IfNoneMatch = None) -> Response:
+    """The capture's JPEG (``size=thumb``: a thumbnail ``[console] thumbnail_width`` wide), through the console.
+
+    Audited (``captures.image``) before the lookup, found or not, like the record's detail: the image is the same
+    personal data. A record without an image answers 404 with its ``image_error`` (why the device sent none, or why
+    it could not be stored); an object over ``max_image_bytes`` 413 without being read; one that does not decode
+    422 with the decoder's reason. Served ``private`` with an ETag: a page that shows the same thumbnail again
+    revalidates instead of downloading it. An unknown kind is a 404 (no such image), asked of nobody's data."""
+    if kind not in {k.value for k in Kind}:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no capture kind {kind!r}: vehicle or face")
+    audit_read(audit, user, "captures.image", record_id, asked(kind=kind, size=size), reason)
+    with answering("path"):
+        with backends.hbase() as conn:
+            record = captures.capture_detail(conn, Kind(kind), record_id, lambda _checkpoint: None)
+        key = image_key(kind, record)
+        try:
+            stored = images.thumbnail(key) if size == "thumb" else images.original(key)
+        except ImageTooLarge as exc:
+            raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, str(exc)) from None
+        except ImageUnreadable as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc)) from None
+        except DecodersBusy as exc:
+            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc), headers={"Retry-After": "2"}) from None
+    media_type, safety = media_headers(JPEG)
+    headers = {"Cache-Control": "private, max-age=300", "ETag": f'"{stored.etag}"', **safety}
+    if if_none_match is not None and stored.etag and stored.etag in if_none_match:
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    return Response(stored.data, media_type=media_type, headers=headers)
+
+
+def get_live(request: Request, settings: SettingsDep) -> LiveCaptures:
+    """The app's one follower of the capture topics (it runs only while a wall is open)."""
+    state = request.app.state
+    with _images_lock:
+        if getattr(state, "live_captures", None) is None:
+            topics = settings.topics
+            state.live_captures = LiveCaptures(settings.bus, {Kind.VEHICLE.value: topics.vehicle,
+                                                              Kind.FACE.value: topics.face})
+        return state.live_captures
+
+
+LiveDep = Annotated[LiveCaptures, Depends(get_live)]
+WallCheckpoint = Annotated[str, Query(max_length=40, description="e.g. 330102#1#0#0"), AfterValidator(_checkpoint)]
+
+
+@router.get("/live", response_class=EventSourceResponse)
+async def live(user: ViewerDep, audit: AuditDep, request: Request, settings: SettingsDep, follower: LiveDep,
+               checkpoint: WallCheckpoint, reason: Reason = None) -> EventSourceResponse:
+    """A checkpoint's captures as they arrive (Server-Sent Events, ``event: capture``): the map's live image wall.
+
+    Each event is the capture's kind, record_id, checkpoint_id, capture_time, plate_number and image_url (or
+    image_error): what the wall needs to show and name its image (``/{kind}/{record_id}/image``), no feature
+    vector. Watching a checkpoint's traffic live is a read of personal data: audited once per connection
+    (``captures.live``) before the stream starts, 503 when the audit event cannot be published; the stream ends
+    (``event: closed``) when the session or token lapses, as ``/api/v1/events`` does."""
+    await run_in_threadpool(audit_read, audit, user, "captures.live", checkpoint, {"checkpoint": checkpoint}, reason)
+    stream = until_revoked(follower.stream(checkpoint), credentials_check(request, user.role),
+                           settings.session_recheck_s)
+    return EventSourceResponse(stream, ping=15, send_timeout=30)

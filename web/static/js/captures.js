@@ -33,8 +33,10 @@
   }
 
   function render(items, isPlate) {
-    // A plate's page is listed as a trajectory: oldest first, numbered as drawn on the map.
+    // A plate's page is listed as a trajectory: oldest first, numbered as drawn on the map, each with its thumbnail
+    // (an audited read like the search, with the search's reason).
     const rows = isPlate ? [...items].sort(byTime) : items;
+    const reason = search.params.reason;
     tbody.replaceChildren(...rows.map((item, i) => el("tr", {
       tabindex: "0", dataset: { recordId: item.record_id },
       onclick: () => openDetail(item), onkeydown: (e) => { if (e.key === "Enter") openDetail(item); },
@@ -45,7 +47,8 @@
     el("td", { class: "plate nowrap" }, item.plate_number || "—"),
     el("td", { class: "mono nowrap" }, item.checkpoint_id),
     el("td", { class: "wrap" }, place(item.location)),
-    el("td", { class: "mono nowrap" }, item.device_ip || "—"))));
+    el("td", { class: "mono nowrap" }, item.device_ip || "—"),
+    el("td", { class: "thumb-cell" }, Console.captureImage(item, { size: "thumb", reason })))));
     empty.hidden = rows.length > 0;
     if (city) {
       if (isPlate) city.showTrajectory(rows);
@@ -110,12 +113,16 @@
     detail.hidden = false;
     document.getElementById("detail-id").textContent = item.record_id;
     const dl = document.getElementById("detail-fields");
+    const picture = document.getElementById("detail-image");
     dl.replaceChildren(el("dt", {}, t("common.loading")));
+    picture.replaceChildren();
     try {
       // The search's reason goes with the detail read too: the trail shows why the record was opened.
       const { data } = await api(`/api/v1/captures/${encodeURIComponent(item.kind)}/${encodeURIComponent(item.record_id)}`,
         { params: { reason: search && search.params.reason } });
       const record = data;
+      picture.replaceChildren(Console.captureImage(record, { size: "full", reason: search && search.params.reason,
+        explain: true }));
       const first = ["record_id", "kind", "capture_time", "ingest_time", "latency_ms"];
       const keys = [...first.filter((k) => k in record), ...Object.keys(record).filter((k) => !first.includes(k)).sort()];
       dl.replaceChildren(...keys.filter((k) => record[k] !== undefined).flatMap((k) => {

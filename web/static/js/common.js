@@ -192,6 +192,75 @@ const Console = (() => {
     }, data, container);
   }
 
+  let storeChecked = null;
+  /** Whether the object store answers (``/api/v1/health``, asked at most every 30 s): while it is down, pages show
+   * why instead of sending each image request to a 503. Resolves to null (up) or the store's error. */
+  function objectStoreDown() {
+    if (!storeChecked || Date.now() - storeChecked.at > 30000) {
+      const answer = fetch("/api/v1/health", { credentials: "same-origin" })
+        .then((r) => r.json()).then((h) => (h.object_store && !h.object_store.up ? h.object_store.error || "down" : null))
+        .catch(() => null);
+      storeChecked = { at: Date.now(), answer };
+    }
+    return storeChecked.answer;
+  }
+
+  /**
+   * A capture's image through the console (``/api/v1/captures/{kind}/{id}/image``; ``size`` "thumb" or "full"), in a
+   * <figure>. The browser loads it as an <img> with the page's session, so the store's key never reaches the page.
+   * A record that says why it has no image (``image_url`` empty, ``image_error``) shows that reason without asking,
+   * and so does a store that is down; when loading fails, ``explain`` asks the API once more for its reason (corrupt,
+   * too large) and shows it (the detail's one image); lists just mark it unavailable. ``reason`` goes to the audit
+   * trail with the read. ``retries``: a live wall's capture may reach the page before the ingest job has stored its
+   * record, so its image is asked for again after 2 s, 4 s...
+   */
+  function captureImage(capture, { size = "thumb", reason, explain = false, retries = 0 } = {}) {
+    const figure = el("figure", { class: `capture-image ${size}`, dataset: { recordId: capture.record_id } });
+    // A list's thumbnail that cannot be shown is a dash (the reason in its tooltip), so a list stays compact.
+    const unavailable = (why, cls = "muted") => {
+      const text = `${t("image.unavailable")}${why ? `: ${why}` : ""}`;
+      figure.classList.add("missing");
+      figure.replaceChildren(el("figcaption", { class: cls, title: text }, explain || size !== "thumb" ? text : "—"));
+    };
+    if (capture.image_url === "") {
+      figure.classList.add("missing");
+      figure.append(el("figcaption", { class: "muted" }, t("image.none", { why: capture.image_error || "?" })));
+      return figure;
+    }
+    const path = `/api/v1/captures/${encodeURIComponent(capture.kind)}/${encodeURIComponent(capture.record_id)}/image`;
+    const params = { size: size === "thumb" ? "thumb" : undefined, reason: reason || undefined };
+    const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v));
+    objectStoreDown().then((down) => {
+      if (down) {
+        unavailable(t("error.backend", { name: "object_store" }));
+        return;
+      }
+      const img = el("img", {
+        src: `${path}${[...query].length ? `?${query}` : ""}`, decoding: "async",
+        alt: t("image.alt", { kind: t(`kind.${capture.kind}`), id: capture.record_id }),
+      });
+      let tries = 0;
+      img.addEventListener("error", async () => {
+        if (tries < retries) {
+          tries += 1;
+          setTimeout(() => { img.src = `${path}?${new URLSearchParams({ ...Object.fromEntries(query), try: tries })}`; },
+            2000 * tries);
+          return;
+        }
+        unavailable(null, "error");
+        if (!explain) return;
+        try {
+          await api(path, { params });
+        } catch (e) {
+          unavailable(e.message, "error");
+        }
+      });
+      img.addEventListener("load", () => figure.classList.add("loaded"));
+      figure.append(img);
+    });
+    return figure;
+  }
+
   function hasRole(role) {
     const order = ["viewer", "operator", "admin"];
     return Boolean(page.user) && order.indexOf(page.user.role) >= order.indexOf(role);
@@ -210,6 +279,6 @@ const Console = (() => {
 
   return {
     page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole,
-    timeChart, fieldMessage,
+    timeChart, fieldMessage, captureImage,
   };
 })();

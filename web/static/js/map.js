@@ -26,6 +26,7 @@
       [t("map.lanes"), cp.lanes],
       [t("map.coordinates"), `${cp.lat.toFixed(5)}, ${cp.lon.toFixed(5)}`],
     ]);
+    openWall(cp.checkpoint_id);
     const search = document.getElementById("cp-search");
     search.href = `/captures?checkpoint=${encodeURIComponent(cp.checkpoint_id)}`;
     const devices = document.querySelector("#cp-devices tbody");
@@ -38,14 +39,51 @@
       fillRows(devices, (detail.devices || []).map((d) => [d.device_ip, t(`kind.${d.kind}`), d.recognizer_ip]));
       const latest = detail.latest || [];
       if (!latest.length) fillRows(captures, [[t("map.no_captures"), null, null, null]]);
-      else fillRows(captures, latest.map((c) => [time(c.capture_time), t(`kind.${c.kind}`), c.plate_number, c.device_ip]));
+      else {
+        fillRows(captures, latest.map((c) => [time(c.capture_time), t(`kind.${c.kind}`), c.plate_number, c.device_ip,
+          Console.captureImage(c, { size: "thumb" })]));
+        for (const row of captures.children) row.lastChild.classList.add("thumb-cell");
+      }
     } catch (e) {
       devices.replaceChildren();
       showError(error, e);
     }
   }
 
+  // -- the checkpoint's live image wall: its captures as they arrive (SSE), newest first ----------------------------
+  const WALL_SIZE = 12;
+  let wall = null;
+
+  function closeWall() {
+    if (wall) wall.close();
+    wall = null;
+    document.getElementById("cp-wall").replaceChildren();
+    document.getElementById("cp-wall-state").textContent = "";
+  }
+
+  function openWall(checkpointId) {
+    closeWall();
+    const grid = document.getElementById("cp-wall");
+    const state = document.getElementById("cp-wall-state");
+    grid.replaceChildren(el("p", { class: "muted wall-empty" }, t("image.wall_empty")));
+    const source = new EventSource(`/api/v1/captures/live?checkpoint=${encodeURIComponent(checkpointId)}`);
+    wall = source;
+    source.addEventListener("open", () => { state.textContent = t("overview.live"); state.className = "badge live"; });
+    source.addEventListener("error", () => { state.textContent = "…"; state.className = "badge"; });
+    source.addEventListener("closed", () => source.close());
+    source.addEventListener("capture", (event) => {
+      const capture = JSON.parse(event.data);
+      grid.querySelector(".wall-empty")?.remove();
+      grid.prepend(el("div", { class: "wall-cell", dataset: { recordId: capture.record_id } },
+        Console.captureImage(capture, { size: "thumb", retries: 3 }),
+        el("div", { class: "wall-item" },
+          `${time(capture.capture_time).slice(11)} · ${capture.plate_number || t(`kind.${capture.kind}`)}`)));
+      while (grid.children.length > WALL_SIZE) grid.lastChild.remove();
+    });
+  }
+
   function closeCheckpoint() {
+    closeWall();
     city.select(null);
     city.overview();
     panel.hidden = true;

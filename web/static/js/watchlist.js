@@ -88,6 +88,23 @@
     return el("td", { class: "wrap" }, hit.hit_id ? EvidenceLock.button("hit", hit.hit_id) : null);
   }
 
+  /** A hit's capture image(s), thumbnails: a cloned-plate hit shows both sightings side by side (the same plate on
+   * two vehicles is what an operator checks by eye); a plate or face hit, the capture that matched. */
+  function hitImages(hit, captureKind) {
+    const cell = el("td", { class: "thumb-cell" });
+    if (hit.kind === "cloned_plate" && Array.isArray(hit.sightings)) {
+      cell.append(el("div", { class: "image-pair" }, ...hit.sightings.map((s, i) => {
+        const figure = Console.captureImage({ kind: "vehicle", record_id: s.record_id }, { size: "thumb" });
+        figure.title = `${t(i === 0 ? "image.pair_first" : "image.pair_second")} · ${time(s.capture_time)}`;
+        return figure;
+      })));
+    } else if (hit.record_id) {
+      const kind = captureKind || (hit.kind === "face" ? "face" : "vehicle");
+      cell.append(Console.captureImage({ kind, record_id: hit.record_id }, { size: "thumb" }));
+    }
+    return cell;
+  }
+
   /** The selected watch's trajectory: its hits (from HBase, then merged live from SSE) oldest first, on the map. */
   function drawSelected() {
     const { watch: w, points, total } = shown;
@@ -101,7 +118,8 @@
       el("td", { class: "wrap" }, place(p.location)),
       el("td", {}, p.match ? t(`sv.match.${p.match}`) : "—"),
       el("td", { class: "num" }, p.score === undefined || p.score === null ? "—" : p.score.toFixed(3)),
-      lockCell(p))));
+      lockCell(p),
+      hitImages(p, w.kind === "face" ? "face" : "vehicle"))));
     if (city) {
       if (points.length) city.showTrajectory(points);
       else city.clearTrajectory();
@@ -175,7 +193,8 @@
       el("td", {}, hit.kind === "cloned_plate" && hit.speed_kmh ? t("sv.implied_speed", { speed: Math.round(hit.speed_kmh) })
         : hit.match ? t(`sv.match.${hit.match}`) : hit.score ? hit.score.toFixed(3) : "—"),
       el("td", { class: "wrap" }, place(hit.location)),
-      lockCell(hit));
+      lockCell(hit),
+      hitImages(hit));
   }
 
   /** The city's newest hits as the page opens (from HBase), so a reload does not start from an empty list. */
