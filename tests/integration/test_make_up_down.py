@@ -27,9 +27,9 @@ from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_con
 START_S = 300.0
 """How long `make up` may take until its ingest job reports its first batches (two Spark JVMs start on a loaded
 2-core machine)."""
-RUN_S = 120.0
+RUN_S = 45.0
 """How long the solution runs under load after that before `make down`: the Spark jobs have run many batches, the
-simulator has filled the bus, the cameras have uploaded segments."""
+simulator has filled the bus, the cameras have uploaded segments (a segment is 10 s)."""
 
 
 def _marked(marker: str) -> list[psutil.Process]:

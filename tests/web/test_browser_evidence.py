@@ -164,6 +164,11 @@ def test_an_operator_locks_a_video_and_it_plays_from_the_evidence_copy(video_bro
     page.fill("#lock-reason", "case 2026-0777")
     page.click("#lock-submit")
     expect(row.locator(".lock-outcome")).to_contain_text("已锁定为证据")
+    # The table drawn again (a refresh, or a second load racing the first) keeps the outcome on the new row.
+    row.evaluate("r => { r.dataset.drawn = 'before'; }")
+    page.click("#refresh-videos")
+    redrawn = page.locator(f'#videos-table tr[data-url="{recording.url}"]:not([data-drawn])')
+    expect(redrawn.locator(".lock-outcome")).to_contain_text("已锁定为证据")
     video_browsing.snap("evidence-video-locked-zh")
 
     video_browsing.goto("/evidence")

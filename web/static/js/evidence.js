@@ -10,6 +10,10 @@ const EvidenceLock = (() => {
   const { api, t, el, ApiError } = Console;
   let dialog = null;
 
+  /** The last outcome of each item's lock ("kind/id" -> {level, message, linked}): a table drawn again after a
+   *  lock (a refresh, a second load racing the first) shows it on the item's new row. */
+  const outcomes = new Map();
+
   function kindName(kind) {
     return t(`ev.kind.${kind}`);
   }
@@ -95,12 +99,21 @@ const EvidenceLock = (() => {
    */
   function button(kind, id, props) {
     if (!Console.hasRole("operator")) return null;
+    const key = `${kind}/${id}`;
     const outcome = el("span", { class: "lock-outcome", role: "status" });
-    const report = (level, message, linked) => {
-      outcome.className = `lock-outcome ${level}`;
-      outcome.replaceChildren(message, linked ? " " : "",
-        linked ? el("a", { href: "/evidence" }, t("ev.see_all")) : "");
+    const paint = (node, { level, message, linked }) => {
+      node.className = `lock-outcome ${level}`;
+      node.replaceChildren(message, linked ? " " : "", linked ? el("a", { href: "/evidence" }, t("ev.see_all")) : "");
     };
+    const report = (level, message, linked) => {
+      outcomes.set(key, { level, message, linked });
+      paint(outcome, outcomes.get(key));
+      for (const node of document.querySelectorAll(".lock-outcome")) {
+        if (node !== outcome && node.dataset.evidenceKey === key) paint(node, outcomes.get(key));
+      }
+    };
+    outcome.dataset.evidenceKey = key;
+    if (outcomes.has(key)) paint(outcome, outcomes.get(key));
     const node = el("button", {
       type: "button", class: "lock-evidence", ...(props || {}),
       dataset: { evidenceKind: kind, evidenceId: id },

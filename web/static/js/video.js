@@ -62,14 +62,18 @@
     await loadVideos();
   }
 
+  let videosAsked = 0; // the newest list asked for: an older answer arriving after it is dropped
+
   async function loadVideos() {
     const tbody = document.querySelector("#videos-table tbody");
+    const asked = ++videosAsked;
     if (!daySelect.value) {
       fillRows(tbody, [[t("video.no_videos"), null, null, null]]);
       return;
     }
     const { data: videos } = await api(`/api/v1/video/cameras/${encodeURIComponent(cameraSelect.value)}/videos`,
       { params: { day: daySelect.value } });
+    if (asked !== videosAsked) return;
     tbody.replaceChildren(...videos.map((v) => el("tr", { dataset: { url: v.url } },
       el("td", { class: "nowrap" }, time(v.start_time)),
       el("td", { class: "mono" }, v.name),
