@@ -26,8 +26,8 @@ from bus.client.admin import (
     PatternType,
     PermissionType,
     ResourceType,
+    UserScramCredentialUpsertion,
 )
-from bus.client.admin_scram import UserScramCredentialUpsertion
 from contracts import bus_client
 from contracts.bus_acls import ADMIN, MATRIX, Binding, Role, all_bindings
 from contracts.config import Config

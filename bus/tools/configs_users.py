@@ -17,8 +17,7 @@ from bus.security.scram_formats import parse_scram_config
 from bus.tools._common import ToolError
 
 if TYPE_CHECKING:
-    from bus.client.admin import AdminClient
-    from bus.client.admin_scram import ScramCredentialAlteration
+    from bus.client.admin import AdminClient, ScramCredentialAlteration
 
 # Kafka's QuotaConfig user and client quota names (kafka-configs sends them with AlterClientQuotas).
 QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")

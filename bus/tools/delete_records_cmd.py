@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bus.tools._common import ToolError, add_connection_args, admin_client, run_guarded
 
 if TYPE_CHECKING:
-    from bus.client.admin import AdminClient, TopicPartition
-    from bus.client.admin_common import AdminError
+    from bus.client.admin import AdminClient, AdminError, TopicPartition
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -102,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def error_text(tp: TopicPartition, error: AdminError) -> str:
     """The error as `message (NAME)`, with Kafka's default message where the client only named the error."""
-    from bus.client.admin_common import AdminError
+    from bus.client.admin import AdminError
 
     return str(AdminError(error.code)) if error.message == f"{tp}: {error.name}" else str(error)
 
@@ -110,7 +109,7 @@ def error_text(tp: TopicPartition, error: AdminError) -> str:
 def delete_each(admin: AdminClient, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int | AdminError]:
     """Each partition's new low watermark or its error: one call for all, and when it fails, one per partition
     (the admin call raises its first failure), so that every partition gets its own answer as in Kafka."""
-    from bus.client.admin_common import AdminError
+    from bus.client.admin import AdminError
 
     try:
         return dict(admin.delete_records(wanted))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bus.tools._common import ToolError, add_connection_args, admin_client, run_guarded
 
 if TYPE_CHECKING:
-    from bus.client.admin_tools import LogDirDescription
+    from bus.client.admin import LogDirDescription
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:

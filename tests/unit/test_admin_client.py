@@ -21,10 +21,9 @@ from bus.client.admin import (
     TopicAlreadyExistsError,
     TopicPartition,
     UnknownTopicOrPartitionError,
-    _parse_bootstrap,
-    error_name,
 )
-from bus.client.admin_common import first_error
+from bus.client.admin.client import _parse_bootstrap
+from bus.client.admin.common import error_name, first_error
 from bus.client.errors import KafkaError, KafkaTimeoutError
 from bus.protocol.consumer_protocol import Assignment, assigned_partitions, encode_assignment
 from tests.support.ports import free_port

@@ -1,69 +1,30 @@
-"""The admin client's calls behind the operator tools: log dirs, transactions, producers and features.
+"""The admin client's transaction calls: list and describe transactions, the producers a partition remembers, and
+aborting a hanging transaction.
 
-Java's `Admin.describeLogDirs`, `listTransactions`, `describeTransactions`, `describeProducers`,
-`abortTransaction` and `describeFeatures`, which kafka-log-dirs, kafka-transactions and kafka-features are
-built on. They live in a mixin of their own, as the ACL and SCRAM calls do, to keep `admin.py` to the calls
-applications use. Requests go where Java's admin sends them: DescribeLogDirs to each broker asked about,
-ListTransactions to every broker (each coordinates some ids), DescribeTransactions to the id's transaction
-coordinator (FindCoordinator with key type 1), DescribeProducers and the abort's WriteTxnMarkers to the
-partition's leader, ApiVersions (which carries the features) to any broker.
+Java's `Admin.listTransactions`, `describeTransactions`, `describeProducers` and `abortTransaction`, which
+kafka-transactions is built on. Requests go where Java's admin sends them: ListTransactions to every broker (each
+coordinates some ids), DescribeTransactions to the id's transaction coordinator (FindCoordinator with key type 1),
+DescribeProducers and the abort's WriteTxnMarkers to the partition's leader.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.client.admin_common import AdminCalls, AdminError, Retry, check_error
+from bus.client.admin.common import AdminCalls, AdminError, Retry, check_error
 from bus.protocol.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from bus.client.cluster import Metadata
+WRITE_TXN_MARKERS, FIND_COORDINATOR = 27, 10
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
-
-class ToolCalls(AdminCalls, Protocol):
-    """The admin client as these calls use it: the mixins' `AdminCalls`, plus leaders and the broker list."""
-
-    _metadata: Metadata
-
-    def _leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's leader, from fresh metadata."""
-        ...
-
-    def _refresh_brokers(self) -> None:
-        """Learn the brokers from any reachable one."""
-        ...
-
-WRITE_TXN_MARKERS, API_VERSIONS, DESCRIBE_LOG_DIRS = 27, 18, 35
-DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, FIND_COORDINATOR = 61, 65, 66, 10
 _TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional id
 _COORDINATOR_RETRY = frozenset(int(e) for e in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                                                 ErrorCode.coordinator_load_in_progress))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReplicaInfo:
-    """One partition's replica in one log dir (Java's `ReplicaInfo`)."""
-
-    size: int
-    offset_lag: int
-    is_future: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LogDirDescription:
-    """One log dir of one broker: its error (None if healthy), replicas and space (-1: unknown)."""
-
-    path: str
-    error: AdminError | None
-    replicas: dict[TopicPartition, ReplicaInfo]
-    total_bytes: int = -1
-    usable_bytes: int = -1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,21 +58,6 @@ class ProducerState:
     current_transaction_start_offset: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SupportedVersionRange:
-    min_version: int
-    max_version: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FeatureMetadata:
-    """What `describeFeatures` answers: supported ranges, finalized levels and their epoch (None: unknown)."""
-
-    supported: dict[str, SupportedVersionRange]
-    finalized: dict[str, int]
-    finalized_epoch: int | None
-
-
 def _millis(value: Any) -> int:
     """kio decodes some int64 times as datetimes and int32 durations as timedeltas; back to milliseconds."""
     if isinstance(value, datetime.datetime):
@@ -121,7 +67,7 @@ def _millis(value: Any) -> int:
     return -1 if value is None else int(value)
 
 
-def _transaction_coordinator(admin: ToolCalls, transactional_id: str) -> int:
+def _transaction_coordinator(admin: AdminCalls, transactional_id: str) -> int:
     """The broker coordinating `transactional_id` (FindCoordinator, key type 1)."""
     response = admin._send(admin._any_node(), FIND_COORDINATOR, lambda s: s.make(
         "FindCoordinatorRequest", key=transactional_id, key_type=_TRANSACTION_KEY,
@@ -137,40 +83,10 @@ def _transaction_coordinator(admin: ToolCalls, transactional_id: str) -> int:
     return node
 
 
-class ToolsAdmin:
-    """The tool-facing calls `AdminClient` inherits."""
+class TransactionAdmin:
+    """The transaction calls `AdminClient` inherits."""
 
-    # -- log dirs -----------------------------------------------------------------------------------------
-
-    def describe_log_dirs(self: ToolCalls, broker_ids: Iterable[int]) -> dict[int, list[LogDirDescription]]:
-        """Every log dir of each broker, with the replicas it holds (all topics)."""
-        brokers = list(dict.fromkeys(int(b) for b in broker_ids))
-
-        def build(s: Any) -> Any:
-            return s.make("DescribeLogDirsRequest", topics=None)
-
-        def describe(broker: int) -> list[LogDirDescription]:
-            response = self._send(broker, DESCRIBE_LOG_DIRS, build)
-            check_error(getattr(response, "error_code", 0))
-            out = []
-            for result in response.results:
-                code = int(result.error_code)
-                replicas = {TopicPartition(topic.name, int(p.partition_index)):
-                            ReplicaInfo(int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
-                            for topic in result.topics for p in topic.partitions}
-                out.append(LogDirDescription(result.log_dir, AdminError.of(code) if code else None, replicas,
-                                             int(getattr(result, "total_bytes", -1)),
-                                             int(getattr(result, "usable_bytes", -1))))
-            return out
-
-        out: dict[int, list[LogDirDescription]] = {}
-        for broker in brokers:
-            out[broker] = self._call(functools.partial(describe, broker), "describe log dirs")
-        return out
-
-    # -- transactions -------------------------------------------------------------------------------------
-
-    def list_transactions(self: ToolCalls, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+    def list_transactions(self: AdminCalls, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                           min_duration_ms: int = -1) -> list[TransactionListing]:
         """The transactional ids every broker coordinates, filtered as ListTransactions filters them."""
         wanted_states, wanted_producers = list(states), [int(p) for p in producer_ids]
@@ -194,7 +110,7 @@ class ToolsAdmin:
 
         return self._call(attempt, "list transactions")
 
-    def describe_transaction(self: ToolCalls, transactional_id: str) -> TransactionDescription:
+    def describe_transaction(self: AdminCalls, transactional_id: str) -> TransactionDescription:
         """State, producer and partitions of one transactional id, from its coordinator;
         TRANSACTIONAL_ID_NOT_FOUND if it has none."""
 
@@ -217,9 +133,7 @@ class ToolsAdmin:
 
         return self._call(attempt, "describe transactions")
 
-    # -- producers and aborts ---------------------------------------------------------------------------
-
-    def describe_producers(self: ToolCalls, partition: TopicPartition,
+    def describe_producers(self: AdminCalls, partition: TopicPartition,
                            broker_id: int | None = None) -> list[ProducerState]:
         """The producers `partition` remembers, asked of its leader (or of `broker_id`, a replica)."""
         tp = TopicPartition(partition.topic, int(partition.partition))
@@ -245,7 +159,7 @@ class ToolsAdmin:
 
         return self._call(attempt, "describe producers")
 
-    def abort_transaction(self: ToolCalls, partition: TopicPartition, producer_id: int, producer_epoch: int,
+    def abort_transaction(self: AdminCalls, partition: TopicPartition, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int) -> None:
         """Write an ABORT marker for the producer's open transaction into `partition` (Java's `abortTransaction`:
         WriteTxnMarkers to the leader, which a hanging transaction's lost coordinator never sent)."""
@@ -265,21 +179,3 @@ class ToolsAdmin:
             check_error(code)
 
         self._call(attempt, "abort transaction")
-
-    # -- features -------------------------------------------------------------------------------------
-
-    def describe_features(self: ToolCalls) -> FeatureMetadata:
-        """The features any broker supports and the cluster-wide finalized levels (from ApiVersions v3+)."""
-
-        def attempt() -> FeatureMetadata:
-            response = self._send(self._any_node(), API_VERSIONS, lambda s: s.make(
-                "ApiVersionsRequest", client_software_name="bus-client", client_software_version="0.1"))
-            check_error(response.error_code)
-            epoch = int(getattr(response, "finalized_features_epoch", -1))
-            return FeatureMetadata(
-                {f.name: SupportedVersionRange(int(f.min_version), int(f.max_version))
-                 for f in getattr(response, "supported_features", ())},
-                {f.name: int(f.max_version_level) for f in getattr(response, "finalized_features", ())},
-                None if epoch < 0 else epoch)
-
-        return self._call(attempt, "describe features")

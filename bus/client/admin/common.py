@@ -1,26 +1,59 @@
-"""What the admin client's modules share: the AdminError family with Kafka's error names, and the retry signal.
+"""What every module of the admin client shares: the errors, the client as its calls see it, and a few helpers.
 
-`admin.py` holds the client and its topic, config, group and offset calls; `admin_acls.py` and `admin_scram.py` add
-the ACL and SCRAM calls to it as mixins. They all raise these errors, so `except AdminError` (or `KafkaError`)
-covers every call, and a mixin runs its requests through the client's `AdminCalls`: one request to one broker
-(`_send`), a broker to ask (`_any_node`), and the retry loop bounded by `default.api.timeout.ms` (`_call`).
+`AdminError` and its family carry Kafka's error names, so `except AdminError` (or `KafkaError`) covers every call;
+`Retry` is the signal a call raises for a retriable answer. `AdminCalls` is the client as its per-concern mixins use
+it (`client.py` provides it): one request to one broker (`_send`), the brokers and where to send a request
+(`_any_node`, `_controller`, `_leaders`), and the retry loop bounded by `default.api.timeout.ms` (`_call`). The
+helpers here are those that more than one concern needs: a partition list as requests carry it, the error codes
+that mean "ask another broker", and `BrokerInfo`, a broker as the calls name it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from bus.client.errors import KafkaError, KafkaTimeoutError
+from bus.protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from bus.client.cluster import Metadata
+    from bus.client.connection import BrokerConnection
 
 T = TypeVar("T")
 K = TypeVar("K")
 
 
+# Where a request must go again: another controller, another partition leader.
+CONTROLLER_ERRORS = frozenset({ErrorCode.not_controller})
+LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                           ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch,
+                           ErrorCode.replica_not_available, ErrorCode.offset_not_available})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} (id: {self.node_id} rack: {self.rack})"
+
+
 class AdminCalls(Protocol):
     """The admin client as its mixins use it."""
+
+    _metadata: Metadata
+
+    @property
+    def _brokers(self) -> dict[int, BrokerInfo]:
+        """The live brokers, by node id, as the metadata knows them."""
+        ...
 
     def _call(self, attempt: Callable[[], T], what: str) -> T:
         """Run `attempt` until it succeeds, retrying what `Retry` signals until the API deadline."""
@@ -30,8 +63,32 @@ class AdminCalls(Protocol):
         """One request (built at the best common version) to one broker."""
         ...
 
+    def _conn(self, node_id: int) -> BrokerConnection:
+        """The connection to one broker (Retry if the metadata does not know it)."""
+        ...
+
+    def _drop(self, node_id: int) -> None:
+        """Close a broken connection to one broker."""
+        ...
+
     def _any_node(self) -> int:
         """A broker to send a cluster-wide request to."""
+        ...
+
+    def _controller(self) -> int:
+        """The controller the metadata names (any broker if it names none that is live)."""
+        ...
+
+    def _leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's leader, from fresh metadata."""
+        ...
+
+    def _refresh_brokers(self) -> None:
+        """Learn the brokers from any reachable one."""
+        ...
+
+    def _timeout_ms(self, timeout_ms: int | None) -> int:
+        """A request's timeout: the one given, else `request.timeout.ms`."""
         ...
 
 
@@ -179,3 +236,11 @@ def finish(results: dict[K, AdminError | None], raise_on_error: bool) -> dict[K,
         if failure is not None:
             raise failure
     return results
+
+
+def partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Topic -> partition indexes, in the order given: how most requests list partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(int(tp.partition))
+    return by_topic

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bus.client.admin_common import AdminCalls, AdminError, check_error, finish, first_error
+from bus.client.admin.common import AdminCalls, AdminError, check_error, finish, first_error
 from bus.security.acls import AclBinding, AclBindingFilter, AclOperation, PatternType, PermissionType, ResourceType
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31

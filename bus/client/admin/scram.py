@@ -14,7 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.client.admin_common import AdminCalls, AdminError, check_error, finish
+from bus.client.admin.common import AdminCalls, AdminError, check_error, finish
 from bus.security.scram import SCRAM_MECHANISMS, ScramError, ScramMechanism, random_salt, scram_mechanism
 
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
