@@ -1,4 +1,4 @@
-"""contracts: what the parts of the solution agree on (ARCHITECTURE.md), in one place.
+"""contracts: what the parts of the solution agree on (docs/architecture.md), in one place.
 
 Topic names (`topics`), capture record schemas and their validation (`records`), the deployment map
 (`deployment_map`), HBase table layouts (`tables`) and the solution config loader (`config`). Every

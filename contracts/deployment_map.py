@@ -1,4 +1,4 @@
-"""The deployment map (ARCHITECTURE.md "Record schemas"): districts, checkpoints, devices, recognisers.
+"""The deployment map (docs/architecture.md "Record schemas"): districts, checkpoints, devices, recognisers.
 
 The simulator writes it (a real deployment exports it from its asset register) to ``[map] path`` of
 the solution config; monitoring, surveillance and the console read it from there to put a device or

@@ -1,4 +1,4 @@
-"""The ``ingest.stats`` record: what one micro-batch of the capture ingest job did (ARCHITECTURE.md).
+"""The ``ingest.stats`` record: what one micro-batch of the capture ingest job did (docs/architecture.md).
 
 The ingest job publishes one per non-empty micro-batch (and an empty one now and then, so "idle"
 and "dead" can be told apart); the console's overview and the monitor read them. Per device and

@@ -1,4 +1,4 @@
-"""The capture record contracts (ARCHITECTURE.md "Record schemas"), in one place.
+"""The capture record contracts (docs/architecture.md "Record schemas"), in one place.
 
 The simulator builds records from these field lists and the ingest job validates what it reads
 with the same code, so a schema change is one edit and both sides agree on what "valid" means.

@@ -1,4 +1,4 @@
-"""The surveillance contracts (ARCHITECTURE.md "Record schemas"): watch and statistic commands, hits, replies.
+"""The surveillance contracts (docs/architecture.md "Record schemas"): watch and statistic commands, hits, replies.
 
 Anyone may write to the control topics, so the console (before it publishes, answering 422 with the
 field) and the surveillance service (before it applies, answering on ``surveillance.replies``) validate

@@ -1,4 +1,4 @@
-"""The bus topics every part agrees on (ARCHITECTURE.md "Topics"), named once.
+"""The bus topics every part agrees on (docs/architecture.md "Topics"), named once.
 
 Each name is a default that ``[topics]`` of the solution config may override (key = the field name
 below), so a deployment can share a Kafka cluster with others. Code never spells a topic name: it

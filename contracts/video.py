@@ -1,4 +1,4 @@
-"""The video analysis records (ARCHITECTURE.md "Record schemas"): ``video.commands`` and ``video.status``.
+"""The video analysis records (docs/architecture.md "Record schemas"): ``video.commands`` and ``video.status``.
 
 The console validates a command with :func:`validate_command` before publishing it (a 422 naming the
 field), and the video ingest job validates every value it reads again with :func:`parse_command`: the

@@ -14,7 +14,7 @@ option names and columns so a job switches between the two with ``format("bus")`
   committed (for lag monitoring; the Spark checkpoint stays the truth);
 * columns: key, value, topic, partition, offset, timestamp, timestampType (+ headers).
 
-How Spark drives it (see PLATFORM_NOTES.md): the reader object lives twice, in a long-lived driver
+How Spark drives it: the reader object lives twice, in a long-lived driver
 process (offsets, planning, commit) and pickled into each task for :meth:`read`. So ``__init__``
 only stores parsed options, the driver's metadata client is opened lazily and never pickled, and
 each :class:`OffsetRangePartition` carries all a task needs. Tasks read their offset range with

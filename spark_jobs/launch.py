@@ -1,6 +1,6 @@
 """How every Spark job of the solution is started: one place for `make up`, tests and benchmarks.
 
-The settings are the light local ones measured in PLATFORM_NOTES.md: the driver and Python
+The settings are light local ones, measured on a 2-core machine: the driver and Python
 workers from the checkout's venv, loopback only, ``local[2]`` with a 512 MB driver, no UI, two
 shuffle partitions. A JVM class-data-sharing (CDS) archive halves start-up: the first launch that
 finds none records one (into a private file, adopted only after a clean exit, so parallel or killed

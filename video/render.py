@@ -1,6 +1,6 @@
 """Rendering the synopsis: tubes pasted on the background at their scheduled times, labelled with the
-original time, written as WebM (VP8: OpenCV's wheel has no H.264 encoder and browsers play VP8, see
-PLATFORM_NOTES.md), plus a JPEG thumbnail per object and a JSON index object -> original time span.
+original time, written as WebM (VP8: OpenCV's wheel has no H.264 encoder and browsers play VP8),
+plus a JPEG thumbnail per object and a JSON index object -> original time span.
 """
 
 from __future__ import annotations

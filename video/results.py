@@ -1,4 +1,4 @@
-"""What a finished analysis publishes: one `video.results` record per object (ARCHITECTURE.md).
+"""What a finished analysis publishes: one `video.results` record per object (docs/architecture.md).
 
 The HBase rows these records become are laid out in :mod:`contracts.tables.video`."""
 

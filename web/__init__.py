@@ -1,4 +1,4 @@
-"""web: the operator console (ARCHITECTURE.md "The operator console").
+"""web: the operator console (docs/architecture.md "The operator console").
 
 One FastAPI app serves the pages and the JSON API under ``/api/v1``. The layout is FastAPI's
 "bigger applications" one: ``settings`` (loaded once), ``backends`` (the shared clients of HBase,

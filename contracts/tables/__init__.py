@@ -1,4 +1,4 @@
-"""HBase table layouts (ARCHITECTURE.md "Storage"): tables, families and row keys, one module per business.
+"""HBase table layouts (docs/architecture.md "HBase tables"): tables, families and row keys, one module per business.
 
 Every layout follows the same rules, so they share these helpers: row keys are deterministic (a
 replayed batch rewrites the same cells), start with a short hash of their leading field (writes spread

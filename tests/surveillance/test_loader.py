@@ -33,7 +33,7 @@ BASE = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def hit(n: int, watch_id: str | None = "w-plate-1", kind: str = "plate") -> dict[str, Any]:
-    """A hit as ARCHITECTURE.md has it; ``n`` fixes its id and capture time."""
+    """A hit as docs/architecture.md has it; ``n`` fixes its id and capture time."""
     return {"hit_id": f"h{n:06d}", "watch_id": watch_id, "kind": kind, "match": "exact" if kind == "plate" else None,
             "record_id": f"10.0.0.1-{n}", "checkpoint_id": "330102#1#0#0",
             "capture_time": (BASE + timedelta(seconds=n)).isoformat(timespec="milliseconds"), "score": 1.0,

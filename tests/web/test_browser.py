@@ -33,7 +33,7 @@ from tests.web.test_overview import stats
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]
 
 CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags chromium tries to reach Google's hosts at start (PLATFORM_NOTES.md).
+# Without the background-networking flags chromium tries to reach Google's hosts at start.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"

@@ -5,7 +5,7 @@ The browser plays a video through the console (``/api/v1/video/media``), never f
 directly: the page's content-security policy allows media from the console only, the store's credentials
 stay on the server, and ranges are passed through so the player can seek without downloading the file.
 Chromium plays VP8/VP9 WebM and H.264; anything else (mp4v, MJPG from older uploads) is transcoded once
-to VP8 WebM with OpenCV (whose wheel writes VP80, PLATFORM_NOTES.md) in a background thread, and the
+to VP8 WebM with OpenCV (whose wheel writes VP80) in a background thread, and the
 result is kept in the synopsis bucket, so the next request plays it at once.
 """
 
