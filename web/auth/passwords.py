@@ -6,11 +6,19 @@ failed login takes does not tell whether the name exists.
 
 from __future__ import annotations
 
+from functools import cache
+
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 _hasher = PasswordHasher()
-_DUMMY_HASH = _hasher.hash("not a password anyone has")
+
+
+@cache
+def _dummy_hash() -> str:
+    """Made at the first unknown name, not at import: every process importing the console (its CLI tools, the
+    tests) would otherwise pay an argon2 hash (64 MiB, a few hundred ms on a loaded machine) it may never use."""
+    return _hasher.hash("not a password anyone has")
 
 MIN_LENGTH = 8
 MAX_LENGTH = 256
@@ -23,7 +31,7 @@ def hash_password(password: str) -> str:
 def verify_password(password_hash: str | None, password: str) -> bool:
     """True when ``password`` matches; ``None`` (no such user) is checked against a dummy hash and fails."""
     try:
-        _hasher.verify(password_hash or _DUMMY_HASH, password)
+        _hasher.verify(password_hash or _dummy_hash(), password)
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
     return password_hash is not None
