@@ -23,36 +23,36 @@ import time
 from collections.abc import Awaitable
 from pathlib import Path
 
+from bus.broker import broker_quorum
 from bus.broker.context import BrokerServices
 from bus.broker.controller_apis import handlers as controller_handlers
-from bus.broker.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.broker.kafka_apis import KafkaApis
-from bus.broker.listener_security import listener_securities
 from bus.broker.metrics import BrokerMetrics
-from bus.broker.node_security import NO_SECURITY, controller_security, inter_broker_security
 from bus.broker.partition_writer import ReplicaPartitionWriter
 from bus.broker.producer_ids import ProducerIdManager
 from bus.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from bus.broker.replica_manager import HIGH_WATERMARK_CHECKPOINT, ReplicaManager
 from bus.broker.replication_quota import ReplicationQuotas
-from bus.broker.socket_server import SocketServer
-from bus.broker.txn_marker_channel import TxnMarkerChannel
 from bus.config.broker import BrokerConfig
 from bus.config.topic import effective_topic_configs
 from bus.controller.bootstrap import read_bootstrap
 from bus.controller.controller import ControllerError, QuorumController
+from bus.controller.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.controller.image import ImageScramCredentials, ImageView
 from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from bus.coordinator.transaction.txn_marker_channel import TxnMarkerChannel
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.log.meta_properties import check_meta_properties
 from bus.log.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from bus.network.listener_security import listener_securities
+from bus.network.node_security import NO_SECURITY, controller_security, inter_broker_security
+from bus.network.socket_server import SocketServer
 from bus.protocol import messages
 from bus.protocol.topic_partition import TopicPartition
-from bus.raft import broker_quorum
 from bus.security.authorizer import StandardAuthorizer
 
 log = logging.getLogger(__name__)

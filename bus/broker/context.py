@@ -31,16 +31,16 @@ from bus.security.acls import (
 )
 
 if TYPE_CHECKING:
-    from bus.broker.authenticator import SaslAuthenticator
-    from bus.broker.controller_channel import ControllerChannel
     from bus.broker.replica_manager import ReplicaManager
     from bus.config.broker import BrokerConfig
     from bus.controller.controller import QuorumController
+    from bus.controller.controller_channel import ControllerChannel
     from bus.coordinator.consumer_group.coordinator import ConsumerGroupCoordinator
     from bus.coordinator.group.coordinator import GroupCoordinator
     from bus.coordinator.interfaces import MetadataView, ProducerIdSource
     from bus.coordinator.transaction.coordinator import TransactionCoordinator
     from bus.raft.driver import RaftDriver
+    from bus.security.authenticator import SaslAuthenticator
     from bus.security.authorizer import StandardAuthorizer
 
 

@@ -32,18 +32,18 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis import ApiHandler, handlers
 from bus.broker.apis._common import LARGE_RESPONSE_ITEMS
-from bus.broker.authenticator import SaslAuthenticator
 from bus.broker.context import BrokerServices, RequestContext
-from bus.broker.controller_channel import ControllerUnavailable
-from bus.broker.errors import CloseConnection, InvalidRequest
 from bus.broker.metrics import RequestMetrics
 from bus.broker.replica_manager import ReplicaManager
 from bus.controller.controller import ControllerError
+from bus.controller.controller_channel import ControllerUnavailable
 from bus.controller.record_log import MetadataRecordLog
+from bus.network.errors import CloseConnection, InvalidRequest
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec
 from bus.protocol.error_response import ERROR_MESSAGES
 from bus.security.acls import ANONYMOUS
+from bus.security.authenticator import SaslAuthenticator
 
 log = logging.getLogger(__name__)
 

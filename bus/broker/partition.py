@@ -15,18 +15,18 @@ import time
 from kio.schema.errors import ErrorCode
 
 from bus.broker.fetch_purgatory import Watchers
-from bus.broker.log_validator import validate_batches
-from bus.broker.producer_state import (
+from bus.controller.image import PartitionState, TopicImage
+from bus.log.config import LogConfig
+from bus.log.errors import RecordBatchTooLargeError
+from bus.log.log import AppendResult, Log, ReadResult
+from bus.log.log_validator import validate_batches
+from bus.log.producer_state import (
     ProducerStateError,
     ProducerStateManager,
     delete_snapshots_after,
     load_snapshot,
     snapshot_payload,
 )
-from bus.controller.image import PartitionState, TopicImage
-from bus.log.config import LogConfig
-from bus.log.errors import RecordBatchTooLargeError
-from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.txn_index import AbortedTxn
 from bus.protocol import records as rb
 from bus.protocol.control_records import marker_batch, read_marker

@@ -39,14 +39,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionFetch
-from bus.broker.network_client import NodeConnection, NodeConnectionError
-from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.broker.partition import Partition, PartitionError
 from bus.broker.replication_quota import ReplicationQuota
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.log.errors import LogClosedError
 from bus.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from bus.network.network_client import NodeConnection, NodeConnectionError
+from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol.messages import request_shapes
 from bus.protocol.topic_partition import TopicPartition
 

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.controller_channel import ControllerUnavailable
 from bus.broker.fetch_sessions import FetchSessionCache
 from bus.broker.partition import (
     CODECS,
@@ -28,12 +27,13 @@ from bus.broker.partition import (
     Partition,
     PartitionError,
 )
-from bus.broker.producer_state import delete_snapshots_after, write_snapshot_file
 from bus.broker.replication_quota import ReplicationQuotas
 from bus.config.topic import effective_topic_configs
+from bus.controller.controller_channel import ControllerUnavailable
 from bus.controller.image import BROKER_RESOURCE, MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
+from bus.log.producer_state import delete_snapshots_after, write_snapshot_file
 from bus.protocol.errors import KafkaApiError
 from bus.protocol.topic_partition import TopicPartition
 

@@ -3,7 +3,7 @@
 Two logs implement it: `MetadataLog`, a node's own file when it runs no quorum (written = committed), and
 `RaftMetadataLog`, the KRaft quorum's replicated log (committed once a majority of voters has it). The
 controller never applies a record to the image the brokers see before the log reports it committed, so the
-same code serves both; `Broker` decides which one a node uses (`bus.raft.broker_quorum.metadata_log`).
+same code serves both; `Broker` decides which one a node uses (`bus.broker.broker_quorum.metadata_log`).
 """
 
 from __future__ import annotations

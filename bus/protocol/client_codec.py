@@ -1,7 +1,7 @@
 """A client's side of the wire: request frames out, response frames in (the broker's side is in `messages`).
 
 Shared by the blocking client (`bus.client.connection`) and the asyncio inter-node client
-(`bus.broker.network_client`), so both frame requests and read responses the same way: request
+(`bus.network.network_client`), so both frame requests and read responses the same way: request
 header v1 (v2 with an empty tagged-field section for flexible versions), response header v0 (v1 for
 flexible versions, except ApiVersions, whose response header stays v0 so that any client can read it).
 """

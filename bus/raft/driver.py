@@ -35,8 +35,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.network_client import NodeConnection, NodeConnectionError
-from bus.broker.node_security import NO_SECURITY, NodeSecurity
+from bus.network.network_client import NodeConnection, NodeConnectionError
+from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.raft import wire
 from bus.raft.config import QuorumConfig
 from bus.raft.log import LogEntry, RaftLog, Record, Snapshot

@@ -4,7 +4,7 @@ carrying the mechanism's tokens, as Kafka's `SaslClientAuthenticator` sends them
 `login` is a generator: it yields each request to send (with its version) and is sent each response back, and
 returns the session lifetime the broker granted. Whoever owns the socket drives it: the native client's blocking
 connection (`bus.client.sasl`) and a broker's asyncio connections to the other nodes of its cluster
-(`bus.broker.network_client`), which log in with the broker's own credentials, as Kafka's inter-broker clients do.
+(`bus.network.network_client`), which log in with the broker's own credentials, as Kafka's inter-broker clients do.
 
 PLAIN sends one token (`\\0user\\0password`); SCRAM-SHA-256/512 send the client-first and client-final messages
 and check the server's final signature (`bus.security.scram_client`), so a server that does not hold our

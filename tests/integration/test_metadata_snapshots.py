@@ -22,9 +22,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
+from bus.broker.broker_quorum import RAFT_DIR
 from bus.controller.metadata_log import METADATA_PARTITION_DIR
 from bus.log import files
-from bus.raft.broker_quorum import RAFT_DIR
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of
 from tests.integration.test_metadata_cluster import create_retrying

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bus.broker.network_client import NodeAuthenticationError, NodeConnection, NodeConnectionError
-from bus.broker.node_security import NodeSecurity
+from bus.network.network_client import NodeAuthenticationError, NodeConnection, NodeConnectionError
+from bus.network.node_security import NodeSecurity
 from bus.protocol.messages import request_shapes
 from bus.security.sasl_login import SaslCredentials
 from tests.support.secure_broker import PASSWORDS, SecureBroker, start_secure_broker
@@ -112,8 +112,8 @@ def test_mutual_tls_needs_the_nodes_certificate(secure: SecureBroker, with_key_s
 
 def test_the_node_security_of_a_properties_file_is_what_it_dials_with(secure: SecureBroker) -> None:
     """`inter_broker_security` read from a broker config whose inter-broker listener is SASL_SSL logs in."""
-    from bus.broker.node_security import inter_broker_security
     from bus.config.broker import load_broker_config
+    from bus.network.node_security import inter_broker_security
 
     config = load_broker_config({
         "listeners": "SASL_SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2", "inter.broker.listener.name": "SASL_SSL",

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from bus.broker.network_client import NodeConnection
+from bus.network.network_client import NodeConnection
 from bus.protocol.messages import request_shapes
 from tests.integration._support_raw import RawKafka, metadata_request
 from tests.support.broker_process import BrokerProcess

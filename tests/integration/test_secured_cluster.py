@@ -34,8 +34,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from bus.broker.network_client import NodeAuthenticationError, NodeConnection, NodeConnectionError
-from bus.broker.node_security import NodeSecurity
+from bus.network.network_client import NodeAuthenticationError, NodeConnection, NodeConnectionError
+from bus.network.node_security import NodeSecurity
 from bus.protocol.messages import request_shapes
 from bus.security.sasl_login import SaslCredentials
 from tests.support.cluster_process import StartedCluster, start_deploy_cluster, until

@@ -25,10 +25,10 @@ from kio.schema.errors import ErrorCode
 from bus.broker.apis import handlers
 from bus.broker.broker import Broker
 from bus.broker.controller_apis import handlers as controller_handlers
-from bus.broker.controller_channel import ControllerChannel
 from bus.broker.kafka_apis import KafkaApis
 from bus.config.broker import STANDARD_AUTHORIZER, load_broker_config
 from bus.controller.controller import TopicSpec
+from bus.controller.controller_channel import ControllerChannel
 from bus.protocol import client_codec, messages
 from bus.protocol.messages import request_shapes
 from bus.protocol.records import build_batch

@@ -18,9 +18,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.broker.broker import Broker
-from bus.broker.controller_channel import ControllerChannel
 from bus.config.broker import load_broker_config
 from bus.controller.controller import ControllerError, TopicSpec
+from bus.controller.controller_channel import ControllerChannel
 from bus.controller.image import PartitionState
 from tests.support.cluster_process import CLUSTER_ID
 from tests.support.ports import free_port

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from bus.broker.listener_security import listener_securities
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
+from bus.network.listener_security import listener_securities
 from bus.security.scram import ScramCredentials
 from tests.support.tls import make_pki
 

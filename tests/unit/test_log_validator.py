@@ -8,8 +8,8 @@ import crc32c
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.broker.log_validator import RecordError, RecordValidationError, validate_batches
 from bus.log.config import LogConfig
+from bus.log.log_validator import RecordError, RecordValidationError, validate_batches
 from bus.protocol import records as rb
 
 NOW = 1_700_000_000_000

@@ -9,9 +9,9 @@ import ssl
 
 import pytest
 
-from bus.broker.node_security import controller_security, inter_broker_security
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
+from bus.network.node_security import controller_security, inter_broker_security
 from tests.support.tls import make_pki
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '

@@ -15,11 +15,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.broker.partition import Partition, PartitionError
-from bus.broker.producer_state import write_snapshot_file
 from bus.broker.replica_fetcher import TruncationPoint, truncation_point
 from bus.controller.image import PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.log import Log
+from bus.log.producer_state import write_snapshot_file
 from bus.log.txn_index import AbortedTxn
 from bus.protocol import records as rb
 from bus.protocol.control_records import marker_batch

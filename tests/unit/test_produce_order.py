@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bus.broker.log_validator import RecordValidationError
 from bus.broker.partition import Partition
 from bus.broker.replica_manager import ReplicaManager
 from bus.controller.image import MetadataImage, PartitionState, TopicImage
 from bus.log.config import LogConfig
+from bus.log.log_validator import RecordValidationError
 from bus.log.manager import LogManager
 from bus.protocol import compression
 from bus.protocol import records as rb

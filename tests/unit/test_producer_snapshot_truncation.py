@@ -13,12 +13,12 @@ import pytest
 
 from bus.broker import replica_manager
 from bus.broker.partition import Partition
-from bus.broker.producer_state import load_snapshot
 from bus.broker.replica_manager import ReplicaManager
 from bus.controller.image import PartitionState, TopicImage
 from bus.log.config import LogConfig
 from bus.log.log import Log
 from bus.log.manager import LogManager
+from bus.log.producer_state import load_snapshot
 from bus.protocol import records as rb
 from bus.protocol.topic_partition import TopicPartition
 

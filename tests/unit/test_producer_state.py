@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.broker.producer_state import (
+from bus.log.producer_state import (
     INT32_MAX,
     ProducerStateError,
     ProducerStateManager,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bus.broker.broker_quorum import quorum_config
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
-from bus.raft.broker_quorum import quorum_config
 
 VOTERS = "1@127.0.0.1:9093,2@localhost:9094,3@[::1]:9095"
 

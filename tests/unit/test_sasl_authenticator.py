@@ -1,4 +1,4 @@
-"""The per-connection SASL exchange (`bus.broker.authenticator`), without sockets: which requests it answers when,
+"""The per-connection SASL exchange (`bus.security.authenticator`), without sockets: which requests it answers when,
 the v1 and the legacy v0 (bare token) exchanges, failures (counted, logged without the password, answered after
 the delay), and KIP-368 re-authentication (same mechanism, same principal, or the connection goes)."""
 
@@ -10,8 +10,8 @@ import logging
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.broker.authenticator import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, Phase, SaslAuthenticator
-from bus.broker.metrics import AuthenticationMetrics
+from bus.network.metrics import AuthenticationMetrics
+from bus.security.authenticator import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, Phase, SaslAuthenticator
 from bus.security.jaas import JaasEntry
 from bus.security.sasl_config import SaslListener
 from bus.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, ScramCredentials
@@ -93,7 +93,7 @@ def test_scram_login_with_the_stored_credential(mechanism: str) -> None:
 
 def test_a_wrong_password_fails_is_counted_and_logged_without_the_password(caplog: pytest.LogCaptureFixture) -> None:
     sasl, events, metrics = _authenticator()
-    with caplog.at_level(logging.INFO, "bus.broker.authenticator"):
+    with caplog.at_level(logging.INFO, "bus.security.authenticator"):
         sasl.handshake("PLAIN", 1)
         result = sasl.authenticate(b"\x00carol\x00not-her-password")
     assert result.error_code == ErrorCode.sasl_authentication_failed
@@ -106,7 +106,7 @@ def test_a_wrong_password_fails_is_counted_and_logged_without_the_password(caplo
 def test_a_scram_proof_that_does_not_match_fails_with_kafkas_generic_message(
         caplog: pytest.LogCaptureFixture) -> None:
     sasl, _events, metrics = _authenticator()
-    with caplog.at_level(logging.INFO, "bus.broker.authenticator"):
+    with caplog.at_level(logging.INFO, "bus.security.authenticator"):
         assert _scram_login(sasl, "alice", "guessed-pw", "SCRAM-SHA-512") == ErrorCode.sasl_authentication_failed
     assert metrics.count("failed_authentication", mechanism="SCRAM-SHA-512") == 1
     assert "'alice'" in caplog.text and "guessed-pw" not in caplog.text

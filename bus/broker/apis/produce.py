@@ -22,10 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
-from bus.broker.errors import CloseConnection
-from bus.broker.log_validator import RecordError, RecordValidationError
 from bus.broker.partition import Partition, PartitionError
 from bus.log.log import AppendResult
+from bus.log.log_validator import RecordError, RecordValidationError
+from bus.network.errors import CloseConnection
 from bus.protocol.error_response import ERROR_MESSAGES
 from bus.protocol.produce_codec import (
     PartitionData,

@@ -1,6 +1,6 @@
 """SaslAuthenticate (36): one token of the connection's SASL exchange, after a v1 SaslHandshake.
 
-The exchange (`ctx.sasl`, `bus.broker.authenticator`) evaluates it: the answer carries the server's next token, or
+The exchange (`ctx.sasl`, `bus.security.authenticator`) evaluates it: the answer carries the server's next token, or
 on success the last one and, from v1, `session_lifetime_ms` (`connections.max.reauth.ms`; 0: no limit, KIP-368). A
 failed login is SASL_AUTHENTICATION_FAILED with Kafka's message, answered after
 `connection.failed.authentication.delay.ms`, and the connection closes. Outside an exchange (an authenticated
@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.authenticator import delayed_if_failed
 from bus.broker.context import RequestContext
+from bus.security.authenticator import delayed_if_failed
 
 API_KEY = 36
 MIN_VERSION = 0

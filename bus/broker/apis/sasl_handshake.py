@@ -1,6 +1,6 @@
 """SaslHandshake (17): the client names its SASL mechanism; the answer lists the listener's enabled ones.
 
-On a SASL listener the connection's exchange (`ctx.sasl`, `bus.broker.authenticator`) starts with it: v1 is
+On a SASL listener the connection's exchange (`ctx.sasl`, `bus.security.authenticator`) starts with it: v1 is
 followed by SaslAuthenticate requests, v0 (still served by Kafka 4.0) by bare tokens. A mechanism the listener does
 not offer is UNSUPPORTED_SASL_MECHANISM, answered after the failed-authentication delay, and the connection closes.
 On an authenticated connection whose session has a lifetime (`connections.max.reauth.ms`) it starts a
@@ -14,8 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.authenticator import delayed_if_failed
 from bus.broker.context import RequestContext
+from bus.security.authenticator import delayed_if_failed
 
 API_KEY = 17
 MIN_VERSION = 0

@@ -1,6 +1,6 @@
 """The controller listener's APIs (`controller.listener.names`): KRaft's own RPCs, ApiVersions, and what brokers
 ask the active controller (Envelope, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition; see
-`bus.broker.controller_channel`), and SaslHandshake and SaslAuthenticate for a SASL controller listener.
+`bus.controller.controller_channel`), and SaslHandshake and SaslAuthenticate for a SASL controller listener.
 
 One module per API, as in `bus.broker.apis`. Each serves exactly the version the consensus core's wire
 mapping speaks (`bus.raft.wire.VERSIONS`); the peers are our own controllers, which negotiate it with

@@ -18,7 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.broker.controller_channel import FORWARDED_APIS
+from bus.controller.controller_channel import FORWARDED_APIS
 from bus.protocol import header as hdr
 from bus.security.acls import AclOperation, deserialize_principal
 

@@ -18,13 +18,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.broker.broker import Broker
+from bus.broker.broker_quorum import quorum_cluster_id
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
 from bus.controller.metadata_log import MetadataLog
 from bus.controller.raft_log import RaftMetadataLog, decode_entry
 from bus.controller.record_log import MetadataRecord
-from bus.raft.broker_quorum import quorum_cluster_id
 from tests.unit.raft.test_raft_driver import Cluster, in_loop
 
 

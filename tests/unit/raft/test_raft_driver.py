@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis.api_versions import api_versions_response
 from bus.broker.controller_apis import handlers as controller_handlers
-from bus.broker.network_client import NodeConnection, NodeConnectionError, UnsupportedVersionError
+from bus.network.network_client import NodeConnection, NodeConnectionError, UnsupportedVersionError
 from bus.protocol import header as hdr
 from bus.protocol import messages
 from bus.raft import wire

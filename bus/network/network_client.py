@@ -30,7 +30,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.node_security import NO_SECURITY, NodeSecurity
+from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
 from bus.security.sasl_login import Login, SaslLoginError, login

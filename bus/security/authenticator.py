@@ -26,7 +26,6 @@ from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.metrics import AuthenticationMetrics
 from bus.security.sasl import PLAIN, Authenticated, Challenge, Failed, SaslOutcome, SaslServer
 from bus.security.sasl_config import SaslListener
 from bus.security.scram import ScramError, username_from_sasl_name
@@ -48,6 +47,13 @@ class Phase(enum.Enum):
     RAW = "raw"  # bare size-prefixed tokens (handshake v0)
     COMPLETE = "complete"
     FAILED = "failed"
+
+
+class AuthenticationRecorder(Protocol):
+    """Where outcomes are counted (the network's `AuthenticationMetrics`): given here as an interface, so this layer
+    does not import the network that drives it."""
+
+    def record(self, outcome: str, listener: str, mechanism: str) -> None: ...
 
 
 class ConnectionEvents(Protocol):
@@ -77,7 +83,7 @@ class SaslAuthenticator:
     """One connection's SASL state: which requests it answers, the mechanism's server, who authenticated."""
 
     def __init__(self, listener: SaslListener, listener_name: str, peer: str, events: ConnectionEvents,
-                 metrics: AuthenticationMetrics, *, max_reauth_ms: int, failure_delay_s: float) -> None:
+                 metrics: AuthenticationRecorder, *, max_reauth_ms: int, failure_delay_s: float) -> None:
         """`max_reauth_ms`: the listener's `connections.max.reauth.ms` (0: sessions never end, and a SaslHandshake
         on an authenticated connection is refused as Kafka's KafkaApis refuses it)."""
         self.listener = listener

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.network_client import NodeConnection, NodeConnectionError
-from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.controller.image import MetadataImage
+from bus.network.network_client import NodeConnection, NodeConnectionError
+from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol.messages import request_shapes
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ store that cannot be read, a mechanism without its JAAS login module, a bad mapp
 the key, raised here, before the broker serves.
 
 The controller listener is secured like any other: the other nodes dial it, and the inter-broker listener, with the
-security `bus.broker.node_security` builds from the same keys.
+security `bus.network.node_security` builds from the same keys.
 """
 
 from __future__ import annotations

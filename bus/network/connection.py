@@ -42,15 +42,15 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 
-from bus.broker.authenticator import SaslAuthenticator
-from bus.broker.errors import InvalidRequest
-from bus.broker.kafka_apis import KafkaApis
-from bus.broker.listener_security import ListenerSecurity
-from bus.broker.metrics import AuthenticationMetrics
-from bus.broker.request_queue import RequestQueue
+from bus.network.errors import InvalidRequest
+from bus.network.interfaces import RequestHandler
+from bus.network.listener_security import ListenerSecurity
+from bus.network.metrics import AuthenticationMetrics
+from bus.network.request_queue import RequestQueue
 from bus.protocol import header as hdr
 from bus.protocol.framing import FrameDecoder, FrameError
 from bus.security.acls import ANONYMOUS
+from bus.security.authenticator import SaslAuthenticator
 from bus.security.principal import ssl_principal
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ TLS_MECHANISM = "SSL"  # how the metrics name the TLS handshake and client certi
 class KafkaConnection(asyncio.Protocol):
     def __init__(
         self,
-        apis: KafkaApis,
+        apis: RequestHandler,
         listener: str,
         max_frame_bytes: int,
         queue: RequestQueue,

@@ -23,13 +23,14 @@ import resource
 import socket
 import time
 from asyncio import trsock
+from collections.abc import Mapping
 
-from bus.broker.connection import KafkaConnection
-from bus.broker.kafka_apis import KafkaApis
-from bus.broker.listener_security import ListenerSecurity
-from bus.broker.metrics import AuthenticationMetrics
-from bus.broker.request_queue import RequestQueue
 from bus.config.broker import BrokerConfig, Listener
+from bus.network.connection import KafkaConnection
+from bus.network.interfaces import RequestHandler
+from bus.network.listener_security import ListenerSecurity
+from bus.network.metrics import AuthenticationMetrics
+from bus.network.request_queue import RequestQueue
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,8 @@ ACCEPT_RETRY_S = 0.1
 
 
 class SocketServer:
-    def __init__(self, config: BrokerConfig, apis: KafkaApis, security: dict[str, ListenerSecurity],
-                 listener_apis: dict[str, KafkaApis] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, apis: RequestHandler, security: dict[str, ListenerSecurity],
+                 listener_apis: Mapping[str, RequestHandler] | None = None) -> None:
         """`security`: each listener's, by name; `listener_apis`: listeners (by name) that serve another API table
         than `apis`, e.g. the controller's."""
         self.config = config

@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from bus.broker.network_client import NodeConnection, NodeConnectionError
-from bus.broker.node_security import NO_SECURITY, NodeSecurity
 from bus.controller.controller import ControllerError
 from bus.controller.image import PartitionState
+from bus.network.network_client import NodeConnection, NodeConnectionError
+from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
 from bus.raft.driver import RaftDriver, RaftStoppedError
 from bus.security.acls import serialize_principal
 
 if TYPE_CHECKING:
-    from bus.broker.kafka_apis import KafkaApis
     from bus.controller.controller import QuorumController
+    from bus.network.interfaces import RequestHandler
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,7 +78,7 @@ class ControllerChannel:
         self.controller = controller
         self.voters = dict(voters)
         self.request_timeout_s = request_timeout_s
-        self.local_apis: KafkaApis | None = None  # the client APIs an Envelope from another node runs on
+        self.local_apis: RequestHandler | None = None  # the client APIs an Envelope from another node runs on
         self._connections: dict[int, NodeConnection] = {}
         self._creating: dict[str, asyncio.Task[None]] = {}  # topics being auto-created through the controller
         self.incarnation_id = uuid.uuid4()  # this process's, in every registration it sends (Kafka's)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 
-from bus.broker.node_security import NodeSecurity
 from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
@@ -32,6 +31,7 @@ from bus.controller.metadata_log import METADATA_PARTITION_DIR, MetadataLog
 from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecordLog
 from bus.controller.snapshot_generator import SnapshotPolicy
+from bus.network.node_security import NodeSecurity
 from bus.raft.config import QuorumConfig
 from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
