@@ -157,6 +157,8 @@ MATRIX: dict[str, list[Grant]] = {
     ],
     "console": [
         Grant(Resource.TOPIC, ALL_TOPICS, (Op.DESCRIBE, Op.DESCRIBE_CONFIGS)),
+        # READ on "face" (with DESCRIBE above) is also what the face search's follower needs: it assigns the
+        # partitions itself (offsets_for_times, no group join, no commits), so it asks for no group rights
         *topics("vehicle", "face", "heartbeat", "ingest_stats", "deadletter", "video_status", "video_results",
                 "surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", "audit",
                 "control_watchlist", "control_stats", "video_commands", ops=CONSUME),

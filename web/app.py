@@ -32,6 +32,7 @@ from web.routers import (
     dr,
     events,
     evidence,
+    faces,
     health,
     monitoring,
     overview,
@@ -44,6 +45,7 @@ from web.routers import (
 from web.services.audit_loader import AuditLoader
 from web.services.dr import DrService, DrSettings
 from web.services.errors import Forbidden
+from web.services.face_follow import FaceSearch, FollowSettings
 from web.services.runtime import DataServices
 from web.services.surveillance import SurveillanceConsole
 from web.settings import ConsoleSettings
@@ -51,7 +53,7 @@ from web.settings import ConsoleSettings
 log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
-           captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
+           faces.router, captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
            watchlist.router, stats.router, dr.router, evidence.router, pages.router)
 
 
@@ -65,7 +67,9 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
         app.state.data.start()  # the lag-history sampler
         app.state.dr.start()  # the DR mirror's lag sampler
         app.state.audit_loader.start()
+        app.state.faces.start()  # builds the face index from HBase, then follows the bus
         yield
+        app.state.faces.stop()
         app.state.audit_loader.stop()
         app.state.audit.close()
         app.state.dr.stop()
@@ -92,6 +96,8 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.hub.register_metrics(metrics.registry)
     app.state.audit.register_metrics(metrics.registry)
     app.state.audit_loader.register_metrics(metrics.registry)
+    app.state.faces = FaceSearch(FollowSettings.from_console(settings), backends)
+    app.state.faces.register_metrics(metrics.registry)
     app.state.overview = Overview(settings.topics, app.state.hub)
     app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

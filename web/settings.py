@@ -82,6 +82,18 @@ class ConsoleSettings:
     watch_expiry_days: float = 30.0
     """A watch given without ``expires_at`` ends this long after it is made (personal data is not watched forever);
     0: such watches never end."""
+    vehicle_search_max_days: int = 31
+    """The longest time range (``to - from``) of a multi-condition vehicle search: the range bounds what the
+    search's index scans may read, so it is what keeps a broad query (one colour, say) from reading months."""
+    face_search_max_days: int = 31
+    """The longest time range (``to - from``) of a similar-face search: following a face through the city is a
+    sensitive read, and the range bounds the day partitions one search scans."""
+    face_search_min_score: float = 0.8
+    """The cosine similarity a similar-face search asks for when the request names none: the surveillance service's
+    default face watch threshold (two sightings of one person score ~0.98, two strangers ~0)."""
+    face_search_follow_margin_s: float = 600.0
+    """How far before its HBase scan the face index starts following the bus (``offsets_for_times``): it covers
+    records produced before the scan that the ingest job had not yet written (``web.services.face_follow``)."""
 
     @property
     def tls(self) -> bool:
@@ -119,22 +131,38 @@ class ConsoleSettings:
             **{key: config.get("console", key, getattr(default, key))
                for key in ("max_transcodes", "max_transcodes_per_user", "max_image_bytes", "thumbnail_width",
                            "session_recheck_s", "login_free_failures",
-                           "login_address_free_failures", "tls_cert", "tls_key", "watch_expiry_days")},
+                           "login_address_free_failures", "tls_cert", "tls_key", "watch_expiry_days",
+                           "vehicle_search_max_days", "face_search_max_days", "face_search_min_score",
+                           "face_search_follow_margin_s")},
         }
         values.update({k: v for k, v in overrides.items() if v is not None and k != "s3_credentials"})
         values["s3_access_key"], values["s3_secret_key"] = _s3_key(config, overrides.get("s3_credentials"))
         expiry = values["watch_expiry_days"]
         if not isinstance(expiry, int | float) or isinstance(expiry, bool) or expiry < 0:
             raise ValueError(f"console.watch_expiry_days should be a number of days >= 0, not {expiry!r}")
-        for key, lowest in (("max_image_bytes", 1024), ("thumbnail_width", 16)):
+        for key, lowest in (("max_image_bytes", 1024), ("thumbnail_width", 16), ("vehicle_search_max_days", 1)):
             value = values[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
                 raise ValueError(f"console.{key} should be a whole number >= {lowest}, not {value!r}")
+        for key, check in (("face_search_max_days", "a whole number of days >= 1"),
+                           ("face_search_min_score", "a cosine similarity in [0, 1]"),
+                           ("face_search_follow_margin_s", "a number of seconds >= 0")):
+            if not _face_search_key_ok(key, values[key]):
+                raise ValueError(f"console.{key} should be {check}, not {values[key]!r}")
         if bool(values["tls_cert"]) != bool(values["tls_key"]):
             raise ValueError("console.tls_cert and console.tls_key go together (both or neither)")
         if values["tls_cert"]:
             check_tls_cert(str(values["tls_cert"]))
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _face_search_key_ok(key: str, value: object) -> bool:
+    """Whether a ``face_search_*`` key holds a value the face search can use (see the fields' docstrings)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    if key == "face_search_max_days":
+        return isinstance(value, int) and value >= 1
+    return 0 <= value <= 1 if key == "face_search_min_score" else value >= 0
 
 
 def check_tls_cert(path: str) -> None:

@@ -43,7 +43,8 @@ def count_rows(conn: happybase.Connection, table: str) -> int:
     """Rows in ``table``; 0 while the job has not created it yet."""
     if table.encode() not in conn.tables():
         return 0
-    column = b"i:row" if table in ("vehicle_by_plate", "capture_by_checkpoint") else b"r:capture_time"
+    column = {"vehicle_by_plate": b"i:row", "capture_by_checkpoint": b"i:row", "vehicle_by_district": b"i:v",
+              "vehicle_by_brand": b"i:v"}.get(table, b"r:capture_time")
     return sum(1 for _ in conn.table(table).scan(batch_size=2000, columns=[column]))
 
 

@@ -49,6 +49,7 @@ def expected_counts(summary: dict) -> dict[str, int]:
     valid = {t: produced[t] - unrecognized[t] - malformed[t] for t in produced}
     return {"vehicle": valid["capture.vehicle"], "face": valid["capture.face"],
             "vehicle_by_plate": valid["capture.vehicle"],
+            "vehicle_by_district": valid["capture.vehicle"], "vehicle_by_brand": valid["capture.vehicle"],
             "capture_by_checkpoint": valid["capture.vehicle"] + valid["capture.face"],
             "capture_unrecognized": sum(unrecognized.values())}
 

@@ -334,7 +334,8 @@ def test_viewer_sees_no_admin_actions_and_the_api_refuses_them(browsing: Browsin
     browsing.watch.expected += ["status of 403"]
     browsing.login("viewer")
     nav = page.locator(".nav a").all_inner_texts()
-    assert nav == ["总览", "部署地图", "抓拍查询", "数据总线", "监控", "告警", "布控", "实时统计", "视频", "容灾"]
+    assert nav == ["总览", "部署地图", "抓拍查询", "以脸搜脸", "数据总线", "监控", "告警", "布控", "实时统计", "视频",
+                   "容灾"]
     expect(page.locator("#current-role")).to_have_text("只读用户")
     browsing.goto("/bus")
     expect(page.locator("#topics tbody tr").first).to_be_visible()
@@ -367,8 +368,8 @@ def test_admin_pages_render_and_admin_actions_work(browsing: Browsing) -> None:
     page = browsing.page
     browsing.login("admin")
     nav = page.locator(".nav a").all_inner_texts()
-    assert nav == ["总览", "部署地图", "抓拍查询", "数据总线", "监控", "告警", "布控", "实时统计", "视频", "容灾",
-                   "证据", "审计日志", "用户管理"]
+    assert nav == ["总览", "部署地图", "抓拍查询", "以脸搜脸", "数据总线", "监控", "告警", "布控", "实时统计", "视频",
+                   "容灾", "证据", "审计日志", "用户管理"]
     browsing.goto("/bus")
     page.fill('#create-topic input[name="name"]', "browser.created")
     page.fill('#create-topic input[name="partitions"]', "3")

@@ -26,12 +26,14 @@ from ingest.city import build_city
 from tests.support.broker_process import BrokerProcess
 from tests.web._video_support import VideoSite, load_task, video_site
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, Backing, ConsoleProcess, start_console
+from tests.web.test_face_search import wait_ready
 from video import storage
 
 __all__ = ["video_site"]  # the fixture, imported for pytest
 
 HITS = "surveillance.hits"
 CHECKPOINT = "330102#1#0#0"
+DISTRICT = CHECKPOINT.split("#")[0]
 Read = Callable[[httpx.Client, str], httpx.Response]
 """A read made with a client and its marker (the reason); the expected entry is listed with it."""
 
@@ -82,6 +84,14 @@ def _get(path: str, **params: Any) -> Read:
     return lambda client, reason: client.get(path, params={**params, "reason": reason})
 
 
+def _face_search(**body: Any) -> Read:
+    def read(client: httpx.Client, reason: str) -> httpx.Response:
+        wait_ready(client)  # until the console's face index is built the answer is 503, and nothing is read
+        return client.post("/api/v1/captures/faces/similar", json={**body, "reason": reason})
+
+    return read
+
+
 MATRIX: list[tuple[str, Read, tuple[int, ...], str, str, dict[str, Any]]] = [
     # (name, read, statuses, action, target, query)
     ("plate", _get("/api/v1/captures", plate="浙AWL999", start="2026-03-02T08:00:00+08:00", limit=5), (200,),
@@ -98,6 +108,14 @@ MATRIX: list[tuple[str, Read, tuple[int, ...], str, str, dict[str, Any]]] = [
     ("recent hits", _get("/api/v1/hits", limit=4), (200,), "hits.read", "", {"limit": 4}),
     ("messages", _get("/api/v1/bus/topics/audit/messages", limit=2, partition=0), (200,),
      "topic.messages", "audit", {"limit": 2, "partition": 0}),
+    ("vehicles", _get("/api/v1/captures/vehicles", district=DISTRICT, vehicle_color="white", limit=5,
+                      **{"from": "2026-03-02T08:00:00+08:00", "to": "2026-03-02T09:00:00+08:00"}), (200,),
+     "captures.vehicle_search", DISTRICT, {"from": "2026-03-02T00:00:00+00:00", "to": "2026-03-02T01:00:00+00:00",
+                                           "district": DISTRICT, "vehicle_color": "white", "limit": 5}),
+    ("faces", _face_search(capture="10.9.9.9-78", **{"from": "2026-03-02T08:00:00+08:00",
+                                                    "to": "2026-03-02T09:00:00+08:00"}), (404,),  # asked for
+     "captures.face_search", "10.9.9.9-78", {"from": "2026-03-02T08:00:00+08:00", "to": "2026-03-02T09:00:00+08:00",
+                                             "min_score": 0.8, "limit": 100}),
     ("events", _sse(f"{HITS},video.status"), (200,),
      "events.subscribe", HITS, {"topics": [HITS, "video.status"]}),
 ]

@@ -39,6 +39,23 @@ class CapturePage(BaseModel):
     """Opaque cursor of the next (older) page, or null at the end."""
 
 
+class VehicleItem(CaptureItem):
+    """A vehicle search hit: the capture's fields plus the attributes searched on (from the index's covering cell)."""
+
+    plate_color: str
+    vehicle_color: str
+    vehicle_type: str
+    vehicle_brand: str
+    lane: int
+
+
+class VehiclePage(BaseModel):
+    items: list[VehicleItem]
+    """Newest first; fewer than ``limit`` when the request's scan budget ran out first (``next`` is then set)."""
+    next: str | None
+    """Opaque cursor resuming just after the last index row read, or null when the range is exhausted."""
+
+
 class CaptureDetail(BaseModel):
     """The whole record as stored (every field of its schema), plus kind, ingest latency and location."""
 

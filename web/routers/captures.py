@@ -1,14 +1,16 @@
-"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range; one record's detail and image.
+"""``/api/v1/captures`` (viewer): search by plate or by checkpoint and time range, multi-condition vehicle search;
+one record's detail and image.
 
-Every answer here is personal data, so each request is audited before anything is read (``captures.search`` with
-its required ``reason``, ``captures.by_checkpoint``, ``captures.detail``, ``captures.image``): no audit event, no
-data (503).
+Every answer here is personal data, so each request is audited before anything is read (``captures.search`` and
+``captures.vehicle_search`` with their required ``reason``, ``captures.by_checkpoint``, ``captures.detail``,
+``captures.image``): no audit event, no data (503).
 """
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
@@ -16,14 +18,17 @@ from pydantic import AfterValidator, AwareDatetime
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
+from contracts.deployment_map import MapError
 from contracts.records import Kind, is_checkpoint_id, is_plate
+from contracts.tables import MAX_MS
 from contracts.tables import captures as layout
+from web.backends import BackendUnavailable
 from web.dependencies import AuditDep, BackendsDep, SettingsDep, ViewerDep
 from web.hardening import credentials_check, until_revoked
-from web.models.captures import CaptureDetail, CapturePage
+from web.models.captures import CaptureDetail, CapturePage, VehiclePage
 from web.redaction import record_for
 from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, invalid, required_reason
-from web.services import captures
+from web.services import captures, vehicle_search
 from web.services.capture_images import (
     JPEG,
     CaptureImages,
@@ -111,6 +116,76 @@ def search(user: ViewerDep, audit: AuditDep, backends: BackendsDep, data: DataDe
             page = captures.checkpoint_captures(conn, checkpoint or "", epoch_ms(start), epoch_ms(end), limit, key,
                                                 data.map.locate)
     return CapturePage.model_validate({"items": page.items, "next": page.next})
+
+
+def _plate_or_pattern(value: str | None) -> str | None:
+    if value is not None:
+        if vehicle_search.is_pattern(value):
+            vehicle_search.check_pattern(value)  # ValueError -> 422 naming plate
+        else:
+            _plate(value)
+    return value
+
+
+PlateOrPattern = Annotated[str | None, Query(max_length=16, description="a plate (浙AWL999) or a pattern: * any run, "
+                                                                        "? one character (浙A*12?)"),
+                           AfterValidator(_plate_or_pattern)]
+From = Annotated[AwareDatetime, Query(alias="from", description="ISO-8601 with offset, inclusive")]
+To = Annotated[AwareDatetime, Query(alias="to", description="ISO-8601 with offset, exclusive")]
+Attribute = Annotated[str | None, Query(min_length=1, max_length=32)]
+DistrictCode = Annotated[str | None, Query(pattern=r"^\d{1,6}$", description="the district code, e.g. 330102")]
+
+
+def _vehicle_query(settings: SettingsDep, from_: From, to: To, district: DistrictCode = None,
+                   checkpoint: CheckpointId = None, lane: Annotated[int | None, Query(ge=1, le=99)] = None,
+                   plate: PlateOrPattern = None, plate_color: Attribute = None, vehicle_color: Attribute = None,
+                   vehicle_type: Attribute = None, brand: Attribute = None,
+                   direction: Annotated[str | None, Query(pattern=r"^\d{1,2}$")] = None) -> vehicle_search.VehicleQuery:
+    """The search's conditions, its time range checked (422 naming ``from`` or ``to``)."""
+    start, end = round(from_.timestamp() * 1000), round(to.timestamp() * 1000)
+    if not 1 <= start < MAX_MS:
+        raise invalid("query", "from", "from is outside the times a row key can hold (1970 to 2286)")
+    if not start < end <= MAX_MS:
+        raise invalid("query", "to", "to must be after from" if end <= start else "to is after 2286")
+    if end - start > settings.vehicle_search_max_days * 86_400_000:
+        raise invalid("query", "to", f"from..to spans more than {settings.vehicle_search_max_days} days "
+                                     "([console] vehicle_search_max_days)")
+    return vehicle_search.VehicleQuery(start, end, district, checkpoint, lane, plate, plate_color, vehicle_color,
+                                       vehicle_type, brand, direction)
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+VehicleQueryDep = Annotated[vehicle_search.VehicleQuery, Depends(_vehicle_query)]
+
+
+@router.get("/vehicles", response_model=VehiclePage)
+def vehicles(user: ViewerDep, audit: AuditDep, backends: BackendsDep, data: DataDep, query: VehicleQueryDep,
+             limit: Limit = 50, cursor: Cursor = None, reason: Reason = None) -> VehiclePage:
+    """Vehicles captured in ``[from, to)`` matching every condition given, newest first, each with its location.
+
+    Answered from index tables (``web.services.vehicle_search`` says which serves which conditions), a bounded
+    number of index rows per request: a page may have fewer than ``limit`` items and still a ``next``. Places
+    are checked against the deployment map (422 naming the field; 503 ``map`` when it cannot be read). Audited
+    (``captures.vehicle_search``, ``reason`` required) after those checks and before anything is read.
+    """
+    try:
+        loaded = data.map.current()
+    except MapError as exc:
+        raise BackendUnavailable("map", str(exc)) from None
+    with answering("query"):
+        districts = vehicle_search.check_places(loaded, query)
+        position = vehicle_search.cursor_position(query, cursor)
+    conditions = {name: value for name, value in asdict(query).items() if name not in ("start_ms", "end_ms")}
+    target = query.plate or query.checkpoint or query.district or query.brand or "vehicles"
+    audit_read(audit, user, "captures.vehicle_search", target,
+               asked(**{"from": _utc(query.start_ms), "to": _utc(query.end_ms)}, **conditions, limit=limit,
+                     cursor=cursor), required_reason(reason, "to search vehicles"))
+    with answering("query"), backends.hbase() as conn:
+        page = vehicle_search.search(conn, query, districts, limit, position, data.map.locate)
+    return VehiclePage.model_validate({"items": page.items, "next": page.next})
 
 
 @router.get("/{kind}/{record_id}", response_model=CaptureDetail)

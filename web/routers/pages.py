@@ -50,6 +50,7 @@ PAGES = (
     Page("overview", "/", Role.VIEWER),
     Page("map", "/map", Role.VIEWER),
     Page("captures", "/captures", Role.VIEWER),
+    Page("faces", "/faces", Role.VIEWER),
     Page("bus", "/bus", Role.VIEWER),
     Page("monitoring", "/monitoring", Role.VIEWER),
     Page("alerts", "/alerts", Role.VIEWER),

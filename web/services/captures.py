@@ -87,7 +87,7 @@ def _scan(conn: happybase.Connection, table: str, start: bytes, stop: bytes, lim
     return rows, None
 
 
-def _main_rows(conn: happybase.Connection, wanted: dict[Kind, list[bytes]]) -> dict[bytes, dict[str, Any]]:
+def main_rows(conn: happybase.Connection, wanted: dict[Kind, list[bytes]]) -> dict[bytes, dict[str, Any]]:
     """Main-table records by row key: one ``rows()`` call per kind present on the page."""
     found: dict[bytes, dict[str, Any]] = {}
     for kind, keys in wanted.items():
@@ -103,7 +103,7 @@ def _main_rows(conn: happybase.Connection, wanted: dict[Kind, list[bytes]]) -> d
     return found
 
 
-def _item(kind: Kind, record_id: str, index: dict[bytes, bytes], record: dict[str, Any] | None,
+def capture_item(kind: Kind, record_id: str, index: dict[bytes, bytes], record: dict[str, Any] | None,
           checkpoint_id: str | None, locate: Locate) -> dict[str, Any]:
     """A search hit; built from the index row too, so a row whose main row is not written yet still shows."""
     record = record or {}
@@ -141,8 +141,8 @@ def plate_trajectory(conn: happybase.Connection, plate: str, start_ms: int | Non
     """A plate's captures in [start, end) (either end open), newest first, from ``vehicle_by_plate``."""
     first, stop = time_bounds(layout.plate_prefix(plate), start_ms, end_ms)
     rows, last = _scan(conn, PLATE_INDEX, first, stop, limit, cursor)
-    records = _main_rows(conn, {Kind.VEHICLE: [cells[b"i:row"] for _, cells in rows]})
-    items = [_item(Kind.VEHICLE, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), None, locate)
+    records = main_rows(conn, {Kind.VEHICLE: [cells[b"i:row"] for _, cells in rows]})
+    items = [capture_item(Kind.VEHICLE, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), None, locate)
              for key, cells in rows]
     return Page(items, encode_cursor(last) if last is not None else None)
 
@@ -156,8 +156,8 @@ def checkpoint_captures(conn: happybase.Connection, checkpoint_id: str, start_ms
     wanted: dict[Kind, list[bytes]] = {kind: [] for kind in Kind}
     for kind, (_, cells) in zip(kinds, rows, strict=True):
         wanted[kind].append(cells[b"i:row"])
-    records = _main_rows(conn, wanted)
-    items = [_item(kind, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), checkpoint_id, locate)
+    records = main_rows(conn, wanted)
+    items = [capture_item(kind, layout.record_id_of(key), cells, records.get(cells[b"i:row"]), checkpoint_id, locate)
              for kind, (key, cells) in zip(kinds, rows, strict=True)]
     return Page(items, encode_cursor(last) if last is not None else None)
 

@@ -29,7 +29,15 @@
   function target(w) {
     if (w.kind === "plate") return el("span", { class: "plate" }, w.plate);
     if (w.kind !== "face") return "—"; // a command the service rejected, of no known kind
-    return el("span", { class: "mono" }, w.capture ? t("sv.face_of", { capture: w.capture }) : t("sv.face_feature"));
+    if (!w.capture) return el("span", { class: "mono" }, t("sv.face_feature"));
+    return el("span", {}, el("span", { class: "mono" }, t("sv.face_of", { capture: w.capture })), " ",
+      faceSearchLink(w.capture));
+  }
+
+  /** "Search this face": the face search page with the capture filled in (it asks for the user's own reason). */
+  function faceSearchLink(recordId) {
+    return el("a", { href: `/faces?capture=${encodeURIComponent(recordId)}`, class: "face-search-link" },
+      t("faces.search_this"));
   }
 
   function statusBadge(w) {
@@ -101,6 +109,7 @@
     } else if (hit.record_id) {
       const kind = captureKind || (hit.kind === "face" ? "face" : "vehicle");
       cell.append(Console.captureImage({ kind, record_id: hit.record_id }, { size: "thumb" }));
+      if (kind === "face") cell.append(faceSearchLink(hit.record_id));
     }
     return cell;
   }
