@@ -21,6 +21,10 @@ latency is that of reading the whole budget, and their items are a partial answe
 measurements instead (``benchmarks/search_faces.py``); without ``--only``, both parts run.
 
     .venv/bin/python benchmarks/search.py [--captures 1000000] [--hours 24] [--requests 200] [--only vehicles|faces]
+        [--verify N]
+
+``--verify N`` then checks N random one-hour searches of those kinds, each paged to its end, against a brute scan of
+the main table read whole: the index answers must equal it at this scale too (the tests check it on 20,000).
 """
 
 from __future__ import annotations
@@ -42,18 +46,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import happybase  # noqa: E402
 import httpx  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from benchmarks.console import _write, out, synthesize, timed  # noqa: E402
-from contracts.records import Kind, format_time  # noqa: E402
+from contracts.records import Kind, epoch_ms, format_time  # noqa: E402
+from contracts.tables import captures as layout  # noqa: E402
 from ingest.city import DISTRICTS, build_city  # noqa: E402
 from spark_jobs.capture_writer import close_cached_clients  # noqa: E402
 from tests.hbase.conftest import Gateway, start_gateway  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.web._data_support import T0, create_tables, valid_records, writer  # noqa: E402
 from tests.web.conftest import Backing, run_cli, start_console  # noqa: E402
+from tests.web.test_vehicle_search import brute, every_page  # noqa: E402
 from web.services.vehicle_search import SCAN_BUDGET  # noqa: E402
 
 CHECKPOINTS = 24  # the simulator's default city
@@ -166,6 +173,59 @@ MEASUREMENTS: dict[str, list[tuple[str, Measurement, int | None]]] = {
 """Per part (``--only``): (label, function, target p99 ms or None)."""
 
 
+VERIFIED_FIELDS = ("record_id", "checkpoint_id", "lane", "plate_number", "plate_color", "vehicle_color", "vehicle_type",
+                   "vehicle_brand")
+
+
+def main_table(gateway: Gateway) -> list[dict[str, Any]]:
+    """Every vehicle of the main table (the brute scan's input; the search itself never reads it this way), newest
+    first, each with its capture time in ms as ``_ms``."""
+    conn = happybase.Connection("127.0.0.1", gateway.port, timeout=120_000)
+    records = []
+    try:
+        with Progress(TextColumn("reading the main table for the brute scan"), MofNCompleteColumn(),
+                      console=out) as progress:
+            task = progress.add_task("scan", total=None)
+            for _key, cells in conn.table(Kind.VEHICLE.value).scan(columns=[layout.RECORD_COLUMN], batch_size=5000):
+                record = layout.read_record(cells)
+                records.append({**{k: record[k] for k in VERIFIED_FIELDS}, "_ms": epoch_ms(record["capture_time"])})
+                if len(records) % 20_000 == 0:
+                    progress.update(task, completed=len(records))
+    finally:
+        conn.close()
+    return sorted(records, key=lambda r: (-r["_ms"], r["record_id"]))
+
+
+def verify(client: httpx.Client, gateway: Gateway, loaded: Loaded, count: int) -> dict[str, Any]:
+    """``count`` random one-hour searches of the measured kinds, each paged to its end (limit 500), against a brute
+    scan of the main table: the answers at this scale must be exactly the brute scan's."""
+    records = main_table(gateway)
+    rng = random.Random("verify")
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+
+    def query() -> dict[str, Any]:
+        sample = rng.choice(loaded.pool)
+        kinds = (
+            {"district": rng.choice(DISTRICTS)[0], "vehicle_color": sample["vehicle_color"],
+             "vehicle_type": sample["vehicle_type"]},
+            {"plate": f"浙A*{rng.choice(alphabet)}{rng.choice(alphabet)}"},
+            {"brand": sample["vehicle_brand"]},
+            {"vehicle_color": sample["vehicle_color"], "lane": 1},
+        )
+        return {**_window(rng, loaded, HOUR_MS), **rng.choice(kinds), "limit": 500}
+
+    wrong, hits, pages = [], 0, 0
+    for _ in range(count):
+        params = query()
+        bodies = every_page(client, params)
+        got = [item["record_id"] for body in bodies for item in body["items"]]
+        expected = brute(records, params)
+        hits, pages = hits + len(expected), pages + len(bodies)
+        if got != expected:
+            wrong.append({"query": params, "got": len(got), "expected": len(expected)})
+    return {"main_table_rows": len(records), "queries": count, "pages": pages, "hits": hits, "wrong": wrong}
+
+
 def report(results: dict[str, Any]) -> None:
     partial_run = results["captures"] < FULL
     per_day = round(results["captures"] * 24 / results["hours"])
@@ -178,6 +238,11 @@ def report(results: dict[str, Any]) -> None:
                       f"<= {r['target']}" if r["target"] else "-", str(r["mean_items"]),
                       f"{r['partial_pages']}/{r['requests']}")
     out.print(table)
+    if "verified" in results:
+        checked = results["verified"]
+        out.print(f"brute-scan check: {checked['queries']} searches ({checked['pages']} pages, "
+                  f"{checked['hits']:,} hits) over {checked['main_table_rows']:,} captures: "
+                  f"{len(checked['wrong'])} differ")
     load = os.getloadavg()
     out.print(f"load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} on {os.cpu_count()} cores "
               "(other work on the machine inflates the latencies)")
@@ -190,6 +255,8 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=24.0, help="the span the captures are spread over (default 24)")
     parser.add_argument("--requests", type=int, default=200, help="measured requests per search")
     parser.add_argument("--only", choices=sorted(MEASUREMENTS), help="one part of the benchmark")
+    parser.add_argument("--verify", type=int, default=0, metavar="N",
+                        help="also check N random searches, paged to their end, against a brute scan of the main table")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data" / "bench-search",
                         help="where the loaded gateway lives (reused by the next run with the same --captures)")
     args = parser.parse_args()
@@ -229,8 +296,9 @@ def main() -> int:
                         out.print(f"measuring {label} ...")
                         searches[label] = {**measure(client, data, args.requests, random.Random(label)),
                                            "target": target}
+                verified = {"verified": verify(client, gateway, data, args.verify)} if args.verify else {}
             report({"captures": args.captures, "hours": args.hours, "load": loaded, "searches": searches,
-                    "scan_budget_rows": SCAN_BUDGET})
+                    "scan_budget_rows": SCAN_BUDGET, **verified})
         except BaseException:
             if console is not None:
                 out.print(console.log()[-3000:])
