@@ -6,7 +6,6 @@
 (() => {
   const { api, t, el, fillRows, showError, time } = Console;
   const error = document.getElementById("alerts-error");
-  const state = document.getElementById("live-state");
   const canAck = Console.hasRole("operator");
   const isAdmin = Console.hasRole("admin");
   const OPERATORS = ["=", "!=", "=~", "!~"];
@@ -186,22 +185,8 @@
     if (!pending) pending = setTimeout(refresh, 250);
   }
 
-  function connect() {
-    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent(Console.page.event_topics.alerts)}`);
-    source.addEventListener("open", () => {
-      state.textContent = t("overview.live");
-      state.className = "badge live";
-    });
-    source.addEventListener("error", () => {
-      state.textContent = t("overview.reconnecting");
-      state.className = "badge down";
-    });
-    source.addEventListener(Console.page.event_topics.alerts, soon);
-    window.addEventListener("pagehide", () => source.close());
-  }
-
   document.getElementById("show-resolved").addEventListener("change", refresh);
   refresh();
-  connect();
+  Console.liveEvents({ [Console.page.event_topics.alerts]: soon });
   setInterval(refresh, 30000);
 })();

@@ -277,8 +277,30 @@ const Console = (() => {
     });
   }
 
+  /**
+   * The page's live updates: one `/api/v1/events` stream for the topics of `handlers` (topic -> handler of its
+   * MessageEvent). The page's `#live-state` badge says whether it is connected, `onOpen` runs at each (re)connection
+   * (what changed while the stream was away has no event of its own), and the stream closes with the page.
+   */
+  function liveEvents(handlers, onOpen) {
+    const badge = document.getElementById("live-state");
+    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent(Object.keys(handlers).join(","))}`);
+    source.addEventListener("open", () => {
+      badge.textContent = t("overview.live");
+      badge.className = "badge live";
+      if (onOpen) onOpen();
+    });
+    source.addEventListener("error", () => {
+      badge.textContent = t("overview.reconnecting");
+      badge.className = "badge down";
+    });
+    for (const [topic, handler] of Object.entries(handlers)) source.addEventListener(topic, handler);
+    window.addEventListener("pagehide", () => source.close());
+    return source;
+  }
+
   return {
     page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole,
-    timeChart, fieldMessage, captureImage,
+    timeChart, fieldMessage, captureImage, liveEvents,
   };
 })();

@@ -4,7 +4,6 @@
 
 (() => {
   const { api, t, el, fillRows, number, time } = Console;
-  const state = document.getElementById("live-state");
   const updated = document.getElementById("updated-at");
   const topics = Console.page.event_topics;
   const history = { at: [], records: [], rows: [] };
@@ -75,21 +74,7 @@
     if (!pending) pending = setTimeout(refresh, 250);
   }
 
-  function connect() {
-    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent([topics.ingest_stats, topics.alerts].join(","))}`);
-    source.addEventListener("open", () => {
-      state.textContent = t("overview.live");
-      state.className = "badge live";
-    });
-    source.addEventListener("error", () => {
-      state.textContent = t("overview.reconnecting");
-      state.className = "badge down";
-    });
-    for (const topic of [topics.ingest_stats, topics.alerts]) source.addEventListener(topic, soon);
-    window.addEventListener("pagehide", () => source.close());
-  }
-
   refresh();
-  connect();
+  Console.liveEvents({ [topics.ingest_stats]: soon, [topics.alerts]: soon });
   setInterval(refresh, 10000);
 })();

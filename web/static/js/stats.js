@@ -8,7 +8,6 @@
   const { api, t, el, showError, time, number } = Console;
   const topics = Console.page.event_topics;
   const error = document.getElementById("st-error");
-  const state = document.getElementById("live-state");
   const canCommand = Console.hasRole("operator");
   const PALETTE = ["#1d5fa8", "#c81e1e", "#2f9e44", "#9467bd", "#e8590c", "#17becf", "#8c564b", "#e377c2"];
   const MAX_GROUPS = PALETTE.length;
@@ -309,24 +308,6 @@
     if (!pendingList) pendingList = setTimeout(refresh, 300);
   }
 
-  function connect() {
-    const wanted = [topics.surveillance_stats, topics.surveillance_replies, topics.control_stats].join(",");
-    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent(wanted)}`);
-    source.addEventListener("open", () => {
-      state.textContent = t("overview.live");
-      state.className = "badge live";
-      soon();  // what changed between the first list and the stream (a reply, a stop) has no event of its own
-    });
-    source.addEventListener("error", () => {
-      state.textContent = t("overview.reconnecting");
-      state.className = "badge down";
-    });
-    source.addEventListener(topics.surveillance_stats, onResult);
-    source.addEventListener(topics.surveillance_replies, soon);
-    source.addEventListener(topics.control_stats, soon);
-    window.addEventListener("pagehide", () => source.close());
-  }
-
   document.getElementById("lane-checkpoint").addEventListener("change", (e) => {
     laneCheckpoint = e.target.value;
     const stat = stats.find((s) => s.stat_id === selected);
@@ -374,5 +355,8 @@
   refresh().then(() => {
     if (selected) select(selected);
   });
-  connect();
+  // soon() at each (re)connection: what changed between the first list and the stream (a reply, a stop) has no
+  // event of its own
+  Console.liveEvents({ [topics.surveillance_stats]: onResult, [topics.surveillance_replies]: soon,
+    [topics.control_stats]: soon }, soon);
 })();

@@ -307,26 +307,11 @@
     if (!pending) pending = setTimeout(refreshTasks, 400); // the loader writes the row right after the record
   }
 
-  function connect() {
-    const state = document.getElementById("live-state");
-    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent(statusTopic)}`);
-    source.addEventListener("open", () => {
-      state.textContent = t("overview.live");
-      state.className = "badge live";
-    });
-    source.addEventListener("error", () => {
-      state.textContent = t("overview.reconnecting");
-      state.className = "badge down";
-    });
-    source.addEventListener(statusTopic, onStatus);
-    window.addEventListener("pagehide", () => source.close());
-  }
-
   cameraSelect.addEventListener("change", () => loadDays().catch((e) => showError(error, e)));
   daySelect.addEventListener("change", () => loadVideos().catch((e) => showError(error, e)));
   document.getElementById("refresh-videos").addEventListener("click", () => loadCameras().catch((e) => showError(error, e)));
   loadCameras().catch((e) => showError(error, e));
   refreshTasks();
-  connect();
+  Console.liveEvents({ [statusTopic]: onStatus });
   setInterval(refreshTasks, 15000);
 })();

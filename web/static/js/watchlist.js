@@ -8,7 +8,6 @@
   const topics = Console.page.event_topics;
   const error = document.getElementById("sv-error");
   const banner = document.getElementById("hit-banner");
-  const state = document.getElementById("live-state");
   const canCommand = Console.hasRole("operator");
   const LIVE_ROWS = 30;
   let city = null;
@@ -233,23 +232,6 @@
     soon();
   }
 
-  function connect() {
-    const wanted = [topics.surveillance_hits, topics.surveillance_replies, topics.control_watchlist].join(",");
-    const source = new EventSource(`/api/v1/events?topics=${encodeURIComponent(wanted)}`);
-    source.addEventListener("open", () => {
-      state.textContent = t("overview.live");
-      state.className = "badge live";
-    });
-    source.addEventListener("error", () => {
-      state.textContent = t("overview.reconnecting");
-      state.className = "badge down";
-    });
-    source.addEventListener(topics.surveillance_hits, onHit);
-    source.addEventListener(topics.surveillance_replies, soon);
-    source.addEventListener(topics.control_watchlist, soon);
-    window.addEventListener("pagehide", () => source.close());
-  }
-
   // -- commands (operators) --------------------------------------------------------------------------
   async function submit(form, body) {
     try {
@@ -288,7 +270,8 @@
   }
 
   await refresh();
-  connect();
+  Console.liveEvents({ [topics.surveillance_hits]: onHit, [topics.surveillance_replies]: soon,
+    [topics.control_watchlist]: soon });
   recentHits().catch((e) => showError(error, e));
   try {
     const { data } = await api("/api/v1/map");
