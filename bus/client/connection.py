@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from bus.client.errors import AuthenticationError, KafkaConnectionError, SslAuthenticationError, UnsupportedVersionError
@@ -36,6 +35,7 @@ from bus.client.sasl import authenticate
 from bus.client.security import PLAINTEXT, ClientSecurity
 from bus.protocol import client_codec
 from bus.protocol.messages import Shapes, request_shapes
+from bus.protocol.schemas import request_schema
 
 __all__ = ["BrokerConnection", "KafkaConnectionError", "UnsupportedVersionError", "client_versions", "request_for"]
 
@@ -51,7 +51,7 @@ def client_versions(api_key: int) -> range:
     versions: list[int] = []
     for version in range(0, 30):
         try:
-            load_request_schema(api_key, version)
+            request_schema(api_key, version)
         except Exception:  # kio raises several lookup errors for unknown versions
             if versions:
                 break
@@ -153,7 +153,7 @@ class BrokerConnection:
             "ApiVersionsRequest", client_software_name="bus-client", client_software_version="0.1"), 3)
         if response.error_code != ErrorCode.none:
             # An older broker answers v0 with its list; retry at v0 as Kafka clients do.
-            response = self._exchange(load_request_schema(API_VERSIONS, 0)(), 0)
+            response = self._exchange(request_schema(API_VERSIONS, 0)(), 0)
         self.api_versions = {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
 
     def version_for(self, api_key: int, wanted: range | None = None) -> int:

@@ -14,12 +14,12 @@ import io
 import struct
 from typing import Any, get_args, get_origin
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import OutOfBoundValue
 from kio.static.primitive import i32, i64
 
 from bus.protocol import header as hdr
+from bus.protocol.schemas import response_schema
 
 API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
@@ -53,7 +53,7 @@ def response_correlation_id(frame: bytes) -> int:
 
 def decode_response(frame: bytes, api_key: int, version: int) -> Any:
     """The kio response in a response frame (without its size prefix) to a request of `api_key` at `version`."""
-    response_cls = load_response_schema(api_key, version)
+    response_cls = response_schema(api_key, version)
     offset = 4
     if response_cls.__flexible__ and api_key != API_VERSIONS:
         offset = hdr.skip_tagged_fields(frame, offset)

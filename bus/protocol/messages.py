@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import PayloadEntityType, api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
@@ -29,6 +28,7 @@ from kio.static.constants import EntityType
 
 from bus.protocol import produce_codec
 from bus.protocol.guard import check_body
+from bus.protocol.schemas import payload_module, request_schema, response_schema
 
 
 class UnsupportedApi(LookupError):
@@ -42,7 +42,7 @@ class UnknownField(TypeError):
 @functools.cache
 def request_class(api_key: int, version: int) -> type:
     try:
-        return load_request_schema(api_key, version)
+        return request_schema(api_key, version)
     except Exception as exc:  # kio raises several index/import errors for unknown keys/versions
         raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
@@ -50,7 +50,7 @@ def request_class(api_key: int, version: int) -> type:
 @functools.cache
 def response_class(api_key: int, version: int) -> type:
     try:
-        return load_response_schema(api_key, version)
+        return response_schema(api_key, version)
     except Exception as exc:
         raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
@@ -97,7 +97,7 @@ def preload(served: Iterable[tuple[int, int, int]]) -> int:
         # too, or the first fetch that does so imports Fetch v17-v18 on the loop (a 50-60 ms stall).
         for version in schema_name_map[api_key_map[api_key]]:
             for entity_type in (EntityType.request, EntityType.response):
-                load_payload_module(api_key, version, entity_type)
+                payload_module(api_key, version, entity_type)
     return loaded
 
 
@@ -222,7 +222,7 @@ def _fields_in_any_version(api_key: int, entity_type: PayloadEntityType, class_n
     """Every field name `class_name` has in some version of the API: what a builder may mention."""
     names: set[str] = set()
     for version in schema_name_map[api_key_map[api_key]]:
-        cls = getattr(load_payload_module(api_key, version, entity_type), class_name, None)
+        cls = getattr(payload_module(api_key, version, entity_type), class_name, None)
         if cls is not None:
             names.update(f.name for f in dataclasses.fields(cls))
     return frozenset(names)
@@ -239,7 +239,7 @@ class Shapes:
         self._entity_type = entity_type
         self._plans: dict[str, _ClassPlan] = {}
         try:
-            self._module = load_payload_module(api_key, version, entity_type)
+            self._module = payload_module(api_key, version, entity_type)
         except Exception as exc:
             raise UnsupportedApi(f"no schema for api {api_key} v{version}") from exc
 
