@@ -1,4 +1,4 @@
-"""A partition's log: its segments, offsets, reads, retention, flushing and crash recovery.
+"""A partition's log: its segments, offsets, reads, retention and flushing (opening it after a crash: log_loader.py).
 
 Concurrency: the broker calls every method from one thread (the event loop); the log cleaner works in
 a worker thread on its own file descriptors and only takes the lock to snapshot the segment list and to
@@ -31,15 +31,9 @@ from pathlib import Path
 from bus.log import files
 from bus.log.config import LogConfig
 from bus.log.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from bus.log.leader_epoch_cache import (
-    CHECKPOINT,
-    CorruptCheckpointError,
-    EpochEntry,
-    LeaderEpochFileCache,
-    read_checkpoint,
-    write_checkpoint,
-)
-from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close, walk_headers
+from bus.log.leader_epoch_cache import EpochEntry, write_checkpoint
+from bus.log.log_loader import load_log
+from bus.log.segment import MAX_RELATIVE_OFFSET, Placement, Segment, fsync_and_close
 from bus.log.txn_index import AbortedTxn
 from bus.protocol.records import BatchInfo, assign_offsets
 
@@ -152,118 +146,13 @@ class Log:
         directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
         self._bases: list[int] = []
-        self._load(recover)
+        loaded = load_log(directory, config.index_interval_bytes, now_ms(), recover)
+        self._set_segments(loaded.segments)
+        self._log_start_offset = loaded.log_start_offset
+        self._epochs = loaded.epochs
+        self._recovery_point = loaded.recovery_point
         self._cleaner_checkpoint = files.read_offset(self.directory / files.CLEANER_CHECKPOINT)
         self._last_flush_ms = now_ms()
-
-    # ----------------------------------------------------------------------------------------- loading
-
-    def _load(self, recover: bool) -> None:
-        marker = self.directory / files.CLEAN_SHUTDOWN
-        clean = marker.exists()
-        marker.unlink(missing_ok=True)
-        rebuild = self._finish_interrupted_swaps()
-        now = self._now_ms()
-        names = os.listdir(self.directory)
-        bases = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG)) is not None)
-        recovery_point = files.read_offset(self.directory / files.RECOVERY_POINT) or 0
-        first_unflushed = len(bases) if clean or not recover else max(bisect_right(bases, recovery_point) - 1, 0)
-        # Checked before Segment() creates any missing index file empty.
-        rebuild.update(b for b in bases if not all(p.exists() for p in files.segment_paths(self.directory, b)))
-        segments = [Segment(self.directory, base, now) for base in bases]
-        recovered: list[Segment] = []
-        for i, segment in enumerate(segments):
-            if i >= first_unflushed or segment.base_offset in rebuild or not segment.load():
-                recovered.append(segment)
-                cut = segment.recover(self._config.index_interval_bytes)
-                if cut:
-                    log.warning("%s: cut %d bytes of torn or corrupt data from segment %d",
-                                self.directory, cut, segment.base_offset)  # fmt: skip
-                    for later in segments[i + 1 :]:
-                        log.warning("%s: dropping segment %d after the cut", self.directory, later.base_offset)
-                        later.close_and_delete()
-                    del segments[i + 1 :]
-                    break
-        log_start = files.read_offset(self.directory / files.LOG_START_OFFSET)
-        if not segments:
-            segments = [Segment.create(self.directory, log_start or 0, now)]
-        self._set_segments(segments)
-        self._log_start_offset = max(log_start or 0, segments[0].base_offset)
-        if self._log_start_offset > self.log_end_offset:
-            # Records were deleted up to the start offset and then the tail was lost: start empty there so no
-            # offset a consumer has seen is ever handed out again.
-            for segment in segments:
-                segment.close_and_delete()
-            self._set_segments([Segment.create(self.directory, self._log_start_offset, now)])
-            recovered = []
-        self._epochs = self._load_epochs(recovered)
-        self._recovery_point = min(recovery_point, self.log_end_offset)
-        if recovery_point > self._recovery_point:
-            # Recovery cut below the checkpoint: never let a stale one exempt new unflushed data from the next scan.
-            files.write_offset(self.directory / files.RECOVERY_POINT, self._recovery_point)
-
-    def _load_epochs(self, recovered: Sequence[Segment]) -> LeaderEpochFileCache:
-        """The leader-epoch cache from its checkpoint, brought in line with the log: batches that recovery
-        rescanned assign their epochs again where newer than the cache's (Kafka's LogSegment.recover), then
-        entries outside [log start, log end) go. A missing or corrupt checkpoint is rebuilt from the batch
-        headers of every segment (a log written before the cache existed, or a damaged file)."""
-        path = self.directory / CHECKPOINT
-        path.with_name(CHECKPOINT + ".tmp").unlink(missing_ok=True)  # a write a crash interrupted
-        scan: Sequence[Segment] = recovered
-        try:
-            entries = read_checkpoint(path)
-        except FileNotFoundError:
-            entries, scan = [], self._segments
-        except CorruptCheckpointError as exc:
-            log.warning("%s; rebuilding it from the log", exc)
-            entries, scan = [], self._segments
-        loaded = list(entries)
-        latest = max((e.epoch for e in entries), default=-1)
-        for segment in scan:
-            for header in walk_headers(segment.fd, 0, segment.size):
-                if header.partition_leader_epoch > latest:
-                    latest = header.partition_leader_epoch
-                    entries.append(EpochEntry(latest, header.base_offset))
-        cache = LeaderEpochFileCache(path, entries)
-        wrote = cache.truncate_from_end(self.log_end_offset)
-        wrote = cache.truncate_from_start(self._log_start_offset) or wrote
-        if not wrote and cache.entries != loaded:
-            cache.write()
-        return cache
-
-    def _finish_interrupted_swaps(self) -> set[int]:
-        """Undo cleaning that had not committed (`.cleaned` files) and complete swaps that had (`.log.swap`):
-        the swap replaces every old segment in its offset range. Returns base offsets whose indexes must be
-        rebuilt."""
-        names = os.listdir(self.directory)
-        swaps = sorted(b for name in names if (b := files.base_offset_of(name, files.LOG, files.SWAP)) is not None)
-        # A committed swap's transaction index cannot be rebuilt from its batches: it is kept and installed.
-        kept = {files.txn_index_path(self.directory, base, files.CLEANED).name for base in swaps}
-        for name in names:
-            if name.endswith(files.CLEANED) and name not in kept:
-                (self.directory / name).unlink()
-        rebuild = set()
-        for base in swaps:
-            log.warning("%s: completing the interrupted swap of cleaned segment %d", self.directory, base)
-            swapped = Segment(self.directory, base, 0, files.SWAP)
-            swapped.recover(self._config.index_interval_bytes)
-            end = max(swapped.next_offset, base + 1)
-            swapped.close()
-            for path in (*swapped.paths[1:], *files.segment_paths(self.directory, base)):
-                path.unlink(missing_ok=True)
-            for name in names:
-                old = files.base_offset_of(name, files.LOG)
-                if old is not None and base < old < end:
-                    for path in (*files.segment_paths(self.directory, old), files.txn_index_path(self.directory, old)):
-                        path.unlink(missing_ok=True)
-            cleaned_txn_index = files.txn_index_path(self.directory, base, files.CLEANED)
-            if cleaned_txn_index.exists():
-                os.replace(cleaned_txn_index, files.txn_index_path(self.directory, base))
-            os.replace(swapped.path, files.segment_path(self.directory, base, files.LOG))
-            rebuild.add(base)
-        if swaps:
-            files.fsync_dir(self.directory)
-        return rebuild
 
     def _set_segments(self, segments: list[Segment]) -> None:
         # Copy-on-write: a list once published is never mutated, so a snapshot taken under the lock stays valid.
@@ -725,7 +614,7 @@ class Log:
         closed, or some of `old` deleted by retention); the caller then discards `cleaned`.
 
         Crash safety: renaming the cleaned log to `.swap` is the commit point. Recovery deletes `.cleaned`
-        files (the old segments are intact) and completes any `.swap` (see _finish_interrupted_swaps). Only
+        files (the old segments are intact) and completes any `.swap` (see log_loader.finish_interrupted_swaps). Only
         renames happen under the lock; the directory fsync that makes them durable follows without it (a
         journalling file system persists renames in order, so a crash still finds the commit before the
         deletions that follow it), as does the closing of the replaced segments.
