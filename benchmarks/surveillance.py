@@ -37,8 +37,8 @@ from contracts.config import load as load_config
 from contracts.records import encode, encode_feature
 from contracts.topics import Topics
 from ingest import values
-from surveillance.bus import ensure_topics, service_topics
 from surveillance.settings import Settings
+from surveillance.streams import ensure_topics, service_topics
 from tests.support.broker_process import BrokerProcess
 from tests.surveillance._support import CHECKPOINTS, ServiceProcess, capture_time, face, vehicle, write_config
 

@@ -21,8 +21,8 @@ from contracts.config import Config
 from contracts.records import encode, encode_feature, now_time
 from contracts.surveillance import WatchCommand, watch_from_json
 from ingest import simulate
-from surveillance.bus import COMPACTED, TopicSpec, ensure_topics, make_producer
 from surveillance.settings import Settings
+from surveillance.streams import COMPACTED, TopicSpec, ensure_topics, make_producer
 
 PLATES, FACES = 2, 1
 """How many of the simulator's target plates and faces `make up` watches."""

@@ -49,7 +49,7 @@ from contracts.logs import setup as setup_logs
 from contracts.topics import Topics, partitions
 from contracts.video import ANALYZE, TERMINAL, CommandError, VideoCommand, parse_command, task_id_of
 from spark_jobs import launch
-from spark_jobs.video_bus import TaskPublisher
+from spark_jobs.task_publisher import TaskPublisher
 from spark_jobs.video_loader import VideoLoader, check_result, check_status
 from spark_jobs.video_scheduler import Scheduler
 from spark_jobs.video_synopsis import DEFAULT_MAX_DURATION_S

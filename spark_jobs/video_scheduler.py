@@ -36,7 +36,7 @@ from contracts.video import (
     VideoCommand,
     validate_command,
 )
-from spark_jobs.video_bus import TaskPublisher
+from spark_jobs.task_publisher import TaskPublisher
 from spark_jobs.video_synopsis import EXIT_BAD_VIDEO
 
 

@@ -44,7 +44,7 @@ from contracts.config import add_config_flag
 from contracts.config import load as load_config
 from contracts.topics import Topics
 from contracts.video import DONE, FAILED, RUNNING, CommandError, validate_options
-from spark_jobs.video_bus import TaskPublisher
+from spark_jobs.task_publisher import TaskPublisher
 
 if TYPE_CHECKING:  # the engine (OpenCV) is imported where it runs
     from video.analyze import SegmentResult

@@ -30,7 +30,12 @@ from contracts.records import Status as RecordStatus
 from contracts.surveillance import WatchCommand, cloned_hit_id, hit_record
 
 from . import metrics
-from .bus import (
+from .cloned import Clone, CloneDetector, CloneRules, Sighting
+from .geo import Geo
+from .rewind import EAGER, Rewind
+from .settings import Settings
+from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, read_capture, skip, where
+from .streams import (
     CommandLog,
     Output,
     Stage,
@@ -41,11 +46,6 @@ from .bus import (
     make_producer,
     run_stage,
 )
-from .cloned import Clone, CloneDetector, CloneRules, Sighting
-from .geo import Geo
-from .rewind import EAGER, Rewind
-from .settings import Settings
-from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, read_capture, skip, where
 from .watch_stage import SkippedRecord, load_geo, read_watch
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from contracts.alerts import FIRING, alert_record, fingerprint
 from contracts.records import encode, epoch_ms, now_time
 from contracts.surveillance import WATCH_KINDS, WatchCommand, hit_record, watch_hit_id
 
-from .bus import Output
 from .geo import Geo
 from .settings import Settings
+from .streams import Output
 
 ALERT_NAME = "WatchlistHit"
 ALERT_HOLD_S = 600.0

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable
 
 from . import cloned_stage, stats_stage, watch_stage
-from .bus import ensure_topics, service_topics
 from .settings import Settings
+from .streams import ensure_topics, service_topics
 
 log = logging.getLogger(__name__)
 Runner = Callable[[Settings, threading.Event, threading.Event | None], None]

@@ -42,7 +42,13 @@ from contracts.records import Kind, epoch_ms
 from contracts.records import Status as RecordStatus
 from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, WINDOW_S_RANGE
 
-from .bus import (
+from .geo import Geo
+from .rewind import EAGER
+from .settings import Settings
+from .skipped import FUTURE_TOLERANCE_MS, read_capture, skip, where
+from .stats_events import Progress, Router, read_command
+from .stats_windows_stage import REWIND_SLACK_MS, run_windows
+from .streams import (
     CommandLog,
     Output,
     Replies,
@@ -54,12 +60,6 @@ from .bus import (
     run_stage,
     run_together,
 )
-from .geo import Geo
-from .rewind import EAGER
-from .settings import Settings
-from .skipped import FUTURE_TOLERANCE_MS, read_capture, skip, where
-from .stats_events import Progress, Router, read_command
-from .stats_windows_stage import REWIND_SLACK_MS, run_windows
 from .watch_stage import load_geo
 
 log = logging.getLogger(__name__)

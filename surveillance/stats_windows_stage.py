@@ -37,11 +37,11 @@ from contracts.records import encode
 from contracts.surveillance import StatCommand
 
 from . import metrics
-from .bus import CommandLog, Output, Stage, make_consumer, make_producer, run_stage
 from .rewind import EAGER, Rewind
 from .settings import Settings
 from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, skip, where
 from .stats_events import Dedup, Progress, StatEvent, parse_record, read_command
+from .streams import CommandLog, Output, Stage, make_consumer, make_producer, run_stage
 from .windows import Result, Windows
 
 GROUP, STAGE = "surveillance-stats-windows", "stats-windows"

@@ -28,13 +28,13 @@ from contracts.records import FEATURE_DIM, UNRECOGNIZED, Kind, epoch_ms, is_chec
 from contracts.surveillance import ACCEPTED, REJECTED, REMOVED, WatchCommand, parse_hit, parse_watch
 
 from . import metrics
-from .bus import CommandLog, Output, Replies, Stage, make_consumer, make_producer, run_stage
 from .faces import FaceWatchlist
 from .geo import Geo
 from .hits import HitPublisher, Trajectories
 from .plates import PlateWatchlist
 from .settings import Settings
 from .skipped import UNREADABLE, refusal, skip, where
+from .streams import CommandLog, Output, Replies, Stage, make_consumer, make_producer, run_stage
 
 log = logging.getLogger(__name__)
 GROUP = "surveillance-watch"

@@ -113,7 +113,7 @@ def assignments(service: ServiceProcess, since: int = 0) -> dict[str, list[tuple
             entry = json.loads(line)
         except ValueError:
             continue  # a line cut by the read, or not a log line
-        match = ASSIGNED.fullmatch(entry.get("message", "")) if entry.get("logger") == "surveillance.bus" else None
+        match = ASSIGNED.fullmatch(entry.get("message", "")) if entry.get("logger") == "surveillance.streams" else None
         if match:
             latest[match.group(1)] = ast.literal_eval(match.group(2))  # a list of (topic, partition) tuples
     return latest

@@ -1,4 +1,4 @@
-"""The command log and the commit-after-ack loop (surveillance/bus.py) against a real broker process."""
+"""The command log and the commit-after-ack loop (surveillance/streams.py) against a real broker process."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contracts.config import Config
-from surveillance.bus import (
+from surveillance.settings import Settings
+from surveillance.streams import (
     CommandLog,
     Output,
     Stage,
@@ -18,7 +19,6 @@ from surveillance.bus import (
     make_producer,
     run_stage,
 )
-from surveillance.settings import Settings
 from tests.support.broker_process import BrokerProcess
 
 
