@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from contracts.config import Config
-from surveillance import bus, loader, rewind
+from surveillance import loader, rewind, streams
 from surveillance.loader import Loader, LoaderSettings
 from surveillance.settings import Settings
 
@@ -73,7 +73,7 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The configs of the clients the surveillance modules build during the test."""
     monkeypatch.setattr(Client, "made", [], raising=False)
     monkeypatch.setattr(Client, "stop", threading.Event(), raising=False)
-    for module, name in ((bus, "Consumer"), (bus, "Producer"), (bus, "AdminClient"), (rewind, "Consumer"),
+    for module, name in ((streams, "Consumer"), (streams, "Producer"), (streams, "AdminClient"), (rewind, "Consumer"),
                          (loader, "Consumer")):
         monkeypatch.setattr(module, name, Client)
     return Client.made
@@ -83,10 +83,10 @@ def test_every_client_of_the_service_starts_from_its_principal(tmp_path: Path, m
     settings = Settings.from_config(secured(tmp_path, "surveillance"))
     assert settings.bus == librdkafka("surveillance")
     assert "pw" not in repr(settings) and settings.bootstrap == SECURE
-    bus.make_consumer(settings, "surveillance-watch", "watch")
-    bus.make_producer(settings, "watch")
-    bus.make_admin(settings)
-    bus.CommandLog(settings, settings.topics.control_watchlist, "watch-commands")
+    streams.make_consumer(settings, "surveillance-watch", "watch")
+    streams.make_producer(settings, "watch")
+    streams.make_admin(settings)
+    streams.CommandLog(settings, settings.topics.control_watchlist, "watch-commands")
     rewind.Rewind(settings, "cloned", lambda: 0)
     assert len(made) == 5 and all(starts_from(config, settings.bus) for config in made)
     assert [config.get("group.id") for config in made] == [
