@@ -1,6 +1,6 @@
 """Every filter HBase's ParseFilter registers, through happybase against a gateway process.
 
-The expected answers follow HBase's filter classes and its scan matcher (see filters.py): cells
+The expected answers follow HBase's filter classes and its scan matcher (see the filters package): cells
 are offered newest version first, up to the family's max versions, and a Thrift1 scan returns
 the newest version of each column that the filter includes. NEXT_ROW leaves the rest of a
 *family* (a store's row), so column-range style filters start over in the next family.
