@@ -1,264 +1,20 @@
-"""Failover drills: `python -m dr_mirror.drill --scenario primary-loss|mirror-crash|failback [--report DIR]`.
-
-Self-contained: starts two sites (`dr_mirror.drill_sites`: a `bus broker`, an HBase gateway and the real
-capture ingest job each, on free ports) and the mirror primary -> dr (`python -m dr_mirror` with the
-properties `make up` generates); only once both sites are ready (each ingest job has finished a first
-micro-batch, the mirror answers) does it start the device fleet (the simulator's traffic generator
-`ingest.traffic`: real records and ids) and a consumer group standing in for the group-based loaders, so
-a slow Spark start never becomes mirror lag (`setup_s` in the report says how long getting ready took).
-A supervisor (`dr_mirror.drill_supervisor`) restarts an ingest job (from its checkpoint) or a mirror (from
-the target's log end) that exits while the drill needs it, at most `--max-restarts` times each, and the
-report counts every restart; what a scenario kills on purpose is never restarted. Then the drill injects
-the failure and measures. `--no-ingest` runs the same at the bus level (no HBase, no Spark).
-- primary-loss: the primary machine room is lost (kill -9 of its broker, gateway and ingest job).
-  Devices that hear no acknowledgement for `--failover-after` seconds switch to the DR bootstrap and
-  re-send their replay window (the last `--replay` seconds they sent; recognition servers have disks);
-  the group resumes on DR from the offsets the mirror translated and committed there. Measured: RPO
-  (records the primary acknowledged that the mirror had not copied, and their time span), RTO (failure
-  -> first record DR acknowledged; -> first record the group read on DR; -> first new record's row in DR
-  HBase), rows in DR HBase against every record acknowledged (the end-to-end loss: zero when the replay
-  window covers the mirror's lag), duplicates (replayed records in the DR topics; rows cannot duplicate:
-  row keys are deterministic).
-- mirror-crash: kill -9 of the mirror, restart after `--outage` seconds. Measured: the lag it built up
-  (the RPO had the primary been lost then), the time to catch up, and that DR's topics and HBase hold
-  exactly the primary's records afterwards.
-- failback: primary-loss, then the primary room returns. Its bus log has diverged past what the mirror
-  had copied (those records were re-sent to DR), so its broker starts on an empty log dir and a reverse
-  mirror dr -> primary copies the topics back with their offsets (and the group's translated offsets);
-  once it has caught up, devices hold their records a moment (DR drained), the reverse mirror stops,
-  devices and the group switch back to the primary, its ingest job restarts from a new checkpoint (its
-  HBase kept its rows; rewriting them is harmless), and the mirror primary -> dr resumes where DR's log
-  ends. Measured: records written during the outage, copy-back time, how long devices held, and that
-  the primary's topics and HBase hold every record acknowledged by either site.
-Writes `drill.json`, `drill.md` and `drill.png` to `--report`. Exit status 0 when the drill ran,
-whatever it measured.
-"""
+"""One drill: the two sites, the mirror, the load, the failure injected and what is measured (see the package
+docstring for the scenarios)."""
 
 from __future__ import annotations
 
 import argparse
 import collections
-import json
 import signal
-import sys
-import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from contracts import config as solution_config
-from contracts.topics import NEW_TOPIC_ERRORS, Topics
-from dr_mirror.drill_report import LagProbe, chart, markdown, mirror_lag
-from dr_mirror.drill_sites import MirrorProcess, Site
-from dr_mirror.drill_supervisor import Supervisor
-from ingest.city import build_city
-from ingest.traffic import Traffic, TrafficConfig
-
-TOPICS = Topics()
-CAPTURES = list(TOPICS.captures)
-HOLD = "hold"  # the fleet's state while it keeps its records for a planned switch
-
-
-class Fleet(threading.Thread):
-    """Capture devices: produce to the active site, keep a replay window, fail over when acks stop.
-
-    ``switch(site)`` is the planned move of failback: flush to the current site, then send to the new one;
-    ``switch(HOLD)`` keeps what the devices capture meanwhile (sent on the next switch).
-    """
-
-    def __init__(self, sites: dict[str, str], rate: float, failover_after: float, replay: float) -> None:
-        super().__init__(daemon=True)
-        self.sites, self.rate = sites, rate
-        self.failover_after, self.replay = failover_after, replay
-        self.traffic = Traffic(build_city(7, 24), TrafficConfig(seed=7, curve="flat", malformed_rate=0.0))
-        self.window: collections.deque[tuple[float, str, bytes, bytes, str]] = collections.deque()
-        self.held: list[tuple[str, bytes, bytes, str]] = []
-        self.acked: dict[str, tuple[str, float]] = {}  # record id -> (site, time) of its first acknowledgement
-        self.acks: list[tuple[float, str]] = []  # every acknowledgement (replays too), for the chart
-        self.kind: dict[str, str] = {}
-        self.active = "primary"
-        self.requested: str | None = None
-        self.failed_over = False
-        self.switched_at: float | None = None
-        self.first_ack: dict[str, float] = {}  # site -> first acknowledgement since the fleet moved there
-        self.last_ack = time.time()
-        self.stopping = threading.Event()
-
-    def _producer(self, site: str) -> Producer:
-        return Producer({"bootstrap.servers": self.sites[site], "linger.ms": 5, "acks": "all",
-                         "enable.idempotence": True, "message.timeout.ms": 600_000, "log_level": 0})
-
-    def _send(self, producer: Producer, site: str, topic: str, key: bytes, value: bytes, record_id: str) -> None:
-        def done(err: Any, _msg: Any) -> None:
-            if err is None:
-                now = time.time()
-                self.last_ack = now
-                self.acked.setdefault(record_id, (site, now))
-                self.acks.append((now, site))
-                self.first_ack.setdefault(site, now)
-
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=done)
-                return
-            except BufferError:
-                producer.poll(0.05)
-
-    def run(self) -> None:
-        producer = self._producer(self.active)
-        start, sent = time.monotonic(), 0
-        self.last_ack = time.time()  # the silence that triggers a failover counts from here
-        while not self.stopping.is_set():
-            due = max(int((time.monotonic() - start) * self.rate) - sent, 0)
-            for emitted in self.traffic.records(due, time.monotonic() - start):
-                record_id = json.loads(emitted.value)["record_id"]
-                topic = TOPICS.of_kind(emitted.kind)
-                self.kind[record_id] = emitted.kind.value
-                self.window.append((time.time(), topic, emitted.key, emitted.value, record_id))
-                if self.active == HOLD:
-                    self.held.append((topic, emitted.key, emitted.value, record_id))
-                else:
-                    self._send(producer, self.active, topic, emitted.key, emitted.value, record_id)
-            sent += due
-            cutoff = time.time() - self.replay
-            while self.window and self.window[0][0] < cutoff:
-                self.window.popleft()
-            producer.poll(0.02)
-            if self.requested is not None:
-                producer = self._switch(producer, self.requested)
-            elif self._primary_silent():
-                producer = self._failover()
-        producer.flush(30)
-
-    def _primary_silent(self) -> bool:
-        return not self.failed_over and self.active == "primary" and time.time() - self.last_ack > self.failover_after
-
-    def _failover(self) -> Producer:
-        """No acknowledgement for `failover_after` seconds: fall back to the DR bootstrap, re-send the window."""
-        self.active, self.failed_over, self.switched_at = "dr", True, time.time()
-        self.first_ack.pop("dr", None)
-        producer = self._producer("dr")
-        for _, topic, key, value, record_id in list(self.window):
-            self._send(producer, "dr", topic, key, value, record_id)
-        return producer
-
-    def _switch(self, producer: Producer, site: str) -> Producer:
-        if self.active != HOLD:
-            producer.flush(60)  # a planned switch: everything sent to the old site is acknowledged first
-        self.active, self.requested, self.last_ack = site, None, time.time()
-        if site == HOLD:
-            return producer
-        self.first_ack.pop(site, None)
-        producer = self._producer(site)
-        for topic, key, value, record_id in self.held:
-            self._send(producer, site, topic, key, value, record_id)
-        self.held.clear()
-        return producer
-
-    def switch(self, site: str, timeout: float = 90) -> None:
-        self.requested = site
-        _wait(lambda: self.active == site, timeout, f"devices switched to {site}")
-
-
-class Loader(threading.Thread):
-    """A consumer group standing in for the group-based loaders; it follows the devices from site to site."""
-
-    def __init__(self, sites: dict[str, str], fleet: Fleet) -> None:
-        super().__init__(daemon=True)
-        self.sites, self.fleet = sites, fleet
-        self.seen: collections.Counter[str] = collections.Counter()
-        self.first_record: dict[str, float] = {}  # site -> first record read there after moving
-        self.stopping = threading.Event()
-
-    def _consumer(self, site: str) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": self.sites[site], "group.id": "drill-loader",
-                             "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                             "auto.commit.interval.ms": 500, "log_level": 0})
-        consumer.subscribe(CAPTURES)
-        return consumer
-
-    def run(self) -> None:
-        site, consumer = "primary", self._consumer("primary")
-        while not self.stopping.is_set():
-            if self.fleet.active not in (site, HOLD):
-                # The group moves where the mirror committed its translated offsets. Closing the old consumer
-                # may wait for a dead site (leave group, commit), so that is left to a thread.
-                threading.Thread(target=consumer.close, daemon=True).start()
-                site = self.fleet.active
-                self.first_record.pop(site, None)
-                consumer = self._consumer(site)
-            for msg in consumer.consume(500, 0.2):
-                if not msg.error():
-                    self.seen[json.loads(msg.value())["record_id"]] += 1
-                    self.first_record.setdefault(site, time.time())
-        consumer.close()
-
-
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Until `condition()` holds. A retriable Kafka error while asking (a partition between leaders, a broker
-    restarting) is asked again, not a failed drill."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except KafkaException as exc:
-            error = exc.args[0]
-            # librdkafka marks a watermark query's NOT_LEADER_FOR_PARTITION (a partition the mirror just created
-            # on a broker that has just started) as not retriable; it is as transient as the others.
-            if not (error.retriable() or error.code() in NEW_TOPIC_ERRORS) or time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(0.2)
-
-
-def record_ids(bootstrap: str) -> collections.Counter[str]:
-    """Every record id in the capture topics of a cluster, with how often it occurs."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-audit", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "log_level": 0})
-    out: collections.Counter[str] = collections.Counter()
-    try:
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1]
-                for tp in _partitions(consumer)}
-        consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            positions = {(tp.topic, tp.partition): tp.offset
-                         for tp in consumer.position([TopicPartition(t, p) for t, p in ends])}
-            if all(positions[tp] >= end or (positions[tp] < 0 and end == 0) for tp, end in ends.items()):
-                break
-            for msg in consumer.consume(1000, 0.5):
-                if not msg.error():
-                    out[json.loads(msg.value())["record_id"]] += 1
-    finally:
-        consumer.close()
-    return out
-
-
-def _partitions(consumer: Consumer) -> list[TopicPartition]:
-    return [TopicPartition(topic, p) for topic in CAPTURES
-            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions]
-
-
-def end_total(bootstrap: str) -> int:
-    """Records in the capture topics of a cluster (their high watermarks: no transactions here)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-audit", "log_level": 0})
-    try:
-        return sum(consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in _partitions(consumer))
-    finally:
-        consumer.close()
-
-
-def create_topics(bootstrap: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 2, 1) for t in CAPTURES]).values():
-        future.result(30)
+from dr_mirror.drill.load import HOLD, Fleet, Loader, create_topics, end_total, record_ids, wait_until
+from dr_mirror.drill.report import LagProbe, chart, mirror_lag
+from dr_mirror.drill.sites import MirrorProcess, Site
+from dr_mirror.drill.supervisor import Supervisor
 
 
 class Drill:
@@ -316,12 +72,12 @@ class Drill:
         ingest = [site for site in (self.primary, self.dr) if self.args.ingest]
         for site in ingest:  # both at once: nothing flows yet, and a job that dies while starting is restarted
             self.start_ingest(site)
-        _wait(lambda: self._sites_ready(ingest), self.args.ready_timeout, "both sites ready")
+        wait_until(lambda: self._sites_ready(ingest), self.args.ready_timeout, "both sites ready")
         self.t0 = self.event("sites ready")
         self.setup_s = round(self.t0 - began, 1)
         self.fleet.start()
         self.loader.start()
-        _wait(lambda: bool(self.fleet.acked) and any(v for _, v in self.probes[0].samples), 120, "load mirrored")
+        wait_until(lambda: bool(self.fleet.acked) and any(v for _, v in self.probes[0].samples), 120, "load mirrored")
         self.event("load steady")
 
     def _sites_ready(self, ingest: list[Site]) -> bool:
@@ -397,7 +153,7 @@ class Drill:
         mirrored = record_ids(self.dr.bootstrap)
         acked_primary = {r: t for r, (site, t) in list(self.fleet.acked.items()) if site == "primary"}
         missing = sorted(acked_primary[r] for r in acked_primary if r not in mirrored)
-        _wait(lambda: "dr" in self.fleet.first_ack and "dr" in self.loader.first_record,
+        wait_until(lambda: "dr" in self.fleet.first_ack and "dr" in self.loader.first_record,
               self.args.failover_after + 60, "devices and group on DR")
         self.event("devices on DR")
         rows_at = None
@@ -446,7 +202,7 @@ class Drill:
             time.sleep(0.2)
         time.sleep(self.args.after)
         self.stop_load()
-        _wait(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
+        wait_until(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
         source, target = record_ids(self.primary.bootstrap), record_ids(self.dr.bootstrap)
         return {"outage_s": self.args.outage, "behind_at_restart_records": behind,
                 "catch_up_s": round(caught_up - restart, 3) if caught_up else None,
@@ -463,12 +219,12 @@ class Drill:
         self.primary.start_broker(fresh=True)
         self.primary.start_hbase()
         reverse = self.start_mirror(self.dr, self.primary)
-        _wait(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap) - self.args.rate * 0.5,
+        wait_until(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap) - self.args.rate * 0.5,
               180, "copied back to the primary")
         copied = time.time()
         hold = self.event("switch back")
         self.fleet.switch(HOLD)
-        _wait(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap), 60, "DR drained")
+        wait_until(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap), 60, "DR drained")
         self.supervisor.unwatch("mirror dr->primary")
         reverse.child.stop()  # the primary's topics are DR's, offset for offset; from here the primary writes them
         if self.args.ingest:
@@ -476,7 +232,7 @@ class Drill:
         self.fleet.switch("primary")
         self.mirror = self.start_mirror(self.primary, self.dr)
         self.event("mirror primary->dr resumed")
-        _wait(lambda: "primary" in self.fleet.first_ack and "primary" in self.loader.first_record, 60,
+        wait_until(lambda: "primary" in self.fleet.first_ack and "primary" in self.loader.first_record, 60,
               "devices and group back on the primary")
         outage = {r for r, (site, _) in list(self.fleet.acked.items()) if site == "dr"}
         report.update({"written_during_outage": len(outage), "copy_back_s": round(copied - back, 3),
@@ -484,7 +240,7 @@ class Drill:
                        "group_back_s": round(self.loader.first_record["primary"] - hold, 3)})
         time.sleep(self.args.after)
         self.stop_load()
-        _wait(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
+        wait_until(lambda: end_total(self.dr.bootstrap) >= end_total(self.primary.bootstrap), 60, "mirror caught up")
         on_primary, on_dr = record_ids(self.primary.bootstrap), record_ids(self.dr.bootstrap)
         acked = set(self.fleet.acked)
         report.update({"acknowledged_total": len(acked), "primary_records": sum(on_primary.values()),
@@ -520,49 +276,3 @@ class Drill:
         return report
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dr_mirror.drill", description=__doc__.splitlines()[0])
-    p.add_argument("--scenario", required=True, choices=("primary-loss", "mirror-crash", "failback"))
-    p.add_argument("--report", type=Path, default=None, help="directory for drill.json, drill.md, drill.png")
-    p.add_argument("--config", type=Path, default=None, help="solution config (topics, Spark settings)")
-    p.add_argument("--rate", type=float, default=300.0, help="capture records per second")
-    p.add_argument("--seconds", type=float, default=15.0, help="steady load before the failure")
-    p.add_argument("--after", type=float, default=10.0, help="load after the failover / restart / switch back")
-    p.add_argument("--failover-after", type=float, default=5.0, help="seconds without acks before devices switch")
-    p.add_argument("--replay", type=float, default=30.0, help="seconds of sent records devices re-send to DR")
-    p.add_argument("--outage", type=float, default=5.0, help="seconds the mirror (or the primary room) stays down")
-    p.add_argument("--mirror-behind", type=float, default=0.0,
-                   help="primary-loss/failback: freeze the mirror (SIGSTOP) this many seconds before the room is "
-                        "lost, so records the primary acknowledged are missing at DR (RPO > 0) and only the "
-                        "devices' replay window (--replay) can bring them back")
-    p.add_argument("--settle", type=float, default=180.0, help="at most this long for rows to land at the end")
-    p.add_argument("--ready-timeout", type=float, default=600.0,
-                   help="at most this long for both sites to be ready before the load starts (each ingest job's "
-                        "first micro-batch: Spark starts slowly when loaded)")
-    p.add_argument("--max-restarts", type=int, default=3,
-                   help="restarts per ingest job or mirror that exits while the drill needs it (each one reported)")
-    p.add_argument("--no-ingest", dest="ingest", action="store_false",
-                   help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
-    p.add_argument("--crash-dr-ingest", action="store_true",
-                   help="also kill -9 the DR ingest job halfway through the steady load (the supervisor restarts it)")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.report:  # the sites' data and every process's log stay with the report
-        args.report.mkdir(parents=True, exist_ok=True)
-        report = Drill(args, Path(tempfile.mkdtemp(prefix="work-", dir=args.report))).run()
-    else:
-        with tempfile.TemporaryDirectory(prefix="dr-drill-") as tmp:
-            report = Drill(args, Path(tmp)).run()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.report:
-        (args.report / "drill.json").write_text(text + "\n")
-        (args.report / "drill.md").write_text(markdown(report))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

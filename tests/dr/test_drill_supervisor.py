@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dr_mirror.drill_report import markdown
-from dr_mirror.drill_sites import Child, with_task_retries
-from dr_mirror.drill_supervisor import Supervisor
+from dr_mirror.drill.report import markdown
+from dr_mirror.drill.sites import Child, with_task_retries
+from dr_mirror.drill.supervisor import Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 

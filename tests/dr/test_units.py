@@ -201,7 +201,7 @@ def test_the_drill_waits_through_a_not_leader_answer_and_not_through_a_real_erro
     started, with topics the mirror has just created, it is transient (a CI failback drill died on it)."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from dr_mirror.drill import _wait
+    from dr_mirror.drill.load import wait_until
 
     answers = iter([KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)), False, True])
 
@@ -211,7 +211,7 @@ def test_the_drill_waits_through_a_not_leader_answer_and_not_through_a_real_erro
             raise answer
         return answer
 
-    _wait(condition, 5, "caught up")
+    wait_until(condition, 5, "caught up")
     with pytest.raises(KafkaException):
-        _wait(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))),
+        wait_until(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))),
               5, "never")
