@@ -30,8 +30,8 @@ from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecord
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
-from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
+from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.quorum_state import FileQuorumStateStore
 
 

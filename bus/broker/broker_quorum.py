@@ -33,8 +33,8 @@ from bus.controller.record_log import MetadataRecordLog
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.network.node_security import NodeSecurity
 from bus.raft.config import QuorumConfig
-from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
+from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.quorum_state import FileQuorumStateStore, QuorumStateError
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,6 @@ from bus.network.network_client import NodeConnection, NodeConnectionError
 from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.raft import wire
 from bus.raft.config import QuorumConfig
-from bus.raft.log import LogEntry, RaftLog, Record, Snapshot
 from bus.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -71,6 +70,7 @@ from bus.raft.node import (
     Step,
 )
 from bus.raft.quorum_state import QuorumStateStore
+from bus.raft.replicated_log import LogEntry, RaftLog, Record, Snapshot
 from bus.raft.roles import Role
 
 log = logging.getLogger(__name__)

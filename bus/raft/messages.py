@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from bus.raft.log import LogEntry
+from bus.raft.replicated_log import LogEntry
 
 NO_LEADER = -1
 

@@ -24,16 +24,6 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from bus.raft.config import QuorumConfig
-from bus.raft.log import (
-    LeaderChangeMessage,
-    LogEntry,
-    OffsetAndEpoch,
-    RaftLog,
-    Record,
-    Snapshot,
-    ValidationKind,
-    validate_offset_and_epoch,
-)
 from bus.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -55,6 +45,16 @@ from bus.raft.messages import (
     VoteResponse,
 )
 from bus.raft.quorum_state import ElectionState, QuorumStateError, QuorumStateStore
+from bus.raft.replicated_log import (
+    LeaderChangeMessage,
+    LogEntry,
+    OffsetAndEpoch,
+    RaftLog,
+    Record,
+    Snapshot,
+    ValidationKind,
+    validate_offset_and_epoch,
+)
 from bus.raft.requests import RequestManager
 from bus.raft.roles import Candidate, Follower, Leader, Resigned, Role, State, Unattached, Voted
 

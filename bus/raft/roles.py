@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from bus.raft.log import OffsetAndEpoch
 from bus.raft.messages import ReplicaState
+from bus.raft.replicated_log import OffsetAndEpoch
 
 
 class Role(Enum):

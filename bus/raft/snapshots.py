@@ -13,7 +13,7 @@ image would apply a different history than its peers).
 Writing is atomic: the bytes go to `<name>.checkpoint.part`, are fsynced, renamed into place and the
 directory fsynced, so a crash leaves either no snapshot or a whole one; a `.part` left by a crash is
 deleted when the store opens. Several snapshots may be kept (the metadata log keeps its entries after a
-snapshot and deletes old snapshots only by retention, see `bus.raft.disk_log`); only the latest is read
+snapshot and deletes old snapshots only by retention, see `bus.raft.file_raft_log`); only the latest is read
 into memory, the older ones are known by id, size and age.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import crc32c
 
 from bus.log import files
-from bus.raft.log import OffsetAndEpoch, Snapshot
+from bus.raft.replicated_log import OffsetAndEpoch, Snapshot
 
 SUFFIX = ".checkpoint"
 PART = ".part"

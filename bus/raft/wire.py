@@ -38,7 +38,6 @@ from kio.static.primitive import i16, i32
 from bus.protocol.guard import check_body
 from bus.protocol.messages import Shapes, encode, request_class, request_shapes, response_class, shapes
 from bus.protocol.records import NO_TIMESTAMP, Record, build_batch, iter_records, scan_batches
-from bus.raft.log import LeaderChangeMessage, LogEntry
 from bus.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -60,6 +59,7 @@ from bus.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from bus.raft.replicated_log import LeaderChangeMessage, LogEntry
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0

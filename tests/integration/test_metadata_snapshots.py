@@ -25,7 +25,7 @@ from kafka import KafkaConsumer, TopicPartition
 from bus.broker.broker_quorum import RAFT_DIR
 from bus.controller.metadata_log import METADATA_PARTITION_DIR
 from bus.log import files
-from bus.raft.disk_log import FileRaftLog
+from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of
 from tests.integration.test_metadata_cluster import create_retrying
 from tests.support.broker_process import ROOT, BrokerProcess

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewTopic
 
-from bus.raft.log import OffsetAndEpoch, Snapshot
+from bus.raft.replicated_log import OffsetAndEpoch, Snapshot
 from bus.raft.snapshots import encode, snapshot_path
 from tests.integration._support_tools import bus, ok, unique
 from tests.support.broker_process import BrokerProcess

@@ -28,10 +28,10 @@ from bus.controller.raft_log import RaftMetadataLog
 from bus.controller.record_log import MetadataRecord
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
-from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver
-from bus.raft.log import LogEntry
+from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.quorum_state import FileQuorumStateStore
+from bus.raft.replicated_log import LogEntry
 from bus.raft.snapshots import SUFFIX
 
 TOPIC_A = str(uuid.UUID(int=1))

@@ -25,7 +25,8 @@ lookups = {
     "request_class": lambda: messages.request_class(3, 8),
     "response_class": lambda: messages.response_class(19, 5),
     "shapes": lambda: messages.shapes(1, 11),
-    "fields_in_any_version": lambda: messages._fields_in_any_version(60, EntityType.response, "DescribeClusterResponse"),
+    "fields_in_any_version": lambda: messages._fields_in_any_version(
+        60, EntityType.response, "DescribeClusterResponse"),
     "client_response": lambda: schemas.response_schema(2, 4),
 }
 for name, lookup in lookups.items():

@@ -10,10 +10,10 @@ import random
 from collections.abc import Callable
 
 from bus.raft.config import QuorumConfig
-from bus.raft.log import InMemoryRaftLog
 from bus.raft.messages import Envelope
 from bus.raft.node import Event, RaftNode, Step
 from bus.raft.quorum_state import MemoryQuorumStateStore
+from bus.raft.replicated_log import InMemoryRaftLog
 from bus.raft.roles import Role
 
 TIMINGS = {

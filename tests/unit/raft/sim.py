@@ -24,10 +24,10 @@ import random
 from dataclasses import dataclass, field
 
 from bus.raft.config import QuorumConfig
-from bus.raft.log import InMemoryRaftLog, LogEntry, Record
 from bus.raft.messages import Envelope, VoteResponse
 from bus.raft.node import NotLeaderError, RaftNode, RoleChanged, SnapshotInstalled, Step
 from bus.raft.quorum_state import MemoryQuorumStateStore
+from bus.raft.replicated_log import InMemoryRaftLog, LogEntry, Record
 from bus.raft.roles import Role
 from tests.unit.raft.harness import TIMINGS
 

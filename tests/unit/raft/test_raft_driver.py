@@ -27,12 +27,12 @@ from bus.protocol import header as hdr
 from bus.protocol import messages
 from bus.raft import wire
 from bus.raft.config import QuorumConfig
-from bus.raft.disk_log import FileRaftLog
 from bus.raft.driver import RaftDriver, RaftStoppedError
-from bus.raft.log import InMemoryRaftLog, LeaderChangeMessage, LogEntry
+from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.messages import DescribeQuorumRequest, Request
 from bus.raft.node import NotLeaderError
 from bus.raft.quorum_state import MemoryQuorumStateStore
+from bus.raft.replicated_log import InMemoryRaftLog, LeaderChangeMessage, LogEntry
 from bus.raft.roles import Role
 from bus.raft.snapshots import snapshot_path
 

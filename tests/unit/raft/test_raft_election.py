@@ -5,10 +5,10 @@ import random
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.raft.log import InMemoryRaftLog, LeaderChangeMessage
 from bus.raft.messages import BeginQuorumEpochRequest, Envelope, VoteRequest, VoteResponse
 from bus.raft.node import RaftNode, RoleChanged
 from bus.raft.quorum_state import ElectionState, MemoryQuorumStateStore, QuorumStateError
+from bus.raft.replicated_log import InMemoryRaftLog, LeaderChangeMessage
 from bus.raft.roles import Role
 from tests.unit.raft.harness import Net, config
 

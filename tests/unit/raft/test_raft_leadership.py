@@ -5,10 +5,10 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from bus.raft.log import InMemoryRaftLog
 from bus.raft.messages import EndQuorumEpochRequest, Envelope, FetchRequest, FetchResponse
 from bus.raft.node import NotLeaderError, RaftNode
 from bus.raft.quorum_state import FileQuorumStateStore
+from bus.raft.replicated_log import InMemoryRaftLog
 from bus.raft.roles import Role
 from tests.unit.raft.harness import Net, config
 

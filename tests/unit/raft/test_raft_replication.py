@@ -2,7 +2,6 @@
 
 from kio.schema.errors import ErrorCode
 
-from bus.raft.log import OffsetAndEpoch
 from bus.raft.messages import (
     DescribeQuorumRequest,
     Envelope,
@@ -14,6 +13,7 @@ from bus.raft.messages import (
 )
 from bus.raft.node import Committed, HighWatermarkAdvanced, SnapshotInstalled
 from bus.raft.quorum_state import ElectionState
+from bus.raft.replicated_log import OffsetAndEpoch
 from bus.raft.roles import Role
 from tests.unit.raft.harness import Net
 

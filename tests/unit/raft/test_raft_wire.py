@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 
 from bus.protocol import messages
 from bus.protocol.records import Record, build_batch
-from bus.raft.log import LeaderChangeMessage, LogEntry
 from bus.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -37,6 +36,7 @@ from bus.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from bus.raft.replicated_log import LeaderChangeMessage, LogEntry
 from bus.raft.wire import (
     METADATA_TOPIC,
     VERSIONS,

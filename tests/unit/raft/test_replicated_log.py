@@ -2,7 +2,7 @@
 
 import pytest
 
-from bus.raft.log import (
+from bus.raft.replicated_log import (
     InMemoryRaftLog,
     LeaderChangeMessage,
     OffsetAndEpoch,

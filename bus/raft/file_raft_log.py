@@ -54,8 +54,8 @@ from bus.log.config import LogConfig
 from bus.log.leader_epoch_cache import CHECKPOINT
 from bus.log.log import Log
 from bus.protocol.records import BatchInfo, scan_batches
-from bus.raft.log import LogEntry, OffsetAndEpoch, Record, Snapshot
 from bus.raft.quorum_state import FILE_NAME as QUORUM_STATE
+from bus.raft.replicated_log import LogEntry, OffsetAndEpoch, Record, Snapshot
 from bus.raft.snapshots import PART, SUFFIX, SnapshotStore
 from bus.raft.wire import WireError, entries_to_records, records_to_entries
 

@@ -20,8 +20,10 @@ import pytest
 from bus.log.config import LogConfig
 from bus.log.log import Log
 from bus.protocol.records import build_batch, scan_batches
-from bus.raft.disk_log import DEFAULT_RETENTION_BYTES, FileRaftLog, MetadataLogError
-from bus.raft.log import (
+from bus.raft.file_raft_log import DEFAULT_RETENTION_BYTES, FileRaftLog, MetadataLogError
+from bus.raft.messages import FetchSnapshotRequest
+from bus.raft.node import SnapshotInstalled
+from bus.raft.replicated_log import (
     InMemoryRaftLog,
     LeaderChangeMessage,
     LogEntry,
@@ -31,8 +33,6 @@ from bus.raft.log import (
     ValidationKind,
     validate_offset_and_epoch,
 )
-from bus.raft.messages import FetchSnapshotRequest
-from bus.raft.node import SnapshotInstalled
 from bus.raft.snapshots import SnapshotError, SnapshotStore, snapshot_path
 from tests.unit.raft.harness import Net
 from tests.unit.raft.sim import SimNode, Simulation
@@ -521,7 +521,7 @@ _APPENDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from bus.raft.disk_log import FileRaftLog
+    from bus.raft.file_raft_log import FileRaftLog
 
     log = FileRaftLog(Path(sys.argv[1]), segment_bytes=4096)
     i = log.end_offset()
