@@ -14,8 +14,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
+from bus.network.errors import CloseConnection
 from bus.raft import wire
-from bus.raft.driver import RaftDriver
+from bus.raft.driver import RaftDriver, RaftStoppedError
 from bus.raft.messages import Request
 from bus.security.acls import AclOperation
 
@@ -45,4 +46,10 @@ async def answer(ctx: RequestContext, request: Any) -> Any:
     except wire.WireError:
         return error(ctx, request, ErrorCode.invalid_request)
     assert isinstance(body, Request)  # decoded from a request frame
-    return wire.to_kio(await raft.handle_request(body))
+    try:
+        response = await raft.handle_request(body)
+    except RaftStoppedError:
+        # A stopping node answers no more KRaft requests: it closes the connection, as Kafka's does once its raft
+        # client has shut down (the peer retries elsewhere); not an UNKNOWN_SERVER_ERROR logged as a failure.
+        raise CloseConnection("the raft node is stopping") from None
+    return wire.to_kio(response)
