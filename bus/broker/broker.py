@@ -39,8 +39,10 @@ from bus.controller.bootstrap import read_bootstrap
 from bus.controller.controller import ControllerError, QuorumController
 from bus.controller.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.controller.image import ImageScramCredentials, ImageView
-from bus.coordinator.consumer_group.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
-from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from bus.coordinator.group.config import GroupConfig
+from bus.coordinator.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+from bus.coordinator.group.coordinator import GroupCoordinator
+from bus.coordinator.group.namespace import GroupNamespace
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from bus.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from bus.coordinator.transaction.txn_marker_channel import TxnMarkerChannel
@@ -205,7 +207,9 @@ class Broker:
         self.metadata = ImageView(self.controller.image, self.node_id, lambda: self.controller.live_brokers,
                                   self.cluster_id)
         writer = ReplicaPartitionWriter(self.replicas)
+        namespace = GroupNamespace()  # one group namespace: both protocols see each other's groups through it
         self.groups = GroupCoordinator(
+            namespace,
             OffsetStore(writer, self.controller,
                         num_partitions=int(config["offsets.topic.num.partitions"]),
                         replication_factor=int(config["offsets.topic.replication.factor"]),
@@ -214,8 +218,7 @@ class Broker:
             GroupConfig.from_broker(config),
         )
         self.consumer_groups = ConsumerGroupCoordinator(ConsumerGroupConfig.from_broker(config), self.metadata,
-                                                        self.groups.is_active_classic_group)
-        self.groups.modern = self.consumer_groups  # one group namespace: each side sees the other
+                                                        namespace)
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
                                                    self.metadata, self.producer_ids)
         self.transactions.completion_listeners.append(self.groups.complete_transaction)

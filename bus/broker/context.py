@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bus.config.broker import BrokerConfig
     from bus.controller.controller import QuorumController
     from bus.controller.controller_channel import ControllerChannel
-    from bus.coordinator.consumer_group.coordinator import ConsumerGroupCoordinator
+    from bus.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
     from bus.coordinator.group.coordinator import GroupCoordinator
     from bus.coordinator.interfaces import MetadataView, ProducerIdSource
     from bus.coordinator.transaction.coordinator import TransactionCoordinator

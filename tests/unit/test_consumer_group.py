@@ -2,8 +2,8 @@
 
 import uuid
 
-from bus.coordinator.consumer_group.assignors import range_assign, uniform_assign
-from bus.coordinator.consumer_group.group import ConsumerGroup, ConsumerMember, MemberState
+from bus.coordinator.group.consumer.assignors import range_assign, uniform_assign
+from bus.coordinator.group.consumer.group import ConsumerGroup, ConsumerMember, MemberState
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)
@@ -80,7 +80,7 @@ def test_group_state_labels():
 
 
 def _heartbeat(group_id, epoch=0):
-    from bus.coordinator.consumer_group.coordinator import HeartbeatRequest
+    from bus.coordinator.group.consumer.coordinator import HeartbeatRequest
 
     return HeartbeatRequest(group_id=group_id, member_id="m-1", member_epoch=epoch, instance_id=None, rack_id=None,
                             rebalance_timeout_ms=30000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
@@ -89,25 +89,29 @@ def _heartbeat(group_id, epoch=0):
 
 
 def test_an_active_classic_group_owns_its_id():
-    """The coordinator is built from its narrow collaborators (config, metadata view, the classic side's
-    answer), so the one-namespace rule is checked without a broker: Kafka's exact error and message."""
+    """The coordinator is built from its narrow collaborators (config, metadata view, the group namespace holding
+    an active classic group), so the one-namespace rule is checked without a broker: Kafka's exact error and
+    message."""
     import asyncio
 
     import pytest
     from kio.schema.errors import ErrorCode
 
     from bus.controller.image import ImageView, MetadataImage
-    from bus.coordinator.consumer_group.coordinator import (
+    from bus.coordinator.group.classic.group import ClassicGroup, GroupState
+    from bus.coordinator.group.consumer.coordinator import (
         ConsumerGroupConfig,
         ConsumerGroupCoordinator,
         HeartbeatError,
     )
+    from bus.coordinator.group.namespace import GroupNamespace
 
     image = MetadataImage()
     image.apply({"type": "topic", "name": "t", "topic_id": str(A)})
     image.apply({"type": "partition", "topic_id": str(A), "partition": 0, "replicas": [1], "isr": [1], "leader": 1})
-    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(), ImageView(image, 1, lambda: [1]),
-                                           classic_group_active=lambda group_id: group_id == "classic")
+    namespace = GroupNamespace()
+    namespace.classic["classic"] = ClassicGroup("classic", GroupState.STABLE)
+    coordinator = ConsumerGroupCoordinator(ConsumerGroupConfig(), ImageView(image, 1, lambda: [1]), namespace)
 
     async def main():
         with pytest.raises(HeartbeatError) as refused:

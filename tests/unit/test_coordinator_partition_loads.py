@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from bus.controller.controller import TopicSpec
 from bus.coordinator.group import records as rec
 from bus.coordinator.group.coordinator import GroupCoordinator
+from bus.coordinator.group.namespace import GroupNamespace
 from bus.coordinator.group.offset_store import OFFSETS_TOPIC, StoreError
 from bus.coordinator.partitioning import partition_for
 from bus.coordinator.transaction.coordinator import TOPIC as TXN_TOPIC
@@ -97,7 +98,7 @@ def test_a_large_partition_loads_in_chunks_while_requests_get_load_in_progress()
                             for n in range(5000)]
 
     async def main() -> None:
-        c = GroupCoordinator(store, CONFIG)
+        c = GroupCoordinator(GroupNamespace(), store, CONFIG)
         await c.start()
         try:
             c.loads.resign(partition)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from types import SimpleNamespace
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from bus.coordinator.group import records as rec
-from bus.coordinator.group.coordinator import GroupConfig, GroupCoordinator, JoinRequest, pending_answer
-from bus.coordinator.group.group import GroupState
-from bus.coordinator.group.member import JoinResult, SyncResult
+from bus.coordinator.group.classic.group import GroupState
+from bus.coordinator.group.classic.member import JoinResult, SyncResult
+from bus.coordinator.group.classic.protocol import JoinRequest, pending_answer
+from bus.coordinator.group.config import GroupConfig
+from bus.coordinator.group.consumer.group import ConsumerGroup, ConsumerMember
+from bus.coordinator.group.coordinator import GroupCoordinator
+from bus.coordinator.group.namespace import GroupNamespace
 from bus.coordinator.group.offset_store import StoredRecord, StoreError
 from bus.coordinator.partitioning import partition_for
 from bus.protocol.topic_partition import TopicPartition
@@ -77,7 +79,7 @@ def run(test: Callable[[GroupCoordinator, FakeStore], Awaitable[None]], store: F
     store = store or FakeStore()
 
     async def main() -> None:
-        coordinator = GroupCoordinator(store, CONFIG)
+        coordinator = GroupCoordinator(GroupNamespace(), store, CONFIG)
         await coordinator.start()
         try:
             await test(coordinator, store)
@@ -332,7 +334,7 @@ async def _assert_offsets(c: GroupCoordinator, group_id: str, expected: list[tup
 
 def test_group_max_size() -> None:
     async def main() -> None:
-        coordinator = GroupCoordinator(FakeStore(), GroupConfig(min_session_timeout_ms=10,
+        coordinator = GroupCoordinator(GroupNamespace(), FakeStore(), GroupConfig(min_session_timeout_ms=10,
                                                                 initial_rebalance_delay_ms=0, max_group_size=1))
         await coordinator.start()
         try:
@@ -363,7 +365,7 @@ def test_failed_assignment_store_fails_the_sync_and_rebalances() -> None:
 
 def test_initial_rebalance_delay_gathers_early_joiners_into_one_generation() -> None:
     async def main() -> None:
-        coordinator = GroupCoordinator(FakeStore(), GroupConfig(min_session_timeout_ms=10,
+        coordinator = GroupCoordinator(GroupNamespace(), FakeStore(), GroupConfig(min_session_timeout_ms=10,
                                                                 initial_rebalance_delay_ms=100))
         await coordinator.start()
         try:
@@ -382,32 +384,18 @@ def test_initial_rebalance_delay_gathers_early_joiners_into_one_generation() -> 
 
 
 class FakeModernGroups:
-    """Stands in for the KIP-848 coordinator: one consumer group "m" with member "x" at epoch 4."""
+    """Stands in for the KIP-848 coordinator: one consumer group "m" with member "x" at epoch 4, in the group
+    namespace the classic coordinator shares."""
 
-    def __init__(self) -> None:
-        self.groups: dict[str, Any] = {"m": SimpleNamespace(state="Stable", members={"x": object()})}
-
-    def is_consumer_group(self, group_id: str) -> bool:
-        return group_id in self.groups and bool(self.groups[group_id].members)
-
-    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
-        if not member_id and member_epoch < 0:
-            return None
-        if member_id != "x":
-            return ErrorCode.unknown_member_id
-        return None if member_epoch == 4 else ErrorCode.stale_member_epoch
-
-    def delete(self, group_id: str) -> ErrorCode:
-        if self.groups[group_id].members:
-            return ErrorCode.non_empty_group
-        del self.groups[group_id]
-        return ErrorCode.none
+    def __init__(self, namespace: GroupNamespace) -> None:
+        self.groups = namespace.consumer
+        member = ConsumerMember("x", None, None, "c", "/h", 300, member_epoch=4)
+        self.groups["m"] = ConsumerGroup("m", group_epoch=4, assignment_epoch=4, members={"x": member})
 
 
 def test_kip848_groups_share_the_offsets_and_the_admin_apis() -> None:
     async def body(c: GroupCoordinator, store: FakeStore) -> None:
-        modern = FakeModernGroups()
-        c.modern = modern
+        modern = FakeModernGroups(c.namespace)
         value = rec.OffsetValue(8, "", c.clock())
         assert c.commit_offsets("m", "x", None, 4, {("t", 0): value}, 9) == {("t", 0): ErrorCode.none}
         assert c.commit_offsets("m", "x", None, 3, {("t", 0): value}, 9) == {("t", 0): ErrorCode.stale_member_epoch}

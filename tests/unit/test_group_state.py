@@ -7,8 +7,8 @@ import struct
 import pytest
 from kio.schema.errors import ErrorCode
 
-from bus.coordinator.group.group import ClassicGroup, GroupState, IllegalTransition, subscribed_topics
-from bus.coordinator.group.member import JoinResult, Member
+from bus.coordinator.group.classic.group import ClassicGroup, GroupState, IllegalTransition, subscribed_topics
+from bus.coordinator.group.classic.member import JoinResult, Member
 from bus.coordinator.group.records import OffsetValue
 from bus.protocol.topic_partition import TopicPartition
 

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._common import OPERATIONS_NOT_REQUESTED
 from bus.broker.context import RequestContext
-from bus.coordinator.consumer_group.assignors import Assignment
+from bus.coordinator.group.consumer.assignors import Assignment
 from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 69

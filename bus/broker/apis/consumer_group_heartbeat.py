@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._groups import client_host
 from bus.broker.context import RequestContext
-from bus.coordinator.consumer_group.coordinator import HeartbeatError, HeartbeatRequest, owned_from_request
+from bus.coordinator.group.consumer.coordinator import HeartbeatError, HeartbeatRequest, owned_from_request
 from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 68

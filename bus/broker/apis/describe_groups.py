@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._common import OPERATIONS_NOT_REQUESTED
 from bus.broker.context import RequestContext
-from bus.coordinator.group.group import ClassicGroup, GroupState
+from bus.coordinator.group.classic.group import ClassicGroup, GroupState
 from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 15

@@ -16,8 +16,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._groups import client_host, millis, respond_with
 from bus.broker.context import RequestContext
-from bus.coordinator.group.coordinator import JoinRequest, pending_answer
-from bus.coordinator.group.member import JoinResult
+from bus.coordinator.group.classic.member import JoinResult
+from bus.coordinator.group.classic.protocol import JoinRequest, pending_answer
 from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 11

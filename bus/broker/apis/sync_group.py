@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._groups import respond_with
 from bus.broker.context import RequestContext
-from bus.coordinator.group.coordinator import pending_answer
-from bus.coordinator.group.member import SyncResult
+from bus.coordinator.group.classic.member import SyncResult
+from bus.coordinator.group.classic.protocol import pending_answer
 from bus.security.acls import AclOperation, ResourceType
 
 API_KEY = 14

@@ -8,8 +8,9 @@ States and the transitions Kafka allows:
       +-------------------- CompletingRebalance ----> Stable ----------+
     any state -> Dead (deleted, or expired with no offsets left)
 
-This module holds no timers and does no I/O: the coordinator drives it and decides when to
-persist. Committed offsets live apart (`offsets.py`); their expiry depends on the group's state, decided here.
+This module holds no timers and does no I/O: the classic protocol (`rebalance.py`, `protocol.py`) drives it and
+decides when to persist. Committed offsets live apart (`group/offsets.py`); their expiry depends on the group's
+state, decided here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from bus.coordinator.group.member import JoinResult, Member, SyncResult
+from bus.coordinator.group.classic.member import JoinResult, Member, SyncResult
 from bus.coordinator.group.records import OffsetValue
 from bus.protocol.consumer_protocol import subscribed_topics
 from bus.protocol.topic_partition import TopicPartition

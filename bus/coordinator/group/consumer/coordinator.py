@@ -1,7 +1,8 @@
 """The KIP-848 consumer group coordinator: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
 
-Membership lives in memory: after a broker restart members get UNKNOWN_MEMBER_ID on their next
-heartbeat and rejoin with epoch 0, which the protocol is designed for; committed offsets are kept by
+Membership lives in memory, in the group namespace shared with classic groups (`group/namespace.py`, which also
+answers for these groups to offsets and the admin APIs): after a broker restart members get UNKNOWN_MEMBER_ID on
+their next heartbeat and rejoin with epoch 0, which the protocol is designed for; committed offsets are kept by
 the offsets store shared with classic groups, so consumption resumes where it stopped.
 """
 
@@ -12,14 +13,14 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bus.coordinator.consumer_group.assignors import ASSIGNORS, Assignment
-from bus.coordinator.consumer_group.group import ConsumerGroup, ConsumerMember, MemberState
+from bus.coordinator.group.consumer.assignors import ASSIGNORS, Assignment
+from bus.coordinator.group.consumer.group import ConsumerGroup, ConsumerMember, MemberState
+from bus.coordinator.group.namespace import GroupNamespace
 from bus.coordinator.interfaces import MetadataView
 from bus.protocol.errors import KafkaApiError
 
@@ -72,16 +73,15 @@ class ConsumerGroupConfig:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, config: ConsumerGroupConfig, metadata: MetadataView,
-                 classic_group_active: Callable[[str], bool]) -> None:
-        """`classic_group_active(group_id)`: a classic group with members owns that id (one group namespace)."""
+    def __init__(self, config: ConsumerGroupConfig, metadata: MetadataView, namespace: GroupNamespace) -> None:
+        """`namespace`: the groups of both protocols; a classic group with members owns its id."""
         self.metadata = metadata
+        self.namespace = namespace
         self.heartbeat_interval_ms = config.heartbeat_interval_ms
         self.session_timeout_ms = config.session_timeout_ms
         self.assignors = list(config.assignors)
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups = namespace.consumer
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self.classic_group_active = classic_group_active
 
     # -- topology --------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ class ConsumerGroupCoordinator:
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         if not req.group_id:
             raise HeartbeatError(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if self.classic_group_active(req.group_id):
+        if self.namespace.is_active_classic_group(req.group_id):
             raise HeartbeatError(ErrorCode.group_id_not_found,
                                  f"Group {req.group_id} is not a consumer group.")
         if req.server_assignor is not None and req.server_assignor not in self.assignors:
@@ -238,32 +238,7 @@ class ConsumerGroupCoordinator:
             timer.cancel()
         self._timers.clear()
 
-    # -- offsets and admin ------------------------------------------------------------------------
-
-    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """OffsetCommit/OffsetFetch from a consumer-group member: None when valid (or not a consumer group)."""
-        group = self.groups.get(group_id)
-        if group is None or (not member_id and member_epoch < 0):
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def is_consumer_group(self, group_id: str) -> bool:
-        group = self.groups.get(group_id)
-        return group is not None and bool(group.members)
-
-    def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found
-        if group.members:
-            return ErrorCode.non_empty_group
-        del self.groups[group_id]
-        return ErrorCode.none
+    # -- ConsumerGroupDescribe --------------------------------------------------------------------
 
     def describe(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)

@@ -12,7 +12,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
-from bus.coordinator.consumer_group.assignors import Assignment
+from bus.coordinator.group.consumer.assignors import Assignment
 
 
 class MemberState(enum.Enum):
