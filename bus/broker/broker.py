@@ -137,29 +137,29 @@ class Broker:
         static = config.static_topic_defaults()
         self.logs = LogManager(config.log_dirs, LogConfig.from_properties(effective_topic_configs({}, static)))
         self.logs.load_all(self._log_config_for)
+        self.channel = None if self.raft is None else ControllerChannel(
+            self.node_id, self.raft, self.controller, config.quorum_voters,
+            int(config["controller.socket.timeout.ms"]) / 1000.0, self.controller_security)
         self.replicas = ReplicaManager(
             self.node_id, self.logs, static,
             producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
             fetch_session_slots=int(config["max.incremental.fetch.session.cache.slots"]),
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
             quotas=ReplicationQuotas.from_broker(config),
+            alter_isr=self.channel.alter_partition if self.channel else None,
+            # Until registered (`ControllerChannel`), unless this node is the only voter: then its controller runs
+            # in this process, so no earlier incarnation of it can still be registered and leading.
+            held=self.raft is not None and config.is_broker and set(config.quorum_voters) != {self.node_id},
+            checkpointed_high_watermarks=self._read_high_watermarks(),
         )
-        self.replicas.checkpointed_high_watermarks = self._read_high_watermarks()
-        # Until registered (`ControllerChannel`), unless this node is the only voter: then its controller runs in
-        # this process, so no earlier incarnation of it can still be registered and leading.
-        self.replicas.held = self.raft is not None and config.is_broker and set(config.quorum_voters) != {self.node_id}
         self.replicas.load(self.controller.image)
         self.controller.listeners.append(lambda records: self.replicas.apply(self.controller.image, records))
-        self.channel = None if self.raft is None else ControllerChannel(
-            self.node_id, self.raft, self.controller, config.quorum_voters,
-            int(config["controller.socket.timeout.ms"]) / 1000.0, self.controller_security)
         self.fetchers: ReplicaFetcherManager | None = None
         if self.channel is not None:  # a node of a quorum: partitions may have followers here and elsewhere
             self.channel.registered_listeners.append(self.replicas.release)
             settings = FetcherSettings.from_broker(config, self.inter_broker_security)
             self.fetchers = ReplicaFetcherManager(settings, self._replication_endpoint,
                                                   self.replicas.quotas.follower)
-            self.replicas.alter_isr = self.channel.alter_partition
         self.producer_ids = ProducerIdManager(
             self.controller, remote=self.channel.allocate_producer_ids if self.channel else None)
         self._wire_coordinators(config)
@@ -219,14 +219,13 @@ class Broker:
         )
         self.consumer_groups = ConsumerGroupCoordinator(ConsumerGroupConfig.from_broker(config), self.metadata,
                                                         namespace)
-        self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
-                                                   self.metadata, self.producer_ids)
-        self.transactions.completion_listeners.append(self.groups.complete_transaction)
         self.markers: TxnMarkerChannel | None = None
         if self.channel is not None:  # a node of a quorum: a transaction's partitions may be led by other nodes
             self.markers = TxnMarkerChannel(self.node_id, lambda: self.controller.image, self._replication_endpoint,
                                             int(config["request.timeout.ms"]) / 1000, self.inter_broker_security)
-            self.transactions.markers = self.markers
+        self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), writer, self.controller,
+                                                   self.metadata, self.producer_ids, self.markers)
+        self.transactions.completion_listeners.append(self.groups.complete_transaction)
         # Coordinators follow leadership of their topics' partitions: load on election, unload on resignation.
         self.replicas.leadership_listeners += [self.groups.loads.on_leadership, self.transactions.loads.on_leadership]
         if self.clustered:  # the active controller creates the coordinators' topics; they load after start

@@ -64,8 +64,12 @@ class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, broker_static: dict[str, str], *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  fetch_session_slots: int = 1000, replica_lag_time_max_ms: int = 30_000,
-                 quotas: ReplicationQuotas | None = None) -> None:
-        """`quotas`: the replication throttles, kept in line with the metadata here (default: unthrottled)."""
+                 quotas: ReplicationQuotas | None = None, alter_isr: AlterIsr | None = None, held: bool = False,
+                 checkpointed_high_watermarks: dict[TopicPartition, int] | None = None) -> None:
+        """`quotas`: the replication throttles, kept in line with the metadata here (default: unthrottled);
+        `alter_isr`: how a leader asks the active controller to change a partition's ISR (None: a node without a
+        quorum, whose partitions have no followers); `held`: see the attribute; `checkpointed_high_watermarks`: what
+        the last run checkpointed, used as the logs open."""
         self.node_id = node_id
         self.quotas = quotas or ReplicationQuotas(node_id, 11, 1.0, {})
         self.logs = logs
@@ -83,13 +87,13 @@ class ReplicaManager:
         """Set once the broker takes connections: from then on new logs are created off the loop."""
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.fetchers: Fetchers | None = None  # set by `start_fetching`; None: nothing is followed yet
-        self.alter_isr: AlterIsr | None = None
-        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}  # read at start, used as logs open
+        self.alter_isr = alter_isr
+        self.checkpointed_high_watermarks = dict(checkpointed_high_watermarks or {})
         # Told (partition, now leading?) when this node starts or stops leading a partition (a new leader epoch
         # either way): coordinators load and unload their internal topics' partitions on it.
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._isr_updates: set[asyncio.Task[None]] = set()
-        self.held = False
+        self.held = held
         """True on a broker of a quorum until its registration is committed and applied (`release`): the image
         is kept, but no partition is opened, led or followed before, as Kafka's brokers publish no metadata to
         their replica manager before their first registration and catch-up. A restarted broker would otherwise

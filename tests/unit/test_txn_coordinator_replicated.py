@@ -75,7 +75,7 @@ class RemoteLeader:
         self.sent.append((topic, partition, commit))
 
 
-def coordinator(writer: FollowedWriter) -> TransactionCoordinator:
+def coordinator(writer: FollowedWriter, markers: Any = None) -> TransactionCoordinator:
     def topic(name: str, partitions: int) -> TopicImage:
         return TopicImage(name, uuid.uuid4(), dict.fromkeys(range(partitions)))  # type: ignore[arg-type]
 
@@ -83,7 +83,7 @@ def coordinator(writer: FollowedWriter) -> TransactionCoordinator:
     metadata = SimpleNamespace(topics={"t": topic("t", 2), TOPIC: topic(TOPIC, 3)})
     ids = itertools.count(1000)
     tc = TransactionCoordinator(TxnConfig(num_partitions=3, request_timeout_ms=200), writer, topics,  # type: ignore[arg-type]
-                                metadata, SimpleNamespace(next_id=lambda: next(ids)))  # type: ignore[arg-type]
+                                metadata, SimpleNamespace(next_id=lambda: next(ids)), markers)  # type: ignore[arg-type]
     tc.load()
     return tc
 
@@ -98,8 +98,7 @@ async def settled(writer: FollowedWriter, pending: Any, error: Exception | None 
 def test_each_state_change_is_answered_once_replicated() -> None:
     async def body() -> None:
         writer = FollowedWriter()
-        tc = coordinator(writer)
-        tc.markers = RemoteLeader()
+        tc = coordinator(writer, RemoteLeader())
         pid, epoch = await settled(writer, tc.init_producer_id("tx", 5000))
         adding = asyncio.ensure_future(tc.add_partitions("tx", pid, epoch, [LOCAL, REMOTE], FENCED))  # type: ignore[arg-type]
         await asyncio.sleep(0)

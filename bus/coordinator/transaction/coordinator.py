@@ -88,7 +88,9 @@ class TxnConfig:
 
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, writer: PartitionWriter, topics: TopicCreator, metadata: MetadataView,
-                 producer_ids: ProducerIdSource) -> None:
+                 producer_ids: ProducerIdSource, markers: MarkerSender | None = None) -> None:
+        """`markers`: sends markers for the partitions other nodes lead (a node of a cluster); None: every partition
+        is led here."""
         self.writer = writer
         self.metadata = metadata
         self.producer_ids = producer_ids
@@ -105,8 +107,7 @@ class TransactionCoordinator:
         self._writing: set[str] = set()  # ids whose state change waits for its followers
         self._background: dict[str, asyncio.Task[None]] = {}  # completions and aborts still running, by id
         self._tasks: list[asyncio.Task[None]] = []
-        # Markers for partitions other nodes lead (a node of a cluster); None: every partition is local.
-        self.markers: MarkerSender | None = None
+        self.markers = markers
 
     # -- life cycle ----------------------------------------------------------------------------
 
