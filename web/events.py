@@ -41,6 +41,7 @@ from sse_starlette import ServerSentEvent
 
 from contracts.topics import Topics
 from web.metrics import skipped
+from web.services.background import BackgroundThread
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,7 @@ class EventHub:
         self._listeners: list[Listener] = []
         self._subscriptions: set[Subscription] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = BackgroundThread("console-event-hub", self._run)
         self._history_left: dict[tuple[str, int], int] = {}
         """Partition -> end offset at assignment, while its history is still being read."""
         self._history_seen: set[str] = set()
@@ -194,13 +194,10 @@ class EventHub:
     # -- the consumer thread ----------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._thread = threading.Thread(target=self._run, name="console-event-hub", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._thread.stop(10)
 
     def _run(self) -> None:
         consumer = Consumer({
@@ -216,7 +213,7 @@ class EventHub:
         first_look = True
         next_look = 0.0
         try:
-            while not self._stop.is_set():
+            while not self._thread.stopping:
                 if time.monotonic() >= next_look:
                     next_look = time.monotonic() + self.metadata_interval_s
                     try:

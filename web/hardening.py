@@ -22,7 +22,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from web.auth import COOKIE_NAME, Auth, Role, is_loopback
+from web.auth import COOKIE_NAME, Role, is_loopback
+from web.dependencies import get_auth
 from web.metrics import ConsoleMetrics
 
 SWAGGER_JS = "/static/vendor/swagger-ui/swagger-ui-bundle.js"
@@ -39,7 +40,7 @@ def metrics_endpoint(metrics: ConsoleMetrics) -> Any:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
             user = None
             if scheme.lower() == "bearer" and token.strip():
-                user = await run_in_threadpool(request.app.state.auth.user_for_token, token.strip())
+                user = await run_in_threadpool(get_auth(request).user_for_token, token.strip())
             if user is None:
                 return JSONResponse({"detail": "metrics: loopback clients or an admin's bearer token only"},
                                     status_code=401, headers={"WWW-Authenticate": "Bearer"})
@@ -113,7 +114,7 @@ def uvicorn_log_config() -> dict[str, Any]:
 
 def credentials_check(request: Request, role: Role) -> Callable[[], bool]:
     """Whether the request's bearer token or session cookie still names a user with the same role (sync: HBase)."""
-    auth: Auth = request.app.state.auth
+    auth = get_auth(request)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     token = token.strip() if scheme.lower() == "bearer" else ""
     session_id = request.cookies.get(COOKIE_NAME, "")

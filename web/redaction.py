@@ -17,7 +17,7 @@ from fastapi import Depends, HTTPException, Request, status
 from sse_starlette import ServerSentEvent
 
 from web.auth import Role
-from web.dependencies import ViewerDep
+from web.dependencies import SettingsDep, ViewerDep
 
 FEATURE_FIELDS = ("feature",)
 
@@ -50,10 +50,10 @@ def message_for(user: Any, message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "value": {**value, "data": json.dumps(record, ensure_ascii=False)}}
 
 
-def refuse_control_topics_to_viewers(request: Request, user: ViewerDep) -> None:
+def refuse_control_topics_to_viewers(request: Request, user: ViewerDep, settings: SettingsDep) -> None:
     """A dependency for routes with a ``{name}`` topic: 403 for a viewer when it is a control topic."""
     name = request.path_params.get("name")
-    if is_viewer(user) and name in request.app.state.settings.topics.control():
+    if is_viewer(user) and name in settings.topics.control():
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             f"{name} is a control topic: requires role {Role.OPERATOR.value}")
 

@@ -13,9 +13,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from web.dependencies import AdminDep, AuditDep, OperatorDep, ViewerDep
+from web.dependencies import AdminDep, AuditDep, DataDep, OperatorDep, ViewerDep
 from web.models.alerts import AlertOut, SilenceIn, SilenceOut
-from web.routers.data_common import DataDep, answering, audited
+from web.routers.data_common import answering, audited
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 

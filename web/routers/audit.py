@@ -18,11 +18,12 @@ from fastapi.responses import Response
 from pydantic import AwareDatetime
 
 from web.audit import EXPORT_LIMIT, AuditFilter, BadCursor
-from web.dependencies import AdminDep, AuditDep
+from web.auth import Role
+from web.dependencies import AdminDep, AuditDep, require_role
 from web.models.audit import AuditEntry, AuditPage
 from web.routers.data_common import invalid
 
-router = APIRouter(prefix="/api/v1", tags=["audit"])
+router = APIRouter(prefix="/api/v1", tags=["audit"], dependencies=[Depends(require_role(Role.ADMIN))])
 
 CSV_COLUMNS = ("time", "user", "role", "action", "target", "query", "reason", "client", "user_agent", "outcome")
 
@@ -49,7 +50,7 @@ FilterDep = Annotated[AuditFilter, Depends(audit_filter)]
 
 
 @router.get("/audit", response_model=AuditPage)
-def audit_page(_user: AdminDep, audit: AuditDep, where: FilterDep, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+def audit_page(audit: AuditDep, where: FilterDep, limit: Annotated[int, Query(ge=1, le=500)] = 50,
                cursor: Annotated[str | None, Query(max_length=200)] = None) -> AuditPage:
     try:
         items, following = audit.log.page(limit, cursor, where)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from web.dependencies import AdminDep, AuditDep, BackendsDep, SettingsDep, ViewerDep
+from web.dependencies import AdminDep, AuditDep, BackendsDep, DataDep, SettingsDep, ViewerDep
 from web.models.bus import (
     TOPIC_PATTERN,
     Cluster,
@@ -25,7 +25,7 @@ from web.models.bus import (
     TopicSummary,
 )
 from web.redaction import NoControlTopicsForViewers, message_for
-from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, audited
+from web.routers.data_common import Reason, answering, asked, audit_read, audited
 from web.services import bus, groups, messages
 
 router = APIRouter(prefix="/api/v1/bus", tags=["bus"])

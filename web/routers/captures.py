@@ -8,7 +8,6 @@ Every answer here is personal data, so each request is audited before anything i
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -22,25 +21,27 @@ from contracts.deployment_map import MapError
 from contracts.records import Kind, is_checkpoint_id, is_plate
 from contracts.tables import MAX_MS
 from contracts.tables import captures as layout
+from web.auth import Role
 from web.backends import BackendUnavailable
-from web.dependencies import AuditDep, BackendsDep, SettingsDep, ViewerDep
+from web.dependencies import (
+    AuditDep,
+    BackendsDep,
+    DataDep,
+    ImagesDep,
+    LiveDep,
+    SettingsDep,
+    ViewerDep,
+    require_role,
+)
 from web.hardening import credentials_check, until_revoked
 from web.models.captures import CaptureDetail, CapturePage, VehiclePage
 from web.redaction import record_for
-from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, invalid, required_reason
+from web.routers.data_common import Reason, answering, asked, audit_read, invalid, required_reason
 from web.services import captures, vehicle_search
-from web.services.capture_images import (
-    JPEG,
-    CaptureImages,
-    DecodersBusy,
-    ImageTooLarge,
-    ImageUnreadable,
-    LiveCaptures,
-    image_key,
-)
+from web.services.capture_images import JPEG, DecodersBusy, ImageTooLarge, ImageUnreadable, image_key
 from web.services.video_media import media_headers
 
-router = APIRouter(prefix="/api/v1/captures", tags=["captures"])
+router = APIRouter(prefix="/api/v1/captures", tags=["captures"], dependencies=[Depends(require_role(Role.VIEWER))])
 
 # The HBase connection is taken inside the (sync) route, never through a generator dependency: FastAPI
 # enters and leaves a sync generator dependency in different worker threads, and happybase's pool keeps
@@ -198,19 +199,6 @@ def detail(kind: Kind, record_id: Annotated[str, Path(min_length=1, max_length=2
         return CaptureDetail(**record_for(user, captures.capture_detail(conn, kind, record_id, data.map.locate)))
 
 
-_images_lock = threading.Lock()
-
-
-def get_images(request: Request, settings: SettingsDep) -> CaptureImages:
-    """The app's one CaptureImages (its decode slots and its memory of checked images live as long as the app)."""
-    state = request.app.state
-    with _images_lock:
-        if getattr(state, "capture_images", None) is None:
-            state.capture_images = CaptureImages(state.backends, settings.max_image_bytes, settings.thumbnail_width)
-        return state.capture_images
-
-
-ImagesDep = Annotated[CaptureImages, Depends(get_images)]
 Size = Annotated[Literal["full", "thumb"], Query(description="full: the stored JPEG as the device sent it; thumb: a "
                                                              "small copy for lists (made once, cached in the store)")]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
@@ -260,18 +248,6 @@ def image(kind: Annotated[str, Path(max_length=16, description="vehicle or face"
     return Response(stored.data, media_type=media_type, headers=headers)
 
 
-def get_live(request: Request, settings: SettingsDep) -> LiveCaptures:
-    """The app's one follower of the capture topics (it runs only while a wall is open)."""
-    state = request.app.state
-    with _images_lock:
-        if getattr(state, "live_captures", None) is None:
-            topics = settings.topics
-            state.live_captures = LiveCaptures(settings.bus, {Kind.VEHICLE.value: topics.vehicle,
-                                                              Kind.FACE.value: topics.face})
-        return state.live_captures
-
-
-LiveDep = Annotated[LiveCaptures, Depends(get_live)]
 WallCheckpoint = Annotated[str, Query(max_length=40, description="e.g. 330102#1#0#0"), AfterValidator(_checkpoint)]
 
 

@@ -1,5 +1,5 @@
-"""What the data routers (captures, devices, bus, video, watchlist) share: their services object, service errors as
-HTTP, the audit of commands, and the audit of reads of personal data (with the reason a user gives for them)."""
+"""What the data routers (captures, devices, bus, video, watchlist) share: service errors as HTTP, the audit of
+commands, and the audit of reads of personal data (with the reason a user gives for them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, HTTPException, Query, Request, status
+from fastapi import HTTPException, Query, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import StringConstraints
 
@@ -18,14 +18,6 @@ from web.audit import RequestAudit
 from web.backends import BackendUnavailable
 from web.models.auth import UserOut
 from web.services.errors import Conflict, Forbidden, Invalid, NotFound
-from web.services.runtime import DataServices
-
-
-def get_data(request: Request) -> DataServices:
-    return request.app.state.data
-
-
-DataDep = Annotated[DataServices, Depends(get_data)]
 
 
 def invalid(where: Literal["query", "body", "path"], field: str, message: str) -> RequestValidationError:

@@ -9,18 +9,19 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from contracts.deployment_map import MapError
 from contracts.records import is_checkpoint_id
+from web.auth import Role
 from web.backends import BackendUnavailable
-from web.dependencies import BackendsDep, ViewerDep
+from web.dependencies import BackendsDep, DataDep, require_role
 from web.models.devices import CheckpointDetail, DeploymentMapOut, DeviceOut
-from web.routers.data_common import DataDep, invalid
+from web.routers.data_common import invalid
 from web.services import captures, deployment
 from web.services.deployment import Loaded
 
-router = APIRouter(prefix="/api/v1", tags=["devices"])
+router = APIRouter(prefix="/api/v1", tags=["devices"], dependencies=[Depends(require_role(Role.VIEWER))])
 
 MAP = "map"
 
@@ -33,13 +34,13 @@ def _loaded(data: DataDep) -> Loaded:
 
 
 @router.get("/map", response_model=DeploymentMapOut)
-def deployment_map(_user: ViewerDep, data: DataDep) -> DeploymentMapOut:
+def deployment_map(data: DataDep) -> DeploymentMapOut:
     """Districts, checkpoints (with coordinates), devices and recognition servers."""
     return DeploymentMapOut(**_loaded(data).map.to_json())
 
 
 @router.get("/devices", response_model=list[DeviceOut])
-def devices(_user: ViewerDep, data: DataDep,
+def devices(data: DataDep,
             checkpoint: Annotated[str | None, Query(max_length=40)] = None) -> list[DeviceOut]:
     """Every camera with its checkpoint's location (or those of one checkpoint)."""
     if checkpoint is not None and not is_checkpoint_id(checkpoint):
@@ -49,7 +50,7 @@ def devices(_user: ViewerDep, data: DataDep,
 
 @router.get("/checkpoints/{checkpoint_id}", response_model=CheckpointDetail)
 def checkpoint(checkpoint_id: Annotated[str, Path(max_length=40, description="URL-encode '#' as %23")],
-               _user: ViewerDep, data: DataDep, backends: BackendsDep,
+               data: DataDep, backends: BackendsDep,
                latest: Annotated[int, Query(ge=0, le=captures.MAX_LIMIT)] = 20) -> CheckpointDetail:
     """A checkpoint's panel: where it is, its devices, its newest captures."""
     if not is_checkpoint_id(checkpoint_id):

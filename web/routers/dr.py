@@ -8,22 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi import APIRouter, Path, status
 from fastapi.responses import FileResponse, PlainTextResponse
 
-from web.dependencies import AdminDep, AuditDep, ViewerDep
+from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
 from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample
 from web.routers.data_common import answering, audited
-from web.services.dr import DrService
 
 router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
 
-
-def get_dr(request: Request) -> DrService:
-    return request.app.state.dr
-
-
-DrDep = Annotated[DrService, Depends(get_dr)]
 ReportName = Annotated[str, Path(max_length=128, description="a drill report's directory name")]
 
 

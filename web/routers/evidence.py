@@ -9,35 +9,22 @@ Locking and unlocking are commands, audited however they end (``evidence.lock`` 
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated, cast
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.s3_credentials import EVIDENCE_BUCKET
-from web.dependencies import AdminDep, AuditDep, OperatorDep
+from web.dependencies import AdminDep, AuditDep, DataDep, EvidenceDep, OperatorDep
 from web.models.evidence import EvidenceKind, EvidenceOut, EvidencePage, LockIn, LockOut
 from web.routers import video as video_routes
-from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, audited, invalid
+from web.routers.data_common import Reason, answering, asked, audit_read, audited, invalid
 from web.services import evidence as service
 from web.services.evidence import Evidence
 from web.services.video import VideoService
 
 router = APIRouter(prefix="/api/v1/evidence", tags=["evidence"])
-_service_lock = threading.Lock()
 
-
-def get_evidence(request: Request) -> Evidence:
-    """The app's one Evidence service (made at its first use)."""
-    state = request.app.state
-    with _service_lock:
-        if getattr(state, "evidence", None) is None:
-            state.evidence = Evidence(state.backends)
-        return state.evidence
-
-
-EvidenceDep = Annotated[Evidence, Depends(get_evidence)]
 KindPath = Annotated[EvidenceKind, Path(description="capture, hit or video")]
 IdPath = Annotated[str, Path(min_length=1, max_length=1100,
                              description="a capture record id, a hit id, or a video's object key")]

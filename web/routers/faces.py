@@ -10,33 +10,28 @@ Registered before the captures router, whose ``/{kind}/{record_id}`` would other
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.responses import JSONResponse
 
 from contracts.deployment_map import MapError
 from contracts.records import CITY_TZ, format_time
-from web.dependencies import AuditDep, SettingsDep, ViewerDep
+from web.auth import Role
+from web.dependencies import AuditDep, DataDep, FacesDep, SettingsDep, ViewerDep, require_role
 from web.models.faces import FaceIndexStatus, FaceSearchIn, FaceSearchOut
-from web.routers.data_common import DataDep, asked, audit_read, invalid
+from web.routers.data_common import asked, audit_read, invalid
 from web.services.face_follow import FaceSearch
 from web.services.face_index import Where
 
-router = APIRouter(prefix="/api/v1/captures/faces", tags=["captures"])
+router = APIRouter(prefix="/api/v1/captures/faces", tags=["captures"],
+                   dependencies=[Depends(require_role(Role.VIEWER))])
 
 RETRY_AFTER_S = 5
 NOT_READY: dict[int | str, dict[str, Any]] = {
     503: {"description": "the face index is still being built (Retry-After; ``progress`` says how far), or the "
                          "audit trail is unavailable (``backend`` names it)"},
 }
-
-
-def get_faces(request: Request) -> FaceSearch:
-    return request.app.state.faces
-
-
-FacesDep = Annotated[FaceSearch, Depends(get_faces)]
 
 
 def _ms(moment: datetime) -> int:
@@ -100,6 +95,6 @@ def similar(body: FaceSearchIn, user: ViewerDep, audit: AuditDep, settings: Sett
 
 
 @router.get("/status", response_model=FaceIndexStatus)
-def index_status(_user: ViewerDep, faces: FacesDep) -> FaceIndexStatus:
+def index_status(faces: FacesDep) -> FaceIndexStatus:
     """How the face index stands: built or building (how far), faces and days held, bus records set aside."""
     return FaceIndexStatus.model_validate(faces.progress())

@@ -10,14 +10,15 @@ import ipaddress
 from datetime import date
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import AfterValidator
 
-from web.dependencies import ViewerDep
+from web.auth import Role
+from web.dependencies import DataDep, require_role
 from web.models.monitoring import DeviceHealth, LatencyPoint, QualityPoint
-from web.routers.data_common import DataDep, answering, invalid
+from web.routers.data_common import answering, invalid
 
-router = APIRouter(prefix="/api/v1/monitoring", tags=["monitoring"])
+router = APIRouter(prefix="/api/v1/monitoring", tags=["monitoring"], dependencies=[Depends(require_role(Role.VIEWER))])
 # HBase is taken inside each sync route, never through a generator dependency (see web/routers/captures.py).
 
 
@@ -34,13 +35,13 @@ RecognizerIp = Annotated[str | None, Query(max_length=45, description="one recog
 
 
 @router.get("/latency", response_model=list[LatencyPoint])
-def latency(day: Day, _user: ViewerDep, data: DataDep) -> list[LatencyPoint]:
+def latency(day: Day, data: DataDep) -> list[LatencyPoint]:
     """24 hourly points: p50/p95/p99 of capture -> ingest, and of every stage (the book's figure 10-6)."""
     return [LatencyPoint(**p) for p in data.monitoring.latency(day)]
 
 
 @router.get("/quality", response_model=list[QualityPoint])
-def quality(day: Day, _user: ViewerDep, data: DataDep, device_ip: DeviceIp = None,
+def quality(day: Day, data: DataDep, device_ip: DeviceIp = None,
             recognizer_ip: RecognizerIp = None) -> list[QualityPoint]:
     """24 hourly points of produced vs valid (and unrecognized, invalid) for the city, a device or a recogniser."""
     if device_ip and recognizer_ip:
@@ -50,13 +51,13 @@ def quality(day: Day, _user: ViewerDep, data: DataDep, device_ip: DeviceIp = Non
 
 
 @router.get("/devices", response_model=list[DeviceHealth])
-def devices(_user: ViewerDep, data: DataDep) -> list[DeviceHealth]:
+def devices(data: DataDep) -> list[DeviceHealth]:
     """Every device: healthy / degraded / silent / recovering, where it is and its recogniser (figure 10-9)."""
     return [DeviceHealth(**d) for d in data.monitoring.devices()]
 
 
 @router.get("/devices/{device_ip}", response_model=DeviceHealth)
-def device(device_ip: Annotated[str, Path(max_length=45), AfterValidator(_ip)], _user: ViewerDep,
+def device(device_ip: Annotated[str, Path(max_length=45), AfterValidator(_ip)],
            data: DataDep) -> DeviceHealth:
     """One device's health (404 when neither the map nor the monitor knows it)."""
     with answering("path"):

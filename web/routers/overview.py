@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends
 
-from web.dependencies import ViewerDep
+from web.auth import Role
+from web.dependencies import OverviewDep, require_role
 from web.models.overview import OverviewOut
 
-router = APIRouter(prefix="/api/v1", tags=["overview"])
+router = APIRouter(prefix="/api/v1", tags=["overview"], dependencies=[Depends(require_role(Role.VIEWER))])
 
 
 @router.get("/overview", response_model=OverviewOut)
-def overview(_user: ViewerDep, request: Request) -> OverviewOut:
-    return request.app.state.overview.snapshot()
+def overview(overview: OverviewDep) -> OverviewOut:
+    return overview.snapshot()

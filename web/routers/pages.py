@@ -19,7 +19,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from web import i18n
-from web.auth import COOKIE_NAME, Auth, Role
+from web.auth import COOKIE_NAME, Role
+from web.dependencies import get_auth, get_settings
 from web.models.auth import UserOut
 
 WEB = Path(__file__).resolve().parents[1]
@@ -74,7 +75,8 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
     lang = i18n.language(request.cookies.get(i18n.COOKIE))
     messages = i18n.catalog(lang)
     nav = [p for p in PAGES if user is not None and user.role.allows(p.role)]
-    topics = request.app.state.settings.topics
+    settings = get_settings(request)
+    topics = settings.topics
     page_data = {"lang": lang, "messages": messages, "page": page,
                  "user": user.model_dump(mode="json") if user else None,
                  "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts,
@@ -85,7 +87,7 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
         "t": lambda key, **params: i18n.translate(lang, key, **params),
         "lang": lang, "languages": i18n.LANGUAGES, "page": page, "user": user, "nav": nav,
         "is_admin": user is not None and user.role.allows(Role.ADMIN), "page_data": page_data,
-        "prometheus_url": request.app.state.settings.prometheus_url, **context,
+        "prometheus_url": settings.prometheus_url, **context,
     }, status_code=status_code)
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
@@ -98,8 +100,7 @@ def session_user(request: Request) -> UserOut | None:
     session_id = request.cookies.get(COOKIE_NAME)
     if not session_id:
         return None
-    auth: Auth = request.app.state.auth
-    user = auth.user_for_session(session_id)
+    user = get_auth(request).user_for_session(session_id)
     return None if user is None else UserOut(username=user.username, role=user.role)
 
 

@@ -12,10 +12,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
-from web.dependencies import AuditDep, OperatorDep, ViewerDep
+from web.dependencies import AuditDep, DataDep, OperatorDep, SurveillanceDep, ViewerDep
 from web.models.surveillance import StatIn, StatOut, StatResults
-from web.routers.data_common import DataDep, answering, audited
-from web.routers.watchlist import SurveillanceDep
+from web.routers.data_common import answering, audited
 from web.services import surveillance
 
 router = APIRouter(prefix="/api/v1", tags=["surveillance"])

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, Depends, HTTPException, Path, status
 
+from web.auth import Role
 from web.auth.users import USERNAME_RE, UserExists
-from web.dependencies import AdminDep, AuditDep, AuthDep
+from web.dependencies import AdminDep, AuditDep, AuthDep, require_role
 from web.models.users import UserCreate, UserInfo
 
-router = APIRouter(prefix="/api/v1/users", tags=["users"])
+router = APIRouter(prefix="/api/v1/users", tags=["users"], dependencies=[Depends(require_role(Role.ADMIN))])
 
 
 @router.get("", response_model=list[UserInfo])
-def list_users(_user: AdminDep, auth: AuthDep) -> list[UserInfo]:
+def list_users(auth: AuthDep) -> list[UserInfo]:
     return [UserInfo(username=u.username, role=u.role, created=u.created) for u in auth.users.list()]
 
 

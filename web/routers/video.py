@@ -10,15 +10,14 @@ before anything is read from the store, and refused (503) when the audit event c
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.records import CITY_TZ
 from contracts.video import CAMERA_ID, TASK_ID
-from web.dependencies import AuditDep, OperatorDep, SettingsDep, ViewerDep
+from web.dependencies import AuditDep, OperatorDep, VideoDep, ViewerDep
 from web.models.video import AnalyzeIn, CommandOut, DayOut, ObjectOut, PlayableOut, TaskOut, VideoOut
 from web.routers.data_common import (
     Reason,
@@ -29,23 +28,10 @@ from web.routers.data_common import (
     invalid,
     required_reason,
 )
-from web.services.video import VideoService
 from web.services.video_media import RangeNotSatisfiable, TranscodesBusy, media_headers, parse_range
 
 router = APIRouter(prefix="/api/v1/video", tags=["video"])
-_service_lock = threading.Lock()
 
-
-def get_video(request: Request, settings: SettingsDep) -> VideoService:
-    """The app's one VideoService (its bus producer and transcode state live as long as the app)."""
-    state = request.app.state
-    with _service_lock:
-        if getattr(state, "video", None) is None:
-            state.video = VideoService(settings, state.backends)
-        return state.video
-
-
-VideoDep = Annotated[VideoService, Depends(get_video)]
 Camera = Annotated[str, Path(pattern=f"^{CAMERA_ID.pattern}$", max_length=64)]
 TaskId = Annotated[str, Path(pattern=f"^{TASK_ID.pattern}$", max_length=64)]
 S3Url = Annotated[str, Query(max_length=1100, description="s3://bucket/key in the videos or synopsis bucket")]

@@ -12,25 +12,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, status
+from fastapi import APIRouter, Path, Query, status
 
-from web.dependencies import AuditDep, BackendsDep, OperatorDep, ViewerDep
+from web.dependencies import AuditDep, BackendsDep, DataDep, OperatorDep, SurveillanceDep, ViewerDep
 from web.models.surveillance import HitOut, WatchHits, WatchIn, WatchOut, WatchPage
-from web.routers.data_common import DataDep, Reason, answering, asked, audit_read, audited
+from web.routers.data_common import Reason, answering, asked, audit_read, audited
 from web.services import surveillance
-from web.services.surveillance import SurveillanceConsole
 
 router = APIRouter(prefix="/api/v1", tags=["surveillance"])
 
 WatchId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
 Limit = Annotated[int, Query(ge=1, le=500)]
-
-
-def get_surveillance(request: Request) -> SurveillanceConsole:
-    return request.app.state.surveillance
-
-
-SurveillanceDep = Annotated[SurveillanceConsole, Depends(get_surveillance)]
 
 
 @router.get("/watchlist", response_model=WatchPage)

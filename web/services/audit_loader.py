@@ -14,7 +14,6 @@ The loader also makes the topic when it is missing, appended only (``cleanup.pol
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -25,6 +24,7 @@ from contracts import audit as events
 from contracts.tables import console as tables
 from web.auth.table import Connect, ConsoleTable
 from web.metrics import skipped
+from web.services.background import BackgroundThread
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,7 @@ class AuditLoader:
         self._bus = bus
         self._topic = topic
         self._timeout_s = timeout_s
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = BackgroundThread("audit-loader", self._run)
         self.loaded = Counter("console_audit_events_loaded", "Audit events the loader wrote to HBase",
                               registry=None)
 
@@ -51,13 +50,10 @@ class AuditLoader:
         registry.register(self.loaded)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="audit-loader", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(self._timeout_s + 10)
+        self._thread.stop(self._timeout_s + 10)
 
     def ensure_topic(self) -> None:
         """Create the audit topic unless it exists (KafkaException when the bus refuses or does not answer)."""
@@ -71,22 +67,22 @@ class AuditLoader:
                 raise
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
+        while not self._thread.stopping:
             try:
                 self.ensure_topic()
                 break
             except (KafkaException, TimeoutError) as exc:
                 log.warning("audit loader: cannot make topic %s yet: %s", self._topic, exc)
-                self._stopping.wait(RETRY_S)
+                self._thread.wait(RETRY_S)
         consumer = Consumer({**self._bus, "group.id": GROUP_ID,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "logger": log})
         consumer.subscribe([self._topic])
         try:
-            while not self._stopping.is_set():
+            while not self._thread.stopping:
                 batch = consumer.consume(BATCH, 0.2)
                 if batch and not self._load(consumer, batch):
-                    self._stopping.wait(RETRY_S)
+                    self._thread.wait(RETRY_S)
         finally:
             consumer.close()
 

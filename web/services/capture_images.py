@@ -36,6 +36,7 @@ from sse_starlette import ServerSentEvent
 
 from contracts.records import IMAGE_ERROR, IMAGES_BUCKET
 from web.backends import Backends
+from web.services.background import BackgroundThread
 from web.services.errors import NotFound
 from web.services.video_media import _s3_call
 
@@ -224,7 +225,9 @@ class LiveCaptures:
         self.poll_s = poll_s
         self._walls: set[_Wall] = set()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._following = False
+        """Under the lock: a follower thread runs that will still see a wall opened now. It ends (and says so under
+        the lock) when it finds no wall, so a wall opened while the old one is closing its consumer starts a new one."""
 
     @property
     def walls(self) -> int:
@@ -235,9 +238,9 @@ class LiveCaptures:
         wall = _Wall(checkpoint_id.encode(), asyncio.get_running_loop())
         with self._lock:
             self._walls.add(wall)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="console-live-captures", daemon=True)
-                self._thread.start()
+            if not self._following:  # the last wall to close ended the follower
+                self._following = True
+                BackgroundThread("console-live-captures", self._run).start()
         try:
             while True:
                 await wall.ready.wait()
@@ -264,6 +267,15 @@ class LiveCaptures:
             wall.loop.call_soon_threadsafe(_deliver, wall, data)
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        except Exception:
+            log.exception("live captures stopped")
+            with self._lock:
+                self._following = False  # the next wall to open starts another follower
+
+    def _follow(self) -> None:
+        """Until no wall is open: read the capture topics from their ends and offer each record to the walls."""
         consumer = Consumer({**self._bus, "group.id": f"console-live-{uuid.uuid4().hex}",
                              "enable.auto.commit": False, "enable.auto.offset.store": False,
                              "allow.auto.create.topics": False, "logger": log})
@@ -273,6 +285,7 @@ class LiveCaptures:
             while True:
                 with self._lock:
                     if not self._walls:
+                        self._following = False
                         return
                 if time.monotonic() >= next_look:  # topics made after the first wall opened, new partitions
                     next_look = time.monotonic() + 5.0
@@ -290,8 +303,6 @@ class LiveCaptures:
                 if message is None or message.error() is not None:
                     continue
                 self._offer(message.key() or b"", str(message.topic()), message.value() or b"")
-        except Exception:
-            log.exception("live captures stopped")
         finally:
             consumer.close()
 

@@ -39,6 +39,7 @@ from web.auth.table import ConsoleTable
 from ..backends import Backends, BackendUnavailable
 from ..metrics import skipped
 from ..settings import ConsoleSettings
+from .background import Sampler
 from .errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,9 @@ class DrService:
         self.settings, self.backends = settings, backends
         self.interval_ms = max(int(interval_s * 1000), 1)
         self._table = ConsoleTable(backends.hbase, tables.DR_LAG_TABLE)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._sampler = Sampler("dr-lag-sampler", self.interval_ms / 1000, self.sample, log=log, what="DR lag sample",
+                                expected=(BackendUnavailable,), expected_level=logging.DEBUG)
+        """No mirror running is nothing to record: its samples are skipped quietly."""
         self._drill: tuple[str, subprocess.Popen[bytes]] | None = None
         self._drill_lock = threading.Lock()
 
@@ -232,28 +234,11 @@ class DrService:
             return name
 
     # -- the sampler thread ------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.sample()
-            except BackendUnavailable as exc:
-                log.debug("DR lag sample skipped: %s", exc)  # no mirror running: nothing to record
-            except Exception:
-                log.exception("DR lag sample failed")
-            self._stop.wait(max(self.interval_ms / 1000 - (time.monotonic() - started), 0.1))
-
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="dr-lag-sampler", daemon=True)
-            self._thread.start()
+        self._sampler.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._sampler.stop(timeout)
 
 
 def _iso(epoch_s: float) -> str:

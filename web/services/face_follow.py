@@ -45,6 +45,7 @@ from contracts.records import Kind, Status, decode_feature, epoch_ms, parse
 from contracts.tables import captures as layout
 from web.backends import Backends, BackendUnavailable
 from web.metrics import skipped
+from web.services.background import BackgroundThread
 from web.services.captures import is_missing_table
 from web.services.face_index import DAY_MS, Face, FaceIndex, unit_vector
 from web.settings import ConsoleSettings
@@ -94,9 +95,8 @@ class FaceSearch:
         self.follow = follow
         self._backends = backends
         self.index = FaceIndex()
-        self._stopping = threading.Event()
+        self._thread = BackgroundThread("console-face-search", self._run)
         self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
         self._scanned = 0
         self._started = time.monotonic()
         self.build_seconds: float | None = None
@@ -115,13 +115,10 @@ class FaceSearch:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="console-face-search", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(BUS_TIMEOUT_S + 5)
+        self._thread.stop(BUS_TIMEOUT_S + 5)
 
     @property
     def ready(self) -> bool:
@@ -140,7 +137,7 @@ class FaceSearch:
 
     # -- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
-        while not self._stopping.is_set():
+        while not self._thread.stopping:
             consumer = Consumer({**self.follow.bus, "group.id": f"console-face-search-{uuid.uuid4().hex}",
                                  "enable.auto.commit": False, "enable.auto.offset.store": False,
                                  "allow.auto.create.topics": False, "logger": log})
@@ -158,7 +155,7 @@ class FaceSearch:
                 consumer.close()
             self._ready.clear()  # a failed follower too: 503 again until the rebuilt index is whole
             self.index = FaceIndex()  # a retry starts over: the next scan fills it again
-            self._stopping.wait(RETRY_S)
+            self._thread.wait(RETRY_S)
 
     def _build(self, consumer: Consumer) -> None:
         self._started = time.monotonic()
@@ -171,7 +168,7 @@ class FaceSearch:
                 rows = conn.table(Kind.FACE.value).scan(columns=[layout.RECORD_COLUMN], batch_size=SCAN_BATCH)
                 batch: list[Face] = []
                 for _key, cells in rows:
-                    if self._stopping.is_set():
+                    if self._thread.stopping:
                         return
                     self._scanned += 1
                     try:
@@ -219,7 +216,7 @@ class FaceSearch:
     def _follow(self, consumer: Consumer) -> None:
         assigned = {tp.partition for tp in consumer.assignment()}
         next_look = next_expiry = 0.0
-        while not self._stopping.is_set():
+        while not self._thread.stopping:
             now = time.monotonic()
             if now >= next_look:
                 next_look = now + METADATA_EVERY_S
@@ -228,7 +225,7 @@ class FaceSearch:
                 next_expiry = now + EXPIRE_EVERY_S
                 self.index.drop_before(int(time.time() * 1000) - self.follow.retention_ms)
             if not assigned:
-                self._stopping.wait(0.5)
+                self._thread.wait(0.5)
                 continue
             self.index.add(self._faces(consumer.consume(POLL_BATCH, 0.5)))
 

@@ -9,7 +9,6 @@ every group (the same lag figures as the groups page) and writes one row per gro
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from web.auth.table import ConsoleTable
 
 from ..backends import Backends, BackendUnavailable
 from . import groups
+from .background import Sampler
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ class LagHistory:
         self.backends = backends
         self.interval_ms = max(int(interval_s * 1000), 1)
         self._table = ConsoleTable(backends.hbase, tables.LAG_TABLE)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._sampler = Sampler("lag-sampler", self.interval_ms / 1000, self.sample, log=log, what="lag sample",
+                                expected=(BackendUnavailable,))
 
     def sample(self, now_ms: int | None = None) -> int:
         """Record every group's lag now (time rounded down to the interval); returns how many groups."""
@@ -63,25 +63,8 @@ class LagHistory:
         return points
 
     # -- the sampler thread -----------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.sample()
-            except BackendUnavailable as exc:
-                log.warning("lag sample skipped: %s", exc)
-            except Exception:
-                log.exception("lag sample failed")
-            self._stop.wait(max(self.interval_ms / 1000 - (time.monotonic() - started), 0.1))
-
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
-            self._thread.start()
+        self._sampler.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._sampler.stop(timeout)
