@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bus.controller.controller import QuorumController
-from bus.controller.entry_codec import decode_entry
 from bus.controller.image import PartitionState, partition_record
-from bus.controller.raft_log import RaftMetadataLog
-from bus.controller.record_log import MetadataRecord
+from bus.controller.metadata_log.entry_codec import decode_entry
+from bus.controller.metadata_log.quorum import RaftMetadataLog
+from bus.controller.metadata_log.record_log import MetadataRecord
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
 from bus.raft.driver import RaftDriver

@@ -121,8 +121,8 @@ class Broker:
             unclean_leader_election=bool(config["unclean.leader.election.enable"]),
             quorum_voters=len(config.quorum_voters),
             broker=config.is_broker,
+            bootstrap_records=read_bootstrap(config.metadata_dir),
         )
-        self.controller.bootstrap_records = read_bootstrap(config.metadata_dir)
         if self.clustered:
             assert configured_id is not None
             self.cluster_id = configured_id

@@ -27,9 +27,9 @@ from bus.config.broker import BrokerConfig
 from bus.config.definitions import ConfigError
 from bus.config.properties import load_properties
 from bus.controller.controller import QuorumController
-from bus.controller.metadata_log import METADATA_PARTITION_DIR, MetadataLog
-from bus.controller.raft_log import RaftMetadataLog
-from bus.controller.record_log import MetadataRecordLog
+from bus.controller.metadata_log.local_file import METADATA_PARTITION_DIR, MetadataLog
+from bus.controller.metadata_log.quorum import RaftMetadataLog
+from bus.controller.metadata_log.record_log import MetadataRecordLog
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.network.node_security import NodeSecurity
 from bus.raft.config import QuorumConfig

@@ -37,7 +37,7 @@ from bus.broker.metrics import RequestMetrics
 from bus.broker.replica_manager import ReplicaManager
 from bus.controller.controller import ControllerError
 from bus.controller.controller_channel import ControllerUnavailable
-from bus.controller.record_log import MetadataRecordLog
+from bus.controller.metadata_log.record_log import MetadataRecordLog
 from bus.network.errors import CloseConnection, InvalidRequest
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec

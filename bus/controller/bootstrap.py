@@ -2,7 +2,7 @@
 
 `bus storage format --add-scram ...` writes the records (SCRAM credentials) to `bootstrap.json` in the metadata
 dir before the node first starts; the controller commits them with the cluster id, once, when it starts the
-cluster's metadata log (`QuorumController.bootstrap_records`), so the first users can log in from the first start
+cluster's metadata log (`QuorumController`'s `bootstrap_records`), so the first users can log in from the first start
 on. Kafka's file is a binary snapshot; ours holds the records as the metadata log does, a JSON array.
 """
 
@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 from bus.config.definitions import ConfigError
-from bus.controller.entry_codec import decode_entry, encode_entry
 from bus.controller.image import MetadataRecord
+from bus.controller.metadata_log.entry_codec import decode_entry, encode_entry
 
 BOOTSTRAP_FILE = "bootstrap.json"
 

@@ -22,8 +22,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from bus.controller.entry_codec import encode_entry, encode_record, join_encoded
 from bus.controller.image import MetadataImage, snapshot_records
+from bus.controller.metadata_log.entry_codec import encode_entry, encode_record, join_encoded
 from bus.raft.driver import RaftDriver, RaftStoppedError
 
 log = logging.getLogger(__name__)

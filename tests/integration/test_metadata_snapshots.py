@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from bus.broker.broker_quorum import RAFT_DIR
-from bus.controller.metadata_log import METADATA_PARTITION_DIR
+from bus.controller.metadata_log.local_file import METADATA_PARTITION_DIR
 from bus.log import files
 from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.controller.controller import ControllerError, QuorumController
 from bus.controller.image import MetadataImage, acl_record, remove_acl_record, snapshot_records
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 from bus.security.acls import (
     ANONYMOUS,
     CLUSTER_NAME,

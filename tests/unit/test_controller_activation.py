@@ -7,7 +7,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from bus.controller.controller import ControllerError, QuorumController
-from bus.controller.raft_log import RaftMetadataLog
+from bus.controller.metadata_log.quorum import RaftMetadataLog
 from tests.unit.raft.test_controller_quorum import until
 from tests.unit.raft.test_raft_driver import Cluster, in_loop
 

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
 from bus.controller.image import PartitionState
-from bus.controller.metadata_log import METADATA_PARTITION_DIR, MetadataLog
+from bus.controller.metadata_log.local_file import METADATA_PARTITION_DIR, MetadataLog
 
 SESSION_MS = 300
 ENDPOINT = [("PLAINTEXT", "127.0.0.1", 9092)]

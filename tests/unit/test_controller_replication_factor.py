@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 
 
 def controller_of(tmp_path: Path, brokers: int = 3, quorum_voters: int = 1) -> QuorumController:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from bus.controller.controller import QuorumController, TopicSpec
-from bus.controller.entry_codec import decode_entry, encode_entry
 from bus.controller.image import (
     BROKER_RESOURCE,
     ImageView,
@@ -24,8 +23,9 @@ from bus.controller.image import (
     difference,
     snapshot_records,
 )
-from bus.controller.raft_log import RaftMetadataLog
-from bus.controller.record_log import MetadataRecord
+from bus.controller.metadata_log.entry_codec import decode_entry, encode_entry
+from bus.controller.metadata_log.quorum import RaftMetadataLog
+from bus.controller.metadata_log.record_log import MetadataRecord
 from bus.controller.snapshot_generator import SnapshotPolicy
 from bus.raft.config import QuorumConfig
 from bus.raft.driver import RaftDriver

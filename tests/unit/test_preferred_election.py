@@ -10,8 +10,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.controller import election
-from bus.controller.controller import PREFERRED, UNCLEAN, ControllerError, QuorumController, TopicSpec
+from bus.controller.controller import ControllerError, QuorumController, TopicSpec
 from bus.controller.image import PartitionState
+from bus.controller.replication_control import PREFERRED, UNCLEAN
 from tests.unit.test_controller_partition_leadership import controller_of, entries, fence, partitions
 
 

@@ -11,7 +11,7 @@ from bus.broker import broker_quorum
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.controller.controller import QuorumController
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 from deploy.cluster import Node, node_command, plan, plan_separate, voters_of
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"

@@ -18,7 +18,7 @@ from bus.broker.replica_manager import ReplicaManager
 from bus.cli import main
 from bus.controller.controller import QuorumController, TopicSpec
 from bus.controller.image import MetadataImage, PartitionState
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 from bus.log.config import LogConfig
 from bus.log.manager import LogManager
 from bus.protocol.topic_partition import TopicPartition

@@ -13,7 +13,7 @@ from bus.config.definitions import LONG_MAX, ConfigError
 from bus.config.topic import throttled_partitions, validate_topic_configs
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
 from bus.controller.image import MetadataImage, snapshot_records
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 from bus.protocol.topic_partition import TopicPartition
 
 

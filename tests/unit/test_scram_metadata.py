@@ -29,7 +29,7 @@ from bus.controller.image import (
     scram_credential_record,
     snapshot_records,
 )
-from bus.controller.metadata_log import MetadataLog
+from bus.controller.metadata_log.local_file import MetadataLog
 from bus.protocol.error_response import error_response
 from bus.protocol.messages import response_class, shapes
 from bus.security.sasl import Authenticated, Challenge, ScramSaslServer

@@ -31,7 +31,8 @@ from bus.broker.apis._common import (
 from bus.broker.context import RequestContext
 from bus.config.broker import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS, BrokerConfig
 from bus.config.topic import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TOPIC_SYNONYMS
-from bus.controller.controller import ControllerError, validate_topic_name
+from bus.controller.controller import ControllerError
+from bus.controller.topic_control import validate_topic_name
 from bus.protocol.error_response import ERROR_MESSAGES
 from bus.security.acls import AclOperation
 

@@ -17,7 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bus.broker.context import RequestContext
-from bus.controller.controller import PREFERRED, ControllerError
+from bus.controller.controller import ControllerError
+from bus.controller.replication_control import PREFERRED
 from bus.security.acls import AclOperation
 
 API_KEY = 43

@@ -22,9 +22,9 @@ from bus.broker.broker_quorum import quorum_cluster_id
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.controller.controller import ControllerError, QuorumController, TopicSpec
-from bus.controller.metadata_log import MetadataLog
-from bus.controller.raft_log import RaftMetadataLog, decode_entry
-from bus.controller.record_log import MetadataRecord
+from bus.controller.metadata_log.local_file import MetadataLog
+from bus.controller.metadata_log.quorum import RaftMetadataLog, decode_entry
+from bus.controller.metadata_log.record_log import MetadataRecord
 from tests.unit.raft.test_raft_driver import Cluster, in_loop
 
 

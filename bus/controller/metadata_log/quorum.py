@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from bus.controller.entry_codec import decode_entry, encode_entry
 from bus.controller.errors import not_controller
-from bus.controller.record_log import MetadataRecord, MetadataStateMachine
+from bus.controller.metadata_log.entry_codec import decode_entry, encode_entry
+from bus.controller.metadata_log.record_log import MetadataRecord, MetadataStateMachine
 from bus.controller.snapshot_generator import SnapshotGenerator, SnapshotPolicy
 from bus.raft.driver import RaftDriver, RaftStoppedError
 from bus.raft.node import NotLeaderError

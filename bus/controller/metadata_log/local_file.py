@@ -25,7 +25,7 @@ from typing import Any
 
 import crc32c
 
-from bus.controller.record_log import MetadataStateMachine
+from bus.controller.metadata_log.record_log import MetadataStateMachine
 from bus.log.files import write_all
 
 log = logging.getLogger(__name__)
