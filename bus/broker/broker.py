@@ -15,6 +15,7 @@ set), loads no coordinator and has no controlled shutdown.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import inspect
 import logging
@@ -180,12 +181,11 @@ class Broker:
             authorizer=self.authorizer,
         )
         self.apis = KafkaApis(services)
-        if self.channel is not None:
-            self.channel.local_apis = self.apis  # what an Envelope from another node runs on
-        # With a quorum, the controller listener serves KRaft's RPCs only; without one it stays as it was.
+        # With a quorum, the controller listener serves KRaft's RPCs and Envelope (whose inner request, forwarded by
+        # another node, runs on the client APIs) only; without one it stays as it was.
         listener_apis: dict[str, KafkaApis] = {}
         if self.raft:
-            controller_apis = KafkaApis(services, controller_handlers())
+            controller_apis = KafkaApis(dataclasses.replace(services, envelope_apis=self.apis), controller_handlers())
             listener_apis = {name: controller_apis for name in config.controller_listener_names}
         self.network = SocketServer(config, self.apis, self.security, listener_apis)
         self.metrics = BrokerMetrics(config, self.apis, self.network)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from bus.coordinator.group.coordinator import GroupCoordinator
     from bus.coordinator.interfaces import MetadataView, ProducerIdSource
     from bus.coordinator.transaction.coordinator import TransactionCoordinator
+    from bus.network.interfaces import RequestHandler
     from bus.raft.driver import RaftDriver
     from bus.security.authenticator import SaslAuthenticator
     from bus.security.authorizer import StandardAuthorizer
@@ -58,6 +59,7 @@ class BrokerServices:
     raft: RaftDriver | None = None  # the KRaft quorum, on a node with the controller role and voters configured
     controller_channel: ControllerChannel | None = None  # to the active controller, on a node of a quorum
     authorizer: StandardAuthorizer | None = None  # None: `authorizer.class.name` empty, every request allowed
+    envelope_apis: RequestHandler | None = None  # the controller listener's: the client APIs an Envelope runs on
     topic_metrics: TopicMetrics = field(default_factory=TopicMetrics)  # BrokerTopicMetrics: Produce and Fetch add
 
     @property

@@ -42,7 +42,6 @@ from bus.security.acls import serialize_principal
 
 if TYPE_CHECKING:
     from bus.controller.controller import QuorumController
-    from bus.network.interfaces import RequestHandler
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,7 +77,6 @@ class ControllerChannel:
         self.controller = controller
         self.voters = dict(voters)
         self.request_timeout_s = request_timeout_s
-        self.local_apis: RequestHandler | None = None  # the client APIs an Envelope from another node runs on
         self._connections: dict[int, NodeConnection] = {}
         self._creating: dict[str, asyncio.Task[None]] = {}  # topics being auto-created through the controller
         self.incarnation_id = uuid.uuid4()  # this process's, in every registration it sends (Kafka's)

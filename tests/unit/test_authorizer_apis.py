@@ -373,11 +373,8 @@ def test_controller_api_refuses_a_principal_without_acls(outcomes: dict[str, tup
 
 
 
-@dataclass
 class _Channel:
-    """What Envelope needs of the controller channel on the active controller: the client APIs to run it on."""
-
-    local_apis: KafkaApis
+    """The controller channel of the active controller, as Envelope sees it: it forwards nothing."""
 
     def forwards(self, _api_key: int) -> bool:
         return False  # it is the active controller
@@ -402,7 +399,8 @@ def test_a_forwarded_request_is_authorized_as_the_client_that_sent_it(tmp_path: 
             controller.create_acls([AclBinding(ResourceType.TOPIC, "fwd-", PatternType.PREFIXED, MALLORY, "10.1.2.3",
                                                AclOperation.CREATE, PermissionType.ALLOW)])
             await controller.log.sync()
-            services = dataclasses.replace(harness.client.services, controller_channel=_Channel(harness.client))
+            services = dataclasses.replace(harness.client.services, controller_channel=_Channel(),
+                                           envelope_apis=harness.client)
             apis = KafkaApis(services, controller_handlers())
 
             async def forwarded(sender: str, principal: bytes, host: bytes, topic: str) -> Any:

@@ -38,8 +38,8 @@ def _client_host(address: bytes) -> str:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return _refused(ctx, ErrorCode.cluster_authorization_failed)
-    channel = ctx.services.controller_channel
-    if channel is None or channel.local_apis is None or not ctx.controller.active:
+    apis = ctx.services.envelope_apis
+    if ctx.services.controller_channel is None or apis is None or not ctx.controller.active:
         return _refused(ctx, ErrorCode.not_controller)
     try:
         api_key, _version, _correlation = hdr.peek_api(request.request_data)
@@ -54,8 +54,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _refused(ctx, ErrorCode.principal_deserialization_failure)
     clients = ctx.config.advertised_client_listeners  # none on a controller-only node: it runs it as it came
     listener = clients[0].name if clients else ctx.listener
-    result = channel.local_apis.handle(request.request_data, listener, f"envelope from {ctx.peer}",
-                                       principal=principal, client_host=client_host)
+    result = apis.handle(request.request_data, listener, f"envelope from {ctx.peer}", principal=principal,
+                         client_host=client_host)
     if inspect.isawaitable(result):
         result = await result
     if result is None:  # only acks=0 produce answers nothing, and Produce is never forwarded
