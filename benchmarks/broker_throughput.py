@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 TOPIC = "bench"
 VALUE = b"x" * 100

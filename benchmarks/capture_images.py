@@ -30,7 +30,7 @@ from confluent_kafka import Consumer
 
 from contracts.records import UNRECOGNIZED
 from contracts.topics import Topics
-from tests.support.ports import free_port
+from deploy.processes.ports import free_port
 from tests.web.test_auth_make_up import (
     MAKE_UP_PORTS,
     bus_settings,

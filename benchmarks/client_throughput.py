@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 VALUE = b"x" * 100
 PRODUCER_TARGET = 250_000

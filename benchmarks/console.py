@@ -54,13 +54,13 @@ from rich.table import Table  # noqa: E402
 
 from contracts.records import Kind, format_time  # noqa: E402
 from contracts.topics import Topics  # noqa: E402
+from deploy.processes.broker import BrokerProcess  # noqa: E402
+from deploy.processes.console import Backing, run_cli, start_console  # noqa: E402
+from deploy.processes.gateway import start_gateway  # noqa: E402
 from ingest import values  # noqa: E402
 from ingest.city import build_city  # noqa: E402
 from spark_jobs.capture_writer import close_cached_clients, write_puts  # noqa: E402
-from tests.hbase.conftest import start_gateway  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.web._data_support import T0, create_tables, puts_for, valid_records, writer  # noqa: E402
-from tests.web.conftest import Backing, run_cli, start_console  # noqa: E402
 
 CHECKPOINTS = 24  # the simulator's default city
 HOT_PLATE = "浙A8B888"

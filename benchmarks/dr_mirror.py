@@ -39,9 +39,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bus.protocol import compression
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.mirror import MirrorProcess
 from dr_mirror import batches as bt
-from tests.dr._support import MirrorProcess, create_topics, end_offsets, write_properties
-from tests.support.broker_process import BrokerProcess
+from tests.dr._support import create_topics, end_offsets, write_properties
 
 PARTITIONS = 2
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import happybase
 
-ROOT = Path(__file__).resolve().parent.parent
+from deploy.processes.child import spawn
+
 VALUE = b"v" * 20
 COLUMNS = (b"cf:a", b"cf:b", b"cf:c")
 BATCH_ROWS = 1000
@@ -38,13 +39,13 @@ def row_key(i: int) -> bytes:
 
 
 def start_gateway(data_dir: str, transport: str, protocol: str) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen(
+    proc = spawn(
         [
             *(sys.executable, "-m", "deploy.hbase_gateway", "--port", "0", "--data-dir", data_dir),
             *("--transport", transport, "--protocol", protocol, "--log-level", "WARNING"),
         ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
+        subprocess.PIPE,
+        stderr=None,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.hbase.conftest import start_gateway  # noqa: E402
+from deploy.processes.broker import BrokerProcess  # noqa: E402
+from deploy.processes.gateway import start_gateway  # noqa: E402
 from tests.integration._ingest_support import ingest_job, simulate  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 
 def run(args: argparse.Namespace, broker: BrokerProcess, gateway_port: int, root: Path, name: str,

@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.ports import free_port
+from deploy.processes.child import spawn
+from deploy.processes.ports import free_port
 from tests.web.test_auth_make_up import MAKE_UP_PORTS, write_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def start(repo: Path, config: Path, data_dir: Path, ports: dict[str, int], timeout: float = 600) -> float:
     """Seconds from `python -m deploy.up` to its "Press Ctrl-C" line; then `make down`."""
     began = time.monotonic()
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir),
          "--kafka-port", str(ports["bus"]), "--controller-port", str(ports["controller"]),
          "--hbase-port", str(ports["hbase"]), "--console-port", str(ports["console"])],
-        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        subprocess.PIPE, cwd=repo)
     assert proc.stdout is not None
     output = b""
     try:
@@ -49,8 +50,8 @@ def start(repo: Path, config: Path, data_dir: Path, ports: dict[str, int], timeo
                     output += os.read(proc.stdout.fileno(), 65536)
         return time.monotonic() - began
     finally:  # make down, reaping make up meanwhile (an unreaped child is a zombie that --down sees alive)
-        stopper = subprocess.Popen([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"],
-                                   cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stopper = spawn([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"],
+                        subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=repo)
         proc.wait(400)
         stopper.wait(60)
 

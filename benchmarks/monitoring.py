@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 
 from contracts.config import DEFAULT_PATH
-from tests.hbase.conftest import start_gateway
-from tests.monitoring._support import MonitorProcess, ScriptedCity, WebhookReceiver, city_map
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import start_gateway
+from deploy.processes.monitor import MonitorProcess
+from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -43,6 +43,7 @@ from confluent_kafka.admin import NewTopic
 
 from bus.client.admin import AdminClient
 from deploy.cluster import Node, cluster_id, node_command, plan, wait_for_quorum
+from deploy.processes.child import spawn
 
 CONTROLLER_SETTINGS = {
     "Kafka defaults (election 1000 ms, fetch 2000 ms)": {},
@@ -62,8 +63,7 @@ def _quorum(admin: AdminClient) -> tuple[int, int] | None:
 
 def _start(node: Node, nodes: list[Node], cid: str, extra: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
     node.data_dir.mkdir(parents=True, exist_ok=True)
-    with open(logs / f"node-{node.node_id}.log", "ab") as log:
-        return subprocess.Popen(node_command(node, nodes, cid, extra), stdout=log, stderr=subprocess.STDOUT)
+    return spawn(node_command(node, nodes, cid, extra), logs / f"node-{node.node_id}.log")
 
 
 def failovers(extra: dict[str, str], trials: int) -> list[float]:

@@ -54,12 +54,12 @@ from rich.table import Table  # noqa: E402
 from benchmarks.console import _write, out, synthesize, timed  # noqa: E402
 from contracts.records import Kind, epoch_ms, format_time  # noqa: E402
 from contracts.tables import captures as layout  # noqa: E402
+from deploy.processes.broker import BrokerProcess  # noqa: E402
+from deploy.processes.console import Backing, run_cli, start_console  # noqa: E402
+from deploy.processes.gateway import Gateway, start_gateway  # noqa: E402
 from ingest.city import DISTRICTS, build_city  # noqa: E402
 from spark_jobs.capture_writer import close_cached_clients  # noqa: E402
-from tests.hbase.conftest import Gateway, start_gateway  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.web._data_support import T0, create_tables, valid_records, writer  # noqa: E402
-from tests.web.conftest import Backing, run_cli, start_console  # noqa: E402
 from tests.web.test_vehicle_search import brute, every_page  # noqa: E402
 from web.services.vehicle_search import SCAN_BUDGET  # noqa: E402
 

@@ -33,9 +33,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from contracts.records import CITY_TZ, FEATURE_DIM  # noqa: E402
+from deploy.processes.broker import BrokerProcess  # noqa: E402
+from deploy.processes.gateway import start_gateway  # noqa: E402
 from ingest.city import build_city  # noqa: E402
-from tests.hbase.conftest import start_gateway  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.web.test_face_search import load_faces, plant  # noqa: E402
 from web.backends import Backends  # noqa: E402
 from web.services.face_follow import FaceSearch, FollowSettings  # noqa: E402

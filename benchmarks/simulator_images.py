@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from deploy.object_store import ObjectStore  # noqa: E402
+from deploy.processes.broker import BrokerProcess  # noqa: E402
 from ingest.images.keys import BUCKET  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 
 def children_cpu() -> float:

@@ -36,11 +36,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from contracts.config import load as load_config
 from contracts.records import encode, encode_feature
 from contracts.topics import Topics
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.settings import Settings
 from surveillance.streams import ensure_topics, service_topics
-from tests.support.broker_process import BrokerProcess
-from tests.surveillance._support import CHECKPOINTS, ServiceProcess, capture_time, face, vehicle, write_config
+from tests.surveillance._support import CHECKPOINTS, capture_time, face, vehicle, write_config
 
 T = Topics()
 PARTITIONS = 2

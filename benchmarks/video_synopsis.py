@@ -48,7 +48,7 @@ def per_core_fps(tmp: Path, seconds: float) -> float:
 
 
 def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
-    from tests.support.broker_process import BrokerProcess
+    from deploy.processes.broker import BrokerProcess
 
     path = street_scene(seconds=seconds, n_objects=20, seed=12).write(tmp / "long.mp4")
     timings: dict[str, float] = {}

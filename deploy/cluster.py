@@ -45,6 +45,7 @@ from bus.client.admin import AdminClient
 from bus.config.broker import random_cluster_id
 from deploy import cluster_security
 from deploy.cluster_security import ClusterSecurity
+from deploy.processes.child import spawn
 
 VOTER_COUNTS = (1, 3, 5)
 COMBINED = "broker,controller"
@@ -208,8 +209,7 @@ class NodeProcesses:
         node.data_dir.mkdir(parents=True, exist_ok=True)
         command = node_command(node, cluster, cluster_id, extra, voters) if self.security is None else \
             secured_node_command(node, cluster, cluster_id, self.security, extra, voters)
-        log = open(self.log_dir / f"node-{node.node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.started.append((node, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)))
+        self.started.append((node, spawn(command, self.log_dir / f"node-{node.node_id}.log")))
 
     def report_exits(self) -> None:
         """Say on stderr, once, which nodes have exited: a node that dies is reported, not restarted, and the

@@ -36,6 +36,7 @@ from contracts.config import Config, add_config_flag, preparse_config
 from contracts.topics import DR_PREFIX, SITE_ALIASES, Topics
 from deploy import shutdown
 from deploy.pki import write_private
+from deploy.processes.child import spawn, terminate
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,15 +162,16 @@ class DrSite:
         self.children: list[tuple[str, subprocess.Popen[bytes] | launch.SparkJob]] = []
         self._logs: list[IO[bytes]] = []
 
+    def _log_path(self, name: str) -> Path:
+        return self.dr.data_dir / f"{name.replace(' ', '-')}.log"
+
     def _log(self, name: str) -> IO[bytes]:
-        handle = (self.dr.data_dir / f"{name.replace(' ', '-')}.log").open("ab")
+        handle = self._log_path(name).open("ab")
         self._logs.append(handle)
         return handle
 
     def _python(self, name: str, args: list[str]) -> None:
-        log = self._log(name)
-        self.children.append((name, subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=log,
-                                                     stderr=subprocess.STDOUT)))
+        self.children.append((name, spawn([sys.executable, *args], self._log_path(name))))
 
     def _spark(self, name: str, script: str, args: list[str]) -> None:
         job = launch.submit(ROOT / "spark_jobs" / script, ["--config", str(self.config_file), *args],
@@ -211,7 +213,7 @@ class DrSite:
     def failed(self) -> str | None:
         for name, child in self.children:
             if child.poll() is not None:
-                return f"{name} exited; see {self.dr.data_dir / (name.replace(' ', '-') + '.log')}"
+                return f"{name} exited; see {self._log_path(name)}"
         return None
 
     def stop(self) -> None:
@@ -231,7 +233,7 @@ def _stop(child: subprocess.Popen[bytes] | launch.SparkJob) -> None:
     if isinstance(child, launch.SparkJob):
         child.stop(60)
     else:
-        shutdown.terminate(child)
+        terminate(child, shutdown.SERVICE_GRACE_S)
 
 
 def main(argv: list[str] | None = None) -> int:

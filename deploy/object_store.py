@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from types import TracebackType
 from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.retention import Retention
+from deploy.processes import child
 from deploy.shutdown import SERVICE_GRACE_S
 
 GRPC_OFFSET = 10000
@@ -53,16 +53,6 @@ MAX_S3_PORT = 65535 - GRPC_OFFSET
 WEED_GRACE_S = SERVICE_GRACE_S / 2
 """How long `weed` has between SIGTERM and SIGKILL (it flushes in ~3 s). Well inside the grace `make up` gives this
 wrapper: a wrapper killed while still waiting for `weed` left it running in a session of its own (CI, under load)."""
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the wrapper dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG), since
-    `weed` runs in a session of its own that no signal to the wrapper's group reaches."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def check_s3_port(port: int) -> None:
     """Refuse an S3 port outside 1..MAX_S3_PORT (0 asks for a free pair): `weed` would be started with a gRPC
     port past 65535 and fail in its log, long after the operator's mistake."""
@@ -209,12 +199,9 @@ class ObjectStore:
         check_s3_port(self.port)
         if self.port == 0:
             self.port = free_port_pair(self.host)
-        log = self.log_path
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_die_with_parent if self.tied_to_parent else None)
+        # In a session of its own, which no signal to the wrapper's group reaches: hence `die_with_parent`.
+        self.proc = child.spawn(self.command(), self.log_path, cwd=Path.cwd(), new_session=True,
+                                die_with_parent=self.tied_to_parent)
         try:
             self.wait_ready(timeout)
         except BaseException:
@@ -255,15 +242,7 @@ class ObjectStore:
         proc, self.proc = self.proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                return proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-        return proc.wait(10)
+        return child.terminate(proc, timeout)
 
     def __enter__(self) -> ObjectStore:
         return self.start()

@@ -18,6 +18,7 @@ from typing import IO, Any
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from deploy import shutdown
+from deploy.processes.child import spawn, terminate
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,7 @@ class Pipeline:
             sim_args += ["--s3-credentials", str(self.simulator_key)]
         if self.rate is not None:
             sim_args += ["--rate", str(self.rate)]
-        self.simulator = subprocess.Popen(sim_args, cwd=ROOT, stdout=self._log("simulator"),
-                                          stderr=subprocess.STDOUT)
+        self.simulator = spawn(sim_args, self.data_dir / "simulator.log")
         return [
             f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat, images -> "
             f"s3://captures  (map: {self.map_path})",
@@ -118,6 +118,6 @@ class Pipeline:
         if self.job is not None:
             self.job.stop(60)
         if self.simulator is not None:
-            shutdown.terminate(self.simulator)
+            terminate(self.simulator, shutdown.SERVICE_GRACE_S)
         for handle in self._logs:
             handle.close()

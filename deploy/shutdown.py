@@ -9,10 +9,8 @@ operator waits. While it runs, ``DATA/up.stopping`` names what is still being wa
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,18 +23,6 @@ SERVICE_GRACE_S = 20.0
 
 def progress_path(data_dir: Path) -> Path:
     return data_dir / "up.stopping"
-
-
-def terminate(child: subprocess.Popen[bytes], grace: float = SERVICE_GRACE_S) -> None:
-    """SIGTERM, then SIGKILL once ``grace`` has passed; returns when the child is gone."""
-    if child.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            child.terminate()
-    try:
-        child.wait(grace)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
 
 
 class Shutdown:

@@ -50,6 +50,7 @@ from deploy import cluster, dr_site, object_store, secured_bus, shutdown
 from deploy import surveillance as surveillance_slice
 from deploy.cluster_security import ClusterSecurity
 from deploy.pipeline import Endpoints, Pipeline
+from deploy.processes.child import spawn, terminate
 from deploy.prometheus import scrape as prometheus_scrape
 from deploy.secured_bus import SecuredBus
 from spark_jobs import launch
@@ -193,8 +194,7 @@ def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
 
 
 def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-    log = open(data_dir / f"{name.replace(' ', '-')}.log", "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return spawn(cmd, data_dir / f"{name.replace(' ', '-')}.log")
 
 
 def _prometheus_service(data_dir: Path, args: argparse.Namespace, config: Config) -> tuple[str, list[str], str]:
@@ -292,7 +292,7 @@ def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers:
     then the servers, then a cluster's nodes (brokers first, in a controlled shutdown): each step bounded."""
     stopping = shutdown.Shutdown(data_dir)
     first: dict[str, Callable[[], object]] = {
-        name: partial(shutdown.terminate, child) for name, child in services.items()}
+        name: partial(terminate, child, shutdown.SERVICE_GRACE_S) for name, child in services.items()}
     if video_job is not None:
         first["video ingest job"] = partial(video_job.stop, SPARK_STOP_S)
     if pipeline is not None:
@@ -300,7 +300,7 @@ def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers:
     if site is not None:
         first["dr site loaders and gateway"] = site.stop
     stopping.phase(first)
-    stopping.phase({name: partial(shutdown.terminate, child) for name, child in servers.items()})
+    stopping.phase({name: partial(terminate, child, shutdown.SERVICE_GRACE_S) for name, child in servers.items()})
     # last: the other services finished their work against them
     stopping.phase({bus.name: bus.stop for bus in buses})
     (data_dir / "up.pid").unlink(missing_ok=True)

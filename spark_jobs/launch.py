@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from deploy.processes import child
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_CDS = ROOT / ".venv" / "spark-cds.jsa"
@@ -175,6 +177,5 @@ def submit(script: Path | str, args: Sequence[str], settings: SparkSettings | No
     """Start ``spark-submit script args`` in the background with the light local settings."""
     settings = settings or SparkSettings()
     cmd, pending = command(script, args, settings)
-    proc = subprocess.Popen(cmd, env=environment(), cwd=cwd or ROOT, stdout=stdout, stderr=stderr,
-                            start_new_session=True)
+    proc = child.spawn(cmd, stdout, stderr=stderr, env=environment(), cwd=cwd or ROOT, new_session=True)
     return SparkJob(proc, settings.cds_archive, pending)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 
 @pytest.fixture

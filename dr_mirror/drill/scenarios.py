@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from contracts import config as solution_config
+from deploy.processes.mirror import MirrorProcess
 from dr_mirror.drill.load import HOLD, Fleet, Loader, create_topics, end_total, record_ids, wait_until
 from dr_mirror.drill.report import LagProbe, chart, mirror_lag
-from dr_mirror.drill.sites import MirrorProcess, Site
+from dr_mirror.drill.sites import Site, start_site_mirror
 from dr_mirror.drill.supervisor import Supervisor
 
 
@@ -43,9 +44,9 @@ class Drill:
 
     def start_mirror(self, source: Site, target: Site) -> MirrorProcess:
         name = f"{source.name}->{target.name}"
-        mirror = MirrorProcess(f"mirror-{source.name}-{target.name}", self.work, source, target, self.config).start()
+        mirror = start_site_mirror(f"mirror-{source.name}-{target.name}", self.work, source, target, self.config)
         self.mirrors.append(mirror)
-        self.supervisor.watch(f"mirror {name}", mirror.exited, mirror.child.start)  # resumes at the target's log end
+        self.supervisor.watch(f"mirror {name}", mirror.exited, mirror.start)  # resumes at the target's log end
         again = " (resumed)" if any(p.name.startswith(name) for p in self.probes) else ""
         probe = LagProbe(mirror.metrics_port, f"{name}{again}")
         probe.start()
@@ -99,7 +100,7 @@ class Drill:
             if thread.is_alive():
                 thread.join(30)
         for mirror in self.mirrors:
-            mirror.child.stop()
+            mirror.stop()
         self.primary.stop()
         self.dr.stop()
 
@@ -139,16 +140,16 @@ class Drill:
     def primary_loss(self) -> dict[str, Any]:
         self.supervisor.unwatch("mirror primary->dr")  # its source is about to go: the drill no longer needs it
         if self.args.mirror_behind > 0:  # a mirror that is behind when the room is lost: what the replay is for
-            assert self.mirror is not None and self.mirror.child.proc is not None
+            assert self.mirror is not None and self.mirror.proc is not None
             self.event("mirror frozen")
-            self.mirror.child.proc.send_signal(signal.SIGSTOP)
+            self.mirror.proc.send_signal(signal.SIGSTOP)
             time.sleep(self.args.mirror_behind)
         failed = self.event("primary lost")
         self.supervisor.unwatch("primary ingest")  # killed on purpose, with its room
         self.primary.lose()
         if self.args.mirror_behind > 0:
-            assert self.mirror is not None and self.mirror.child.proc is not None
-            self.mirror.child.proc.send_signal(signal.SIGCONT)  # nothing more can come from a dead primary
+            assert self.mirror is not None and self.mirror.proc is not None
+            self.mirror.proc.send_signal(signal.SIGCONT)  # nothing more can come from a dead primary
         time.sleep(1.0)  # what the mirror had copied: nothing more can arrive from a dead primary
         mirrored = record_ids(self.dr.bootstrap)
         acked_primary = {r: t for r, (site, t) in list(self.fleet.acked.items()) if site == "primary"}
@@ -188,11 +189,11 @@ class Drill:
         assert self.mirror is not None
         self.supervisor.unwatch("mirror primary->dr")  # the deliberate kill window
         self.event("mirror killed")
-        self.mirror.child.kill()
+        self.mirror.kill()
         time.sleep(self.args.outage)
         behind = end_total(self.primary.bootstrap) - end_total(self.dr.bootstrap)  # the RPO at its worst
-        self.mirror.child.start()
-        self.supervisor.watch("mirror primary->dr", self.mirror.exited, self.mirror.child.start)
+        self.mirror.start()
+        self.supervisor.watch("mirror primary->dr", self.mirror.exited, self.mirror.start)
         restart = self.event("mirror restarted")
         caught_up = None
         deadline = time.monotonic() + 120
@@ -214,7 +215,7 @@ class Drill:
         report = self.primary_loss()
         time.sleep(self.args.outage)
         assert self.mirror is not None
-        self.mirror.child.stop()  # the mirror's source is gone; a new one runs once the primary is back
+        self.mirror.stop()  # the mirror's source is gone; a new one runs once the primary is back
         back = self.event("primary back (empty log)")
         self.primary.start_broker(fresh=True)
         self.primary.start_hbase()
@@ -226,7 +227,7 @@ class Drill:
         self.fleet.switch(HOLD)
         wait_until(lambda: end_total(self.primary.bootstrap) >= end_total(self.dr.bootstrap), 60, "DR drained")
         self.supervisor.unwatch("mirror dr->primary")
-        reverse.child.stop()  # the primary's topics are DR's, offset for offset; from here the primary writes them
+        reverse.stop()  # the primary's topics are DR's, offset for offset; from here the primary writes them
         if self.args.ingest:
             self.start_ingest(self.primary)  # a new checkpoint: the old one's offsets were of the lost log
         self.fleet.switch("primary")

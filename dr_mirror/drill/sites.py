@@ -8,13 +8,9 @@ must be the only writer of a topic it mirrors into.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +22,11 @@ from contracts.config import Config
 from contracts.tables import captures
 from contracts.topics import DR_PREFIX, Topics
 from deploy.dr_site import broker_command, mirror_properties
+from deploy.processes.child import ROOT, kill, spawn, terminate
+from deploy.processes.mirror import MirrorProcess
+from deploy.processes.ports import free_port, wait_for_port
 from spark_jobs import launch
 
-ROOT = Path(__file__).resolve().parents[1]
 CAPTURE_TABLES = ("vehicle", "face", "capture_unrecognized")
 TASK_RETRIES = 4
 """Attempts per task of a drill's ingest job. Local mode gives a task one attempt (``spark.task.maxFailures``
@@ -42,22 +40,6 @@ def with_task_retries(master: str, retries: int = TASK_RETRIES) -> str:
     return f"local[{match.group(1)},{retries}]" if match else master
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
 class Child:
     """A subprocess of the drill with its log; `kill()` is kill -9."""
 
@@ -66,22 +48,16 @@ class Child:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Child:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = spawn(self.args, self.log)
         return self
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        if self.proc:
+            kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc:
+            terminate(self.proc, 20)
 
 
 class Site:
@@ -106,7 +82,7 @@ class Site:
         for override in self.BROKER_OVERRIDES:
             cmd += ["--override", override]
         self.broker = Child(cmd, self.work / f"{self.name}-bus.log").start()
-        wait_port(self.port)
+        wait_for_port(self.port, 60)
 
     def start_hbase(self) -> None:
         if not self.ingest:
@@ -115,7 +91,7 @@ class Site:
                "--data-dir", str(self.work / f"{self.name}-hbase")]
         self.gateway = Child(cmd, self.work / f"{self.name}-hbase.log")
         self.gateway.start()
-        wait_port(self.hbase_port)
+        wait_for_port(self.hbase_port, 60)
 
     @property
     def status_file(self) -> Path:
@@ -198,21 +174,9 @@ class Site:
             conn.close()
 
 
-class MirrorProcess:
+def start_site_mirror(name: str, work: Path, source: Site, target: Site, config: Config) -> MirrorProcess:
     """`python -m dr_mirror` from one site to another, with the solution's generated properties."""
-
-    def __init__(self, name: str, work: Path, source: Site, target: Site, config: Config) -> None:
-        self.metrics_port = free_port()
-        props = work / f"{name}.properties"
-        props.write_text(mirror_properties(source.bootstrap, target.bootstrap, config, intervals_s=1,
-                                           aliases=(source.name, target.name)))
-        self.child = Child([sys.executable, "-m", "dr_mirror", "--config", str(props), "--metrics-port",
-                            str(self.metrics_port)], work / f"{name}.log")
-
-    def start(self) -> MirrorProcess:
-        self.child.start()
-        return self
-
-    def exited(self) -> int | None:
-        """The mirror's exit status, None while it runs."""
-        return None if self.child.proc is None else self.child.proc.poll()
+    props = work / f"{name}.properties"
+    props.write_text(mirror_properties(source.bootstrap, target.bootstrap, config, intervals_s=1,
+                                       aliases=(source.name, target.name)))
+    return MirrorProcess(["--config", str(props)], work / f"{name}.log", free_port()).start()

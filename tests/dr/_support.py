@@ -1,11 +1,8 @@
-"""Helpers for the mirror's tests: a mirror process, topic setup, and the log as it sits on disk."""
+"""Helpers for the mirror's tests: topic setup, reading topics back, and the log as it sits on disk (the mirror
+itself runs as `deploy.processes.mirror.MirrorProcess`)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +11,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bus.protocol import records as rb
-from tests.support.broker_process import ROOT
 
 
 def create_topics(bootstrap: str, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None) -> None:
@@ -31,41 +27,6 @@ def write_properties(path: Path, source: str, target: str, **extra: str) -> Path
     lines += [f"{k.replace('__', '->').replace('_', '.')} = {v}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-class MirrorProcess:
-    """`python -m dr_mirror` as a real subprocess; `kill()` is kill -9."""
-
-    def __init__(self, args: list[str], log_path: Path) -> None:
-        self.args = args
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> MirrorProcess:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "dr_mirror", *self.args], cwd=ROOT, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        return self
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
-
-    def logs(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:

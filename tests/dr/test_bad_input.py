@@ -17,11 +17,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.processes.child import ROOT
+from deploy.processes.mirror import MirrorProcess
+from deploy.processes.ports import free_port
 from dr_mirror.formats import Checkpoint, OffsetSync
-from tests.dr._support import MirrorProcess, create_topics, end_offsets, read_all, wait_until, write_properties
+from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
 from tests.integration._support_raw import RawKafka, produce_error
-from tests.support.broker_process import ROOT
-from tests.support.ports import free_port
 from tests.web._bad_records import header_name_batch, undecompressible_batch
 
 SYNCS = "mm2-offset-syncs.dr.internal"

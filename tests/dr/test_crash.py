@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.dr._support import MirrorProcess, create_topics, end_offsets, read_all, wait_until, write_properties
+from deploy.processes.mirror import MirrorProcess
+from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
 
 
 class Load(threading.Thread):

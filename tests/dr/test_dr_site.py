@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,12 +16,12 @@ from contracts import bus_client
 from contracts.config import load
 from contracts.topics import Topics
 from deploy.dr_site import DrSettings, loaders_config, mirror_properties
+from deploy.processes.child import spawn
+from deploy.processes.ports import free_port
 from dr_mirror.settings import load as load_properties
 from tests.integration._ingest_support import poll, row_counts, simulate
-from tests.support.ports import free_port
 from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPICS = Topics()
 
 
@@ -62,12 +61,10 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
     config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     out = tmp_path / "up.out"
-    with out.open("w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir",
-                                 str(data_dir), "--no-pipeline", "--dr-site", "--kafka-port", str(ports["bus"]),
-                                 "--controller-port", str(ports["controller"]),
-                                 "--hbase-port", str(ports["hbase"]), "--console-port", str(ports["console"])],
-                                cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
+    proc = spawn([sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir",
+                  str(data_dir), "--no-pipeline", "--dr-site", "--kafka-port", str(ports["bus"]),
+                  "--controller-port", str(ports["controller"]),
+                  "--hbase-port", str(ports["hbase"]), "--console-port", str(ports["console"])], out)
     try:
         poll(lambda: "Press Ctrl-C" in out.read_text() or proc.poll() is not None, 180, what="make up")
         said = out.read_text()

@@ -8,15 +8,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from bus.protocol import compression
-from tests.dr._support import (
-    MirrorProcess,
-    create_topics,
-    disk_batches,
-    end_offsets,
-    read_all,
-    wait_until,
-    write_properties,
-)
+from deploy.processes.mirror import MirrorProcess
+from tests.dr._support import create_topics, disk_batches, end_offsets, read_all, wait_until, write_properties
 
 
 def _produce(bootstrap: str, topic: str, count: int, codec: str, prefix: str = "v") -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.dr._support import MirrorProcess, create_topics, end_offsets, read_all, wait_until, write_properties
-from tests.support.broker_process import ROOT
+from deploy.processes.child import spawn
+from deploy.processes.mirror import MirrorProcess
+from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
 
 
 @pytest.mark.slow
@@ -29,11 +30,11 @@ def test_mirror_into_librdkafka_mock_cluster(make_broker, tmp_path: Path) -> Non
         for i in range(n):
             producer.produce("capture.vehicle", key=str(i).encode(), value=f"{commit}-{i}".encode())
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
-    mock = subprocess.Popen([sys.executable, "-m", "tests.dr._mock_cluster"], cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    mock = spawn([sys.executable, "-m", "tests.dr._mock_cluster"], subprocess.PIPE, stdin=subprocess.PIPE,
+                 stderr=subprocess.DEVNULL)
     try:
         assert mock.stdout is not None
-        target = mock.stdout.readline().strip()
+        target = mock.stdout.readline().decode().strip()
         assert target, "the mock cluster did not start"
         props = write_properties(tmp_path / "mm2.properties", source.bootstrap, target)
         mirror = MirrorProcess(["--config", str(props)], tmp_path / "mirror.log").start()

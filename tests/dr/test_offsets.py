@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deploy.processes.mirror import MirrorProcess
 from dr_mirror.formats import Checkpoint
-from tests.dr._support import MirrorProcess, create_topics, end_offsets, read_all, wait_until, write_properties
+from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
 
 TOPIC = "capture.face"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import start_gateway
+from deploy.processes.gateway import start_gateway
 
 VERSION = importlib.metadata.version("happybase")
 CACHE = Path(sys.prefix) / "share" / "happybase-sdist"

@@ -9,7 +9,9 @@ import happybase
 import pytest
 from Hbase_thrift import AlreadyExists, IllegalArgument, IOError
 
-from .conftest import Gateway, unique_name
+from deploy.processes.gateway import Gateway
+
+from .conftest import unique_name
 
 
 def test_create_describe_list_delete(conn: happybase.Connection) -> None:

@@ -10,7 +10,9 @@ import happybase
 import pytest
 from Hbase_thrift import BatchMutation, IllegalArgument, IOError, Mutation
 
-from .conftest import Gateway, unique_name
+from deploy.processes.gateway import Gateway
+
+from .conftest import unique_name
 
 
 def now_ms() -> int:

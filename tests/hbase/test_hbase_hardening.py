@@ -17,7 +17,7 @@ import psutil
 import pytest
 from thriftpy2.transport import TTransportException
 
-from .conftest import Gateway
+from deploy.processes.gateway import Gateway
 
 LONG = 30_000  # under HBase's 32,767-byte row key limit; (a+)+$ backtracks for ever on it
 CATASTROPHIC = ["(a+)+$", "(a|aa)+$", "(a*)*b$", "^(([a-z])+.)+[A-Z]([a-z])+$"]

@@ -18,7 +18,10 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TBufferedTransport, TSocket
 
-from .conftest import ROOT, Gateway, unique_name
+from deploy.processes.child import ROOT
+from deploy.processes.gateway import Gateway
+
+from .conftest import unique_name
 
 
 def test_acknowledged_batches_survive_kill_9(spawn: Callable[..., Gateway]) -> None:

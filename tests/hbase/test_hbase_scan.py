@@ -9,7 +9,7 @@ import happybase
 import pytest
 from Hbase_thrift import IllegalArgument, IOError, TScan
 
-from .conftest import Gateway
+from deploy.processes.gateway import Gateway
 
 KEYS = [b"a1", b"a2", b"b1", b"b2", b"b3", b"c1"]
 

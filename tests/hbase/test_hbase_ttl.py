@@ -17,8 +17,7 @@ import happybase
 
 from deploy.hbase_gateway.cells import now_ms
 from deploy.hbase_gateway.store import DB_FILE
-
-from .conftest import Gateway
+from deploy.processes.gateway import Gateway
 
 TTL = 2
 FOREVER = 2**31 - 1

@@ -20,13 +20,13 @@ from confluent_kafka import Consumer
 from contracts import records
 from contracts.records import IMAGE_ERROR, Kind, Status
 from deploy.object_store import ObjectStore
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.ports import free_port
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
 from ingest.images.stage import NO_IMAGE, UPLOAD_FAILED
 from ingest.images.vehicles import plate_scale
 from tests.ingest._plates import decode, read_plate
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 21

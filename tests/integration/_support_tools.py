@@ -7,7 +7,7 @@ import subprocess
 import sys
 import uuid
 
-from tests.support.broker_process import ROOT
+from deploy.processes.child import ROOT
 
 
 def bus(*args: str, input: str | None = None, timeout: float = 60.0,

@@ -10,8 +10,8 @@ from typing import Any
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_clients import FAST_CLIENT, consume, producer_config, stored_batches
-from tests.support.broker_process import BrokerProcess
 
 ABORT, COMMIT = 0, 1
 

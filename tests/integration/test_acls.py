@@ -38,7 +38,7 @@ from kafka.admin import (
 from kafka.admin import ResourceType as KpResourceType
 
 from bus.config.broker import STANDARD_AUTHORIZER
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 TIMEOUT = 15.0
 ANONYMOUS = "User:ANONYMOUS"

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from bus.config.broker import DYNAMIC_BROKER_KEYS
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 TIMEOUT = 10.0
 

@@ -19,7 +19,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 
 @pytest.fixture(scope="module")

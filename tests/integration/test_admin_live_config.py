@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
 
 TIMEOUT = 10.0
 

@@ -30,9 +30,9 @@ from bus.client.admin import (
     TopicPartition,
     UnknownTopicOrPartitionError,
 )
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_groups import group_consumer, poll_until
 from tests.integration._support_tools import unique
-from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from kio.schema.describe_log_dirs.v4 import request as log_dirs_v4
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_raw import RawKafka
-from tests.support.broker_process import BrokerProcess
 
 TOPIC = 2
 BROKER = 4

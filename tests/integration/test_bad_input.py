@@ -22,6 +22,8 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.serial import entity_reader
 
 from bus.protocol import records as rb
+from deploy.processes.child import ROOT
+from deploy.processes.ports import free_port
 from tests.integration._support_clients import consume, create_topic, producer_config
 from tests.integration._support_raw import (
     RawKafka,
@@ -31,8 +33,6 @@ from tests.integration._support_raw import (
     produce_error,
     produce_request,
 )
-from tests.support.broker_process import ROOT
-from tests.support.ports import free_port
 
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2

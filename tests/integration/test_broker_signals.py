@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
-from tests.support.broker_process import ROOT, BrokerProcess
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
 
 
 def test_sigterm_while_starting_shuts_down_cleanly(tmp_path: Path) -> None:
@@ -19,8 +18,7 @@ def test_sigterm_while_starting_shuts_down_cleanly(tmp_path: Path) -> None:
     data.mkdir()
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(broker.command(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = spawn(broker.command(), log)
     try:
         deadline = time.monotonic() + 30
         while not (data / "meta.properties").exists():

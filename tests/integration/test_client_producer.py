@@ -27,10 +27,10 @@ from bus.client.errors import (
 from bus.client.partitioner import partition_for_key
 from bus.client.producer import KafkaProducer, ProducerInterceptor, RecordMetadata
 from bus.protocol import compression as codecs
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.ports import free_port
 from tests.integration._support_client_proxy import KafkaProxy
 from tests.integration._support_clients import FAST_CLIENT, consume, create_topic, stored_batches
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 FAST = {"retry.backoff.ms": 20, "reconnect.backoff.ms": 20, "request.timeout.ms": 5000,
         "delivery.timeout.ms": 20000, "max.block.ms": 10000}

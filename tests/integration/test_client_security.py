@@ -31,8 +31,8 @@ from bus.client.admin import (
     UserScramCredentialUpsertion,
 )
 from bus.client.errors import KafkaConnectionError, SaslAuthenticationError, SslAuthenticationError
+from deploy.processes.child import ROOT
 from tests.integration._support_clients import consume, producer_config
-from tests.support.broker_process import ROOT
 from tests.support.secure_broker import PASSWORDS, SecureBroker, start_secure_broker
 
 REAUTH_MS = 2000

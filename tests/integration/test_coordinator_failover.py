@@ -22,8 +22,8 @@ from kafka import KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 
 from bus.coordinator.partitioning import partition_for
+from deploy.processes.cluster import ClusterProcess, until
 from tests.integration.test_replication import FAST, all_in_sync, create, leader_of
-from tests.support.cluster_process import ClusterProcess, until
 
 pytestmark = pytest.mark.slow
 

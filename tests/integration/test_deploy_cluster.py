@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bus.client.admin import AdminClient
-from tests.support.cluster_process import start_deploy_cluster
+from deploy.processes.cluster import start_deploy_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def _listening(address: str) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.wait(60)
 

@@ -24,9 +24,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.ports import free_port
 from tests.integration._support_raw import RawKafka, metadata_request, produce_request
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 PARTITIONS = 200
 

@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.errors import ErrorCode
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_clients import create_topic
 from tests.integration._support_raw import RawKafka
-from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 6
 

@@ -21,9 +21,9 @@ from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_clients import consume, create_topic, producer_config, stored_batches
 from tests.integration._support_raw import RawKafka, produce_error
-from tests.support.broker_process import BrokerProcess
 
 # -- raw-protocol helpers --------------------------------------------------------------------------
 

@@ -22,13 +22,13 @@ from contracts import records
 from contracts.records import Kind
 from contracts.tables import captures
 from contracts.topics import Topics
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import Gateway, start_gateway
 from ingest.city import build_city
 from ingest.producer import open_producer
 from ingest.traffic import Traffic, TrafficConfig
-from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import count_rows, ingest_job, read_all, simulate
 from tests.support.bad_records import MALFORMED, lone_surrogate, produce, wait_for
-from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 TOPICS = Topics()

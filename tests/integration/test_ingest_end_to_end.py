@@ -19,10 +19,10 @@ from contracts import records
 from contracts.ingest_stats import merge_latency, parse_stats
 from contracts.tables import captures
 from contracts.topics import Topics
-from tests.hbase.conftest import Gateway, start_gateway
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.cluster import ClusterProcess, started_cluster
+from deploy.processes.gateway import Gateway, start_gateway
 from tests.integration._ingest_support import count_rows, ingest_job, poll, read_all, row_counts, simulate
-from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 JOB_DEADLINE_S = 300

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import start_gateway
 from spark_jobs import launch
-from tests.hbase.conftest import start_gateway
 from tests.integration._ingest_support import ROOT, row_counts, simulate
-from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"

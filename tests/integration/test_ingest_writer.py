@@ -18,12 +18,12 @@ from contracts.records import Kind
 from contracts.retention import Retention
 from contracts.tables import captures
 from contracts.topics import Topics
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import Gateway, start_gateway
 from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 from spark_jobs.capture_writer import WriterSettings, close_cached_clients, process_records, summarize, write_puts
-from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import read_all, row_counts
-from tests.support.broker_process import BrokerProcess
 
 TOPICS = Topics()
 

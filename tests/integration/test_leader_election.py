@@ -27,11 +27,11 @@ from kio.schema.elect_leaders.v1.request import TopicPartitions as TopicPartitio
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersV2
 from kio.schema.errors import ErrorCode
 
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration._support_raw import RawKafka
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_replication import FAST, all_in_sync, partitions_on, read_all
-from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from deploy import up
-from tests.support.ports import free_port
+from deploy.processes.ports import free_port
 from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
 
 START_S = 300.0
@@ -43,7 +43,7 @@ def _marked(marker: str) -> list[psutil.Process]:
     return found
 
 
-def _read_for(proc: subprocess.Popen[str], seconds: float, until: str | None = None) -> str:
+def _read_for(proc: subprocess.Popen[bytes], seconds: float, until: str | None = None) -> str:
     """What `make up` prints over `seconds`, or until it prints `until` (read, so its status lines never fill the
     pipe); fails if it exits."""
     assert proc.stdout is not None

@@ -27,9 +27,10 @@ from bus.controller.metadata_log.local_file import METADATA_PARTITION_DIR
 from bus.log import files
 from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import ROOT
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration.test_metadata_cluster import create_retrying
-from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

@@ -20,6 +20,7 @@ from minio.error import S3Error
 
 from deploy import object_store, shutdown
 from deploy.object_store import ObjectStore, free_port_pair
+from deploy.processes.child import spawn, terminate
 from video import storage
 
 T0 = dt.datetime(2024, 5, 1, 8, 0, tzinfo=dt.UTC)
@@ -104,9 +105,9 @@ def test_a_port_whose_grpc_pair_overflows_is_refused_with_the_reason(command: li
 
 def _start_wrapper(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`python -m deploy.object_store` as `make up` starts it; returns it and its `weed`'s pid once S3 answers."""
-    wrapper = subprocess.Popen([sys.executable, "-m", "deploy.object_store", "--data-dir", str(tmp_path),
-                                "--port", str(free_port_pair()), "--metrics-port", "0"],  # not the config's 9327
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wrapper = spawn([sys.executable, "-m", "deploy.object_store", "--data-dir", str(tmp_path),
+                     "--port", str(free_port_pair()), "--metrics-port", "0"],  # not the config's 9327
+                    subprocess.PIPE)
     assert wrapper.stdout is not None
     line = wrapper.stdout.readline().decode()
     assert "ready" in line, line
@@ -129,7 +130,7 @@ def test_a_hung_weed_is_killed_within_make_ups_grace_for_the_wrapper(tmp_path: P
     try:
         os.kill(weed, signal.SIGSTOP)
         started = time.monotonic()
-        shutdown.terminate(wrapper)  # what make up's stop does to each service
+        terminate(wrapper, shutdown.SERVICE_GRACE_S)  # what make up's stop does to each service
         took = time.monotonic() - started
         assert wrapper.returncode == 0, wrapper.returncode  # the wrapper's own clean exit, not make up's SIGKILL
         assert took < shutdown.SERVICE_GRACE_S

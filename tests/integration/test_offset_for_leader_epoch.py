@@ -18,6 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.log.leader_epoch_cache import CHECKPOINT
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.ports import free_port
 from tests.integration._support_clients import (
     FAST_CLIENT,
     consumer_config,
@@ -26,8 +28,6 @@ from tests.integration._support_clients import (
     stored_batches,
 )
 from tests.integration._support_raw import RawKafka
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 API_KEY = 23
 

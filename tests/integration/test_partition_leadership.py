@@ -23,9 +23,9 @@ from kio.schema.errors import ErrorCode
 
 from bus.network.network_client import NodeConnection
 from bus.protocol.messages import request_shapes
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration._support_raw import RawKafka, metadata_request
-from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from confluent_kafka import KafkaError, Producer
 from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_clients import consume, create_topic, producer_config, stored_batches
 from tests.integration._support_raw import RawKafka, produce_request
-from tests.support.broker_process import BrokerProcess
 
 TOPIC_PARTITION_KEY_ERROR = "Compacted topic cannot accept message without key in topic partition {}-0"
 

@@ -22,11 +22,11 @@ from bus.protocol import client_codec
 from bus.raft import wire
 from bus.raft.messages import FetchRequest, VoteRequest
 from bus.security.acls import ANONYMOUS, serialize_principal
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.cluster import CLUSTER_ID, ClusterProcess, until
+from deploy.processes.cluster import describe_quorum as describe
 from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
 from tests.integration._support_tools import bus, ok
-from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import CLUSTER_ID, ClusterProcess, until
-from tests.support.cluster_process import describe_quorum as describe
 
 
 @pytest.fixture

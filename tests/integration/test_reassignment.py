@@ -24,9 +24,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_replication import FAST, AckedProducer, all_in_sync, partitions_on, read_all
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

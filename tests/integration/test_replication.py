@@ -28,9 +28,9 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
 from bus.protocol.records import Record, build_batch
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration._support_raw import RawKafka, metadata_request, produce_error
-from tests.support.broker_process import BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration.test_replication import FAST, AckedProducer, all_in_sync, create, read_all
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

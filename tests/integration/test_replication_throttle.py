@@ -30,10 +30,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_reassignment import everywhere
 from tests.integration.test_replication import FAST, AckedProducer, all_in_sync
-from tests.support.cluster_process import ClusterProcess, started_cluster, until
 
 pytestmark = pytest.mark.slow
 

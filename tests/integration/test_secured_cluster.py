@@ -38,7 +38,7 @@ from bus.network.network_client import NodeAuthenticationError, NodeConnection, 
 from bus.network.node_security import NodeSecurity
 from bus.protocol.messages import request_shapes
 from bus.security.sasl_login import SaslCredentials
-from tests.support.cluster_process import StartedCluster, start_deploy_cluster, until
+from deploy.processes.cluster import StartedCluster, start_deploy_cluster, until
 from tests.support.tls import make_pki
 
 ROOT = Path(__file__).resolve().parents[2]

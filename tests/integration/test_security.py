@@ -56,6 +56,10 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import ROOT
+from deploy.processes.cluster import ClusterProcess, started, until
+from deploy.processes.ports import free_port
 from tests.integration._support_clients import consume, create_topic, producer_config
 from tests.integration._support_raw import (
     RawKafka,
@@ -64,9 +68,6 @@ from tests.integration._support_raw import (
     metadata_request,
     produce_request,
 )
-from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support.cluster_process import ClusterProcess, started, until
-from tests.support.ports import free_port
 from tests.support.secure_broker import PASSWORDS, SecureBroker, format_storage, start_secure_broker
 from tests.support.tls import name
 

@@ -22,10 +22,10 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bus.client.admin import AdminClient as BusAdmin
+from deploy.processes.cluster import SeparateRolesCluster, describe_quorum, started, until
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_reassignment import produce
 from tests.integration.test_replication import FAST, partitions_on
-from tests.support.cluster_process import SeparateRolesCluster, describe_quorum, started, until
 
 pytestmark = pytest.mark.slow
 CONTROLLERS = [1, 2, 3]

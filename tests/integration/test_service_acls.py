@@ -25,7 +25,7 @@ from contracts.config import Config
 from contracts.topics import DR_PREFIX, Topics
 from deploy import acls, cluster
 from deploy.cluster_security import ADMIN_USER, ClusterSecurity
-from tests.support.ports import free_port
+from deploy.processes.ports import free_port
 
 TOPICS = Topics()
 DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,

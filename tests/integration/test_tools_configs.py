@@ -6,8 +6,8 @@ import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import ConfigResource, NewTopic
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

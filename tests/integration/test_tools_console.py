@@ -17,8 +17,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewTopic
 
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import ROOT, BrokerProcess
 
 
 def new_topic(broker: BrokerProcess, partitions: int = 1) -> str:
@@ -126,9 +127,8 @@ def test_console_consumer_stops_on_sigterm(shared_broker: BrokerProcess) -> None
 
     topic = new_topic(shared_broker)
     group = unique("tools-console-term")
-    proc = subprocess.Popen([sys.executable, "-m", "bus", "console-consumer", "--bootstrap-server",
-                             shared_broker.bootstrap, "--topic", topic, "--group", group], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn([sys.executable, "-m", "bus", "console-consumer", "--bootstrap-server", shared_broker.bootstrap,
+                  "--topic", topic, "--group", group], subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         with AdminClient(bootstrap_servers=shared_broker.bootstrap) as admin:
             deadline = time.monotonic() + 20
@@ -137,7 +137,7 @@ def test_console_consumer_stops_on_sigterm(shared_broker: BrokerProcess) -> None
                     break
                 time.sleep(0.1)
             proc.send_signal(signal.SIGTERM)
-            _out, err = proc.communicate(timeout=20)
+            err = proc.communicate(timeout=20)[1].decode()
             assert admin.describe_consumer_groups([group])[group].state == "Empty"  # it left the group
     finally:
         if proc.poll() is None:
@@ -159,7 +159,7 @@ def test_console_consumer_bad_flags(shared_broker: BrokerProcess, argv: list[str
 
 
 def test_unreachable_server_fails_fast() -> None:
-    from tests.support.ports import free_port
+    from deploy.processes.ports import free_port
 
     started = time.monotonic()
     for tool in (["console-producer", "--topic", "t"], ["console-consumer", "--topic", "t"]):

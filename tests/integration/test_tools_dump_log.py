@@ -17,8 +17,8 @@ from confluent_kafka.admin import NewTopic
 
 from bus.raft.replicated_log import OffsetAndEpoch, Snapshot
 from bus.raft.snapshots import encode, snapshot_path
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import BrokerProcess
 
 PLAIN, COMPRESSED = 40, 10
 VALUE = "x" * 300  # 40 records of 300 bytes: more than index.interval.bytes (4096), so the index has entries

@@ -11,9 +11,9 @@ import importlib.metadata
 
 import pytest
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_raw import RawKafka, api_versions_request
 from tests.integration._support_tools import bus, ok
-from tests.support.broker_process import BrokerProcess
 
 
 def test_describe_prints_the_advertised_features(shared_broker: BrokerProcess) -> None:

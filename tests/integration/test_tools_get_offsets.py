@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewTopic
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import BrokerProcess
 
 BASE_TS = 1_700_000_000_000
 

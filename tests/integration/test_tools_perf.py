@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewTopic
 
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import BrokerProcess
 
 PRODUCER_SUMMARY = re.compile(
     r"^(?P<n>\d+) records sent, (?P<rate>\d+\.\d{6}) records/sec \((?P<mb>\d+\.\d{2}) MB/sec\), "

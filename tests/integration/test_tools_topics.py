@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import ConfigResource
 
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.ports import free_port
 from tests.integration._support_tools import bus, ok, unique
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
 from tests.integration._support_clients import (
     consume,
     create_topic,
@@ -49,7 +51,6 @@ from tests.integration._support_transactions import (
     uncommitted_view,
     wait_for,
 )
-from tests.support.broker_process import ROOT, BrokerProcess
 
 SWEEP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
@@ -344,9 +345,8 @@ def test_transaction_of_a_killed_producer_is_aborted_after_its_timeout(make_brok
     # 6 s: long enough that the checks below run before the sweeper aborts even on a loaded machine (with 3 s,
     # CI once saw the transaction aborted already, last stable offset 3 instead of 0)
     timeout_ms = 6000
-    with subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic_name, topic_name, str(timeout_ms)],
-                          cwd=ROOT,
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+    with spawn([sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic_name, topic_name, str(timeout_ms)],
+               subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE) as child:
         try:
             assert child.stdout is not None and child.stderr is not None
             line = child.stdout.readline().decode()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from deploy.object_store import ObjectStore
+from deploy.processes.broker import BrokerProcess
 from spark_jobs import launch
-from tests.support.broker_process import BrokerProcess
 from tests.video._support import read_topic
 from video import storage
 from video.scene import street_scene

@@ -20,9 +20,9 @@ from kio.schema.write_txn_markers.v1.request import (
 )
 
 from bus.protocol.records import Record, build_batch
+from deploy.processes.broker import BrokerProcess
 from tests.integration._support_clients import create_topic
 from tests.integration._support_raw import RawKafka, produce_error
-from tests.support.broker_process import BrokerProcess
 
 PRODUCER_ID = 4242
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.ports import free_port
+from deploy.processes.child import spawn, terminate
+from deploy.processes.ports import free_port
 
 ALERTMANAGER = "prometheus-alertmanager"
 AMTOOL = "amtool"
@@ -66,12 +67,10 @@ class AlertmanagerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> AlertmanagerProcess:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}", f"--storage.path={self.root / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
-                 f"--web.external-url={self.url}", "--log.level=info"],
-                stdout=log, stderr=subprocess.STDOUT)
+        self.proc = spawn(
+            [self.binary, f"--config.file={self.config}", f"--storage.path={self.root / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
+             f"--web.external-url={self.url}", "--log.level=info"], self.log_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -87,13 +86,8 @@ class AlertmanagerProcess:
         raise RuntimeError(f"alertmanager not ready in {timeout} s:\n{self.log()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            terminate(self.proc, 10)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -1,5 +1,5 @@
-"""Real processes and receivers for the monitor's tests: a scripted city on the bus, the monitor as a
-subprocess, an HTTP webhook receiver, an aiosmtpd SMTP server.
+"""Real processes and receivers for the monitor's tests: a scripted city on the bus, an HTTP webhook receiver, an
+aiosmtpd SMTP server (the monitor itself runs as `deploy.processes.monitor.MonitorProcess`).
 
 The city publishes what the simulator and the ingest job publish (``device.heartbeat`` with
 cumulative counters, ``ingest.stats`` built with ``contracts.ingest_stats.stats_record``), but with
@@ -10,10 +10,6 @@ at all) or ``flapping`` (blurred and ok by turns), so the expected alerts are kn
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,8 +25,6 @@ from confluent_kafka import Producer
 from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
 from contracts.ingest_stats import BatchTally, stats_record
 from contracts.records import CITY_TZ, format_time
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def city_map(recognizers: dict[str, list[str]]) -> DeploymentMap:
@@ -150,36 +144,6 @@ def start_smtp(port: int) -> tuple[Controller, Mailbox]:
     controller = Controller(box, hostname="127.0.0.1", port=port)
     controller.start()
     return controller, box
-
-
-class MonitorProcess:
-    def __init__(self, config: Path, log_path: Path) -> None:
-        self.config, self.log_path = config, log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> MonitorProcess:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "monitoring", "--config", str(self.config)],
-                                         cwd=ROOT, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        return self
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> int | None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode if self.proc else None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, log: Callable[[], str] | None = None) -> Any:

@@ -18,11 +18,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from contracts.alerts import rfc3339
+from deploy.processes.child import ROOT
+from deploy.processes.ports import free_port
 from monitoring.alertmanager import AlertmanagerSender, SendBook, alerts_url, api_alert, valid_until
 from monitoring.alerts import FIRING, PENDING, RESOLVED, Alert, AlertBook, Candidate
 from monitoring.config import ConfigError, Receiver, console_alertmanager_url, parse
-from tests.monitoring._support import ROOT
-from tests.support.ports import free_port
 from web.backends import BackendUnavailable
 from web.services.monitoring import alertmanager_alerts
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deploy.processes.broker import BrokerProcess
 from ingest.producer import open_producer
 from monitoring.lag import GroupLag
-from tests.support.broker_process import BrokerProcess
 
 
 def test_lag_over_every_committed_partition(broker: BrokerProcess) -> None:

@@ -20,19 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.hbase.conftest import start_gateway
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.console import Backing, password_of, start_console
+from deploy.processes.gateway import start_gateway
+from deploy.processes.monitor import MonitorProcess
+from deploy.processes.ports import free_port
 from tests.monitoring._alertmanager import ALERTMANAGER, AMTOOL, AlertmanagerProcess, require
-from tests.monitoring._support import (
-    MonitorProcess,
-    ScriptedCity,
-    WebhookReceiver,
-    city_map,
-    wait_for,
-    webhook_monitor_config,
-)
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
-from tests.web.conftest import Backing, password_of, start_console
+from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -35,22 +35,16 @@ from contracts.tables.monitoring import (
     state_cells,
     state_key,
 )
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import start_gateway
+from deploy.processes.monitor import MonitorProcess
+from deploy.processes.ports import free_port
 from monitoring import queries
 from monitoring.matchers import Matcher
 from monitoring.series import decode
 from monitoring.silences import new_silence, save_silence
-from tests.hbase.conftest import start_gateway
-from tests.monitoring._support import (
-    MonitorProcess,
-    ScriptedCity,
-    WebhookReceiver,
-    city_map,
-    wait_for,
-    webhook_monitor_config,
-)
+from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
 from tests.monitoring.test_single_monitor import active
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -24,14 +24,15 @@ from confluent_kafka import Consumer, TopicPartition
 
 from contracts.deployment_map import DeploymentMap
 from contracts.ingest_stats import parse_stats
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import Gateway, start_gateway
+from deploy.processes.monitor import MonitorProcess
+from deploy.processes.ports import free_port
 from ingest.producer import open_producer
 from spark_jobs.launch import SparkJob
-from tests.hbase.conftest import Gateway, start_gateway
 from tests.integration._ingest_support import ingest_job, read_all
 from tests.monitoring._capture_city import TOPIC, CaptureCity
-from tests.monitoring._support import MonitorProcess, WebhookReceiver, city_map, wait_for
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
+from tests.monitoring._support import WebhookReceiver, city_map, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1500)]
 

@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.hbase.conftest import start_gateway
-from tests.monitoring._support import (
-    MonitorProcess,
-    ScriptedCity,
-    WebhookReceiver,
-    city_map,
-    wait_for,
-    webhook_monitor_config,
-)
-from tests.support.broker_process import BrokerProcess
-from tests.support.ports import free_port
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import start_gateway
+from deploy.processes.monitor import MonitorProcess
+from deploy.processes.ports import free_port
+from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 

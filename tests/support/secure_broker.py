@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bus.config.broker import STANDARD_AUTHORIZER
-from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support.ports import free_port
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import ROOT
+from deploy.processes.ports import free_port
 from tests.support.tls import Pki, make_pki
 
 CLUSTER_ID = "Xy0fGzZxQWqJdWQ2hLq6sA"

@@ -1,15 +1,12 @@
-"""Real processes for the surveillance tests: a small city map, the service as a subprocess, a capture
-publisher (records shaped by the simulator's own value generators) and readers of the output topics.
+"""Helpers for the surveillance tests: a small city map, a site whose services run as real processes
+(`deploy.processes.surveillance`), a capture publisher (records shaped by the simulator's own value generators)
+and readers of the output topics.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,13 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
 from contracts.records import CITY_TZ, encode, encode_feature, format_time
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.surveillance import ServiceProcess
 from ingest import values
-from tests.support.broker_process import BrokerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 DISTRICTS = ("330102", "330106")
-METRICS_PORT = re.compile(r"serving /metrics on (?:http://[^:/]+:|port )(\d+)")
-"""``contracts.metrics_http``'s log line: the configured port, or the free one that replaced it."""
 
 
 def city_map() -> DeploymentMap:
@@ -60,55 +55,6 @@ def write_config(directory: Path, bootstrap: str, **surveillance: Any) -> Path:
     path = directory / "solution.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-@dataclass
-class ServiceProcess:
-    """``python -m surveillance`` with its log in a file; ``start`` waits for ``surveillance ready``."""
-
-    config: Path
-    log: Path
-    args: tuple[str, ...] = ()
-    process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 60.0) -> ServiceProcess:
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            command = [sys.executable, "-m", "surveillance", "--config", str(self.config), *self.args]
-            self.process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if "surveillance ready" in self.log.read_text(errors="replace")[offset:]:
-                return self
-            if self.process.poll() is not None:
-                raise RuntimeError(f"surveillance exited {self.process.returncode}:\n{self.text()[-3000:]}")
-            time.sleep(0.1)
-        raise TimeoutError(f"surveillance not ready in {timeout} s:\n{self.text()[-3000:]}")
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def metrics_url(self) -> str:
-        """Where this process serves /metrics: the port its log names (a taken configured port is replaced)."""
-        ports = METRICS_PORT.findall(self.text())
-        assert ports, f"no metrics port in the log:\n{self.text()[-3000:]}"
-        return f"http://127.0.0.1:{ports[-1]}/metrics"
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
 
 
 def scrape(url: str) -> dict[tuple[str, ...], float]:

@@ -15,16 +15,10 @@ import pytest
 from contracts.alerts import fingerprint
 from contracts.surveillance import cloned_hit_id
 from contracts.topics import Topics
+from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.cloned_stage import ALERT_NAME, CLONED_GROUP, SIGHTINGS_GROUP
-from tests.surveillance._support import (
-    CHECKPOINTS,
-    ServiceProcess,
-    Site,
-    capture_time,
-    plate_watch,
-    vehicle,
-)
+from tests.surveillance._support import CHECKPOINTS, Site, capture_time, plate_watch, vehicle
 from tests.surveillance._support_s2 import wait_committed
 
 T = Topics()

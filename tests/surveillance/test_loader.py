@@ -23,11 +23,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contracts.tables.surveillance import BY_TIME_TABLE, BY_WATCH_TABLE, bucket_prefixes, read_hit, watch_prefix
-from tests.hbase.conftest import Gateway, start_gateway
-from tests.support.broker_process import BrokerProcess
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
+from deploy.processes.gateway import Gateway, start_gateway
 from tests.surveillance._support import UNREADABLE, without
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "surveillance.hits"
 BASE = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -69,9 +69,7 @@ def produce(bootstrap: str, values: list[bytes | dict[str, Any] | None]) -> None
 
 
 def start_loader(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "surveillance.loader", "--config", str(config)], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT)
+    return spawn([sys.executable, "-m", "surveillance.loader", "--config", str(config)], log)
 
 
 def by_time_ids(gateway: Gateway) -> list[str]:

@@ -15,11 +15,11 @@ import pytest
 
 from contracts.config import load
 from contracts.tables.surveillance import BY_WATCH_TABLE, read_hit, watch_prefix
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
+from deploy.processes.gateway import start_gateway
 from deploy.surveillance import services, wait_for_map, watch_targets
-from tests.hbase.conftest import start_gateway
-from tests.support.broker_process import BrokerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 SEED = 20260302
 
 
@@ -36,8 +36,7 @@ def test_target_watches_get_hits_within_a_minute(tmp_path: Path) -> None:
     config = load(config_path)
 
     def start(name: str, cmd: list[str]) -> None:
-        with (tmp_path / f"{name}.log").open("ab") as log:
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        procs.append(spawn(cmd, tmp_path / f"{name}.log"))
 
     try:
         launched = time.time()

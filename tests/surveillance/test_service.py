@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient
 
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
+from deploy.processes.ports import free_port
 from ingest import values
 from surveillance import cloned_stage, stats_stage, stats_windows_stage, watch_stage
-from tests.support.ports import free_port
 from tests.surveillance._support import CHECKPOINTS, ServiceProcess, Site, plate_watch, scrape, vehicle
 
 T = Topics()

@@ -10,11 +10,11 @@ from confluent_kafka import Producer
 from contracts.config import Config
 from contracts.records import encode
 from contracts.surveillance import stat_from_json
+from deploy.processes.broker import BrokerProcess
 from surveillance.settings import Settings
 from surveillance.stats_events import StatEvent, version
 from surveillance.stats_windows_stage import WindowedStats
 from surveillance.streams import COMPACTED, CommandLog, TopicSpec, ensure_topics
-from tests.support.broker_process import BrokerProcess
 
 T0 = 1_800_000_000_000
 

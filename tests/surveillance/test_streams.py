@@ -8,6 +8,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contracts.config import Config
+from deploy.processes.broker import BrokerProcess
 from surveillance.settings import Settings
 from surveillance.streams import (
     CommandLog,
@@ -19,7 +20,6 @@ from surveillance.streams import (
     make_producer,
     run_stage,
 )
-from tests.support.broker_process import BrokerProcess
 
 
 def settings_for(broker: BrokerProcess, tmp_path: Path) -> Settings:

@@ -11,8 +11,8 @@ import random
 from contracts.records import epoch_ms
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
+from deploy.processes.ports import free_port
 from ingest import values
-from tests.support.ports import free_port
 from tests.surveillance._support import (
     CHECKPOINTS,
     DISTRICTS,

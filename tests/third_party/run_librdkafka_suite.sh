@@ -58,7 +58,7 @@ if [ ! -x "$SRC/tests/test-runner" ]; then
     )
 fi
 
-# A fresh broker on free ports with the overrides the project's tests use (tests/support/broker_process.py),
+# A fresh broker on free ports with the overrides the project's tests use (deploy/processes/broker.py),
 # and num.partitions=4 as librdkafka's own test clusters (trivup) have it: several tests produce to
 # partitions 0-3 of an auto-created topic. group.initial.rebalance.delay.ms stays at Kafka's default (3 s;
 # the project's tests use 0): 0089 expects two consumers started together to form the first generation
@@ -70,7 +70,7 @@ case "$SECURITY" in
     *) echo "SECURITY must be plaintext or sasl_ssl, not $SECURITY" >&2; exit 2 ;;
 esac
 SASL_MECHANISM="${SASL_MECHANISM:-SCRAM-SHA-256}"
-free_port() { (cd "$ROOT" && "$PY" -c 'from tests.support.ports import free_port; print(free_port())'); }
+free_port() { (cd "$ROOT" && "$PY" -c 'from deploy.processes.ports import free_port; print(free_port())'); }
 PORT="$(free_port)"
 CONTROLLER_PORT="$(free_port)"
 DATA="$WORKDIR/broker-data"
@@ -150,7 +150,7 @@ else
 fi
 BROKER_PID=$!
 trap 'kill "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true' EXIT
-(cd "$ROOT" && "$PY" -c "from tests.support.ports import wait_for_port; wait_for_port($CLIENT_PORT, 30)")
+(cd "$ROOT" && "$PY" -c "from deploy.processes.ports import wait_for_port; wait_for_port($CLIENT_PORT, 30)")
 echo "broker pid $BROKER_PID on 127.0.0.1:$CLIENT_PORT ($SECURITY, authorizer $AUTHORIZER; log: $WORKDIR/broker.log)"
 
 cd "$SRC/tests"

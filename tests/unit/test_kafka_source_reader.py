@@ -17,9 +17,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from deploy.processes.broker import BrokerProcess
 from spark_jobs import offsets as off
 from spark_jobs.kafka_source import BusKafkaStreamReader, SourceOptions, close_cached_consumers
-from tests.support.broker_process import BrokerProcess
 
 _names = itertools.count()
 

@@ -32,9 +32,9 @@ from contracts.tables.video import (
 from contracts.topics import Topics
 from contracts.video import encode
 from deploy.object_store import ObjectStore
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import Gateway, start_gateway
 from spark_jobs import launch
-from tests.hbase.conftest import Gateway, start_gateway
-from tests.support.broker_process import BrokerProcess
 from video import storage
 from video.scene import street_scene
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore, free_port_pair
+from deploy.processes.child import spawn
 from tests.video._support_media import ROOT, run_module, store, store_flags
 from video.storage import list_videos
 
@@ -69,9 +70,9 @@ def test_once_writes_one_webm_segment_per_camera_and_the_real_clip(store: Object
 def test_runs_on_a_schedule_and_stops_on_sigterm(store: ObjectStore, tmp_path: Path) -> None:
     config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-sched"\nlighting = "rain"\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "video.cameras", "--config", str(config), *store_flags(store),
-                             "--segment-s", "2", "--fps", "5", "--size", "160x96", "--no-real-clip"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = spawn([sys.executable, "-m", "video.cameras", "--config", str(config), *store_flags(store),
+                   "--segment-s", "2", "--fps", "5", "--size", "160x96", "--no-real-clip"],
+                  subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and len(list(list_videos(store.client(), "cam-sched"))) < 3:
@@ -100,10 +101,10 @@ def test_waits_for_a_store_that_starts_later(tmp_path: Path) -> None:
     late = ObjectStore(tmp_path / "late-s3", port=port)  # its keys are made before it starts, as make up does
     config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-late"\nlighting = "dusk"\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "video.cameras", "--config", str(config), "--endpoint",
-                             f"127.0.0.1:{port}", "--s3-credentials", str(late.credentials_file("cameras")), "--once",
-                             "--no-real-clip", "--segment-s", "2", "--fps", "5", "--size", "160x96", "--wait-s", "120"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = spawn([sys.executable, "-m", "video.cameras", "--config", str(config), "--endpoint",
+                  f"127.0.0.1:{port}", "--s3-credentials", str(late.credentials_file("cameras")), "--once",
+                  "--no-real-clip", "--segment-s", "2", "--fps", "5", "--size", "160x96", "--wait-s", "120"],
+                 subprocess.PIPE, env=env)
     try:
         time.sleep(3)
         assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]

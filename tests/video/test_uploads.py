@@ -12,7 +12,7 @@ import pytest
 
 from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore
-from tests.support.ports import free_port
+from deploy.processes.ports import free_port
 from tests.video._support_media import run_module, store, store_flags
 from video.scene import street_scene
 

@@ -11,8 +11,8 @@ import pytest
 
 from contracts.tables.video import TASK_TABLE, ensure_video_tables, task_row_key
 from contracts.video import status_record
+from deploy.processes.gateway import start_gateway
 from spark_jobs.video_loader import HELD, VideoLoader
-from tests.hbase.conftest import start_gateway
 
 T0 = "2024-05-01T08:00:00.000+00:00"
 

@@ -20,10 +20,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from contracts.tables import video as layout
 from contracts.topics import Topics
 from deploy.object_store import ObjectStore
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.console import Backing, ConsoleProcess, password_of, start_console
+from deploy.processes.gateway import start_gateway
 from ingest.city import build_city
-from tests.hbase.conftest import start_gateway
-from tests.support.broker_process import BrokerProcess
-from tests.web.conftest import ROLES, Backing, ConsoleProcess, password_of, start_console
+from tests.web.conftest import ROLES
 from video import storage
 from video.scene import street_scene
 

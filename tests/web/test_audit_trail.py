@@ -21,7 +21,7 @@ from contracts import audit as events
 from contracts.retention import Retention
 from contracts.tables import console as tables
 from contracts.topics import Topics
-from tests.web.conftest import ConsoleProcess, password_of
+from deploy.processes.console import ConsoleProcess, password_of
 
 AGENT = "audit-trail-test/1.0"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.web.conftest import ConsoleProcess, password_of
+from deploy.processes.console import ConsoleProcess, password_of
 
 
 def test_token_then_me(console: ConsoleProcess) -> None:

@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from contracts import bus_client, s3_credentials
 from contracts.config import load as load_config
-from tests.support.ports import free_port
+from deploy.processes.child import spawn
+from deploy.processes.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,21 +59,20 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
 
 
 def start_up(config: Path, data_dir: Path, ports: dict[str, int], *flags: str, pipeline: bool = False,
-             env: dict[str, str] | None = None, timeout: float = 120) -> tuple[subprocess.Popen[str], str]:
+             env: dict[str, str] | None = None, timeout: float = 120) -> tuple[subprocess.Popen[bytes], str]:
     """Start deploy.up (with `flags` added; `--no-pipeline` unless `pipeline`; `env` added to the environment) and
     return it with everything it printed up to its "Press Ctrl-C" line.
 
     The pipe is read with os.read: readline() on the buffered stream would keep lines that arrived in one
     write in its buffer, where select() cannot see them, and wait for output that never comes.
     """
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, "-m", "deploy.up", "--config", str(config), "--data-dir", str(data_dir),
          *([] if pipeline else ["--no-pipeline"]),
          "--kafka-port", str(ports["bus"]), "--controller-port", str(ports["controller"]),
          "--hbase-port", str(ports["hbase"]),
          "--console-port", str(ports["console"]), *flags],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        subprocess.PIPE, env={**os.environ, **(env or {})})
     assert proc.stdout is not None
     output = ""
     deadline = time.monotonic() + timeout
@@ -99,13 +99,12 @@ def console_client(data_dir: Path, port: int, **kwargs: object) -> httpx.Client:
     return httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=trust, timeout=30, **kwargs)  # type: ignore[arg-type]
 
 
-def down(data_dir: Path, proc: subprocess.Popen[str], timeout: float = 90) -> str:
+def down(data_dir: Path, proc: subprocess.Popen[bytes], timeout: float = 90) -> str:
     """`make down`, and what it printed; we reap `make up` meanwhile (an unreaped child stays a zombie that `--down`
     sees alive)."""
-    stopper = subprocess.Popen([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stopper = spawn([sys.executable, "-m", "deploy.up", "--data-dir", str(data_dir), "--down"], subprocess.PIPE)
     assert proc.wait(timeout) == 0
-    said, _ = stopper.communicate(timeout=30)
+    said = stopper.communicate(timeout=30)[0].decode(errors="replace")
     assert stopper.returncode == 0, said
     return said
 

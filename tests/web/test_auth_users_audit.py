@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from tests.web.conftest import ConsoleProcess, password_of
+from deploy.processes.console import ConsoleProcess, password_of
 
 
 def test_list_create_conflict_remove(console: ConsoleProcess) -> None:

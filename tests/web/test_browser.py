@@ -23,11 +23,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
 from contracts.topics import Topics
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import ROOT
+from deploy.processes.console import Backing, ConsoleProcess, password_of, start_console
+from deploy.processes.gateway import start_gateway
 from ingest.city import build_city
-from tests.hbase.conftest import start_gateway
-from tests.support.broker_process import BrokerProcess
 from tests.web._data_support import T0, as_plate, load, valid_records
-from tests.web.conftest import ROLES, ROOT, Backing, ConsoleProcess, password_of, start_console
+from tests.web.conftest import ROLES
 from tests.web.test_overview import stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]

@@ -15,10 +15,11 @@ from playwright.sync_api import expect
 
 from contracts.config import load
 from deploy.dr_site import mirror_properties
-from tests.hbase.conftest import start_gateway
-from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support.ports import free_port
-from tests.web.conftest import Backing
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
+from deploy.processes.console import Backing
+from deploy.processes.gateway import start_gateway
+from deploy.processes.ports import free_port
 from tests.web.test_browser import Browsing, Site, browser, browsing, until  # noqa: F401 - fixtures
 from tests.web.test_dr_api import dr_console
 
@@ -43,15 +44,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         consumer.close()
         metrics_port = free_port()
         # A real drill's report for the page, run while the mirror and the console start (it has sites of its own).
-        drill = subprocess.Popen([sys.executable, "-m", "dr_mirror.drill", "--scenario", "mirror-crash", "--no-ingest",
-                                  "--seconds", "3", "--after", "2", "--outage", "2", "--report",
-                                  str(root / "drills" / "20261124T000000Z-mirror-crash")],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(root / "drill.log").open("wb"))
+        with (root / "drill.log").open("wb") as drill_log:
+            drill = spawn([sys.executable, "-m", "dr_mirror.drill", "--scenario", "mirror-crash", "--no-ingest",
+                           "--seconds", "3", "--after", "2", "--outage", "2", "--report",
+                           str(root / "drills" / "20261124T000000Z-mirror-crash")],
+                          subprocess.DEVNULL, stderr=drill_log)
         (root / "mm2.properties").write_text(mirror_properties(broker.bootstrap, dr.bootstrap, load(), intervals_s=1))
         with (root / "mirror.log").open("wb") as log:
-            mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
-                                       "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
-                                      stderr=subprocess.STDOUT)
+            mirror = spawn([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
+                            "--metrics-port", str(metrics_port)], log)
         console = dr_console(Backing(broker, gateway, root), dr, metrics_port, root)
         assert drill.wait(600) == 0, (root / "drill.log").read_text(errors="replace")[-3000:]
         yield Site(console, {}, [], [])

@@ -23,7 +23,7 @@ from playwright.sync_api import expect
 from contracts.records import CITY_TZ, now_time
 from contracts.surveillance import hit_record, reply_record, watch_hit_id
 from contracts.topics import Topics
-from tests.web.conftest import ROOT
+from deploy.processes.child import spawn
 from tests.web.test_browser import (  # noqa: F401 - fixtures
     PLATE,
     Browsing,
@@ -42,9 +42,7 @@ TOPICS = Topics()
 @pytest.fixture(scope="module")
 def loader(site: Site) -> Iterator[subprocess.Popen[bytes]]:  # noqa: F811
     log = site.console.backing.root / "surveillance-loader.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "surveillance.loader", "--config", str(site.console.config)],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    proc = spawn([sys.executable, "-m", "surveillance.loader", "--config", str(site.console.config)], log)
     yield proc
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from deploy.processes.console import ConsoleProcess
 from tests.integration._support_raw import RawKafka, produce_error
 from tests.web._bad_records import (
     WRONG_SHAPES,
@@ -20,7 +21,6 @@ from tests.web._bad_records import (
     skipped_counts,
     undecompressible_batch,
 )
-from tests.web.conftest import ConsoleProcess
 
 _counter = iter(range(1_000_000))
 

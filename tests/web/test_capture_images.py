@@ -18,12 +18,12 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from contracts.records import IMAGE_ERROR, Kind
+from deploy.processes.console import ConsoleProcess, start_console
+from deploy.processes.ports import free_port
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
-from tests.support.ports import free_port
 from tests.web._data_support import load, valid_records
 from tests.web._video_support import VideoSite, start_video_site
-from tests.web.conftest import ConsoleProcess, start_console
 
 pytestmark = pytest.mark.slow
 

@@ -17,11 +17,12 @@ import pytest
 from contracts import records
 from contracts.records import Kind, epoch_ms, format_time
 from contracts.topics import Topics
+from deploy.processes.console import ConsoleProcess
 from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 from spark_jobs.capture_writer import WriterSettings, close_cached_clients, process_records
 from tests.web._data_support import T0, StepClock, as_plate, create_tables, load, valid_records
-from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, ConsoleProcess
+from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 
 TOPICS = Topics()
 REASON = "case 2026-0042"

@@ -12,7 +12,7 @@ import happybase
 import pytest
 
 from contracts.records import Kind, epoch_ms
-from tests.hbase.conftest import Gateway, start_gateway
+from deploy.processes.gateway import Gateway, start_gateway
 from tests.web._data_support import T0, StepClock, as_plate, load, valid_records
 from web.services import captures
 from web.services.errors import Invalid, NotFound

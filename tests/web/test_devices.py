@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from contracts.records import Kind
+from deploy.processes.console import ConsoleProcess
 from tests.web._data_support import T0, StepClock, load, valid_records
-from tests.web.conftest import ConsoleProcess
 
 
 @pytest.fixture

@@ -16,11 +16,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contracts.config import load
 from deploy.dr_site import mirror_properties
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import spawn
+from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
+from deploy.processes.ports import free_port
 from dr_mirror.formats import Checkpoint
-from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support.ports import free_port
 from tests.web._bad_records import WRONG_SHAPES, skipped_counts
-from tests.web.conftest import ROLES, Backing, ConsoleProcess, password_of, write_config
+from tests.web.conftest import ROLES
 
 TOPIC = "capture.vehicle"
 GROUP = "dr-api-loader"
@@ -52,8 +54,7 @@ def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Pat
                      'reports_dir = "drills"\n')
     log_path = root / "console.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(config)], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = spawn([sys.executable, "-m", "web", "--config", str(config)], log)
     console = ConsoleProcess(proc, port, config, root / "console", log_path, backing)
     try:
         wait_for(lambda: _answers(console) or proc.poll() is not None, 240, "the console answers")
@@ -95,9 +96,8 @@ def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> 
     metrics_port = free_port()
     (root / "mm2.properties").write_text(mirror_properties(primary, dr.bootstrap, load(), intervals_s=1))
     with (root / "mirror.log").open("wb") as log:
-        mirror = subprocess.Popen([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
-                                   "--metrics-port", str(metrics_port)], cwd=ROOT, stdout=log,
-                                  stderr=subprocess.STDOUT)
+        mirror = spawn([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
+                        "--metrics-port", str(metrics_port)], log)
     try:
         proc = dr_console(console_backing, dr, metrics_port, root, add_users=False)
     except BaseException:

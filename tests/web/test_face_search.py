@@ -27,11 +27,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from contracts.config import load as load_config
 from contracts.records import CITY_TZ, FEATURE_DIM, UNRECOGNIZED, Kind, encode, encode_feature, epoch_ms, format_time
 from contracts.topics import Topics
+from deploy.processes.console import Backing, ConsoleProcess, password_of, start_console
+from deploy.processes.gateway import start_gateway
 from ingest.city import City, build_city
 from spark_jobs.capture_writer import close_cached_clients, write_puts
-from tests.hbase.conftest import start_gateway
 from tests.web._data_support import create_tables, puts_for, valid_records, writer
-from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, Backing, ConsoleProcess, password_of, start_console
+from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 from tests.web.test_watchlist_api import read_topic
 from web.app import create_app
 from web.auth.roles import Role

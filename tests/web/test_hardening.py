@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import signal
@@ -37,9 +36,10 @@ from playwright.sync_api import Browser, Page, expect
 from contracts.records import Kind
 from contracts.surveillance import WatchCommand
 from deploy.pki import Authority, name, write_private
-from tests.support.ports import free_port
+from deploy.processes.child import spawn
+from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
+from deploy.processes.ports import free_port
 from tests.web._data_support import T0, StepClock, load, valid_records
-from tests.web.conftest import ROOT, Backing, ConsoleProcess, password_of, write_config
 from tests.web.test_browser import ARTIFACTS, Watch, browser  # noqa: F401 - the browser fixture
 from tests.web.test_events import hub_follows, produce, read_events, wait_for_clients
 
@@ -387,8 +387,7 @@ def tls_console(console: ConsoleProcess, tmp_path: Path) -> Iterator[tuple[str, 
                           tls_key=str(key), url=f"https://127.0.0.1:{port}")
     log_path = tmp_path / "console.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "web", "--config", str(config)], cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = spawn([sys.executable, "-m", "web", "--config", str(config)], log)
     context = ssl.create_default_context(cafile=str(ca))
     try:
         deadline = time.monotonic() + 60

@@ -21,7 +21,7 @@ from contracts.deployment_map import DeploymentMap
 from contracts.records import CITY_TZ, now_time
 from contracts.surveillance import lane_group, reply_record
 from contracts.topics import Topics
-from tests.web.conftest import ConsoleProcess
+from deploy.processes.console import ConsoleProcess
 from tests.web.test_browser import Browsing, browser, browsing_session  # noqa: F401 - fixtures
 from tests.web.test_watchlist_api import read_topic
 

@@ -11,9 +11,9 @@ import happybase
 import httpx
 import pytest
 
+from deploy.processes.console import ConsoleProcess
 from monitoring.silences import load_silences
 from tests.web._monitoring_support import COUNTS, DAY, HOUR, Monitored, write_monitoring
-from tests.web.conftest import ConsoleProcess
 
 
 @pytest.fixture(scope="module")

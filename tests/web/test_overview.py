@@ -11,8 +11,8 @@ from hdrh.histogram import HdrHistogram
 
 from contracts.ingest_stats import BatchTally, stats_record
 from contracts.records import now_time
+from deploy.processes.console import ConsoleProcess
 from tests.web._bad_records import skipped_counts
-from tests.web.conftest import ConsoleProcess
 from tests.web.test_events import produce
 
 STATS = "ingest.stats"

@@ -22,10 +22,11 @@ import pytest
 
 from contracts.audit import REASON_MAX
 from contracts.records import CITY_TZ
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.console import Backing, ConsoleProcess, start_console
 from ingest.city import build_city
-from tests.support.broker_process import BrokerProcess
 from tests.web._video_support import VideoSite, load_task, video_site
-from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, Backing, ConsoleProcess, start_console
+from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 from tests.web.test_face_search import wait_ready
 from video import storage
 

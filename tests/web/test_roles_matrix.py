@@ -17,7 +17,8 @@ import pytest
 from fastapi.routing import iter_route_contexts
 
 from contracts.config import load
-from tests.web.conftest import ROLES, ConsoleProcess
+from deploy.processes.console import ConsoleProcess
+from tests.web.conftest import ROLES
 from web.app import create_app
 from web.auth.roles import Role
 from web.settings import ConsoleSettings

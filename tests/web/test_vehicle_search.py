@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from contracts.records import Kind, epoch_ms, format_time
 from contracts.tables import captures as layout
+from deploy.processes.console import ConsoleProcess
 from ingest.city import DISTRICTS, build_city
 from tests.web._data_support import T0, StepClock, load, valid_records
-from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, ConsoleProcess
+from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 
 CAPTURES = 20_000
 WINDOW_START = T0 + timedelta(days=200)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import ConsoleProcess
+from deploy.processes.console import ConsoleProcess
 
 
 def _watch(console: ConsoleProcess, **body: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -20,9 +19,11 @@ import pytest
 from confluent_kafka import Producer
 
 from contracts.records import CITY_TZ, Kind, encode, format_time
+from deploy.processes.child import spawn
+from deploy.processes.console import ConsoleProcess
 from ingest.city import build_city
 from tests.web import _data_support as data
-from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED, ROOT, ConsoleProcess
+from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 from tests.web.test_watchlist_api import wait_for
 
 pytestmark = pytest.mark.slow
@@ -41,8 +42,7 @@ def service(console: ConsoleProcess) -> Iterator[Path]:
     procs = []
     with log.open("ab") as out:
         for module in ("surveillance", "surveillance.loader"):
-            procs.append(subprocess.Popen([sys.executable, "-m", module, "--config", str(config)], cwd=ROOT,
-                                          stdout=out, stderr=subprocess.STDOUT))
+            procs.append(spawn([sys.executable, "-m", module, "--config", str(config)], out))
     try:
         wait_for(lambda: "surveillance ready" in log.read_text(errors="replace"), timeout=90)
         yield log

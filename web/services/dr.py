@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.config import Config
 from contracts.tables import console as tables
+from deploy.processes.child import spawn
 from dr_mirror.formats import Checkpoint, FormatError
 from web.auth.table import ConsoleTable
 
@@ -44,7 +45,6 @@ from .errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
 WINDOW_MS = 3600 * 1000
 SCENARIOS = ("primary-loss", "mirror-crash", "failback")
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -226,10 +226,8 @@ class DrService:
             name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{scenario}"
             report = self.settings.reports_dir / name
             report.mkdir(parents=True)
-            with (report / "drill.log").open("wb") as out:
-                args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"])]
-                proc = subprocess.Popen([sys.executable, "-m", "dr_mirror.drill", *args], cwd=ROOT, stdout=out,
-                                        stderr=subprocess.STDOUT)
+            args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"])]
+            proc = spawn([sys.executable, "-m", "dr_mirror.drill", *args], report / "drill.log")
             self._drill = (name, proc)
             return name
 

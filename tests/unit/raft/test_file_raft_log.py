@@ -34,6 +34,7 @@ from bus.raft.replicated_log import (
     validate_offset_and_epoch,
 )
 from bus.raft.snapshots import SnapshotError, SnapshotStore, snapshot_path
+from deploy.processes.child import spawn
 from tests.unit.raft.harness import Net
 from tests.unit.raft.sim import SimNode, Simulation
 
@@ -536,9 +537,7 @@ _APPENDER = textwrap.dedent(
 def test_every_offset_acknowledged_before_kill_9_is_there_after(tmp_path: Path) -> None:
     acknowledged = -1
     for _round in range(2):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _APPENDER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-        )
+        proc = spawn([sys.executable, "-c", _APPENDER, str(tmp_path)], subprocess.PIPE)
         assert proc.stdout is not None
         try:
             for _ in range(150):

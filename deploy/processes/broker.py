@@ -1,10 +1,8 @@
-"""Run `bus broker` as a real subprocess for integration tests and benchmarks."""
+"""Run `bus broker` as a real subprocess on free ports, for integration tests, benchmarks and the drills."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,9 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.ports import free_port, wait_for_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from deploy.processes import child
+from deploy.processes.ports import free_port, wait_for_port
 
 
 class BrokerProcess:
@@ -49,11 +46,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(
-                self.command(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        self.proc = child.spawn(self.command(), self.log_path)
         try:
             wait_for_port(self.port, timeout)
             self._wait_until_it_listens(timeout)
@@ -77,21 +70,13 @@ class BrokerProcess:
 
     def kill(self) -> None:
         """kill -9: no shutdown hooks run, like a crash."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        if self.proc:
+            child.kill(self.proc)
 
     def stop(self, timeout: float = 15.0) -> int | None:
         if not self.proc:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return child.terminate(self.proc, timeout)
 
     def restart(self) -> BrokerProcess:
         self.stop()

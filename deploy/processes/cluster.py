@@ -1,5 +1,6 @@
 """A cluster of combined (`process.roles=broker,controller`) broker processes sharing one KRaft quorum and one
-cluster id, for integration tests: `ClusterProcess(tmp_path, 3)`.
+cluster id, for integration tests and benchmarks: `ClusterProcess(tmp_path, 3)`; and `python -m deploy.cluster`
+itself started on free ports (`start_deploy_cluster`).
 
 Each node is a `BrokerProcess` (its own data dir and free ports); every node names all of them in
 `controller.quorum.voters`, as `python -m deploy.cluster` starts them.
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from bus.client.admin import AdminClient, QuorumInfo
-from tests.support.broker_process import ROOT, BrokerProcess
+from deploy.processes import child
+from deploy.processes.broker import BrokerProcess
 
 T = TypeVar("T")
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"  # one id for every node, as `kafka-storage format -t` gives them
@@ -36,7 +38,7 @@ def until(check: Callable[[], T | None], timeout: float, what: str, interval: fl
 
 
 class StartedCluster(NamedTuple):
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[bytes]
     cluster_id: str
     servers: list[str]  # the brokers' client addresses
     printed: str  # everything it printed up to "Press Ctrl-C"
@@ -44,12 +46,12 @@ class StartedCluster(NamedTuple):
 
 def start_deploy_cluster(data_dir: Path, *flags: str) -> StartedCluster:
     """`python -m deploy.cluster --nodes 3` (and `flags`) on free ports, once it says the quorum is up."""
-    proc = subprocess.Popen([sys.executable, "-m", "deploy.cluster", "--nodes", "3", "--base-port", "0",
-                             "--data-dir", str(data_dir), "--start-timeout", "90", *flags],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = child.spawn([sys.executable, "-m", "deploy.cluster", "--nodes", "3", "--base-port", "0",
+                        "--data-dir", str(data_dir), "--start-timeout", "90", *flags], subprocess.PIPE)
     lines = []
     assert proc.stdout is not None
-    for line in proc.stdout:
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
         lines.append(line)
         if line.startswith("Press Ctrl-C"):
             break

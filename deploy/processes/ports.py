@@ -1,4 +1,4 @@
-"""Free TCP ports for test servers, so tests run in parallel without clashing.
+"""Free TCP ports for servers, so tests and `make up`'s children run in parallel without clashing.
 
 A port is free when asked but a server binds it later, in another process. Taken from the kernel's ephemeral
 range (what binding port 0 gives), it can meanwhile become the local port of some client's outgoing connection,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import socket
+import time
 from pathlib import Path
 
 _LOWEST = 10_000
@@ -44,8 +45,6 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, timeout: float = 15.0, host: str = "127.0.0.1") -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
