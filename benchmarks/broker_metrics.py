@@ -44,7 +44,7 @@ def _scrape(port: int) -> float:
 def cpu_per_produce(args: argparse.Namespace, metrics_on: bool) -> float:
     """CPU microseconds per produce request of a fresh broker, its metrics endpoint on (and scraped each second)
     or off."""
-    from tests.integration._support_clients import create_topic
+    from testkit.clients import create_topic
 
     port = free_port()
     overrides = {"num.partitions": "1", "log.cleaner.enable": "false"}

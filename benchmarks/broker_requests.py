@@ -10,7 +10,7 @@
    them to a file and answers each, at the same rate: what no CPython broker can spend less than.
 2. The event loop's worst stall in each phase (our `bus_event_loop_stall_recent_max_seconds`, 10 s window),
    and under an idempotent producer writing 5,000 records/s over 1,000 partitions (target < 20 ms).
-3. RSS of our broker (peak, over its idle RSS) while each hostile client of tests/support/hostile.py
+3. RSS of our broker (peak, over its idle RSS) while each hostile client of testkit/hostile.py
    attacks it, and meanwhile the produce round-trip latency of a well-behaved client.
 
     .venv/bin/python benchmarks/broker_requests.py [--rate 10000] [--seconds 8] [--skip-hostile]
@@ -202,9 +202,9 @@ def hostile(broker: BrokerProcess) -> list[tuple[str, int, dict[str, float]]]:
     """(case, RSS growth in bytes, probe latency figures) for each hostile client."""
     import psutil
 
-    from tests.integration._support_clients import create_topic
-    from tests.integration._support_raw import RawKafka, produce_error
-    from tests.support import hostile as h
+    from testkit import hostile as h
+    from testkit.clients import create_topic
+    from testkit.raw_kafka import RawKafka, produce_error
 
     create_topic(broker.bootstrap, "big")
     create_topic(broker.bootstrap, "probe")
@@ -283,7 +283,7 @@ def main() -> int:
         broker = BrokerProcess(Path(tmp) / "data", {"num.partitions": "1", "log.cleaner.enable": "false",
                                                      "bus.metrics.listener": f"127.0.0.1:{metrics_port}"}).start()
         try:
-            from tests.integration._support_clients import create_topic
+            from testkit.clients import create_topic
 
             create_topic(broker.bootstrap, TOPIC)
             print(f"bus broker at {broker.bootstrap} (pid {broker.proc.pid})", flush=True)  # type: ignore[union-attr]

@@ -30,8 +30,7 @@ from confluent_kafka import Consumer
 
 from contracts.records import UNRECOGNIZED
 from contracts.topics import Topics
-from deploy.processes.ports import free_port
-from tests.web.test_auth_make_up import (
+from deploy.processes.make_up import (
     MAKE_UP_PORTS,
     bus_settings,
     console_client,
@@ -39,6 +38,7 @@ from tests.web.test_auth_make_up import (
     start_up,
     write_config,
 )
+from deploy.processes.ports import free_port
 
 
 def published_vehicles(data_dir: Path, count: int, timeout: float = 300) -> list[str]:

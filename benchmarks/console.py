@@ -60,7 +60,7 @@ from deploy.processes.gateway import start_gateway  # noqa: E402
 from ingest import values  # noqa: E402
 from ingest.city import build_city  # noqa: E402
 from spark_jobs.capture_writer import close_cached_clients, write_puts  # noqa: E402
-from tests.web._data_support import T0, create_tables, puts_for, valid_records, writer  # noqa: E402
+from testkit.web_data import T0, create_tables, puts_for, valid_records, writer  # noqa: E402
 
 CHECKPOINTS = 24  # the simulator's default city
 HOT_PLATE = "浙A8B888"

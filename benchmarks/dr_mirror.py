@@ -42,7 +42,7 @@ from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.mirror import MirrorProcess
 from dr_mirror import batches as bt
-from tests.dr._support import create_topics, end_offsets, write_properties
+from testkit.mirror import create_topics, end_offsets, write_properties
 
 PARTITIONS = 2
 

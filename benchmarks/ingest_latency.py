@@ -30,8 +30,9 @@ from contracts import records  # noqa: E402
 from contracts.tables import captures  # noqa: E402
 from deploy.processes.broker import BrokerProcess  # noqa: E402
 from deploy.processes.gateway import start_gateway  # noqa: E402
+from deploy.processes.ingest import ingest_job, simulate  # noqa: E402
 from spark_jobs.ingest_status import percentile  # noqa: E402
-from tests.integration._ingest_support import ingest_job, poll, simulate  # noqa: E402
+from testkit.polling import poll  # noqa: E402
 
 SEQUENCE_STRIDE = 1_000_000_000  # each stage's record ids continue far above the previous stage's
 

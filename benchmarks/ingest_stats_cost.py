@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from deploy.processes.broker import BrokerProcess  # noqa: E402
 from deploy.processes.gateway import start_gateway  # noqa: E402
-from tests.integration._ingest_support import ingest_job, simulate  # noqa: E402
+from deploy.processes.ingest import ingest_job, simulate  # noqa: E402
 
 
 def run(args: argparse.Namespace, broker: BrokerProcess, gateway_port: int, root: Path, name: str,

@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deploy.processes.child import spawn
+from deploy.processes.make_up import MAKE_UP_PORTS, write_config
 from deploy.processes.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

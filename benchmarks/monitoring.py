@@ -31,7 +31,7 @@ from contracts.config import DEFAULT_PATH
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
-from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map
+from testkit.city import ScriptedCity, WebhookReceiver, city_map
 
 
 def percentile(values: list[float], q: float) -> float:

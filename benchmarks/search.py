@@ -59,8 +59,8 @@ from deploy.processes.console import Backing, run_cli, start_console  # noqa: E4
 from deploy.processes.gateway import Gateway, start_gateway  # noqa: E402
 from ingest.city import DISTRICTS, build_city  # noqa: E402
 from spark_jobs.capture_writer import close_cached_clients  # noqa: E402
-from tests.web._data_support import T0, create_tables, valid_records, writer  # noqa: E402
-from tests.web.test_vehicle_search import brute, every_page  # noqa: E402
+from testkit.search import brute, every_page  # noqa: E402
+from testkit.web_data import T0, create_tables, valid_records, writer  # noqa: E402
 from web.services.vehicle_search import SCAN_BUDGET  # noqa: E402
 
 CHECKPOINTS = 24  # the simulator's default city

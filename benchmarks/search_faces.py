@@ -36,7 +36,7 @@ from contracts.records import CITY_TZ, FEATURE_DIM  # noqa: E402
 from deploy.processes.broker import BrokerProcess  # noqa: E402
 from deploy.processes.gateway import start_gateway  # noqa: E402
 from ingest.city import build_city  # noqa: E402
-from tests.web.test_face_search import load_faces, plant  # noqa: E402
+from testkit.faces import load_faces, plant  # noqa: E402
 from web.backends import Backends  # noqa: E402
 from web.services.face_follow import FaceSearch, FollowSettings  # noqa: E402
 from web.services.face_index import DAY_MS, Face, FaceIndex, Where  # noqa: E402

@@ -32,7 +32,7 @@ from bus.security.authorizer import StandardAuthorizer
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.child import ROOT
 from deploy.processes.ports import free_port
-from tests.support.tls import make_pki
+from testkit.tls import make_pki
 
 TOPIC = "bench.secured"
 USER, PASSWORD = "bench", "bench-secret"

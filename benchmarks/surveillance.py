@@ -41,7 +41,7 @@ from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.settings import Settings
 from surveillance.streams import ensure_topics, service_topics
-from tests.surveillance._support import CHECKPOINTS, capture_time, face, vehicle, write_config
+from testkit.surveillance import CHECKPOINTS, capture_time, face, vehicle, write_config
 
 T = Topics()
 PARTITIONS = 2

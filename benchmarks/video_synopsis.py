@@ -78,7 +78,7 @@ def spark_speedup(tmp: Path, seconds: float) -> dict[str, float]:
 def end_to_end(tmp: Path, minutes: float) -> dict[str, float]:
     """Command published -> task done in HBase, through the real video ingest job (``local[2]``)."""
     from contracts.video import cancel_record, command_record
-    from tests.video._support import START, start_ingest, video_services
+    from deploy.processes.video import START, start_ingest, video_services
 
     path = street_scene(seconds=60 * minutes, n_objects=max(8, round(4 * minutes)), seed=21).write(tmp / "e2e.mp4")
     with video_services(tmp / "e2e") as services:

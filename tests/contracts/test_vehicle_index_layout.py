@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contracts.records import Kind, epoch_ms
 from contracts.tables import captures, reversed_ms
-from tests.web._data_support import ingest_time, valid_records
+from testkit.web_data import ingest_time, valid_records
 
 VEHICLE, FACE = (next(r for k, r in valid_records(50, seed=3) if k is kind) for kind in (Kind.VEHICLE, Kind.FACE))
 

@@ -21,8 +21,9 @@ from deploy.processes.child import ROOT
 from deploy.processes.mirror import MirrorProcess
 from deploy.processes.ports import free_port
 from dr_mirror.formats import Checkpoint, OffsetSync
-from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
-from tests.integration._support_raw import RawKafka, produce_error
+from testkit.mirror import create_topics, end_offsets, write_properties
+from testkit.raw_kafka import RawKafka, produce_error
+from tests.dr._support import read_all, wait_until
 from tests.web._bad_records import header_name_batch, undecompressible_batch
 
 SYNCS = "mm2-offset-syncs.dr.internal"

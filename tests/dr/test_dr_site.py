@@ -17,10 +17,12 @@ from contracts.config import load
 from contracts.topics import Topics
 from deploy.dr_site import DrSettings, loaders_config, mirror_properties
 from deploy.processes.child import spawn
+from deploy.processes.ingest import simulate
+from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
 from deploy.processes.ports import free_port
 from dr_mirror.settings import load as load_properties
-from tests.integration._ingest_support import poll, row_counts, simulate
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
+from testkit.polling import poll
+from tests.integration._ingest_support import row_counts
 
 TOPICS = Topics()
 

@@ -9,7 +9,8 @@ from confluent_kafka import Producer
 
 from bus.protocol import compression
 from deploy.processes.mirror import MirrorProcess
-from tests.dr._support import create_topics, disk_batches, end_offsets, read_all, wait_until, write_properties
+from testkit.mirror import create_topics, end_offsets, write_properties
+from tests.dr._support import disk_batches, read_all, wait_until
 
 
 def _produce(bootstrap: str, topic: str, count: int, codec: str, prefix: str = "v") -> None:

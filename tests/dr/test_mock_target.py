@@ -15,7 +15,8 @@ from confluent_kafka import Producer
 
 from deploy.processes.child import spawn
 from deploy.processes.mirror import MirrorProcess
-from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
+from testkit.mirror import create_topics, end_offsets, write_properties
+from tests.dr._support import read_all, wait_until
 
 
 @pytest.mark.slow

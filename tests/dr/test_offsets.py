@@ -11,7 +11,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from deploy.processes.mirror import MirrorProcess
 from dr_mirror.formats import Checkpoint
-from tests.dr._support import create_topics, end_offsets, read_all, wait_until, write_properties
+from testkit.mirror import create_topics, end_offsets, write_properties
+from tests.dr._support import read_all, wait_until
 
 TOPIC = "capture.face"
 

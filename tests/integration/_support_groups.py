@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message
 
-from tests.integration._support_clients import FAST_CLIENT
+from testkit.clients import FAST_CLIENT
 
 # Members notice a rebalance on their next heartbeat: keep that short so tests settle in ~1 s.
 SESSION_MS = 6000

@@ -11,7 +11,7 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import FAST_CLIENT, consume, producer_config, stored_batches
+from testkit.clients import FAST_CLIENT, consume, producer_config, stored_batches
 
 ABORT, COMMIT = 0, 1
 

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_raw import RawKafka
+from testkit.raw_kafka import RawKafka
 
 TOPIC = 2
 BROKER = 4

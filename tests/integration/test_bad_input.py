@@ -24,8 +24,8 @@ from kio.serial import entity_reader
 from bus.protocol import records as rb
 from deploy.processes.child import ROOT
 from deploy.processes.ports import free_port
-from tests.integration._support_clients import consume, create_topic, producer_config
-from tests.integration._support_raw import (
+from testkit.clients import consume, create_topic, producer_config
+from testkit.raw_kafka import (
     RawKafka,
     api_versions_request,
     header_only,

@@ -24,10 +24,8 @@ from kio.schema.errors import ErrorCode
 from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.ports import free_port
-from tests.integration._support_clients import create_topic
-from tests.integration._support_raw import RawKafka, api_versions_request, metadata_request, produce_error
-from tests.integration.test_bad_input import assert_still_serves
-from tests.support.hostile import (
+from testkit.clients import create_topic
+from testkit.hostile import (
     FetchPipeliner,
     IdleConnections,
     LatencyProbe,
@@ -36,6 +34,8 @@ from tests.support.hostile import (
     fill_topic,
     zstd_bomb_batch,
 )
+from testkit.raw_kafka import RawKafka, api_versions_request, metadata_request, produce_error
+from tests.integration.test_bad_input import assert_still_serves
 
 CORRUPT_MESSAGE = 2
 BIG = "big"  # 16 MiB of 64 KiB records: every fetch of it answers 1 MiB

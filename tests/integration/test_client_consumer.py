@@ -23,7 +23,7 @@ from bus.client.errors import IllegalStateError
 from bus.client.producer import KafkaProducer
 from bus.protocol import compression as codecs
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import FAST_CLIENT, create_topic, producer_config, stored_batches
+from testkit.clients import FAST_CLIENT, create_topic, producer_config, stored_batches
 from tests.integration._support_groups import HEARTBEAT_MS, SESSION_MS, group_consumer
 
 TP = TopicPartition

@@ -29,8 +29,8 @@ from bus.client.producer import KafkaProducer, ProducerInterceptor, RecordMetada
 from bus.protocol import compression as codecs
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.ports import free_port
+from testkit.clients import FAST_CLIENT, consume, create_topic, stored_batches
 from tests.integration._support_client_proxy import KafkaProxy
-from tests.integration._support_clients import FAST_CLIENT, consume, create_topic, stored_batches
 
 FAST = {"retry.backoff.ms": 20, "reconnect.backoff.ms": 20, "request.timeout.ms": 5000,
         "delivery.timeout.ms": 20000, "max.block.ms": 10000}

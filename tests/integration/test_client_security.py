@@ -32,7 +32,7 @@ from bus.client.admin import (
 )
 from bus.client.errors import KafkaConnectionError, SaslAuthenticationError, SslAuthenticationError
 from deploy.processes.child import ROOT
-from tests.integration._support_clients import consume, producer_config
+from testkit.clients import consume, producer_config
 from tests.support.secure_broker import PASSWORDS, SecureBroker, start_secure_broker
 
 REAUTH_MS = 2000

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from bus.protocol import records as rb
-from tests.integration._support_clients import FAST_CLIENT, consume, consumer_config, create_topic, producer_config
+from testkit.clients import FAST_CLIENT, consume, consumer_config, create_topic, producer_config
 
 
 def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:

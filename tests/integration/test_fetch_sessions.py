@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.ports import free_port
-from tests.integration._support_raw import RawKafka, metadata_request, produce_request
+from testkit.raw_kafka import RawKafka, metadata_request, produce_request
 
 PARTITIONS = 200
 

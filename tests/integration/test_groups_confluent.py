@@ -16,9 +16,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v3.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.sync_group.v3.request import SyncGroupRequest
 
-from tests.integration._support_clients import FAST_CLIENT, create_topic, producer_config
+from testkit.clients import FAST_CLIENT, create_topic, producer_config
+from testkit.raw_kafka import RawKafka
 from tests.integration._support_groups import SESSION_MS, group_consumer, owned, poll_until, wait_balanced
-from tests.integration._support_raw import RawKafka
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:

@@ -19,8 +19,8 @@ from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbea
 from kio.schema.errors import ErrorCode
 
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import create_topic
-from tests.integration._support_raw import RawKafka
+from testkit.clients import create_topic
+from testkit.raw_kafka import RawKafka
 
 PARTITIONS = 6
 

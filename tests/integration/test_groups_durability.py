@@ -9,7 +9,7 @@ from __future__ import annotations
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.integration._support_clients import FAST_CLIENT, create_topic, producer_config
+from testkit.clients import FAST_CLIENT, create_topic, producer_config
 from tests.integration._support_groups import group_consumer, owned, poll_until, wait_balanced
 
 

@@ -19,7 +19,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from tests.integration._support_clients import create_topic, producer_config, wait_until
+from testkit.clients import create_topic, producer_config, wait_until
 from tests.integration._support_groups import HEARTBEAT_MS, SESSION_MS, balanced, group_consumer, owned
 
 

@@ -24,10 +24,11 @@ from contracts.tables import captures
 from contracts.topics import Topics
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import Gateway, start_gateway
+from deploy.processes.ingest import ingest_job, simulate
 from ingest.city import build_city
 from ingest.producer import open_producer
 from ingest.traffic import Traffic, TrafficConfig
-from tests.integration._ingest_support import count_rows, ingest_job, read_all, simulate
+from tests.integration._ingest_support import count_rows, read_all
 from tests.support.bad_records import MALFORMED, lone_surrogate, produce, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]

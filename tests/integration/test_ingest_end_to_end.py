@@ -22,7 +22,9 @@ from contracts.topics import Topics
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, started_cluster
 from deploy.processes.gateway import Gateway, start_gateway
-from tests.integration._ingest_support import count_rows, ingest_job, poll, read_all, row_counts, simulate
+from deploy.processes.ingest import ingest_job, simulate
+from testkit.polling import poll
+from tests.integration._ingest_support import count_rows, read_all, row_counts
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 JOB_DEADLINE_S = 300

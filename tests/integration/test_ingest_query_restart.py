@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from deploy.processes.broker import BrokerProcess
+from deploy.processes.child import ROOT
 from deploy.processes.gateway import start_gateway
+from deploy.processes.ingest import simulate
 from spark_jobs import launch
-from tests.integration._ingest_support import ROOT, row_counts, simulate
+from tests.integration._ingest_support import row_counts
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"

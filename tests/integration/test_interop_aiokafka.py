@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bus.protocol import compression
-from tests.integration._support_clients import create_topic, stored_batches, wait_until
+from testkit.clients import create_topic, stored_batches, wait_until
 
 BASE_TS = 1_700_000_000_000
 TIMEOUTS = {"request_timeout_ms": 8000, "retry_backoff_ms": 50, "metadata_max_age_ms": 60000}

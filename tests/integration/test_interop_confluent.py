@@ -14,7 +14,7 @@ from kafka.partitioner.default import murmur2
 
 from bus.protocol import compression
 from bus.protocol import records as rb
-from tests.integration._support_clients import (
+from testkit.clients import (
     consume,
     consumer_config,
     create_topic,
@@ -23,7 +23,7 @@ from tests.integration._support_clients import (
     stored_batches,
     wait_until,
 )
-from tests.integration._support_raw import RawKafka, produce_error
+from testkit.raw_kafka import RawKafka, produce_error
 
 BASE_TS = 1_700_000_000_000  # a fixed CreateTime so timestamps can be asserted exactly
 
@@ -380,7 +380,7 @@ def test_admin_list_offsets_specs(shared_broker) -> None:
     for_timestamp, each answered with the exact offset (and the record's timestamp where one applies)."""
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    from tests.integration._support_clients import FAST_CLIENT
+    from testkit.clients import FAST_CLIENT
 
     topic = "cf-admin-list-offsets"
     create_topic(shared_broker.bootstrap, topic)

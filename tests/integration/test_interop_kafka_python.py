@@ -14,8 +14,8 @@ from kafka import codec as kcodec
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
 from bus.protocol import compression
-from tests.integration._support_clients import create_topic, stored_batches, wait_until
-from tests.integration._support_raw import RawKafka
+from testkit.clients import create_topic, stored_batches, wait_until
+from testkit.raw_kafka import RawKafka
 
 BASE_TS = 1_700_000_000_000
 TIMEOUTS = {"request_timeout_ms": 8000, "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500,

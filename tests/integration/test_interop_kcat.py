@@ -15,7 +15,7 @@ import time
 import pytest
 
 from bus.protocol import compression
-from tests.integration._support_clients import create_topic, stored_batches, wait_until
+from testkit.clients import create_topic, stored_batches, wait_until
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 FAST = ["-X", "socket.timeout.ms=5000", "-X", "message.timeout.ms=8000", "-X", "reconnect.backoff.max.ms=500",

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, started_cluster, until
-from tests.integration._support_raw import RawKafka
+from testkit.raw_kafka import RawKafka
 from tests.integration._support_tools import bus, ok
 from tests.integration.test_replication import FAST, all_in_sync, partitions_on, read_all
 

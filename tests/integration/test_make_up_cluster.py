@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, PartitionMetadata
 from contracts.config import load as load_config
 from contracts.topics import Topics
 from deploy.processes.cluster import until
+from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
 from deploy.processes.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
 
 NODES = 3
 

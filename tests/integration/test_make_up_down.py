@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from deploy import up
+from deploy.processes.make_up import MAKE_UP_PORTS, down, start_up, write_config
 from deploy.processes.ports import free_port
-from tests.web.test_auth_make_up import MAKE_UP_PORTS, down, start_up, write_config
 
 START_S = 300.0
 """How long `make up` may take until its ingest job reports its first batches (two Spark JVMs start on a loaded

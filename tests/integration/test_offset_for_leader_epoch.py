@@ -20,14 +20,14 @@ from bus.log.leader_epoch_cache import CHECKPOINT
 from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.ports import free_port
-from tests.integration._support_clients import (
+from testkit.clients import (
     FAST_CLIENT,
     consumer_config,
     create_topic,
     producer_config,
     stored_batches,
 )
-from tests.integration._support_raw import RawKafka
+from testkit.raw_kafka import RawKafka
 
 API_KEY = 23
 

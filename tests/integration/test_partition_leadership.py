@@ -25,7 +25,7 @@ from bus.network.network_client import NodeConnection
 from bus.protocol.messages import request_shapes
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, started_cluster, until
-from tests.integration._support_raw import RawKafka, metadata_request
+from testkit.raw_kafka import RawKafka, metadata_request
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ import time
 from bus.broker.partition import OFF_LOOP_PREPARE_BYTES
 from bus.protocol import compression
 from bus.protocol import records as rb
-from tests.integration._support_clients import consume, create_topic
-from tests.integration._support_raw import RawKafka, produce_error
-from tests.support.hostile import LatencyProbe
+from testkit.clients import consume, create_topic
+from testkit.hostile import LatencyProbe
+from testkit.raw_kafka import RawKafka, produce_error
 
 
 def _keyed_batch(count: int, prefix: bytes) -> bytes:

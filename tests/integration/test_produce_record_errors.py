@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import consume, create_topic, producer_config, stored_batches
-from tests.integration._support_raw import RawKafka, produce_request
+from testkit.clients import consume, create_topic, producer_config, stored_batches
+from testkit.raw_kafka import RawKafka, produce_request
 
 TOPIC_PARTITION_KEY_ERROR = "Compacted topic cannot accept message without key in topic partition {}-0"
 

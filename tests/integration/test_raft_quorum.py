@@ -25,7 +25,7 @@ from bus.security.acls import ANONYMOUS, serialize_principal
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import CLUSTER_ID, ClusterProcess, until
 from deploy.processes.cluster import describe_quorum as describe
-from tests.integration._support_raw import RawKafka, api_versions_request, header_only, metadata_request
+from testkit.raw_kafka import RawKafka, api_versions_request, header_only, metadata_request
 from tests.integration._support_tools import bus, ok
 
 

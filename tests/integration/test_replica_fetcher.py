@@ -29,8 +29,8 @@ from bus.log.log import Log
 from bus.log.manager import LogManager
 from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import FAST_CLIENT, consumer_config, create_topic, producer_config
-from tests.integration._support_raw import RawKafka, metadata_request
+from testkit.clients import FAST_CLIENT, consumer_config, create_topic, producer_config
+from testkit.raw_kafka import RawKafka, metadata_request
 
 LEADER = 1
 SETTINGS = FetcherSettings(node_id=-1, fetch_max_bytes=4096, response_max_bytes=1 << 20, min_bytes=1,

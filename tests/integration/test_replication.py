@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from bus.protocol.records import Record, build_batch
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, started_cluster, until
-from tests.integration._support_raw import RawKafka, metadata_request, produce_error
+from testkit.raw_kafka import RawKafka, metadata_request, produce_error
 
 pytestmark = pytest.mark.slow
 

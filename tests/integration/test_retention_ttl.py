@@ -13,7 +13,7 @@ from contracts.records import Kind
 from contracts.tables import captures, surveillance
 from deploy.processes.gateway import start_gateway
 from spark_jobs.capture_writer import close_cached_clients, write_puts
-from tests.web._data_support import puts_for, valid_records, writer
+from testkit.web_data import puts_for, valid_records, writer
 
 TTL_S = 3
 

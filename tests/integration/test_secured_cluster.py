@@ -39,7 +39,7 @@ from bus.network.node_security import NodeSecurity
 from bus.protocol.messages import request_shapes
 from bus.security.sasl_login import SaslCredentials
 from deploy.processes.cluster import StartedCluster, start_deploy_cluster, until
-from tests.support.tls import make_pki
+from testkit.tls import make_pki
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 30

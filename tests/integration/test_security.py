@@ -60,16 +60,16 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.child import ROOT
 from deploy.processes.cluster import ClusterProcess, started, until
 from deploy.processes.ports import free_port
-from tests.integration._support_clients import consume, create_topic, producer_config
-from tests.integration._support_raw import (
+from testkit.clients import consume, create_topic, producer_config
+from testkit.raw_kafka import (
     RawKafka,
     api_versions_request,
     header_only,
     metadata_request,
     produce_request,
 )
+from testkit.tls import name
 from tests.support.secure_broker import PASSWORDS, SecureBroker, format_storage, start_secure_broker
-from tests.support.tls import name
 
 REAUTH_MS = 2000
 FAILURE_DELAY_S = 0.3

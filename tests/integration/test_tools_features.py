@@ -12,7 +12,7 @@ import importlib.metadata
 import pytest
 
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_raw import RawKafka, api_versions_request
+from testkit.raw_kafka import RawKafka, api_versions_request
 from tests.integration._support_tools import bus, ok
 
 

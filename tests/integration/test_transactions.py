@@ -28,13 +28,13 @@ from kio.schema.errors import ErrorCode
 from bus.protocol import records as rb
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.child import spawn
-from tests.integration._support_clients import (
+from testkit.clients import (
     consume,
     create_topic,
     producer_config,
     stored_batches,
 )
-from tests.integration._support_raw import RawKafka
+from testkit.raw_kafka import RawKafka
 from tests.integration._support_transactions import (
     ABORT,
     COMMIT,
@@ -247,7 +247,7 @@ def test_read_committed_long_poll_wakes_on_commit(shared_broker: BrokerProcess, 
     """A read_committed consumer waiting at the LSO gets the records as soon as the marker is written."""
     from confluent_kafka import Consumer
 
-    from tests.integration._support_clients import consumer_config
+    from testkit.clients import consumer_config
 
     bootstrap = shared_broker.bootstrap
     create_topic(bootstrap, topic_name)
@@ -582,7 +582,7 @@ def _committed(bootstrap: str, group: str, topic: str, isolation: str = "read_co
     """The group's committed offset; read_committed asks for stable offsets (waits out pending ones)."""
     from confluent_kafka import Consumer
 
-    from tests.integration._support_clients import consumer_config
+    from testkit.clients import consumer_config
 
     consumer = Consumer(consumer_config(bootstrap, **{"group.id": group, "isolation.level": isolation}))
     try:
@@ -595,7 +595,7 @@ def _committed(bootstrap: str, group: str, topic: str, isolation: str = "read_co
 def _send_offsets(bootstrap: str, producer: Producer, group: str, topic: str, offset: int) -> None:
     from confluent_kafka import Consumer
 
-    from tests.integration._support_clients import consumer_config
+    from testkit.clients import consumer_config
 
     consumer = Consumer(consumer_config(bootstrap, **{"group.id": group}))
     try:

@@ -13,8 +13,8 @@ import pytest
 
 from deploy.object_store import ObjectStore
 from deploy.processes.broker import BrokerProcess
+from deploy.processes.video import read_topic
 from spark_jobs import launch
-from tests.video._support import read_topic
 from video import storage
 from video.scene import street_scene
 

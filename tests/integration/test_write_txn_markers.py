@@ -21,8 +21,8 @@ from kio.schema.write_txn_markers.v1.request import (
 
 from bus.protocol.records import Record, build_batch
 from deploy.processes.broker import BrokerProcess
-from tests.integration._support_clients import create_topic
-from tests.integration._support_raw import RawKafka, produce_error
+from testkit.clients import create_topic
+from testkit.raw_kafka import RawKafka, produce_error
 
 PRODUCER_ID = 4242
 

@@ -1,6 +1,6 @@
 """A small city that publishes real capture records for the real ingest job, with faults chosen by the test.
 
-Unlike :class:`tests.monitoring._support.ScriptedCity` (which writes ``ingest.stats`` itself), this one
+Unlike :class:`testkit.city.ScriptedCity` (which writes ``ingest.stats`` itself), this one
 only does what devices do: vehicle captures on ``capture.vehicle`` (schema-valid, built with the
 simulator's value generators) and heartbeats with cumulative counters on ``device.heartbeat``. The
 ingest job (``spark_jobs/ingest_captures.py``) reads the captures and publishes ``ingest.stats``, so

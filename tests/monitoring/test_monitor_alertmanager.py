@@ -25,8 +25,9 @@ from deploy.processes.console import Backing, password_of, start_console
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
 from deploy.processes.ports import free_port
+from testkit.city import ScriptedCity, WebhookReceiver, city_map
 from tests.monitoring._alertmanager import ALERTMANAGER, AMTOOL, AlertmanagerProcess, require
-from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
+from tests.monitoring._support import wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

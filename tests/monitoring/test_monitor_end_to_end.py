@@ -30,7 +30,8 @@ from deploy.processes.gateway import Gateway, start_gateway
 from deploy.processes.monitor import MonitorProcess
 from deploy.processes.ports import free_port
 from monitoring import queries
-from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, start_smtp, wait_for
+from testkit.city import ScriptedCity, WebhookReceiver, city_map
+from tests.monitoring._support import start_smtp, wait_for
 
 R1 = {f"10.1.0.{n}": "r1" for n in range(1, 7)}  # blurred + flapping: 2 of 6, not the recogniser
 R2 = {"10.2.0.1": "r2", "10.2.0.2": "r2", "10.2.0.3": "r2", "10.2.0.4": "r2"}

@@ -43,7 +43,8 @@ from monitoring import queries
 from monitoring.matchers import Matcher
 from monitoring.series import decode
 from monitoring.silences import new_silence, save_silence
-from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
+from testkit.city import ScriptedCity, WebhookReceiver, city_map
+from tests.monitoring._support import wait_for, webhook_monitor_config
 from tests.monitoring.test_single_monitor import active
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -26,13 +26,15 @@ from contracts.deployment_map import DeploymentMap
 from contracts.ingest_stats import parse_stats
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import Gateway, start_gateway
+from deploy.processes.ingest import ingest_job
 from deploy.processes.monitor import MonitorProcess
 from deploy.processes.ports import free_port
 from ingest.producer import open_producer
 from spark_jobs.launch import SparkJob
-from tests.integration._ingest_support import ingest_job, read_all
+from testkit.city import WebhookReceiver, city_map
+from tests.integration._ingest_support import read_all
 from tests.monitoring._capture_city import TOPIC, CaptureCity
-from tests.monitoring._support import WebhookReceiver, city_map, wait_for
+from tests.monitoring._support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1500)]
 

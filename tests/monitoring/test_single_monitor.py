@@ -16,7 +16,8 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
 from deploy.processes.ports import free_port
-from tests.monitoring._support import ScriptedCity, WebhookReceiver, city_map, wait_for, webhook_monitor_config
+from testkit.city import ScriptedCity, WebhookReceiver, city_map
+from tests.monitoring._support import wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 

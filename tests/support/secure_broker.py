@@ -20,7 +20,7 @@ from bus.config.broker import STANDARD_AUTHORIZER
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.child import ROOT
 from deploy.processes.ports import free_port
-from tests.support.tls import Pki, make_pki
+from testkit.tls import Pki, make_pki
 
 CLUSTER_ID = "Xy0fGzZxQWqJdWQ2hLq6sA"
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",

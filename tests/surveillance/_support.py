@@ -1,17 +1,15 @@
-"""Helpers for the surveillance tests: a small city map, a site whose services run as real processes
-(`deploy.processes.surveillance`), a capture publisher (records shaped by the simulator's own value generators)
-and readers of the output topics.
+"""Helpers for the surveillance tests: a site whose services run as real processes
+(`deploy.processes.surveillance`), a capture publisher and readers of the output topics. The city map, the
+solution config and the capture records are `testkit.surveillance`'s.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +17,10 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from contracts.deployment_map import Checkpoint, DeploymentMap, Device, District, Recognizer
-from contracts.records import CITY_TZ, encode, encode_feature, format_time
+from contracts.records import encode, encode_feature
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.surveillance import ServiceProcess
-from ingest import values
-
-DISTRICTS = ("330102", "330106")
-
-
-def city_map() -> DeploymentMap:
-    """Two districts, four crossroads each, one checkpoint per crossroad with a vehicle and a face camera."""
-    districts, checkpoints, devices = [], [], []
-    for d, code in enumerate(DISTRICTS):
-        districts.append(District(code, f"district {d}"))
-        for n in range(4):
-            cp = f"{code}#{n}#0#0"
-            vehicle_ip, face_ip = f"10.{d}.{n}.1", f"10.{d}.{n}.2"
-            checkpoints.append(Checkpoint(cp, code, n, "N", 30.25 + d / 10 + n / 100, 120.15 + n / 100, 2,
-                                          vehicle_ip, face_ip))
-            devices += [Device(vehicle_ip, cp, "vehicle", "10.9.9.9"), Device(face_ip, cp, "face", "10.9.9.9")]
-    return DeploymentMap(tuple(districts), tuple(checkpoints), tuple(devices),
-                         (Recognizer("10.9.9.9", tuple(d.device_ip for d in devices)),))
-
-
-CHECKPOINTS = tuple(c.checkpoint_id for c in city_map().checkpoints)
-
-
-def write_config(directory: Path, bootstrap: str, **surveillance: Any) -> Path:
-    """A solution config naming the test broker and map; ``surveillance`` overrides ``[surveillance]``."""
-    city_map().save(directory / "map.json")
-    section = {"metrics_port": 0, "commit_interval_s": 0.2, **surveillance}
-    lines = ["[bus]", f'bootstrap_servers = "{bootstrap}"', "[map]", f'path = "{directory / "map.json"}"',
-             "[surveillance]"] + [f"{key} = {json.dumps(value)}" for key, value in section.items()]
-    path = directory / "solution.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from testkit.surveillance import capture_time, write_config
 
 
 def scrape(url: str) -> dict[tuple[str, ...], float]:
@@ -74,25 +40,6 @@ ValueError that is no JSONDecodeError), and JSON of the wrong shape: a list, a n
 def without(record: dict[str, Any], field: str) -> bytes:
     """A valid-looking record that lacks ``field``."""
     return encode({k: v for k, v in record.items() if k != field})
-
-
-def capture_time(offset_s: float = 0.0) -> str:
-    return format_time(datetime.now(CITY_TZ) + timedelta(seconds=offset_s))
-
-
-def vehicle(record_id: str, checkpoint_id: str, plate: str, rng: random.Random, when: str | None = None) -> dict:
-    """A valid vehicle record as the simulator writes one, with the plate and place the test chose."""
-    return {"record_id": record_id, "checkpoint_id": checkpoint_id, "device_ip": "10.0.0.1",
-            "recognizer_ip": "10.9.9.9", "capture_time": when or capture_time(),
-            **values.vehicle_attributes(rng), "plate_number": plate, "lane": 1, "speed_kmh": 42.0,
-            "image_url": f"s3://captures/{record_id}.jpg"}
-
-
-def face(record_id: str, checkpoint_id: str, rng: random.Random, identity: list[float] | None = None,
-         noise: float = 0.15) -> dict:
-    return {"record_id": record_id, "checkpoint_id": checkpoint_id, "device_ip": "10.0.0.2",
-            "recognizer_ip": "10.9.9.9", "capture_time": capture_time(), **values.face_attributes(rng),
-            "feature": values.feature(rng, identity, noise), "image_url": f"s3://captures/{record_id}.jpg"}
 
 
 @dataclass

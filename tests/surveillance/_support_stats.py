@@ -19,7 +19,7 @@ from contracts.surveillance import lane_group
 from contracts.topics import Topics
 from deploy.processes.surveillance import ServiceProcess
 from ingest import values
-from tests.surveillance._support import CHECKPOINTS, capture_time, face, vehicle
+from testkit.surveillance import CHECKPOINTS, capture_time, face, vehicle
 
 T = Topics()
 GROUP_OF = {"lane": lambda r: lane_group(r["checkpoint_id"], r["lane"]), "checkpoint": lambda r: r["checkpoint_id"],

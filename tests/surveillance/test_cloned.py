@@ -18,7 +18,8 @@ from contracts.topics import Topics
 from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.cloned_stage import ALERT_NAME, CLONED_GROUP, SIGHTINGS_GROUP
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, plate_watch, vehicle
+from testkit.surveillance import CHECKPOINTS, capture_time, vehicle
+from tests.surveillance._support import Site, plate_watch
 from tests.surveillance._support_s2 import wait_committed
 
 T = Topics()

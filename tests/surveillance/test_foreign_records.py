@@ -24,17 +24,8 @@ from deploy.processes.ports import free_port
 from ingest import values
 from surveillance.stats_events import version
 from surveillance.streams import REPLY_ID_CHARS
-from tests.surveillance._support import (
-    CHECKPOINTS,
-    UNREADABLE,
-    Site,
-    capture_time,
-    face,
-    plate_watch,
-    scrape,
-    vehicle,
-    without,
-)
+from testkit.surveillance import CHECKPOINTS, capture_time, face, vehicle
+from tests.surveillance._support import UNREADABLE, Site, plate_watch, scrape, without
 from tests.surveillance._support_stats import T, finals, stat, tally
 
 FAR_FUTURE = "9999-12-31T23:59:00.000+00:00"

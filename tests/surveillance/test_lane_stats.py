@@ -29,7 +29,8 @@ from surveillance.settings import Settings
 from surveillance.stats_events import Router, read_command
 from surveillance.stats_stage import StatsRepartition, map_lanes
 from surveillance.stats_windows_stage import WindowedStats
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, city_map, face, vehicle
+from testkit.surveillance import CHECKPOINTS, capture_time, city_map, face, vehicle
+from tests.surveillance._support import Site
 from tests.surveillance._support_stats import T, finals, stat, tally
 
 MAP_LANES = {c.checkpoint_id: c.lanes for c in city_map().checkpoints}

@@ -20,7 +20,8 @@ from contracts.topics import Topics
 from deploy.processes.ports import free_port
 from ingest import values
 from surveillance import cloned_stage, stats_stage, stats_windows_stage, watch_stage
-from tests.surveillance._support import CHECKPOINTS, ServiceProcess, Site, plate_watch, scrape, vehicle
+from testkit.surveillance import CHECKPOINTS, vehicle
+from tests.surveillance._support import ServiceProcess, Site, plate_watch, scrape
 
 T = Topics()
 GROUP_INPUTS = {watch_stage.GROUP: T.captures, cloned_stage.SIGHTINGS_GROUP: (T.vehicle,),

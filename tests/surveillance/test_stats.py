@@ -14,7 +14,8 @@ import pytest
 
 from ingest import values
 from surveillance.stats_stage import GROUP
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, city_map, vehicle
+from testkit.surveillance import CHECKPOINTS, capture_time, city_map, vehicle
+from tests.surveillance._support import Site
 from tests.surveillance._support_s2 import wait_committed
 from tests.surveillance._support_stats import T, finals, live_traffic, stat, tally
 

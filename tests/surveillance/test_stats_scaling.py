@@ -18,7 +18,8 @@ import pytest
 from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.stats_stage import GROUP
-from tests.surveillance._support import CHECKPOINTS, Site, capture_time, vehicle
+from testkit.surveillance import CHECKPOINTS, capture_time, vehicle
+from tests.surveillance._support import Site
 from tests.surveillance._support_s2 import wait_committed
 from tests.surveillance._support_stats import (
     T,

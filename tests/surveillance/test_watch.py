@@ -13,18 +13,8 @@ from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
 from deploy.processes.ports import free_port
 from ingest import values
-from tests.surveillance._support import (
-    CHECKPOINTS,
-    DISTRICTS,
-    Site,
-    capture_time,
-    city_map,
-    face,
-    face_watch,
-    plate_watch,
-    scrape,
-    vehicle,
-)
+from testkit.surveillance import CHECKPOINTS, DISTRICTS, capture_time, city_map, face, vehicle
+from tests.surveillance._support import Site, face_watch, plate_watch, scrape
 
 T = Topics()
 

@@ -23,7 +23,7 @@ from bus.security.sasl import Authenticated, Challenge, PlainSaslServer, SaslSer
 from bus.security.sasl_login import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from bus.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramCredentials
 from bus.security.scram_messages import ServerFinal
-from tests.support.tls import make_pki
+from testkit.tls import make_pki
 
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s3cret";'
 

@@ -12,7 +12,7 @@ from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.network.listener_security import listener_securities
 from bus.security.scram import ScramCredentials
-from tests.support.tls import make_pki
+from testkit.tls import make_pki
 
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"

@@ -12,7 +12,7 @@ import pytest
 from bus.config.broker import load_broker_config
 from bus.config.definitions import ConfigError
 from bus.network.node_security import controller_security, inter_broker_security
-from tests.support.tls import make_pki
+from testkit.tls import make_pki
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
               'password="broker-secret";')

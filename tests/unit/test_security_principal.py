@@ -24,7 +24,7 @@ from bus.security.principal import (
     ssl_principal,
 )
 from bus.security.x500 import CertificateError, subject_name
-from tests.support.tls import Authority, name
+from testkit.tls import Authority, name
 
 _CERT_DER = Authority.create("truncated").identity.der()
 

@@ -19,7 +19,7 @@ from bus.security.listener_config import listener_config
 from bus.security.principal import SslPrincipalMapper, ssl_principal
 from bus.security.tls import client_ssl_context, openssl_cipher_name, server_ssl_context
 from bus.security.x500 import subject_name
-from tests.support.tls import KEY_PASSWORD, Pki, make_pki
+from testkit.tls import KEY_PASSWORD, Pki, make_pki
 
 
 @pytest.fixture(scope="module")

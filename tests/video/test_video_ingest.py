@@ -14,7 +14,8 @@ import pytest
 
 from contracts.records import parse_time
 from contracts.video import cancel_record, fallback_task_id
-from tests.video._support import IngestJob, VideoServices, analyze, services, start_ingest  # noqa: F401
+from deploy.processes.video import IngestJob, VideoServices, start_ingest
+from tests.video._support import analyze, services  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1800)]
 TIMEOUT = 420.0

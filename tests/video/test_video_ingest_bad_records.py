@@ -18,9 +18,10 @@ import pytest
 
 from contracts.topics import Topics
 from contracts.video import cancel_record, encode, status_record, validate_command
+from deploy.processes.video import IngestJob, VideoServices, start_ingest
 from spark_jobs.video_scheduler import command_fields
 from tests.support.bad_records import MALFORMED, lone_surrogate, nested, produce, wait_for
-from tests.video._support import IngestJob, VideoServices, analyze, services, start_ingest, started_line  # noqa: F401
+from tests.video._support import analyze, services, started_line  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1200)]
 TIMEOUT = 420.0

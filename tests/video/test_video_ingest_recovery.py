@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from tests.video._support import VideoServices, analyze, group_alive, services, start_ingest, started_line  # noqa: F401
+from deploy.processes.video import VideoServices, start_ingest
+from tests.video._support import analyze, group_alive, services, started_line  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(2400)]
 TIMEOUT = 600.0

@@ -28,7 +28,7 @@ from deploy.processes.child import ROOT
 from deploy.processes.console import Backing, ConsoleProcess, password_of, start_console
 from deploy.processes.gateway import start_gateway
 from ingest.city import build_city
-from tests.web._data_support import T0, as_plate, load, valid_records
+from testkit.web_data import T0, as_plate, load, valid_records
 from tests.web.conftest import ROLES
 from tests.web.test_overview import stats
 

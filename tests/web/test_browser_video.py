@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from contracts.records import CITY_TZ
-from tests.video._support import IngestJob, VideoServices, start_ingest
+from deploy.processes.video import IngestJob, VideoServices, start_ingest
 from tests.web._video_support import VideoSite, load_task, start_video_site
 from tests.web.test_browser import Browsing, browser, browsing_session, until  # noqa: F401 - the browser fixture
 from video import storage

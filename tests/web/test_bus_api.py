@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from deploy.processes.console import ConsoleProcess
-from tests.integration._support_raw import RawKafka, produce_error
+from testkit.raw_kafka import RawKafka, produce_error
 from tests.web._bad_records import (
     WRONG_SHAPES,
     header_name_batch,

@@ -22,7 +22,7 @@ from deploy.processes.console import ConsoleProcess, start_console
 from deploy.processes.ports import free_port
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
-from tests.web._data_support import load, valid_records
+from testkit.web_data import load, valid_records
 from tests.web._video_support import VideoSite, start_video_site
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ from contracts.topics import Topics
 from ingest.city import build_city
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
-from tests.web._data_support import StepClock, load, valid_records
+from testkit.web_data import StepClock, load, valid_records
 from tests.web._video_support import VideoSite, start_video_site
 from tests.web.test_browser import ARTIFACTS, Browsing, browser, browsing_session, until  # noqa: F401 - the browser fixture
 

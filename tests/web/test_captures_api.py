@@ -21,7 +21,7 @@ from deploy.processes.console import ConsoleProcess
 from ingest.city import build_city
 from ingest.traffic import Traffic, TrafficConfig
 from spark_jobs.capture_writer import WriterSettings, close_cached_clients, process_records
-from tests.web._data_support import T0, StepClock, as_plate, create_tables, load, valid_records
+from testkit.web_data import T0, StepClock, as_plate, create_tables, load, valid_records
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 
 TOPICS = Topics()

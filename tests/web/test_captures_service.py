@@ -13,7 +13,7 @@ import pytest
 
 from contracts.records import Kind, epoch_ms
 from deploy.processes.gateway import Gateway, start_gateway
-from tests.web._data_support import T0, StepClock, as_plate, load, valid_records
+from testkit.web_data import T0, StepClock, as_plate, load, valid_records
 from web.services import captures
 from web.services.errors import Invalid, NotFound
 

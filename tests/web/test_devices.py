@@ -11,7 +11,7 @@ import pytest
 
 from contracts.records import Kind
 from deploy.processes.console import ConsoleProcess
-from tests.web._data_support import T0, StepClock, load, valid_records
+from testkit.web_data import T0, StepClock, load, valid_records
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from contracts.records import now_time
 from contracts.surveillance import ACCEPTED, reply_record, stat_from_json, watch_from_json
 from contracts.topics import Topics
 from deploy.processes.console import ConsoleProcess, password_of
-from tests.integration._support_raw import RawKafka, produce_error
+from testkit.raw_kafka import RawKafka, produce_error
 from tests.web._bad_records import UNWRITABLE_JSON, WRONG_SHAPES, skipped_counts, undecompressible_batch
 from web.events import Subscription, decode_value, hub_topics
 

@@ -25,7 +25,7 @@ from contracts.retention import Retention
 from contracts.surveillance import hit_record, watch_hit_id
 from contracts.tables import captures, surveillance
 from spark_jobs.capture_writer import close_cached_clients, write_puts
-from tests.web._data_support import StepClock, puts_for, valid_records, writer
+from testkit.web_data import StepClock, puts_for, valid_records, writer
 from tests.web._video_support import VideoSite, video_site
 from video import storage
 

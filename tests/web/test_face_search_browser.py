@@ -25,10 +25,11 @@ from contracts.topics import Topics
 from ingest.city import build_city
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
+from testkit.faces import Planted, load_faces, plant
 from tests.web._video_support import VideoSite, start_video_site
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 from tests.web.test_browser import Browsing, browser, browsing_session  # noqa: F401 - fixtures
-from tests.web.test_face_search import REASON, Planted, load_faces, plant, send
+from tests.web.test_face_search import REASON, send
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]
 RENDERER = Renderer(seed=29, settings=ImageSettings())

@@ -39,7 +39,7 @@ from deploy.pki import Authority, name, write_private
 from deploy.processes.child import spawn
 from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
 from deploy.processes.ports import free_port
-from tests.web._data_support import T0, StepClock, load, valid_records
+from testkit.web_data import T0, StepClock, load, valid_records
 from tests.web.test_browser import ARTIFACTS, Watch, browser  # noqa: F401 - the browser fixture
 from tests.web.test_events import hub_follows, produce, read_events, wait_for_clients
 

@@ -8,7 +8,6 @@ writes), so any query inside that window sees exactly these rows whatever else t
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +21,8 @@ from contracts.records import Kind, epoch_ms, format_time
 from contracts.tables import captures as layout
 from deploy.processes.console import ConsoleProcess
 from ingest.city import DISTRICTS, build_city
-from tests.web._data_support import T0, StepClock, load, valid_records
+from testkit.search import REASON, URL, Record, brute, every_page
+from testkit.web_data import T0, StepClock, load, valid_records
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 
 CAPTURES = 20_000
@@ -30,9 +30,6 @@ WINDOW_START = T0 + timedelta(days=200)
 STEP = timedelta(seconds=1)
 WINDOW_END = WINDOW_START + CAPTURES * STEP
 CITY = build_city(MAP_SEED, MAP_CHECKPOINTS)
-REASON = "case 2026-0029"
-URL = "/api/v1/captures/vehicles"
-Record = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -58,38 +55,6 @@ def iso(moment: datetime) -> str:
 def window(**conditions: Any) -> dict[str, Any]:
     """A query over the whole data window."""
     return {"from": iso(WINDOW_START), "to": iso(WINDOW_END), **conditions}
-
-
-def every_page(client: httpx.Client, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each page's body, following ``next`` to the end."""
-    bodies, cursor = [], None
-    while True:
-        response = client.get(URL, params={**params, "reason": REASON, **({"cursor": cursor} if cursor else {})})
-        assert response.status_code == 200, response.text
-        body = response.json()
-        assert len(body["items"]) <= int(params.get("limit", 50))
-        bodies.append(body)
-        cursor = body["next"]
-        if cursor is None:
-            return bodies
-
-
-def brute(records: list[Record], params: dict[str, Any]) -> list[str]:
-    """The record ids a full scan of ``records`` (newest first) finds for ``params``, in that order."""
-    start, end = epoch_ms(params["from"]), epoch_ms(params["to"])
-    plate = params.get("plate")
-    pattern = re.compile(plate.replace("*", ".*").replace("?", ".")) if plate else None
-    fields = {"checkpoint": "checkpoint_id", "lane": "lane", "plate_color": "plate_color",
-              "vehicle_color": "vehicle_color", "vehicle_type": "vehicle_type", "brand": "vehicle_brand"}
-
-    def hit(r: Record) -> bool:
-        return (start <= r["_ms"] < end
-                and all(r[field] == params[name] for name, field in fields.items() if name in params)
-                and ("district" not in params or layout.district_of(r["checkpoint_id"]) == params["district"])
-                and ("direction" not in params or layout.direction_of(r["checkpoint_id"]) == params["direction"])
-                and (pattern is None or pattern.fullmatch(r["plate_number"]) is not None))
-
-    return [r["record_id"] for r in records if hit(r)]
 
 
 def masked(plate: str, draw: st.DrawFn) -> str:

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, expect
 
 from contracts.records import Kind
 from deploy.processes.console import ConsoleProcess
-from tests.web._data_support import T0, StepClock, load, valid_records
+from testkit.web_data import T0, StepClock, load, valid_records
 from tests.web.test_browser import Browsing, browser, browsing_session, until  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow]

@@ -24,7 +24,7 @@ from contracts.records import Kind
 from contracts.retention import Retention
 from contracts.surveillance import decode_embedding, hit_record, watch_hit_id
 from contracts.tables.surveillance import ensure_surveillance_tables, hit_rows
-from tests.web import _data_support as data
+from testkit import web_data as data
 
 WATCHLIST = "control.watchlist"
 

@@ -22,7 +22,7 @@ from contracts.records import CITY_TZ, Kind, encode, format_time
 from deploy.processes.child import spawn
 from deploy.processes.console import ConsoleProcess
 from ingest.city import build_city
-from tests.web import _data_support as data
+from testkit import web_data as data
 from tests.web.conftest import MAP_CHECKPOINTS, MAP_SEED
 from tests.web.test_watchlist_api import wait_for
 

@@ -1,4 +1,5 @@
-"""Helpers the interop tests share: topic creation, draining a partition, and reading stored batches.
+"""Helpers the interop tests and the broker benchmarks share: topic creation, draining a partition, and reading
+stored batches.
 
 Reading the partition's `.log` files directly is how the tests prove what a client claims (that a
 batch was really compressed, with which codec) instead of trusting a round trip that would also pass

@@ -18,7 +18,7 @@ from typing import Any
 
 from bus.protocol import compression
 from bus.protocol import records as rb
-from tests.integration._support_raw import RawKafka, api_versions_request, produce_request
+from testkit.raw_kafka import RawKafka, api_versions_request, produce_request
 
 
 def fetch_request(topic: str, partition: int = 0, offset: int = 0, max_bytes: int = 1 << 20) -> Any:
