@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import python_floor as python_floor_server
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 
 TOPIC = "requests"
 SPREAD, SPREAD_PARTITIONS = "spread", 1000  # issue 15: the loop's worst stall under idempotent produce here < 20 ms

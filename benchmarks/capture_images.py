@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer
 
+from contracts.ports import free_port
 from contracts.records import UNRECOGNIZED
 from contracts.topics import Topics
 from deploy.processes.make_up import (
@@ -38,7 +39,6 @@ from deploy.processes.make_up import (
     start_up,
     write_config,
 )
-from deploy.processes.ports import free_port
 
 
 def published_vehicles(data_dir: Path, count: int, timeout: float = 300) -> list[str]:

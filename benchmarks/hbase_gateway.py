@@ -27,7 +27,7 @@ from pathlib import Path
 
 import happybase
 
-from deploy.processes.child import spawn
+from contracts.processes import spawn
 
 VALUE = b"v" * 20
 COLUMNS = (b"cf:a", b"cf:b", b"cf:c")

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deploy.processes.child import spawn
+from contracts.ports import free_port
+from contracts.processes import spawn
 from deploy.processes.make_up import MAKE_UP_PORTS, write_config
-from deploy.processes.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,8 +42,8 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewTopic
 
 from bus.client.admin import AdminClient
+from contracts.processes import spawn
 from deploy.cluster import Node, cluster_id, node_command, plan, wait_for_quorum
-from deploy.processes.child import spawn
 
 CONTROLLER_SETTINGS = {
     "Kafka defaults (election 1000 ms, fetch 2000 ms)": {},

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.broker_throughput import produce_rate, run_in_process
 from bus.security.acls import AclBinding, AclIndex, AclOperation, PatternType, PermissionType, ResourceType
 from bus.security.authorizer import StandardAuthorizer
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
-from deploy.processes.ports import free_port
 from testkit.tls import make_pki
 
 TOPIC = "bench.secured"

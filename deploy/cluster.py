@@ -43,9 +43,9 @@ from pathlib import Path
 
 from bus.client.admin import AdminClient
 from bus.config.broker import random_cluster_id
+from contracts.processes import spawn
 from deploy import cluster_security
 from deploy.cluster_security import ClusterSecurity
-from deploy.processes.child import spawn
 
 VOTER_COUNTS = (1, 3, 5)
 COMBINED = "broker,controller"

@@ -33,10 +33,10 @@ import tomli_w
 
 from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.processes import spawn, terminate
 from contracts.topics import DR_PREFIX, SITE_ALIASES, Topics
 from deploy import shutdown
 from deploy.pki import write_private
-from deploy.processes.child import spawn, terminate
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]

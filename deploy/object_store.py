@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from contracts import processes as child
 from contracts import s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.retention import Retention
-from deploy.processes import child
 from deploy.shutdown import SERVICE_GRACE_S
 
 GRPC_OFFSET = 10000

@@ -17,8 +17,8 @@ from typing import IO, Any
 
 from contracts.config import Config
 from contracts.deployment_map import map_path
+from contracts.processes import spawn, terminate
 from deploy import shutdown
-from deploy.processes.child import spawn, terminate
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]

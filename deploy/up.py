@@ -45,12 +45,12 @@ from contracts import bus_client, s3_credentials
 from contracts.bus_acls import Role
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
+from contracts.processes import spawn, terminate
 from contracts.topics import Topics
 from deploy import cluster, dr_site, object_store, secured_bus, shutdown
 from deploy import surveillance as surveillance_slice
 from deploy.cluster_security import ClusterSecurity
 from deploy.pipeline import Endpoints, Pipeline
-from deploy.processes.child import spawn, terminate
 from deploy.prometheus import scrape as prometheus_scrape
 from deploy.secured_bus import SecuredBus
 from spark_jobs import launch

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from deploy.processes import child
-from deploy.processes.ports import free_port, wait_for_port
+from contracts import processes as child
+from contracts.ports import free_port, wait_for_port
 
 
 class BrokerProcess:

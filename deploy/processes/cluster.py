@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from bus.client.admin import AdminClient, QuorumInfo
-from deploy.processes import child
+from contracts import processes as child
 from deploy.processes.broker import BrokerProcess
 
 T = TypeVar("T")

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 
-from deploy.processes import child
+from contracts import processes as child
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.gateway import Gateway
-from deploy.processes.ports import free_port
 
 _names = itertools.count()
 

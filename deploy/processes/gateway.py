@@ -19,7 +19,7 @@ from pathlib import Path
 
 import happybase
 
-from deploy.processes import child
+from contracts import processes as child
 
 _names = itertools.count()
 

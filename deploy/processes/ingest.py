@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deploy.processes.child import ROOT
+from contracts.processes import ROOT
 from spark_jobs import launch
 
 

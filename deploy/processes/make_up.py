@@ -19,7 +19,7 @@ import tomli_w
 
 from contracts import bus_client
 from contracts.config import load as load_config
-from deploy.processes.child import spawn
+from contracts.processes import spawn
 
 MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "dr", "drc", "mm")
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deploy.processes import child
+from contracts import processes as child
 
 
 class MonitorProcess:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.processes import child
+from contracts import processes as child
 
 METRICS_PORT = re.compile(r"serving /metrics on (?:http://[^:/]+:|port )(\d+)")
 """``contracts.metrics_http``'s log line: the configured port, or the free one that replaced it."""

@@ -19,12 +19,12 @@ import happybase
 from thriftpy2.thrift import TException
 
 from contracts.config import Config
+from contracts.ports import free_port, wait_for_port
+from contracts.processes import ROOT, kill, spawn, terminate
 from contracts.tables import captures
 from contracts.topics import DR_PREFIX, Topics
 from deploy.dr_site import broker_command, mirror_properties
-from deploy.processes.child import ROOT, kill, spawn, terminate
 from deploy.processes.mirror import MirrorProcess
-from deploy.processes.ports import free_port, wait_for_port
 from spark_jobs import launch
 
 CAPTURE_TABLES = ("vehicle", "face", "capture_unrecognized")

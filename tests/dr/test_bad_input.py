@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.processes.child import ROOT
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.processes.mirror import MirrorProcess
-from deploy.processes.ports import free_port
 from dr_mirror.formats import Checkpoint, OffsetSync
 from testkit.mirror import create_topics, end_offsets, write_properties
 from testkit.raw_kafka import RawKafka, produce_error

@@ -14,12 +14,12 @@ from confluent_kafka.admin import AdminClient
 
 from contracts import bus_client
 from contracts.config import load
+from contracts.ports import free_port
+from contracts.processes import spawn
 from contracts.topics import Topics
 from deploy.dr_site import DrSettings, loaders_config, mirror_properties
-from deploy.processes.child import spawn
 from deploy.processes.ingest import simulate
 from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
-from deploy.processes.ports import free_port
 from dr_mirror.settings import load as load_properties
 from testkit.polling import poll
 from tests.integration._ingest_support import row_counts

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.processes.child import ROOT
+from contracts.processes import ROOT
 
 # Its own group, not "spark": the drills (about ten minutes of Spark ingest on two sites) would make the one
 # worker running every Spark test the last to finish by far; on free ports, they can overlap the others.

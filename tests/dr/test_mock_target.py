@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from deploy.processes.child import spawn
+from contracts.processes import spawn
 from deploy.processes.mirror import MirrorProcess
 from testkit.mirror import create_topics, end_offsets, write_properties
 from tests.dr._support import read_all, wait_until

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from Hbase_thrift import AlreadyExists
 
+from contracts.ports import free_port
 from deploy.processes.gateway import start_gateway
-from deploy.processes.ports import free_port
 
 
 def _value(text: str, name: str, **labels: str) -> float:

@@ -18,7 +18,7 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TBufferedTransport, TSocket
 
-from deploy.processes.child import ROOT
+from contracts.processes import ROOT
 from deploy.processes.gateway import Gateway
 
 from .conftest import unique_name

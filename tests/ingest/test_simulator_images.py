@@ -18,10 +18,10 @@ import pytest
 from confluent_kafka import Consumer
 
 from contracts import records
+from contracts.ports import free_port
 from contracts.records import IMAGE_ERROR, Kind, Status
 from deploy.object_store import ObjectStore
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
 from ingest.images.stage import NO_IMAGE, UPLOAD_FAILED

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.protocol import header as hdr
 from bus.protocol.messages import decode_request, encode_response, request_class, response_class, shapes
-from deploy.processes.ports import free_port
+from contracts.ports import free_port
 
 Rule = Callable[[int, int], Any]
 _SIZE = struct.Struct(">i")

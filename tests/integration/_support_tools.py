@@ -7,7 +7,7 @@ import subprocess
 import sys
 import uuid
 
-from deploy.processes.child import ROOT
+from contracts.processes import ROOT
 
 
 def bus(*args: str, input: str | None = None, timeout: float = 60.0,

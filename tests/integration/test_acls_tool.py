@@ -24,8 +24,8 @@ from confluent_kafka.admin import (
 
 from bus.cli import main
 from bus.config.broker import STANDARD_AUTHORIZER
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 
 TIMEOUT = 15.0
 ANY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,

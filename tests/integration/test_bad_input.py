@@ -22,8 +22,8 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.serial import entity_reader
 
 from bus.protocol import records as rb
-from deploy.processes.child import ROOT
-from deploy.processes.ports import free_port
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from testkit.clients import consume, create_topic, producer_config
 from testkit.raw_kafka import (
     RawKafka,

@@ -22,8 +22,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from testkit.clients import create_topic
 from testkit.hostile import (
     FetchPipeliner,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.ports import _ephemeral_low, free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import _ephemeral_low, free_port
 
 
 def test_a_broker_whose_port_another_process_holds_fails_to_start(tmp_path: Path) -> None:

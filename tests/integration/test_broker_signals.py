@@ -6,8 +6,8 @@ import signal
 import time
 from pathlib import Path
 
+from contracts.processes import spawn
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 
 
 def test_sigterm_while_starting_shuts_down_cleanly(tmp_path: Path) -> None:

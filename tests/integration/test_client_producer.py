@@ -27,8 +27,8 @@ from bus.client.errors import (
 from bus.client.partitioner import partition_for_key
 from bus.client.producer import KafkaProducer, ProducerInterceptor, RecordMetadata
 from bus.protocol import compression as codecs
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from testkit.clients import FAST_CLIENT, consume, create_topic, stored_batches
 from tests.integration._support_client_proxy import KafkaProxy
 

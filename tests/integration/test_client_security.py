@@ -31,7 +31,7 @@ from bus.client.admin import (
     UserScramCredentialUpsertion,
 )
 from bus.client.errors import KafkaConnectionError, SaslAuthenticationError, SslAuthenticationError
-from deploy.processes.child import ROOT
+from contracts.processes import ROOT
 from testkit.clients import consume, producer_config
 from tests.support.secure_broker import PASSWORDS, SecureBroker, start_secure_broker
 

@@ -24,8 +24,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from testkit.raw_kafka import RawKafka, metadata_request, produce_request
 
 PARTITIONS = 200

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.gateway import start_gateway
 from deploy.processes.ingest import simulate
 from spark_jobs import launch

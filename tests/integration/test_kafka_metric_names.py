@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, until
-from deploy.processes.ports import free_port
 
 TOPIC = "plates"
 RECORDS = 10

@@ -18,10 +18,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, PartitionMetadata
 
 from contracts.config import load as load_config
+from contracts.ports import free_port
 from contracts.topics import Topics
 from deploy.processes.cluster import until
 from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
-from deploy.processes.ports import free_port
 
 NODES = 3
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from contracts.ports import free_port
 from deploy import up
 from deploy.processes.make_up import MAKE_UP_PORTS, down, start_up, write_config
-from deploy.processes.ports import free_port
 
 START_S = 300.0
 """How long `make up` may take until its ingest job reports its first batches (two Spark JVMs start on a loaded

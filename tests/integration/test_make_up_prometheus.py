@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contracts.ports import free_port
 from deploy.processes.make_up import MAKE_UP_PORTS, console_client, down, start_up, write_config
-from deploy.processes.ports import free_port
 
 EXPECTED_JOBS = {"bus", "monitor", "surveillance", "mirror", "object_store", "hbase", "console"}
 

@@ -27,8 +27,8 @@ from bus.controller.metadata_log.local_file import METADATA_PARTITION_DIR
 from bus.log import files
 from bus.raft.file_raft_log import FileRaftLog
 from bus.raft.snapshots import SUFFIX, snapshot_id_of
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from tests.integration.test_metadata_cluster import create_retrying
 

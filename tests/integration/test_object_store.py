@@ -18,9 +18,9 @@ import pytest
 from minio import Minio
 from minio.error import S3Error
 
+from contracts.processes import spawn, terminate
 from deploy import object_store, shutdown
 from deploy.object_store import ObjectStore, free_port_pair
-from deploy.processes.child import spawn, terminate
 from video import storage
 
 T0 = dt.datetime(2024, 5, 1, 8, 0, tzinfo=dt.UTC)

@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 
 from bus.log.leader_epoch_cache import CHECKPOINT
 from bus.protocol import records as rb
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from testkit.clients import (
     FAST_CLIENT,
     consumer_config,

@@ -56,10 +56,10 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from bus.protocol import records as rb
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.cluster import ClusterProcess, started, until
-from deploy.processes.ports import free_port
 from testkit.clients import consume, create_topic, producer_config
 from testkit.raw_kafka import (
     RawKafka,

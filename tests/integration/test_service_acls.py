@@ -22,10 +22,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from contracts import bus_client
 from contracts.bus_acls import CHECKPOINT_TOPICS, MATRIX, Role, all_bindings
 from contracts.config import Config
+from contracts.ports import free_port
 from contracts.topics import DR_PREFIX, Topics
 from deploy import acls, cluster
 from deploy.cluster_security import ADMIN_USER, ClusterSecurity
-from deploy.processes.ports import free_port
 
 TOPICS = Topics()
 DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewTopic
 
+from contracts.processes import spawn
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from tests.integration._support_tools import bus, ok, unique
 
 
@@ -159,7 +159,7 @@ def test_console_consumer_bad_flags(shared_broker: BrokerProcess, argv: list[str
 
 
 def test_unreachable_server_fails_fast() -> None:
-    from deploy.processes.ports import free_port
+    from contracts.ports import free_port
 
     started = time.monotonic()
     for tool in (["console-producer", "--topic", "t"], ["console-consumer", "--topic", "t"]):

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import ConfigResource
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.ports import free_port
 from tests.integration._support_tools import bus, ok, unique
 
 

@@ -26,8 +26,8 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from bus.protocol import records as rb
+from contracts.processes import spawn
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from testkit.clients import (
     consume,
     create_topic,

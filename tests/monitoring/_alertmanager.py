@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from deploy.processes.child import spawn, terminate
-from deploy.processes.ports import free_port
+from contracts.ports import free_port
+from contracts.processes import spawn, terminate
 
 ALERTMANAGER = "prometheus-alertmanager"
 AMTOOL = "amtool"

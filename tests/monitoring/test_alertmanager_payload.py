@@ -18,8 +18,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from contracts.alerts import rfc3339
-from deploy.processes.child import ROOT
-from deploy.processes.ports import free_port
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from monitoring.alertmanager import AlertmanagerSender, SendBook, alerts_url, api_alert, valid_until
 from monitoring.alerts import FIRING, PENDING, RESOLVED, Alert, AlertBook, Candidate
 from monitoring.config import ConfigError, Receiver, console_alertmanager_url, parse

@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.console import Backing, password_of, start_console
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
-from deploy.processes.ports import free_port
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
 from tests.monitoring._alertmanager import ALERTMANAGER, AMTOOL, AlertmanagerProcess, require
 from tests.monitoring._support import wait_for, webhook_monitor_config

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from contracts.records import CITY_TZ
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.gateway import Gateway, start_gateway
 from deploy.processes.monitor import MonitorProcess
-from deploy.processes.ports import free_port
 from monitoring import queries
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
 from tests.monitoring._support import start_smtp, wait_for

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.ingest_stats import BatchTally, stats_record
+from contracts.ports import free_port
 from contracts.records import CITY_TZ, encode, format_time
 from contracts.tables.monitoring import (
     HOUR_COLUMN,
@@ -38,7 +39,6 @@ from contracts.tables.monitoring import (
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
-from deploy.processes.ports import free_port
 from monitoring import queries
 from monitoring.matchers import Matcher
 from monitoring.series import decode

@@ -24,11 +24,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from contracts.deployment_map import DeploymentMap
 from contracts.ingest_stats import parse_stats
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import Gateway, start_gateway
 from deploy.processes.ingest import ingest_job
 from deploy.processes.monitor import MonitorProcess
-from deploy.processes.ports import free_port
 from ingest.producer import open_producer
 from spark_jobs.launch import SparkJob
 from testkit.city import WebhookReceiver, city_map

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.ports import free_port
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
-from deploy.processes.ports import free_port
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
 from tests.monitoring._support import wait_for, webhook_monitor_config
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bus.config.broker import STANDARD_AUTHORIZER
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
-from deploy.processes.ports import free_port
 from testkit.tls import Pki, make_pki
 
 CLUSTER_ID = "Xy0fGzZxQWqJdWQ2hLq6sA"

@@ -18,9 +18,9 @@ import random
 import time
 from typing import Any
 
+from contracts.ports import free_port
 from contracts.records import encode
 from contracts.surveillance import hit_record, stat_from_json, watch_hit_id
-from deploy.processes.ports import free_port
 from ingest import values
 from surveillance.stats_events import version
 from surveillance.streams import REPLY_ID_CHARS

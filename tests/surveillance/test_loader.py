@@ -22,9 +22,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from contracts.processes import spawn
 from contracts.tables.surveillance import BY_TIME_TABLE, BY_WATCH_TABLE, bucket_prefixes, read_hit, watch_prefix
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from deploy.processes.gateway import Gateway, start_gateway
 from tests.surveillance._support import UNREADABLE, without
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from contracts.config import load
+from contracts.processes import spawn
 from contracts.tables.surveillance import BY_WATCH_TABLE, read_hit, watch_prefix
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from deploy.processes.gateway import start_gateway
 from deploy.surveillance import services, wait_for_map, watch_targets
 

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from contracts.ports import free_port
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
-from deploy.processes.ports import free_port
 from ingest import values
 from surveillance import cloned_stage, stats_stage, stats_windows_stage, watch_stage
 from testkit.surveillance import CHECKPOINTS, vehicle

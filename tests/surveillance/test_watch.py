@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import random
 
+from contracts.ports import free_port
 from contracts.records import epoch_ms
 from contracts.surveillance import watch_hit_id
 from contracts.topics import Topics
-from deploy.processes.ports import free_port
 from ingest import values
 from testkit.surveillance import CHECKPOINTS, DISTRICTS, capture_time, city_map, face, vehicle
 from tests.surveillance._support import Site, face_watch, plate_watch, scrape

@@ -70,7 +70,7 @@ case "$SECURITY" in
     *) echo "SECURITY must be plaintext or sasl_ssl, not $SECURITY" >&2; exit 2 ;;
 esac
 SASL_MECHANISM="${SASL_MECHANISM:-SCRAM-SHA-256}"
-free_port() { (cd "$ROOT" && "$PY" -c 'from deploy.processes.ports import free_port; print(free_port())'); }
+free_port() { (cd "$ROOT" && "$PY" -c 'from contracts.ports import free_port; print(free_port())'); }
 PORT="$(free_port)"
 CONTROLLER_PORT="$(free_port)"
 DATA="$WORKDIR/broker-data"
@@ -150,7 +150,7 @@ else
 fi
 BROKER_PID=$!
 trap 'kill "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true' EXIT
-(cd "$ROOT" && "$PY" -c "from deploy.processes.ports import wait_for_port; wait_for_port($CLIENT_PORT, 30)")
+(cd "$ROOT" && "$PY" -c "from contracts.ports import wait_for_port; wait_for_port($CLIENT_PORT, 30)")
 echo "broker pid $BROKER_PID on 127.0.0.1:$CLIENT_PORT ($SECURITY, authorizer $AUTHORIZER; log: $WORKDIR/broker.log)"
 
 cd "$SRC/tests"

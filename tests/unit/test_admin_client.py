@@ -26,7 +26,7 @@ from bus.client.admin.client import _parse_bootstrap
 from bus.client.admin.common import error_name, first_error
 from bus.client.errors import KafkaError, KafkaTimeoutError
 from bus.protocol.consumer_protocol import Assignment, assigned_partitions, encode_assignment
-from deploy.processes.ports import free_port
+from contracts.ports import free_port
 
 
 def test_error_names_are_kafkas() -> None:

@@ -22,8 +22,8 @@ from bus.config.broker import load_broker_config
 from bus.controller.controller import ControllerError, TopicSpec
 from bus.controller.controller_channel import ControllerChannel
 from bus.controller.image import PartitionState
+from contracts.ports import free_port
 from deploy.processes.cluster import CLUSTER_ID
-from deploy.processes.ports import free_port
 from tests.unit.raft.test_raft_driver import in_loop
 
 

@@ -23,9 +23,9 @@ from bus.config.definitions import ConfigError
 from bus.security.listener_config import listener_config
 from bus.security.tls import server_ssl_context
 from contracts.config import Config
+from contracts.ports import free_port
+from contracts.processes import ROOT
 from deploy.pki import Authority, Identity, name, write_private
-from deploy.processes.child import ROOT
-from deploy.processes.ports import free_port
 from web.settings import ConsoleSettings
 
 EXPIRED_ON = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

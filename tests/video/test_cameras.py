@@ -14,9 +14,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from contracts.processes import spawn
 from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore, free_port_pair
-from deploy.processes.child import spawn
 from tests.video._support_media import ROOT, run_module, store, store_flags
 from video.storage import list_videos
 

@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
+from contracts.ports import free_port
 from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore
-from deploy.processes.ports import free_port
 from tests.video._support_media import run_module, store, store_flags
 from video.scene import street_scene
 

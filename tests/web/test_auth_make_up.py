@@ -15,8 +15,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from contracts import bus_client, s3_credentials
+from contracts.ports import free_port
 from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
-from deploy.processes.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,9 +22,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
+from contracts.processes import ROOT
 from contracts.topics import Topics
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import ROOT
 from deploy.processes.console import Backing, ConsoleProcess, password_of, start_console
 from deploy.processes.gateway import start_gateway
 from ingest.city import build_city

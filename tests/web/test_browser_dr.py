@@ -14,12 +14,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from playwright.sync_api import expect
 
 from contracts.config import load
+from contracts.ports import free_port
+from contracts.processes import spawn
 from deploy.dr_site import mirror_properties
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from deploy.processes.console import Backing
 from deploy.processes.gateway import start_gateway
-from deploy.processes.ports import free_port
 from tests.web.test_browser import Browsing, Site, browser, browsing, until  # noqa: F401 - fixtures
 from tests.web.test_dr_api import dr_console
 

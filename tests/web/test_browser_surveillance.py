@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from contracts.processes import spawn
 from contracts.records import CITY_TZ, now_time
 from contracts.surveillance import hit_record, reply_record, watch_hit_id
 from contracts.topics import Topics
-from deploy.processes.child import spawn
 from tests.web.test_browser import (  # noqa: F401 - fixtures
     PLATE,
     Browsing,

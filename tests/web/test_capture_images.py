@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
+from contracts.ports import free_port
 from contracts.records import IMAGE_ERROR, Kind
 from deploy.processes.console import ConsoleProcess, start_console
-from deploy.processes.ports import free_port
 from ingest.images import keys
 from ingest.images.render import ImageSettings, Renderer
 from testkit.web_data import load, valid_records

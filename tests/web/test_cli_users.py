@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
+from contracts.ports import free_port
 from deploy.processes.console import ConsoleProcess, password_of, run_cli
-from deploy.processes.ports import free_port
 
 
 def test_add_list_login_remove(console: ConsoleProcess) -> None:

@@ -15,11 +15,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contracts.config import load
+from contracts.ports import free_port
+from contracts.processes import spawn
 from deploy.dr_site import mirror_properties
 from deploy.processes.broker import BrokerProcess
-from deploy.processes.child import spawn
 from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
-from deploy.processes.ports import free_port
 from dr_mirror.formats import Checkpoint
 from tests.web._bad_records import WRONG_SHAPES, skipped_counts
 from tests.web.conftest import ROLES

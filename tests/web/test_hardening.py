@@ -33,12 +33,12 @@ from confluent_kafka import Producer
 from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, Page, expect
 
+from contracts.ports import free_port
+from contracts.processes import spawn
 from contracts.records import Kind
 from contracts.surveillance import WatchCommand
 from deploy.pki import Authority, name, write_private
-from deploy.processes.child import spawn
 from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
-from deploy.processes.ports import free_port
 from testkit.web_data import T0, StepClock, load, valid_records
 from tests.web.test_browser import ARTIFACTS, Watch, browser  # noqa: F401 - the browser fixture
 from tests.web.test_events import hub_follows, produce, read_events, wait_for_clients

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from contracts.processes import spawn
 from contracts.records import CITY_TZ, Kind, encode, format_time
-from deploy.processes.child import spawn
 from deploy.processes.console import ConsoleProcess
 from ingest.city import build_city
 from testkit import web_data as data

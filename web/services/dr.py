@@ -32,8 +32,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.config import Config
+from contracts.processes import spawn
 from contracts.tables import console as tables
-from deploy.processes.child import spawn
 from dr_mirror.formats import Checkpoint, FormatError
 from web.auth.table import ConsoleTable
 

@@ -34,7 +34,7 @@ from bus.raft.replicated_log import (
     validate_offset_and_epoch,
 )
 from bus.raft.snapshots import SnapshotError, SnapshotStore, snapshot_path
-from deploy.processes.child import spawn
+from contracts.processes import spawn
 from tests.unit.raft.harness import Net
 from tests.unit.raft.sim import SimNode, Simulation
 

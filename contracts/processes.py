@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 """The repository root: where every child runs, so `python -m <package>` finds the checkout."""
 
 _PR_SET_PDEATHSIG = 1
