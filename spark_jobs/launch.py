@@ -146,7 +146,15 @@ class SparkJob:
 
     def stop(self, timeout: float = 60.0) -> int:
         """Graceful: SIGTERM to the Python driver, which stops its query between batches and exits
-        (the JVM follows); the whole group gets SIGTERM, then SIGKILL, if that takes too long."""
+        (the JVM follows); the whole group gets SIGTERM, then SIGKILL, if that takes too long. Once the JVM has
+        exited, whatever is left of the job's group (a Python driver that outlived it, its workers) gets SIGKILL:
+        orphaned, it would run on unseen (a CI run left a video ingest driver running after its test)."""
+        try:
+            return self._stop(timeout)
+        finally:
+            self._signal(signal.SIGKILL)
+
+    def _stop(self, timeout: float) -> int:
         driver = self.python_driver()
         if driver is not None:
             with contextlib.suppress(ProcessLookupError):
