@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -215,8 +216,12 @@ class SaslAuthenticator:
 
     async def delayed(self, answer: _T) -> _T:
         """`answer` after `connection.failed.authentication.delay.ms`: a client that guesses passwords gets its
-        verdicts slowly (Kafka delays the answer and the close alike)."""
-        await asyncio.sleep(self.failure_delay_s)
+        verdicts slowly (Kafka delays the answer and the close alike). At least that long by the clock: uvloop
+        times a sleep from the loop's cached time, so a bare sleep can end early by however long the loop has
+        worked since it last looked at the clock."""
+        deadline = time.monotonic() + self.failure_delay_s
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(left)
         return answer
 
 

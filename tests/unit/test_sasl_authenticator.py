@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -203,6 +204,25 @@ def test_a_failed_answer_waits_for_the_failure_delay() -> None:
         return loop.time() - started
 
     assert asyncio.run(answer()) >= 0.19
+
+
+def test_the_failure_delay_holds_by_the_clock_under_uvloop() -> None:
+    """uvloop counts a sleep in whole milliseconds of a coarse clock, so a bare sleep can end a millisecond early:
+    a CI run saw a failed answer after 0.29996 s of a 0.3 s delay."""
+    uvloop = pytest.importorskip("uvloop")
+    delay_s = 0.0123  # rounds down to 12 ms
+    sasl = SaslAuthenticator(_listener(), "L", "p", Events(), AuthenticationMetrics(), max_reauth_ms=0,
+                             failure_delay_s=delay_s)
+
+    async def shortest() -> float:
+        waits = []
+        for _ in range(40):
+            started = time.monotonic()
+            await sasl.delayed(None)
+            waits.append(time.monotonic() - started)
+        return min(waits)
+
+    assert uvloop.run(shortest()) >= delay_s
 
 
 def test_a_client_final_with_the_client_nonce_sent_twice_is_accepted_as_kafka_4_0_does() -> None:

@@ -12,8 +12,9 @@ import time
 from contracts.processes import spawn
 from spark_jobs.launch import SparkJob
 
-# A "JVM" that starts a straggler ignoring SIGTERM in its own group, says its pid, and exits on SIGTERM.
-JOB = "trap '' TERM; sleep 300 & echo $!; trap - TERM; exec sleep 300"
+# A "JVM" that starts a straggler ignoring SIGTERM in its own group, then says the straggler's pid once it would itself
+# exit on SIGTERM (said before `trap - TERM`, a SIGTERM could find the shell still ignoring it, as in one CI run).
+JOB = "trap '' TERM; sleep 300 & straggler=$!; trap - TERM; echo $straggler; exec sleep 300"
 
 
 def alive(pid: int) -> bool:
