@@ -151,6 +151,9 @@ MATRIX: dict[str, list[Grant]] = {
     ],
     "monitor": [
         *topics("heartbeat", "ingest_stats", "deadletter", ops=(Op.CREATE, Op.READ)),
+        # its image sampler reads the captures (group <group_id>-images, under the group prefix below); it never
+        # creates them: the simulator does, and a sampler that starts first waits for them
+        *topics("vehicle", "face", ops=CONSUME),
         *topics("alerts", ops=CREATE_AND_PRODUCE),
         Grant(Resource.TOPIC, "monitoring.", (Op.CREATE, Op.READ), prefixed=True),  # its lock, <group_id>.lock
         group("monitoring", prefixed=True, ops=(Op.READ, Op.DESCRIBE)),

@@ -140,13 +140,15 @@ def _console_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, lis
     return "console", console, f"operator console: {_console_url(args)}"
 
 
-def _monitor_service(args: argparse.Namespace) -> tuple[str, list[str], str]:
-    """The monitor needs the bus and HBase at start-up (it exits 2 without them), so it starts after they answer."""
+def _monitor_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, list[str], str]:
+    """The monitor needs the bus and HBase at start-up (it exits 2 without them), so it starts after they answer.
+    Its object-store key is for its capture-image sampler (read-only on ``captures``); the store need not answer
+    yet (an image it cannot fetch is skipped, not judged)."""
     metrics_port = load_config(args.config).get("monitoring", "metrics_port", 9310)
     where = "latency, quality, device health, alerts" + (
         f"  (metrics http://127.0.0.1:{metrics_port}/metrics)" if metrics_port else "")
-    return ("monitor", [sys.executable, "-m", "monitoring", *(["--config", str(args.config)] if args.config else [])],
-            where)
+    return ("monitor", [sys.executable, "-m", "monitoring", *(["--config", str(args.config)] if args.config else []),
+                        "--s3-credentials", str(s3_key_file(data_dir, "monitor"))], where)
 
 
 def _cameras_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, list[str], str]:
@@ -394,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     name, cmd, where = dr_site.mirror_service(config, dr, bootstrap)
     start(name, cmd)
     lines.append(f"  {name:<14} {where}")
-    name, cmd, where = _monitor_service(args)
+    name, cmd, where = _monitor_service(data_dir, args)
     start(name, cmd)
     lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
     lines.append(f"  {name:<14} {where}")

@@ -6,6 +6,10 @@ waits as a standby and takes over when the active one dies.
 Its /metrics is served on ``metrics_port``; when that port is taken (a standby started from the same
 config on the same host) it is logged and a free one is used instead.
 
+With ``[monitoring.images] enabled`` it also samples capture images from the object store as its own identity
+``monitor`` (``--s3-credentials``, else the usual places, :func:`contracts.s3_credentials.resolve`); without a
+key it runs without judging images and says so.
+
 Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field; a
 metrics port that cannot be bound for another reason than being taken, too) or a backend is
 unreachable at start-up; 3 when this instance lost the single-monitor lock to another
@@ -19,8 +23,8 @@ import logging
 import signal
 import sys
 
-from contracts import bus_client
-from contracts.config import add_config_flag, preparse_config
+from contracts import bus_client, s3_credentials
+from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
@@ -28,7 +32,9 @@ from contracts.metrics_http import serve_metrics
 from contracts.topics import Topics
 from contracts.topics import partitions as topic_partitions
 
-from .config import ConfigError, load
+from .config import ConfigError, MonitoringConfig, load
+from .image_sampler import ImageSampler
+from .image_store import S3ImageReader
 from .leader import Leadership
 from .locator import Locator
 from .service import Monitor
@@ -44,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
     add_log_flags(parser)
+    s3_credentials.add_store_flags(parser, config, PRINCIPAL)
     args = parser.parse_args(argv)
     setup_logs("monitor", args.log_format, args.log_level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per run would drown the log
@@ -58,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(config.get("hbase", "host", "127.0.0.1"), config.get("hbase", "port", 9090))
     monitor = Monitor(cfg, topics, bus, store, Locator(map_path(config)))
     monitor.partitions = partitions
+    try:
+        monitor.sampler = image_sampler(config, cfg, monitor, args)
+    except s3_credentials.CredentialsError as exc:  # a key file open to others, or malformed: refuse, as for the bus
+        print(f"monitoring: {exc}", file=sys.stderr)
+        return 2
 
     def stop(*_: object) -> None:
         monitor.stopping.set()
@@ -92,6 +104,21 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 3
     return 0
+
+
+def image_sampler(config: Config, cfg: MonitoringConfig, monitor: Monitor,
+                  args: argparse.Namespace) -> ImageSampler | None:
+    """The capture-image sampler, or None when it is off or no object-store key names the monitor (the rest of the
+    monitor does not need the store, so it runs on, saying why images are not judged)."""
+    if not cfg.images.enabled:
+        return None
+    try:
+        key = s3_credentials.resolve(config, PRINCIPAL, args.s3_credentials)
+    except s3_credentials.MissingCredentials as exc:
+        print(f"monitoring: capture images not judged: {exc}", file=sys.stderr, flush=True)
+        return None
+    reader = S3ImageReader(args.endpoint, key, cfg.images.max_bytes)
+    return ImageSampler(cfg.images, reader, monitor.take_image)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ from contracts.ingest_stats import STAGES
 
 from .matchers import Matcher
 
-KINDS = ("latency_p99", "device_quality", "device_silent", "recognizer_degraded", "ingest_stalled", "consumer_lag")
+KINDS = ("latency_p99", "device_quality", "device_silent", "recognizer_degraded", "ingest_stalled", "consumer_lag",
+         "capture_images")
+SHARE_KINDS = ("device_quality", "recognizer_degraded", "capture_images")
+"""Kinds whose threshold is a share 0..1."""
 SEVERITIES = ("info", "warning", "critical")
 RECEIVER_TYPES = ("webhook", "smtp", "alertmanager")
 ALERTMANAGER = "alertmanager"
@@ -34,7 +37,8 @@ class Rule:
     0..1 (device_quality), seconds without a heartbeat (device_silent), share of a recogniser's devices
     unhealthy 0..1 (recognizer_degraded), seconds the ingest is behind while devices produce (time
     since its last ``ingest.stats`` record plus how late that batch read its newest record:
-    ingest_stalled), records behind (consumer_lag)."""
+    ingest_stalled), records behind (consumer_lag), share of a device's sampled capture images that are
+    missing, undecodable or black 0..1 (capture_images)."""
 
     name: str
     kind: str
@@ -96,6 +100,31 @@ class Health:
 
 
 @dataclass(frozen=True)
+class Images:
+    """The capture-image sampler (``[monitoring.images]``, :mod:`monitoring.image_sampler`): which records'
+    images are fetched and judged, and when a device's share of bad ones degrades it."""
+
+    enabled: bool = True
+    """Off, or on without an object-store key for ``monitor``: no image is fetched, no device judged by images."""
+    sample_share: float = 0.02
+    """Share of capture records whose image is judged, chosen by a hash of ``record_id`` (the same records on
+    every run and every monitor)."""
+    max_per_s: float = 20.0
+    """At most this many images fetched per second; sampled records beyond it are skipped (counted), so a
+    backlog or a busy city never makes the sampler fall behind or load the store."""
+    window_s: float = 300.0
+    """A device's images are judged over this much capture time (at 2 % of ~1 record/s a device yields one
+    sampled image a minute: the window must be long enough to hold ``min_images``)."""
+    degraded_share: float = 0.5
+    min_images: int = 3
+    """Fewer judged images than this in a window say nothing about a device."""
+    black_luminance: float = 8.0
+    """A decodable image whose mean luminance (0..255) is under this is ``black`` (a dead sensor)."""
+    max_bytes: int = 8 << 20
+    """An object larger than this is not read whole; it counts as ``undecodable`` (no capture JPEG is that big)."""
+
+
+@dataclass(frozen=True)
 class Retry:
     attempts: int = 5
     initial_s: float = 0.5
@@ -115,6 +144,7 @@ class MonitoringConfig:
     receivers: tuple[Receiver, ...] = ()
     inhibit_rules: tuple[InhibitRule, ...] = DEFAULT_INHIBIT
     health: Health = field(default_factory=Health)
+    images: Images = field(default_factory=Images)
     retry: Retry = field(default_factory=Retry)
     group_id: str = "monitoring"
     metrics_port: int = 9310
@@ -164,7 +194,7 @@ def _rule(index: int, raw: Any) -> Rule:
     if "threshold" not in raw:
         raise ConfigError(f"{where}: field 'threshold' is missing")
     threshold = _number(where, "threshold", raw["threshold"])
-    if kind in ("device_quality", "recognizer_degraded") and threshold > 1:
+    if kind in SHARE_KINDS and threshold > 1:
         raise ConfigError(f"{where}: field 'threshold' is a share 0..1 for {kind}, not {threshold}")
     return Rule(name, kind, threshold, _number(where, "for_s", raw.get("for_s", 0)),
                 _number(where, "keep_firing_for_s", raw.get("keep_firing_for_s", 0)),
@@ -277,6 +307,28 @@ def _health(raw: Any) -> Health:
     return Health(**values)
 
 
+def _images(raw: Any) -> Images:
+    where = "monitoring.images"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: should be a table")
+    _known(where, raw, set(Images.__dataclass_fields__))
+    defaults = Images()
+    enabled = raw.get("enabled", defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}: field 'enabled' should be true or false, not {enabled!r}")
+    minimum = {"max_per_s": 0.01, "window_s": 1.0, "min_images": 1, "max_bytes": 1024}
+    values: dict[str, Any] = {key: _number(where, key, raw.get(key, getattr(defaults, key)), minimum.get(key, 0.0))
+                              for key in Images.__dataclass_fields__ if key != "enabled"}
+    for key in ("sample_share", "degraded_share"):
+        if values[key] > 1:
+            raise ConfigError(f"{where}: field {key!r} is a share 0..1, not {values[key]}")
+    if values["black_luminance"] > 255:
+        raise ConfigError(f"{where}: field 'black_luminance' is a luminance 0..255, not {values['black_luminance']}")
+    for key in ("min_images", "max_bytes"):
+        values[key] = int(values[key])
+    return Images(enabled=enabled, **values)
+
+
 def _retry(raw: Any) -> Retry:
     where = "monitoring.retry"
     if not isinstance(raw, dict):
@@ -290,7 +342,7 @@ def _retry(raw: Any) -> Retry:
 def parse(section: Mapping[str, Any]) -> MonitoringConfig:
     """The ``[monitoring]`` table as a :class:`MonitoringConfig`; raises :class:`ConfigError`."""
     _known("monitoring", section, {"evaluation_interval_s", "rules", "route", "receivers", "inhibit_rules", "health",
-                                   "retry", "group_id", "metrics_port", "flush_interval_s", "external_url",
+                                   "images", "retry", "group_id", "metrics_port", "flush_interval_s", "external_url",
                                    "lock_session_s"})
     rules_raw = section.get("rules", [])
     receivers_raw = section.get("receivers", [])
@@ -310,7 +362,8 @@ def parse(section: Mapping[str, Any]) -> MonitoringConfig:
         evaluation_interval_s=_number("monitoring", "evaluation_interval_s", section.get("evaluation_interval_s", 5.0),
                                       0.1),
         rules=rules, route=_route(section.get("route", {}), receivers), receivers=receivers, inhibit_rules=inhibit,
-        health=_health(section.get("health", {})), retry=_retry(section.get("retry", {})),
+        health=_health(section.get("health", {})), images=_images(section.get("images", {})),
+        retry=_retry(section.get("retry", {})),
         group_id=_text("monitoring", "group_id", section.get("group_id", "monitoring")), metrics_port=port,
         flush_interval_s=_number("monitoring", "flush_interval_s", section.get("flush_interval_s", 2.0), 0.1),
         external_url=str(section.get("external_url", "")),

@@ -18,6 +18,12 @@ unrecognised / invalid counts per micro-batch. A device's *bad share* is the lar
   cannot touch it): a blocked camera that produces nothing while its neighbours are busy is found
   even though it keeps reporting.
 
+A device is also judged by its capture images (issue 28): the monitor samples records and decodes their
+images (:mod:`monitoring.image_sampler`); the share of them missing, undecodable or black over
+``[monitoring.images] window_s`` of capture time (:mod:`monitoring.image_health`) degrades the device at
+``[monitoring.images] degraded_share``. A degraded device's ``reason`` says which judgement put it there
+(``records``, ``images`` or both); it leaves *degraded* only once each of those judges it good again.
+
 States: *silent* (no heartbeat for ``silent_after_s``), *degraded* (bad share at or above
 ``degraded_share``), *recovering* (good again, for ``recovery_s``), *healthy*. Nothing here trusts
 what a device says of its own status. Replayed input is recognised (heartbeats by time, ingest
@@ -39,10 +45,13 @@ from typing import Any
 
 from contracts.ingest_stats import IngestStats, LatencyHistogram
 
-from .config import Health
+from .config import Health, Images
+from .image_health import ImageWindow
 from .locator import Location, Locator
 
 HEALTHY, DEGRADED, SILENT, RECOVERING = "healthy", "degraded", "silent", "recovering"
+RECORDS, IMAGES = "records", "images"
+"""A degraded device's reasons: too many of its records lost or unreadable; too many of its images bad."""
 STATES = (HEALTHY, DEGRADED, SILENT, RECOVERING)
 _SHARE_ALPHA = 0.2
 
@@ -73,6 +82,11 @@ class DeviceTrack:
     lost: float | None = None
     """The last lost share judged on a completely read window (held while the ingest lags)."""
     window: dict[str, float] = field(default_factory=dict)
+    images: ImageWindow = field(default_factory=ImageWindow)
+    images_bad: float | None = None
+    """Share of its sampled images judged bad over the images window (None: too few sampled)."""
+    reason: str = ""
+    """Why it is (or, while recovering, was) degraded: ``records``, ``images`` or ``records,images``."""
 
     @property
     def last_seen(self) -> float | None:
@@ -84,13 +98,16 @@ class DeviceTrack:
                 "topic": self.topic, "state": self.state, "since": self.since, "watched_since": self.watched_since,
                 "share": self.share, "bad": self.bad, "lost": self.lost,
                 "last_seen": last.t if last else None, "produced": last.produced if last else None,
-                "unrecognized": last.unrecognized if last else None, "window": self.window}
+                "unrecognized": last.unrecognized if last else None, "window": self.window,
+                "images": self.images.to_json(), "images_bad": self.images_bad, "reason": self.reason}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DeviceTrack:
         track = cls(data["device_ip"], data["recognizer_ip"], data["checkpoint_id"], data["topic"],
                     state=data["state"], since=data["since"], share=data["share"], bad=data["bad"],
                     lost=data.get("lost"), window=data.get("window", {}),
+                    images=ImageWindow.from_json(data.get("images")), images_bad=data.get("images_bad"),
+                    reason=data.get("reason", ""),
                     watched_since=data.get("watched_since", data["since"]))  # rows older than the field
         if data.get("last_seen") is not None:
             track.beats.append(Beat(data["last_seen"], data["produced"], data["unrecognized"]))
@@ -108,8 +125,9 @@ class Delta:
 class Fleet:
     """Every device's recent heartbeats and counts, the latency window, and the judged states."""
 
-    def __init__(self, health: Health, locator: Locator, started_at: float) -> None:
+    def __init__(self, health: Health, locator: Locator, started_at: float, images: Images | None = None) -> None:
         self.health = health
+        self.images = images or Images()
         self.locator = locator
         self.started_at = started_at
         self.live_since: float | None = started_at
@@ -148,6 +166,15 @@ class Fleet:
         track.beats.append(Beat(t, produced, unrecognized))
         self.dirty.add(device_ip)
         return delta
+
+    def image(self, device_ip: str, recognizer_ip: str, checkpoint_id: str, topic: str, t: float,
+              result: str) -> None:
+        """Take one judged capture image (``t``: the record's capture time)."""
+        track = self.track(device_ip, t)
+        if not track.recognizer_ip:
+            track.recognizer_ip, track.checkpoint_id, track.topic = recognizer_ip, checkpoint_id, topic
+        track.images.add(t, result)
+        self.dirty.add(device_ip)
 
     def is_replay(self, stats: IngestStats, t: float) -> bool:
         """Already counted: the same batch again, or an older one that is not from a restarted job."""
@@ -248,6 +275,7 @@ class Fleet:
                 track.beats.popleft()
             while track.counts and track.counts[0][0] < keep_from:
                 track.counts.popleft()
+            track.images.trim(now - self.images.window_s)
         while len(self.positions) > 1 and self.positions[1][0] < keep_from:
             self.positions.popleft()
         while self.latency and self.latency[0][0] < now - self.health.window_s:
@@ -315,19 +343,34 @@ class Fleet:
         shares = [s for s in (self._unreadable(track), lost, missing) if s is not None]
         bad = max(shares) if shares else (track.bad if beats is None else None)
         track.lost, track.bad = lost, bad
+        images_bad = track.images.bad_share(now - self.images.window_s, self.images.min_images)
+        if images_bad != track.images_bad:
+            track.images_bad = images_bad
+            self.dirty.add(track.device_ip)
+        reasons = [name for name, share, limit in ((RECORDS, bad, h.degraded_share),
+                                                   (IMAGES, images_bad, self.images.degraded_share))
+                   if share is not None and share >= limit]
         if self.silent_for(track, now) >= h.silent_after_s:
             state = SILENT
-        elif bad is not None and bad >= h.degraded_share:
+        elif reasons:
             state = DEGRADED
+            if ",".join(reasons) != track.reason:
+                track.reason = ",".join(reasons)
+                self.dirty.add(track.device_ip)
         elif track.state == SILENT:
             heard = track.last_seen is not None and track.last_seen > track.since
             state = RECOVERING if heard else SILENT  # heard only of before it fell silent (late heartbeats)
         elif track.state == DEGRADED:
-            state = RECOVERING if bad is not None else DEGRADED
+            # good again by every judgement that degraded it (one that cannot judge now holds the state)
+            cleared = {RECORDS: bad is not None, IMAGES: images_bad is not None}
+            state = RECOVERING if all(cleared.get(r, True) for r in (track.reason or RECORDS).split(",")) else DEGRADED
         elif track.state == RECOVERING and now - track.since < h.recovery_s:
             state = RECOVERING
         else:
             state = HEALTHY
+        if state == HEALTHY and track.reason:
+            track.reason = ""
+            self.dirty.add(track.device_ip)
         if state != track.state:
             track.state, track.since = state, now
             self.dirty.add(track.device_ip)

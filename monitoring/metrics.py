@@ -37,3 +37,9 @@ ALERTMANAGER_ALERTS_SENT = Counter("monitor_alertmanager_alerts_sent_total",
                                    "Alerts (firing re-sends and resolutions) Alertmanager acknowledged", ["receiver"])
 ALERTMANAGER_LAST_SUCCESS = Gauge("monitor_alertmanager_last_success_timestamp_seconds",
                                   "When this Alertmanager last acknowledged a post", ["receiver"])
+IMAGES_CHECKED = Counter("monitor_images_checked_total",
+                         "Sampled capture images judged, by result (ok, missing, undecodable, black)", ["result"])
+IMAGES_SKIPPED = Counter("monitor_images_skipped_total",
+                         "Sampled capture records whose image was not judged, by reason (rate_limited: over "
+                         "[monitoring.images] max_per_s; store_error: the store did not answer; no_image_url: no "
+                         "image, not for a device fault)", ["reason"])

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from .alerts import Candidate
 from .config import Rule
 from .health import SILENT, DeviceTrack, Fleet
+from .image_judge import BAD
 
 LagOf = Callable[[str], int | None]
 """Records a consumer group is behind on its topics (None when unknown)."""
@@ -56,6 +57,25 @@ def device_quality(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
         if track.bad is not None and track.bad >= rule.threshold and track.state != SILENT:
             summary = f"device {track.device_ip}: {track.bad:.0%} of its records unreadable or missing"
             out.append(_device(rule, fleet, track, summary, f"{track.bad:.3f}", share=f"{track.bad:.0%}"))
+    return out
+
+
+def capture_images(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    """Devices whose sampled capture images are missing, undecodable or black too often (issue 28): the same
+    device labels as every device alert, so grouping, inhibition by its recogniser and the map work alike."""
+    out = []
+    since = now - fleet.images.window_s
+    for track in fleet.devices.values():
+        share = track.images_bad
+        if share is not None and share >= rule.threshold and track.state != SILENT:
+            counts = track.images.counts(since)
+            checked = sum(counts.values())
+            found = ", ".join(f"{result} {counts[result]}" for result in sorted(counts) if result in BAD)
+            summary = f"device {track.device_ip}: {share:.0%} of {checked} sampled capture images bad ({found})"
+            candidate = _device(rule, fleet, track, summary, f"{share:.3f}", share=f"{share:.0%}", checked=checked,
+                                found=found)
+            candidate.annotations["reason"] = track.reason
+            out.append(candidate)
     return out
 
 
@@ -124,7 +144,7 @@ def consumer_lag(rule: Rule, lag_of: LagOf) -> list[Candidate]:
 
 FLEET_RULES = {"device_quality": device_quality, "device_silent": device_silent,
                "recognizer_degraded": recognizer_degraded, "latency_p99": latency_p99,
-               "ingest_stalled": ingest_stalled}
+               "ingest_stalled": ingest_stalled, "capture_images": capture_images}
 
 
 def candidates(rule: Rule, fleet: Fleet, lag_of: LagOf, now: float) -> list[Candidate]:

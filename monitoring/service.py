@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -39,6 +39,9 @@ from .locator import Locator
 from .notify import Notifier
 from .series import Series, quality_scopes
 from .store import Store
+
+if TYPE_CHECKING:  # the sampler imports this module's record checks
+    from .image_sampler import ImageSampler, Judged
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +138,7 @@ class Monitor:
         self.topics = topics
         self.bus = bus
         self.store = store
-        self.fleet = Fleet(cfg.health, locator, time.time())
+        self.fleet = Fleet(cfg.health, locator, time.time(), cfg.images)
         self.fleet.live_since = None
         self._assigned: set[tuple[str, int]] = set()
         self._at_end: set[tuple[str, int]] = set()
@@ -151,6 +154,9 @@ class Monitor:
         self.leader: Leadership | None = None
         """The single-monitor lock (None: unguarded, as in-process tests run it)."""
         self.lost_leadership = False
+        self.sampler: ImageSampler | None = None
+        """The capture-image sampler (``__main__`` builds it when images are on and the store has a key for the
+        monitor); started with the monitor, so only the active one fetches images."""
 
     # start-up and shutdown
     def start(self) -> None:
@@ -178,6 +184,19 @@ class Monitor:
         self.scheduler.add_job(self.evaluate, "interval", seconds=self.cfg.evaluation_interval_s, max_instances=1,
                                coalesce=True, misfire_grace_time=None, id="evaluate")
         self.scheduler.start()
+        if self.sampler is not None:
+            self.sampler.start(self.topics, self.bus, self.images_group, self.cfg.flush_interval_s)
+
+    @property
+    def images_group(self) -> str:
+        """The sampler's consumer group: inside the monitor principal's ``monitoring`` group prefix (its ACL)."""
+        return f"{self.cfg.group_id}-images"
+
+    def take_image(self, judged: Judged) -> None:
+        """The sampler's judgements into the fleet (called on the sampler's thread)."""
+        with self.lock:
+            self.fleet.image(judged.device_ip, judged.recognizer_ip, judged.checkpoint_id, judged.topic, judged.t,
+                             judged.result)
 
     def evaluate(self) -> None:
         if self.leader is not None and not self.leader.vouch():
@@ -214,6 +233,8 @@ class Monitor:
         """Stops evaluating, flushes and commits, unless the lock was lost: then another monitor owns the
         state and this one writes nothing more (fencing)."""
         self.scheduler.shutdown(wait=True)
+        if self.sampler is not None:
+            self.sampler.stop()
         try:
             if not self.lost_leadership:
                 self.flush()

@@ -140,6 +140,7 @@ def test_each_consumer_reads_only_its_topics_in_its_groups(bus: SecuredBus) -> N
     assert bus.produce("simulator", TOPICS.face) is None
     assert bus.consume("capture-ingest", TOPICS.face, "spark-ingest-test") is None
     assert bus.consume("surveillance", TOPICS.face, "surveillance-test") is None
+    assert bus.consume("monitor", TOPICS.face, "monitoring-images") is None  # its image sampler (issue 28)
     denied = [("simulator", TOPICS.face, "spark-x"),            # a producer cannot read captures back
               ("capture-ingest", TOPICS.face, "console-x"),     # its topic, a group it does not own
               ("hit-loader", TOPICS.face, "surveillance-loader"),

@@ -18,7 +18,7 @@ from web.i18n import LANGUAGES, catalog
 
 NOW = 1_000_000.0
 THRESHOLDS = {"latency_p99": 5000, "device_quality": 0.2, "device_silent": 15, "recognizer_degraded": 0.5,
-              "ingest_stalled": 60, "consumer_lag": 100}
+              "ingest_stalled": 60, "consumer_lag": 100, "capture_images": 0.5}
 
 
 def faulty_fleet(tmp_path: Path) -> Fleet:
@@ -30,6 +30,9 @@ def faulty_fleet(tmp_path: Path) -> Fleet:
         track = fleet.devices[ip] = DeviceTrack(ip, "10.9.0.1", "110100#1#0#0", "capture.vehicle", state=DEGRADED,
                                                 bad=0.6)
         track.beats.extend([Beat(NOW - 20, 100, 0), Beat(NOW - 10, 200, 0)])
+        for result in ("black", "black", "missing", "ok"):
+            track.images.add(NOW - 30, result)
+        track.images_bad, track.reason = 0.75, "records,images"
     fleet.devices["10.0.0.3"] = DeviceTrack("10.0.0.3", "10.9.0.2", "110100#2#0#0", "capture.vehicle")
     slow = LatencyHistogram()
     slow.record_counts({30_000: 50})

@@ -55,6 +55,11 @@ class DeviceHealth(BaseModel):
     """Epoch seconds of the last heartbeat."""
     bad_share: float | None
     """Share of records unreadable or missing over the monitor's window."""
+    images_bad_share: float | None = None
+    """Share of its sampled capture images missing, undecodable or black over ``[monitoring.images] window_s``
+    (None: too few sampled)."""
+    reason: str = ""
+    """Why it is (or, recovering, was) degraded: ``records``, ``images`` or ``records,images``."""
     recognizer_ip: str
     checkpoint_id: str
     location: DeviceLocation
