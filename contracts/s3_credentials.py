@@ -11,8 +11,9 @@
 | | | (never the devices' own images, which it only reads); |
 | | | an evidence lock copies footage, an admin's unlock removes the copy |
 | ``mirror`` | read and list every bucket | the DR site's copy |
-| ``monitor`` | read ``captures`` | it decodes a sample of capture images to find devices |
-| | | whose images are missing, truncated or black (issue 28) |
+| ``monitor`` | read ``captures``, read and list ``videos`` | it decodes a sample of capture images to find devices |
+| | | whose images are missing, truncated or black, and of the cameras' footage to find |
+| | | cameras that stop uploading or record frozen, black or blurred video (issue 28) |
 | ``retention`` | read, list, put and delete in every bucket | the only component that deletes (retention) |
 | ``admin`` | everything | the store's own wrapper: buckets and their policies |
 
@@ -53,7 +54,8 @@ RIGHTS: dict[str, tuple[str, ...]] = {
     "video-jobs": ("Read:videos", "List:videos", "Read:synopsis", "List:synopsis", "Write:synopsis/*"),
     "console": (*ALL, "Write:synopsis/transcoded/*", "Write:captures/thumbs/*", f"Write:{EVIDENCE_BUCKET}/*"),
     "mirror": ALL,
-    "monitor": ("Read:captures",),  # reads the keys its sampled records name; never lists, never writes
+    # reads the capture images its sampled records name, lists and reads the cameras' footage; never writes
+    "monitor": ("Read:captures", "Read:videos", "List:videos"),
     "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
 }
 COMPONENTS = tuple(name for name in RIGHTS if name != "admin")

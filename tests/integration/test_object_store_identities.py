@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
     "console": {"list videos", "read videos", "read synopsis", "put transcoded copy", "read captures",
                 "put capture thumbnail", *EVIDENCE},
     "mirror": {"list videos", "read videos", "read synopsis", "read evidence", "read captures"},
-    "monitor": {"read captures"},  # its image sampler (issue 28)
+    "monitor": {"read captures", "list videos", "read videos"},  # its image and footage checks (issue 28)
     "retention": set(ACTIONS),
     "admin": set(ACTIONS) - {"delete videos", "delete synopsis", "delete evidence"},
 }
