@@ -61,7 +61,8 @@ def write_monitoring(hbase_port: int, map_path: Path) -> Monitored:
         now = time.time()
         tracks = [DeviceTrack(d.device_ip, d.recognizer_ip, d.checkpoint_id, "capture.vehicle",
                               state=DEGRADED if d is degraded else SILENT if d is silent else HEALTHY, since=now - 60,
-                              bad=0.3 if d is degraded else 0.0) for d in city.devices]
+                              bad=0.3 if d is degraded else 0.0, images_bad=0.6 if d is degraded else None,
+                              reason="records,images" if d is degraded else "") for d in city.devices]
         store.put_states("device", [(track.device_ip, track.to_json()) for track in tracks])
         # The firing alert as the monitor's own rule builds it (labels, location, annotations with catalog key).
         fleet = Fleet(Health(), Locator(map_path), now)

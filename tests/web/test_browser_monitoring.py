@@ -55,6 +55,7 @@ def test_monitoring_page_draws_the_day_health_table_and_map(browsing: Browsing, 
     expect(rows.nth(0)).to_have_attribute("data-device", monitored.silent)
     expect(rows.nth(1)).to_have_attribute("data-state", "degraded")
     expect(rows.nth(1)).to_contain_text("30 %")
+    expect(rows.nth(1)).to_contain_text("记录 · 抓拍图像")  # why: its records and its capture images
     # The map marks them: a larger ringed marker per unhealthy checkpoint.
     expect(page.locator('#map path[data-state="degraded"]')).to_have_count(1)
     expect(page.locator('#map path[data-state="silent"]')).to_have_count(1)
@@ -64,6 +65,7 @@ def test_monitoring_page_draws_the_day_health_table_and_map(browsing: Browsing, 
     page.locator('#map path[data-state="degraded"]').dispatch_event("click")
     expect(page.locator("#dev-ip")).to_have_text(monitored.degraded)
     expect(page.locator("#dev-facts")).to_contain_text("降级")
+    expect(page.locator("#dev-facts")).to_contain_text("60 %")  # its share of bad capture images
     expect(page.locator("#quality-scope")).to_contain_text(monitored.degraded)
     assert f"device_ip={monitored.degraded}" in page.url
     page.select_option("#mon-stage", "capture_to_bus")

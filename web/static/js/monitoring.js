@@ -102,6 +102,17 @@
     return el("span", { class: `state-badge state-${state}` }, t(`health.${state}`));
   }
 
+  /** Why a device is (or, recovering, was) degraded: its records, its capture images, its video (with the problem). */
+  function reasons(d) {
+    if (!d.reason) return null;
+    return d.reason.split(",").map((r) => (r === "video" && d.video_problem
+      ? `${t("reason.video")}: ${t(`video_problem.${d.video_problem}`)}` : t(`reason.${r}`))).join(" · ");
+  }
+
+  function share(value) {
+    return value === null || value === undefined ? null : `${number(value * 100)} %`;
+  }
+
   function showDevice() {
     const panel = document.getElementById("device-panel");
     const d = devices.find((x) => x.device_ip === deviceSelect.value);
@@ -111,7 +122,8 @@
     const pairs = [
       [t("mon.state"), stateBadge(d.state)], [t("mon.since"), d.since ? time(d.since * 1000) : null],
       [t("mon.last_seen"), d.last_seen ? time(d.last_seen * 1000) : null],
-      [t("mon.bad_share"), d.bad_share === null ? null : `${number(d.bad_share * 100)} %`],
+      [t("mon.reason"), reasons(d)], [t("mon.bad_share"), share(d.bad_share)],
+      [t("mon.images_bad_share"), share(d.images_bad_share)],
       [t("field.location"), where(d)], [t("field.checkpoint_id"), d.checkpoint_id],
       [t("field.recognizer_ip"), d.recognizer_ip],
     ];
@@ -144,14 +156,14 @@
       .sort((a, b) => order[a.state] - order[b.state] || a.device_ip.localeCompare(b.device_ip));
     const tbody = document.querySelector("#health-table tbody");
     if (!shown.length) {
-      fillRows(tbody, [[t("mon.all_healthy"), null, null, null, null]]);
+      fillRows(tbody, [[t("mon.all_healthy"), null, null, null, null, null]]);
       return;
     }
     tbody.replaceChildren(...shown.map((d) => el("tr", {
       dataset: { device: d.device_ip, state: d.state }, onclick: () => chooseDevice(d.device_ip),
       class: d.device_ip === deviceSelect.value ? "selected" : undefined,
-    }, el("td", { class: "mono" }, d.device_ip), el("td", {}, stateBadge(d.state)),
-    el("td", { class: "num" }, d.bad_share === null ? "—" : `${number(d.bad_share * 100)} %`),
+    }, el("td", { class: "mono" }, d.device_ip), el("td", {}, stateBadge(d.state)), el("td", {}, reasons(d) || "—"),
+    el("td", { class: "num" }, share(d.bad_share) || "—"),
     el("td", {}, where(d)), el("td", { class: "mono" }, d.recognizer_ip))));
   }
 
