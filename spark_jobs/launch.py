@@ -1,10 +1,17 @@
-"""How every Spark job of the solution is started: one place for `make up`, tests and benchmarks.
+"""How every Spark job of the solution is started: one place for `make up`, ``python -m spark_jobs.submit``, tests
+and benchmarks.
 
 The settings are light local ones, measured on a 2-core machine: the driver and Python
 workers from the checkout's venv, loopback only, ``local[2]`` with a 512 MB driver, no UI, two
 shuffle partitions. A JVM class-data-sharing (CDS) archive halves start-up: the first launch that
 finds none records one (into a private file, adopted only after a clean exit, so parallel or killed
 runs never leave a half-written archive behind) and later launches map it.
+
+With a cluster master (``spark://...``) the driver still runs here (client mode: it reads the job's script and
+its checkpoint from this host), and the executors get what they need from Spark itself (:mod:`spark_jobs.packaging`):
+the packed Python environment as ``spark.archives``, the project's code as ``spark.submit.pyFiles``, executors of one
+core and ``[spark] executor_memory`` (a worker of one core and 1 GiB holds one), at most ``[spark] cores_max`` cores
+per job, so several streaming jobs share a cluster instead of the first one taking every core.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from contracts import processes as child
+from spark_jobs import packaging
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -42,6 +50,8 @@ class SparkSettings:
     driver_memory: str = "512m"
     cds_archive: Path | None = DEFAULT_CDS
     conf: Mapping[str, str] = field(default_factory=dict)
+    executor_memory: str = "512m"
+    cores_max: int = 2
 
     @classmethod
     def from_config(cls, section: Mapping[str, object]) -> SparkSettings:
@@ -51,7 +61,31 @@ class SparkSettings:
             driver_memory=str(section.get("driver_memory", "512m")),
             cds_archive=Path(str(cds)) if cds else None,
             conf={str(k): str(v) for k, v in dict(section.get("conf", {}) or {}).items()},  # type: ignore[call-overload]
+            executor_memory=str(section.get("executor_memory", "512m")),
+            cores_max=int(str(section.get("cores_max", 2))),
         )
+
+    @property
+    def on_cluster(self) -> bool:
+        """Executors on other hosts (any master but ``local``): they get the environment and code shipped."""
+        return not self.master.startswith("local")
+
+    def cluster_conf(self, progress: packaging.Progress) -> dict[str, str]:
+        """What a cluster's executors need (module docstring); building the environment the first time."""
+        if VENV_BIN != ROOT / packaging.ENVIRONMENT / "bin":
+            raise packaging.PackagingError(
+                f"a cluster submission runs its driver from {ROOT / packaging.ENVIRONMENT} (`make install`), whose "
+                f"Python its executors' environment stands in for; this is {VENV_BIN.parent}")
+        environment = packaging.executor_environment(progress=progress)
+        return {
+            "spark.archives": f"{environment}#{packaging.ENVIRONMENT}",
+            "spark.submit.pyFiles": str(packaging.project_archive()),
+            "spark.pyspark.python": f"./{packaging.ENVIRONMENT}/bin/python",
+            "spark.pyspark.driver.python": str(VENV_BIN / "python"),
+            "spark.executor.cores": "1",
+            "spark.executor.memory": self.executor_memory,
+            "spark.cores.max": str(self.cores_max),
+        }
 
 
 def spark_submit() -> Path:
@@ -85,7 +119,8 @@ def _java_options(cds: Path | None) -> tuple[list[str], Path | None]:
     return [*opts, f"-XX:ArchiveClassesAtExit={pending}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], pending
 
 
-def command(script: Path | str, args: Sequence[str], settings: SparkSettings) -> tuple[list[str], Path | None]:
+def command(script: Path | str, args: Sequence[str], settings: SparkSettings,
+            progress: packaging.Progress = lambda _: None) -> tuple[list[str], Path | None]:
     java_opts, pending = _java_options(settings.cds_archive)
     cmd = [
         str(spark_submit()),
@@ -93,7 +128,8 @@ def command(script: Path | str, args: Sequence[str], settings: SparkSettings) ->
         "--driver-memory", settings.driver_memory,
         "--driver-java-options", " ".join(java_opts),
     ]
-    for key, value in {**LIGHT_CONF, **settings.conf}.items():
+    cluster = settings.cluster_conf(progress) if settings.on_cluster else {}
+    for key, value in {**LIGHT_CONF, **cluster, **settings.conf}.items():
         cmd += ["--conf", f"{key}={value}"]
     return [*cmd, str(script), *args], pending
 
@@ -179,11 +215,17 @@ class SparkJob:
             pending.unlink(missing_ok=True)
 
 
+def _say(line: str) -> None:
+    print(f"spark: {line}", file=sys.stderr, flush=True)
+
+
 def submit(script: Path | str, args: Sequence[str], settings: SparkSettings | None = None, *,
            stdout: IO[bytes] | int | None = None, stderr: IO[bytes] | int | None = None,
-           cwd: Path | None = None) -> SparkJob:
-    """Start ``spark-submit script args`` in the background with the light local settings."""
+           progress: packaging.Progress = _say) -> SparkJob:
+    """Start ``spark-submit script args`` in the background (light local settings unless ``settings`` say
+    otherwise; on a cluster, after packing what its executors need, which ``progress`` reports)."""
     settings = settings or SparkSettings()
-    cmd, pending = command(script, args, settings)
-    proc = child.spawn(cmd, stdout, stderr=stderr, env=environment(), cwd=cwd or ROOT, new_session=True)
+    cmd, pending = command(script, args, settings, progress)
+    # From the checkout: the config's relative paths are relative to it, and so is the driver's ``./.venv`` (packaging)
+    proc = child.spawn(cmd, stdout, stderr=stderr, env=environment(), cwd=ROOT, new_session=True)
     return SparkJob(proc, settings.cds_archive, pending)

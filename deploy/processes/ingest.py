@@ -26,11 +26,13 @@ def simulate(bootstrap: str, tmp: Path, *args: str, timeout: float = 120) -> dic
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
 
-def ingest_job(bootstrap: str, hbase_port: int, checkpoint: Path, log: Path, *args: str) -> launch.SparkJob:
-    """Start the ingest job with spark-submit (light local settings, shared CDS archive)."""
+def ingest_job(bootstrap: str, hbase_port: int, checkpoint: Path, log: Path, *args: str,
+               settings: launch.SparkSettings | None = None) -> launch.SparkJob:
+    """Start the ingest job with spark-submit (light local settings and the shared CDS archive, unless ``settings``
+    name a cluster)."""
     handle = log.open("ab")
     return launch.submit(
         ROOT / "spark_jobs" / "ingest_captures.py",
         ["--bootstrap-server", bootstrap, "--hbase-host", "127.0.0.1", "--hbase-port", str(hbase_port),
          "--checkpoint", str(checkpoint), *args],
-        stdout=handle, stderr=subprocess.STDOUT)
+        settings, stdout=handle, stderr=subprocess.STDOUT, progress=lambda line: handle.write(f"{line}\n".encode()))

