@@ -1,7 +1,8 @@
 """Spark jobs on a Spark standalone cluster (issue 30): Spark's own master and two workers from the pyspark jars,
 each worker in a mount namespace where this checkout (its code and its venv) is an empty directory, so an executor
 has only Java, Spark and the base interpreter, and what the submission ships (the packed environment, the project's
-code). The capture ingest's rows must equal what the simulator produced valid, with executors on both workers."""
+code). The capture ingest's rows must equal what the simulator produced valid, with executors on both workers, also
+when a worker is killed mid-stream."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from deploy.processes.gateway import Gateway, start_gateway
 from deploy.processes.ingest import ingest_job, simulate
 from deploy.processes.spark_cluster import SPARK_HOME, SparkCluster, hidden
 from spark_jobs.launch import SparkSettings
-from tests.integration._ingest_support import row_counts
-from tests.integration.test_ingest_end_to_end import expected_counts
+from testkit.polling import poll
+from tests.integration._ingest_support import count_rows, row_counts
+from tests.integration.test_ingest_end_to_end import bus_record_ids, expected_counts, table_record_ids
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 JOB_DEADLINE_S = 600
@@ -69,3 +71,32 @@ def test_the_capture_ingest_on_the_cluster_loads_every_valid_record(tmp_path: Pa
         conn.close()
     ran = {index: spark.executor_dirs(index) for index in range(spark.workers)}
     assert all(ran.values()), f"executors per worker: {ran}"
+
+
+def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(tmp_path: Path, spark: SparkCluster,
+                                                                 broker: BrokerProcess, gateway: Gateway) -> None:
+    """SIGKILL of a worker (its executor dies with it) while the streaming ingest writes: Spark runs the lost tasks
+    again on the other worker, and the writes are idempotent (a row's key is its record's), so every record is in
+    HBase exactly once. Runs last: the cluster has one worker left."""
+    summary = simulate(broker.bootstrap, tmp_path, "--count", "8000", "--rate", "20000", "--seed", "13",
+                       "--failure-rate", "0.03")
+    log = tmp_path / "job.log"
+    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--trigger-ms", "100",
+                     "--max-offsets-per-trigger", "500", "--no-stats", settings=SparkSettings(master=spark.url))
+    conn = happybase.Connection("127.0.0.1", gateway.port, timeout=60_000)
+    try:
+        poll(lambda: count_rows(conn, "vehicle") > 0 or job.poll() is not None, JOB_DEADLINE_S, 0.3,
+             "first rows in HBase")
+        assert job.poll() is None, log.read_text()[-5000:]
+        spark.worker(0).kill()
+        spark.worker(0).wait()
+        expected = expected_counts(summary)
+        poll(lambda: row_counts(conn) == expected or job.poll() is not None, JOB_DEADLINE_S, 1.0,
+             "every valid record in HBase after the worker's death")
+        assert job.poll() is None, log.read_text()[-5000:]
+        ids = table_record_ids(conn)
+        assert len(ids) == len(set(ids)) == sum(summary["produced"].values())
+        assert set(ids) == bus_record_ids(broker)
+    finally:
+        job.kill()
+        conn.close()
