@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from contracts.hbase import HBaseClient  # noqa: E402
 from contracts.records import CITY_TZ, FEATURE_DIM  # noqa: E402
 from deploy.processes.broker import BrokerProcess  # noqa: E402
 from deploy.processes.gateway import start_gateway  # noqa: E402
@@ -110,7 +111,8 @@ def loader(out: Console, count: int) -> dict[str, float]:
             began = time.perf_counter()
             load_faces(gateway.port, data.records)
             write_s = time.perf_counter() - began
-            settings = ConsoleSettings(hbase_port=gateway.port, bus={"bootstrap.servers": broker.bootstrap})
+            settings = ConsoleSettings(hbase=HBaseClient(port=gateway.port),
+                                       bus={"bootstrap.servers": broker.bootstrap})
             backends = Backends(settings)
             faces = FaceSearch(FollowSettings.from_console(settings), backends)
             faces.start()

@@ -26,6 +26,7 @@ import sys
 from contracts import bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
+from contracts.hbase import HBaseClient
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.metrics_http import serve_metrics
@@ -59,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         topics = Topics.from_config(config)
         partitions = topic_partitions(config)
         bus = bus_client.librdkafka(config, PRINCIPAL)
-    except (ConfigError, ValueError) as exc:
+        hbase = HBaseClient.from_config(config)
+    except (ConfigError, ValueError) as exc:  # HBaseSettingsError is a ValueError
         print(f"monitoring: invalid config {config.path}: {exc}", file=sys.stderr)
         return 2
-    store = Store(config.get("hbase", "host", "127.0.0.1"), config.get("hbase", "port", 9090))
+    store = Store(hbase)
     monitor = Monitor(cfg, topics, bus, store, Locator(map_path(config)))
     monitor.partitions = partitions
     try:

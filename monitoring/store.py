@@ -12,6 +12,7 @@ from typing import Any
 
 import happybase
 
+from contracts.hbase import HBaseClient
 from contracts.tables.monitoring import (
     SERIES_TABLE,
     STATE_TABLE,
@@ -23,8 +24,8 @@ from contracts.tables.monitoring import (
 
 
 class Store:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, hbase: HBaseClient) -> None:
+        self.hbase = hbase
         self._local = threading.local()
         self._all: list[happybase.Connection] = []
         self._lock = threading.Lock()
@@ -32,7 +33,7 @@ class Store:
     def connection(self) -> happybase.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = happybase.Connection(self.host, self.port, timeout=30_000)
+            conn = self._local.conn = self.hbase.connect()
             with self._lock:
                 self._all.append(conn)
         return conn

@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from contracts.hbase import HBaseClient
 from contracts.ingest_stats import STAGES, BatchTally
 from contracts.records import Kind, Status, encode, epoch_ms, now_time, parse
 from contracts.tables import captures as tables
@@ -62,15 +63,12 @@ Row = tuple[bytes | None, bytes | None, str, int, int, int | None]
 class WriterSettings:
     """Everything a task needs, pickled into it: endpoints, the job's bus settings, topic names, batch size, retries."""
 
-    hbase_host: str
-    hbase_port: int
+    hbase: HBaseClient
     bus: BusSettings = field(repr=False)
     topic_kinds: Mapping[str, str]
     deadletter_topic: str = Topics.deadletter
     chunk_rows: int = CHUNK_ROWS
     retries: int = 5
-    hbase_transport: str = "buffered"
-    hbase_protocol: str = "binary"
 
     def kind_of(self, topic: str) -> Kind | None:
         value = self.topic_kinds.get(topic)
@@ -78,25 +76,19 @@ class WriterSettings:
 
 
 # One connection per Python worker and endpoint: Spark reuses workers between tasks and batches.
-_CONNECTIONS: dict[tuple, Any] = {}
+_CONNECTIONS: dict[HBaseClient, Any] = {}
 _PRODUCERS: dict[tuple[tuple[str, str], ...], RecordProducer] = {}
 
 
 def _connection(settings: WriterSettings) -> Any:
-    import happybase
-
-    key = (settings.hbase_host, settings.hbase_port, settings.hbase_transport, settings.hbase_protocol)
-    conn = _CONNECTIONS.get(key)
+    conn = _CONNECTIONS.get(settings.hbase)
     if conn is None:
-        conn = _CONNECTIONS[key] = happybase.Connection(
-            settings.hbase_host, settings.hbase_port, transport=settings.hbase_transport,
-            protocol=settings.hbase_protocol, timeout=60_000, autoconnect=True)
+        conn = _CONNECTIONS[settings.hbase] = settings.hbase.connect()
     return conn
 
 
 def _drop_connection(settings: WriterSettings) -> None:
-    key = (settings.hbase_host, settings.hbase_port, settings.hbase_transport, settings.hbase_protocol)
-    conn = _CONNECTIONS.pop(key, None)
+    conn = _CONNECTIONS.pop(settings.hbase, None)
     if conn is not None:
         with contextlib.suppress(Exception):  # already broken: closing is best effort
             conn.close()

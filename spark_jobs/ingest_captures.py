@@ -31,6 +31,7 @@ from typing import Any
 
 from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.hbase import HBaseClient, HBaseSettingsError
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.retention import Retention
@@ -85,7 +86,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                         help="how long captures are kept: the TTL of the tables the job creates ([retention] "
                              "captures_days, 90)")
     add_log_flags(parser)
-    return parser.parse_args(argv), config
+    args = parser.parse_args(argv)
+    try:
+        args.hbase = HBaseClient.from_config(config, host=args.hbase_host, port=args.hbase_port)
+    except HBaseSettingsError as exc:
+        parser.error(str(exc))
+    return args, config
 
 
 def positive_days(text: str) -> float:
@@ -102,8 +108,7 @@ def positive_days(text: str) -> float:
 def writer_settings(args: argparse.Namespace, bus: BusSettings | None = None) -> WriterSettings:
     """What the tasks get; ``bus``: the job's librdkafka settings (without: PLAINTEXT to ``--bootstrap-server``)."""
     return WriterSettings(
-        hbase_host=args.hbase_host,
-        hbase_port=args.hbase_port,
+        hbase=args.hbase,
         bus=args.bootstrap_server if bus is None else bus,
         topic_kinds={args.vehicle_topic: "vehicle", args.face_topic: "face"},
         deadletter_topic=args.deadletter_topic,
@@ -112,12 +117,11 @@ def writer_settings(args: argparse.Namespace, bus: BusSettings | None = None) ->
 
 def prepare_sinks(args: argparse.Namespace, bus: BusSettings) -> None:
     """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
-    import happybase
-
     from contracts.retention import ttl_seconds
     from contracts.tables.captures import ensure_capture_tables
 
-    conn = happybase.Connection(args.hbase_host, args.hbase_port, timeout=60_000)
+    args.hbase.check()  # a transport or protocol the server does not speak: an error naming the settings
+    conn = args.hbase.connect()
     try:
         ensure_capture_tables(conn, ttl_seconds(args.retention_days))
     finally:

@@ -44,6 +44,7 @@ from typing import Any
 
 from contracts import bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.hbase import HBaseClient, HBaseSettingsError
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.topics import Topics, partitions
@@ -98,6 +99,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
     if args.max_concurrent < 1 or args.max_attempts < 1:
         parser.error("--max-concurrent and --max-attempts must be at least 1")
     args.jobs_dir = args.jobs_dir or Path(f"{args.checkpoint}.jobs")
+    try:
+        args.hbase = HBaseClient.from_config(config, host=args.hbase_host, port=args.hbase_port)
+    except HBaseSettingsError as exc:
+        parser.error(str(exc))
     if not args.loader_only:
         try:  # a batch job finds its key as this job does: refuse to start rather than fail every task
             s3_credentials.resolve(config, "video-jobs", args.s3_credentials)
@@ -134,9 +139,7 @@ class Handler:
         self.batches = 0
 
     def connect(self) -> Any:
-        import happybase
-
-        return happybase.Connection(self.args.hbase_host, self.args.hbase_port, timeout=60_000)
+        return self.args.hbase.connect()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """One micro-batch. Bad records are counted as ``skipped`` (not loaded) or ``set_aside`` (a status loaded,

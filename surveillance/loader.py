@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from contracts import bus_client
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.hbase import HBaseClient
 from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.retention import Retention
@@ -50,8 +51,7 @@ MAX_ROW_KEY = 32767
 class LoaderSettings:
     bus: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:9092"}, repr=False)
     """The :data:`PRINCIPAL`'s client settings (:func:`contracts.bus_client.librdkafka`); may hold its password."""
-    hbase_host: str = "127.0.0.1"
-    hbase_port: int = 9090
+    hbase: HBaseClient = field(default_factory=HBaseClient)
     group_id: str = "surveillance-loader"
     topic: str = "surveillance.hits"
     batch_size: int = 500
@@ -63,15 +63,14 @@ class LoaderSettings:
 
     @classmethod
     def from_config(cls, config: Config, bootstrap: str | None = None, principal: str = PRINCIPAL,
-                    **overrides: Any) -> LoaderSettings:
+                    hbase_host: str | None = None, hbase_port: int | None = None, **overrides: Any) -> LoaderSettings:
         """The settings from ``config``; ``bootstrap`` (``--bootstrap-server``) overrides where the bus is,
-        ``principal`` (``--bus-principal``: the DR site's loaders are ``dr-loaders``) whose identity it uses, the other
-        ``overrides`` (None: not given) replace fields."""
+        ``principal`` (``--bus-principal``: the DR site's loaders are ``dr-loaders``) whose identity it uses,
+        ``hbase_host`` / ``hbase_port`` where HBase is, the other ``overrides`` (None: not given) replace fields."""
         default = cls()
         values = {
             "bus": bus_client.librdkafka(config, principal, bootstrap),
-            "hbase_host": config.get("hbase", "host", default.hbase_host),
-            "hbase_port": config.get("hbase", "port", default.hbase_port),
+            "hbase": HBaseClient.from_config(config, host=hbase_host, port=hbase_port),
             "group_id": config.get("surveillance", "loader_group", default.group_id),
             "topic": Topics.from_config(config).surveillance_hits,
             "hits_ttl_s": Retention.from_config(config).hits_ttl_s,
@@ -116,7 +115,7 @@ class Loader:
     def _hbase(self) -> happybase.Connection:
         if self._connection is None:
             s = self.settings
-            self._connection = happybase.Connection(s.hbase_host, s.hbase_port, timeout=30_000)
+            self._connection = s.hbase.connect()
             ensure_surveillance_tables(self._connection, s.hits_ttl_s)
         return self._connection
 
@@ -202,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("loading %s -> HBase %s:%d (group %s)", settings.topic, settings.hbase_host, settings.hbase_port,
-             settings.group_id)
+    log.info("loading %s -> %s (group %s)", settings.topic, settings.hbase.where, settings.group_id)
     Loader(settings).run(stop)
     return 0
 

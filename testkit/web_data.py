@@ -15,6 +15,7 @@ from typing import Any
 
 import happybase
 
+from contracts.hbase import HBaseClient
 from contracts.records import CITY_TZ, Kind, Status, format_time, validate
 from contracts.retention import Retention
 from contracts.tables import captures
@@ -62,7 +63,7 @@ def puts_for(pairs: list[tuple[Kind, dict[str, Any]]]) -> list[captures.Put]:
 
 
 def writer(port: int) -> WriterSettings:
-    return WriterSettings("127.0.0.1", port, "127.0.0.1:9", {})
+    return WriterSettings(HBaseClient(port=port), "127.0.0.1:9", {})
 
 
 def create_tables(port: int) -> None:

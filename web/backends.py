@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import happybase
@@ -52,9 +53,9 @@ class Backends:
             if self._pool is None:
                 s = self.settings
                 try:  # the pool opens one connection at once, so a dead gateway fails here
-                    self._pool = happybase.ConnectionPool(
-                        s.hbase_pool_size, host=s.hbase_host, port=s.hbase_port,
-                        timeout=int(s.backend_timeout_s * 1000))
+                    # a request waits for a backend at most backend_timeout_s, whatever [hbase] timeout_ms says
+                    hbase = replace(s.hbase, timeout_ms=int(s.backend_timeout_s * 1000))
+                    self._pool = hbase.pool(s.hbase_pool_size)
                 except _HBASE_ERRORS as exc:
                     raise BackendUnavailable(HBASE, _describe(exc)) from None
             return self._pool

@@ -11,6 +11,7 @@ from cryptography import x509
 from contracts import bus_client, s3_credentials
 from contracts.config import Config
 from contracts.deployment_map import map_path
+from contracts.hbase import HBaseClient
 from contracts.retention import Retention
 from contracts.topics import Topics
 from monitoring.config import console_alertmanager_url
@@ -36,8 +37,8 @@ class ConsoleSettings:
     confluent-kafka client of the console starts from. They may hold its password: never logged."""
     bus_java: dict[str, str] = field(default_factory=lambda: dict(_PLAINTEXT), repr=False)
     """The same settings in Kafka's (Java) keys, for the bus package's own wire client (``services.log_dirs``)."""
-    hbase_host: str = "127.0.0.1"
-    hbase_port: int = 9090
+    hbase: HBaseClient = field(default_factory=HBaseClient)
+    """How the console reaches HBase's Thrift server (``[hbase]``: address, transport, protocol)."""
     hbase_pool_size: int = 8
     s3_endpoint: str = "127.0.0.1:9000"
     s3_access_key: str = ""
@@ -116,8 +117,7 @@ class ConsoleSettings:
             "session_ttl_s": config.get("console", "session_ttl_s", default.session_ttl_s),
             "bus": bus_client.to_librdkafka(bus_java),
             "bus_java": bus_java,
-            "hbase_host": config.get("hbase", "host", default.hbase_host),
-            "hbase_port": config.get("hbase", "port", default.hbase_port),
+            "hbase": HBaseClient.from_config(config),
             "s3_endpoint": config.get("object_storage", "endpoint", default.s3_endpoint),
             "map_path": map_path(config),
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),

@@ -13,6 +13,7 @@ import happybase
 import pytest
 
 from contracts import records
+from contracts.hbase import HBaseClient
 from contracts.ingest_stats import BatchTally
 from contracts.records import Kind
 from contracts.retention import Retention
@@ -50,7 +51,7 @@ def conn(gateway: Gateway) -> Iterator[happybase.Connection]:
 
 
 def settings(gateway: Gateway, broker: BrokerProcess, **kw: object) -> WriterSettings:
-    return WriterSettings("127.0.0.1", gateway.port, broker.bootstrap,
+    return WriterSettings(HBaseClient(port=gateway.port), broker.bootstrap,
                           {"capture.vehicle": "vehicle", "capture.face": "face"}, **kw)
 
 

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from contracts.deployment_map import DeploymentMap
+from contracts.hbase import HBaseClient
 from contracts.ingest_stats import STAGES, LatencyHistogram
 from contracts.records import CITY_TZ
 from monitoring.alerts import FIRING, RESOLVED, Alert
@@ -45,7 +46,7 @@ def latency_histogram(low_ms: int, n: int) -> LatencyHistogram:
 
 
 def write_monitoring(hbase_port: int, map_path: Path) -> Monitored:
-    store = Store("127.0.0.1", hbase_port)
+    store = Store(HBaseClient(port=hbase_port))
     try:
         store.ensure_tables()
         city = DeploymentMap.load(map_path)

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import expect
 
+from contracts.hbase import HBaseClient
 from contracts.topics import Topics
 from monitoring.alerts import FIRING, Alert
 from monitoring.config import Rule
@@ -33,7 +34,7 @@ def monitored(site: Site) -> Monitored:  # noqa: F811 - the fixture imported abo
 
 def fire(site: Site, alert: Alert) -> None:  # noqa: F811
     """What the monitor does when an alert fires: persist it, then publish it on the alerts topic."""
-    store = Store("127.0.0.1", site.console.backing.gateway.port)
+    store = Store(HBaseClient(port=site.console.backing.gateway.port))
     try:
         store.put_states("alert", [(alert.fp, {**alert.to_json(), "published": alert.status, "muting": None})])
     finally:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from contracts import records
+from contracts.hbase import HBaseClient
 from contracts.records import Kind, epoch_ms, format_time
 from contracts.topics import Topics
 from deploy.processes.console import ConsoleProcess
@@ -37,7 +38,7 @@ def written(console: ConsoleProcess) -> list[tuple[Kind, dict[str, Any]]]:
                       clock=StepClock(T0 - timedelta(days=30)))
     rows = [(e.key, e.value, TOPICS.of_kind(e.kind), 0, offset, None)
             for offset, e in enumerate(traffic.records(800, 0.0))]
-    settings = WriterSettings("127.0.0.1", console.backing.gateway.port, console.backing.broker.bootstrap,
+    settings = WriterSettings(HBaseClient(port=console.backing.gateway.port), console.backing.broker.bootstrap,
                               {TOPICS.vehicle: "vehicle", TOPICS.face: "face"})
     create_tables(console.backing.gateway.port)
     try:

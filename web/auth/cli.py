@@ -46,7 +46,7 @@ def run_users(args: argparse.Namespace, settings: ConsoleSettings, stdin: TextIO
         print(f"removed {args.name}")
         return 0
     except BackendUnavailable as exc:
-        print(f"cannot reach HBase at {settings.hbase_host}:{settings.hbase_port}: {exc.error}", file=sys.stderr)
+        print(f"cannot reach {settings.hbase.where}: {exc.error}", file=sys.stderr)
         return 1
     finally:
         backends.close()
