@@ -2,10 +2,12 @@
 each worker in a mount namespace where this checkout (its code and its venv) is an empty directory, so an executor
 has only Java, Spark and the base interpreter, and what the submission ships (the packed environment, the project's
 code). The capture ingest's rows must equal what the simulator produced valid, with executors on both workers, also
-when a worker is killed mid-stream."""
+when a worker is killed mid-stream; the video batch job runs its analysis there."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +16,18 @@ import happybase
 import pytest
 
 from contracts.processes import ROOT
+from deploy.object_store import ObjectStore
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import Gateway, start_gateway
 from deploy.processes.ingest import ingest_job, simulate
 from deploy.processes.spark_cluster import SPARK_HOME, SparkCluster, hidden
+from spark_jobs import launch
 from spark_jobs.launch import SparkSettings
 from testkit.polling import poll
 from tests.integration._ingest_support import count_rows, row_counts
 from tests.integration.test_ingest_end_to_end import bus_record_ids, expected_counts, table_record_ids
+from video import storage
+from video.scene import street_scene
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 JOB_DEADLINE_S = 600
@@ -71,6 +77,30 @@ def test_the_capture_ingest_on_the_cluster_loads_every_valid_record(tmp_path: Pa
         conn.close()
     ran = {index: spark.executor_dirs(index) for index in range(spark.workers)}
     assert all(ran.values()), f"executors per worker: {ran}"
+
+
+def test_the_video_synopsis_batch_job_on_the_cluster(tmp_path: Path, spark: SparkCluster,
+                                                     broker: BrokerProcess) -> None:
+    """The video batch job: its analysis runs in the executors' Python (OpenCV from the shipped environment)."""
+    with ObjectStore(tmp_path / "s3", port=0) as store:
+        client = storage.connect(store.url, store.access_key, store.secret_key)
+        scene = street_scene(seconds=12, n_objects=3, seed=7)
+        video = storage.upload_video(client, scene.write(tmp_path / "street.mp4"), "cam-1",
+                                     dt.datetime(2024, 5, 1, 8, tzinfo=dt.UTC))
+        before = {index: set(spark.executor_dirs(index)) for index in range(spark.workers)}
+        log = tmp_path / "job.log"
+        with log.open("ab") as out:
+            job = launch.submit(ROOT / "spark_jobs" / "video_synopsis.py", [
+                "--video", video.url, "--task-id", "task-c", "--camera-id", "cam-1",
+                "--start-time", "2024-05-01T08:00:00+00:00", "--bootstrap-server", broker.bootstrap,
+                "--s3-endpoint", store.url, "--s3-credentials", str(store.credentials_file("video-jobs")),
+            ], SparkSettings(master=spark.url), stdout=subprocess.PIPE, stderr=out)
+            stdout, _ = job.proc.communicate(timeout=JOB_DEADLINE_S)
+            assert job.wait(10) == 0, log.read_text()[-5000:]
+    summary = json.loads([line for line in stdout.decode().splitlines() if line.startswith("{")][-1])
+    assert summary["status"] == "done" and summary["objects"] >= 2, summary
+    ran = [set(spark.executor_dirs(index)) - before[index] for index in range(spark.workers)]
+    assert any(ran), "no executor of the cluster ran the job"
 
 
 def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(tmp_path: Path, spark: SparkCluster,
