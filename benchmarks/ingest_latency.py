@@ -8,14 +8,21 @@ HBase write), so it covers producing, the bus, the micro-batch wait, reading, va
 write. Reports p50/p95/p99/max and rows/s per rate; stops at the first rate the slice cannot
 sustain (backlog growing, or p99 above ``--max-p99``), which is the ceiling.
 
+With ``--spark-workers N`` the job runs on a Spark standalone cluster of N one-core workers started here (Spark's own
+master and workers from the pyspark jars, ``deploy/processes/spark_cluster.py``) instead of ``local[2]``; the first
+line then includes packing the executors' environment when none is cached (``--cold`` removes the cache first).
+
     .venv/bin/python benchmarks/ingest_latency.py [--rates 2000,3000,4000] [--seconds 30] [--trigger-ms 0]
+        [--spark-workers 2 [--cold]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -31,7 +38,10 @@ from contracts.tables import captures  # noqa: E402
 from deploy.processes.broker import BrokerProcess  # noqa: E402
 from deploy.processes.gateway import start_gateway  # noqa: E402
 from deploy.processes.ingest import ingest_job, simulate  # noqa: E402
+from deploy.processes.spark_cluster import SparkCluster  # noqa: E402
+from spark_jobs import packaging  # noqa: E402
 from spark_jobs.ingest_status import percentile  # noqa: E402
+from spark_jobs.launch import SparkSettings  # noqa: E402
 from testkit.polling import poll  # noqa: E402
 
 SEQUENCE_STRIDE = 1_000_000_000  # each stage's record ids continue far above the previous stage's
@@ -109,6 +119,8 @@ def main() -> int:
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--keep", action="store_true", help="keep the logs and data directory")
     parser.add_argument("--checkpoints", type=int, default=48, help="city size (checkpoints) of the simulator")
+    parser.add_argument("--spark-workers", type=int, default=0, help="N > 0: a standalone cluster of N workers")
+    parser.add_argument("--cold", action="store_true", help="with --spark-workers: pack the environment anew")
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     with tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmpdir:
@@ -118,18 +130,27 @@ def main() -> int:
         broker = BrokerProcess(tmp / "bus").start()
         gateway = start_gateway(tmp / "hbase", "--log-level", "WARNING")
         job = None
+        cluster = contextlib.ExitStack()
         try:
+            settings = None
+            if args.spark_workers:
+                spark = cluster.enter_context(SparkCluster(tmp / "spark", workers=args.spark_workers))
+                settings = SparkSettings(master=spark.url, cores_max=args.spark_workers)
+                if args.cold:
+                    shutil.rmtree(packaging.CACHE, ignore_errors=True)
+                print(f"Spark standalone cluster {spark.url} with {args.spark_workers} one-core workers")
             conn = happybase.Connection("127.0.0.1", gateway.port, timeout=120_000)
             status = tmp / "status.json"
             started = time.monotonic()
             job = ingest_job(broker.bootstrap, gateway.port, tmp / "ckpt", tmp / "job.log", "--trigger-ms",
                              str(args.trigger_ms), "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
-                             "--status-file", str(status))
+                             "--status-file", str(status), settings=settings)
             poll(lambda: status.exists() or job.poll() is not None, 300, 0.5, "the ingest job's first batch")
             if job.poll() is not None:
                 print((tmp / "job.log").read_text()[-3000:], file=sys.stderr)
                 return 1
-            print(f"ingest job ready after {time.monotonic() - started:.1f}s (spark start-up + empty batch 0)")
+            print(f"ingest job ready after {time.monotonic() - started:.1f}s (submit to the first batch: spark start-up"
+                  f"{', packing' if args.cold else ''} and batch 0)")
             print(f"{'rate/s':>7} {'sent/s':>8} {'rows/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
                   f"{'max ms':>7} {'drain s':>7} {'batches':>7} {'batch p50/max ms':>16}")
             # Warm-up: the first batches pay for Python worker start-up and JIT; measure the steady state.
@@ -159,6 +180,7 @@ def main() -> int:
         finally:
             if job is not None:
                 job.stop(30)
+            cluster.close()
             gateway.kill()
             broker.stop()
     return 0
