@@ -1,4 +1,5 @@
-"""Surveillance watch stage: capture produced -> hit consumed latency, and what one instance sustains.
+"""Surveillance: capture produced -> hit consumed latency as `make up` deploys the service, and what one watch-stage
+instance sustains.
 
 1. Latency: 10,000 watched plates and 10,000 watched faces (commands published before the service starts,
    so its start-up also shows how long the watchlists take to load); captures produced at a paced rate
@@ -10,7 +11,13 @@
    (watch stage only, a fresh group) is started; records/s = backlog / time until its committed offsets
    reach the end.
 
+   The latency is measured with every stage running as `make up` runs them (``--layout deployed``: the watch stage
+   in one process, the cloned-plate and statistics stages in a second one at ``[surveillance] analytics_nice``);
+   ``--layout one-process`` runs every stage in one process (the earlier layout), ``--layout watch-only`` the
+   watch stage alone (a partial figure: nobody deploys it so). Throughput is always the watch stage alone.
+
     .venv/bin/python benchmarks/surveillance.py [--rate 5000] [--seconds 15] [--backlog 200000]
+        [--layout deployed|one-process|watch-only]
 
 Starts its own broker (or --bootstrap). Print `uptime` with the figures: on a shared machine latencies vary.
 """
@@ -38,6 +45,7 @@ from contracts.records import encode, encode_feature
 from contracts.topics import Topics
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.surveillance import ServiceProcess
+from deploy.surveillance import services as surveillance_services
 from ingest import values
 from surveillance.settings import Settings
 from surveillance.streams import ensure_topics, service_topics
@@ -45,6 +53,16 @@ from testkit.surveillance import CHECKPOINTS, capture_time, face, vehicle, write
 
 T = Topics()
 PARTITIONS = 2
+LAYOUTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "deployed": (),  # what deploy/surveillance.py starts for the config (layout())
+    "one-process": ((),),
+    "watch-only": (("--stages", "watch"),),
+}
+LAYOUT_LABELS = {
+    "deployed": "every stage, as make up runs them (watch; cloned + stats at nice 10)",
+    "one-process": "every stage in one process (the layout before issue 33)",
+    "watch-only": "PARTIAL: the watch stage alone, no cloned-plate or statistics work",
+}
 GROUP = "surveillance-watch"
 
 
@@ -173,6 +191,14 @@ def throughput(bootstrap: str, plates: int, identities: list[list[float]], backl
     print(f"one instance (watch stage): {todo:,} backlog records in {took:.1f} s = {todo / took:,.0f} records/s")
 
 
+def layout(name: str, config: Path) -> tuple[tuple[str, ...], ...]:
+    """The stage arguments of each service process: for ``deployed``, those of make up's own commands."""
+    if name != "deployed":
+        return LAYOUTS[name]
+    commands = [cmd for _, cmd, _ in surveillance_services(load_config(config)) if cmd[2] == "surveillance"]
+    return tuple(tuple(cmd[cmd.index("--config") + 2:]) for cmd in commands)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="an existing bus (default: start a broker)")
@@ -181,29 +207,38 @@ def main() -> None:
     parser.add_argument("--plates", type=int, default=10_000)
     parser.add_argument("--faces", type=int, default=10_000)
     parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--layout", choices=tuple(LAYOUTS), default="deployed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         broker = None if args.bootstrap else BrokerProcess(directory / "broker").start()
         bootstrap = args.bootstrap or broker.bootstrap
         config = write_config(directory, bootstrap)
-        service = ServiceProcess(config, directory / "service.log", ("--stages", "watch"))
+        services = [ServiceProcess(config, directory / f"service-{n}.log", stage_args)
+                    for n, stage_args in enumerate(layout(args.layout, config))]
+        service = ServiceProcess(config, directory / "watch.log", ("--stages", "watch"))  # throughput: watch alone
         settings = Settings.from_config(load_config(config))
         ensure_topics(settings, service_topics(settings))  # as deployed: control topics compacted
         try:
             started = time.monotonic()
             identities = publish_watches(bootstrap, args.plates, args.faces, random.Random(7))
             published = time.monotonic()
-            service.start(timeout=300)
+            for process in services:
+                process.start(timeout=300)
             print(f"{args.plates:,} plates + {args.faces:,} faces watched: published in {published - started:.1f} s, "
                   f"service ready {time.monotonic() - published:.1f} s later")
-            rss = int(Path(f"/proc/{service.process.pid}/status").read_text().split("VmRSS:")[1].split()[0])
-            print(f"service RSS with the watchlists loaded: {rss / 1024:.0f} MiB")
+            for process in services:
+                assert process.process is not None
+                rss = int(Path(f"/proc/{process.process.pid}/status").read_text().split("VmRSS:")[1].split()[0])
+                print(f"process {' '.join(process.args)}: RSS with the watchlists loaded {rss / 1024:.0f} MiB")
+            print(f"layout {args.layout}: {LAYOUT_LABELS[args.layout]}")
             latency(bootstrap, args.plates, identities, args.rate, args.seconds)
-            service.stop()
+            for process in services:
+                process.stop()
             throughput(bootstrap, args.plates, identities, args.backlog, service)
         finally:
-            service.stop()
+            for process in (*services, service):
+                process.stop()
             if broker is not None:
                 broker.stop()
     print("load average:", os.getloadavg(), subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

@@ -29,12 +29,26 @@ PLATES, FACES = 2, 1
 
 
 def services(config: Config) -> list[tuple[str, list[str], str]]:
-    """``python -m surveillance`` and ``python -m surveillance.loader``: (name, command, where to look)."""
+    """``python -m surveillance`` twice and ``python -m surveillance.loader``: (name, command, where to look).
+
+    The watch stage has a process of its own at normal priority, the cloned-plate and statistics stages another one
+    at ``[surveillance] analytics_nice``: a hit is worth intercepting only in well under a second, while statistics
+    that fall a window behind catch up. On a saturated machine the kernel then takes the CPU from the statistics
+    first (the stages' consumer groups are independent, so each process reads the captures on its own)."""
     flag = ["--config", str(config.path)] if config.path else []
     port = config.get("surveillance", "metrics_port", 9330)
-    metrics = f"  (metrics http://127.0.0.1:{port}/metrics)" if port else ""
-    return [("surveillance", [sys.executable, "-m", "surveillance", *flag],
-             f"watchlists, cloned plates, live statistics -> surveillance.hits / .stats{metrics}"),
+    analytics_port = config.get("surveillance", "analytics_metrics_port", 9331)
+    nice = config.get("surveillance", "analytics_nice", 10)
+
+    def metrics(at: int) -> str:
+        return f"  (metrics http://127.0.0.1:{at}/metrics)" if at else ""
+
+    return [("surveillance", [sys.executable, "-m", "surveillance", *flag, "--stages", "watch"],
+             f"watchlists -> surveillance.hits{metrics(port)}"),
+            ("surveillance analytics",
+             [sys.executable, "-m", "surveillance", *flag, "--stages", "cloned,stats", "--nice", str(nice),
+              "--metrics-port", str(analytics_port)],
+             f"cloned plates, live statistics -> surveillance.hits / .stats (nice {nice}){metrics(analytics_port)}"),
             ("hit loader", [sys.executable, "-m", "surveillance.loader", *flag],
              "surveillance.hits -> HBase surveillance_hit, surveillance_hit_by_time")]
 

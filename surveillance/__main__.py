@@ -8,6 +8,7 @@ acknowledged, offsets committed).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -30,8 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated stages to run in this process (default all: {','.join(STAGES)}); "
                              "a stage scales by running it in more processes")
+    parser.add_argument("--nice", type=int, default=0, metavar="N",
+                        help="lower this process's CPU priority by N (os.nice): `make up` runs the cloned-plate and "
+                             "statistics stages this way, so when the machine saturates they fall behind, not the "
+                             "watch stage's hits")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="override [surveillance] metrics_port (a second process of the service, 0: none)")
     add_log_flags(parser)
     args = parser.parse_args(argv)
+    if not 0 <= args.nice <= 19:
+        parser.error(f"--nice must be 0 to 19, not {args.nice}")
     unknown = set(args.stages.split(",")) - set(STAGES)
     if unknown:
         parser.error(f"unknown stages {', '.join(sorted(unknown))}: choose from {', '.join(STAGES)}")
@@ -41,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"surveillance: invalid config {config.path}: {exc}", file=sys.stderr)
         return 2
-    if settings.metrics_port:  # a second instance from the same config gets a free port: scaling out edits nothing
-        serve_metrics(settings.metrics_port, name="surveillance")
+    if args.nice:
+        os.nice(args.nice)
+    port = settings.metrics_port if args.metrics_port is None else args.metrics_port
+    if port:  # a second instance from the same config gets a free port: scaling out edits nothing
+        serve_metrics(port, name="surveillance")
     # Face matching is one (batch x watchlist) product per batch: small enough for one BLAS thread, while
     # OpenBLAS's default worker per core spins between calls and takes the CPU the broker and the other
     # stages need (the benchmark's hit latency: p50 40 -> 25 ms, p99 103 -> 91 ms at 5,000 records/s).

@@ -21,7 +21,8 @@ from contracts import bus_client
 from contracts.config import load as load_config
 from contracts.processes import spawn
 
-MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "dr", "drc", "mm")
+MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "analytics", "dr", "drc",
+                 "mm")
 
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
@@ -39,7 +40,7 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
         "object_storage": {"endpoint": f"127.0.0.1:{ports['s3']}"},  # keys: make up's DATA/secrets
         "console": {"port": ports["console"]},
         "monitoring": {"metrics_port": ports["monitor"]},
-        "surveillance": {"metrics_port": ports["surveillance"]},
+        "surveillance": {"metrics_port": ports["surveillance"], "analytics_metrics_port": ports["analytics"]},
         "map": {"path": str(tmp_path / "deployment_map.json")},
         "dr": {"bootstrap_servers": f"127.0.0.1:{ports['dr']}", "controller_port": ports["drc"],
                "mirror_metrics_port": ports["mm"]},

@@ -40,7 +40,8 @@ def targets(config: Config, host: str, console_port: int) -> list[Target]:
     ports = (
         ("bus", config.get("bus", "metrics_port", 0)),
         ("monitor", config.get("monitoring", "metrics_port", 9310)),
-        ("surveillance", config.get("surveillance", "metrics_port", 9330)),
+        ("surveillance", config.get("surveillance", "metrics_port", 9330)),  # the watch stage's process
+        ("surveillance", config.get("surveillance", "analytics_metrics_port", 9331)),  # cloned plates, statistics
         ("mirror", config.get("dr", "mirror_metrics_port", 9320)),
         ("object_store", config.get("object_storage", "metrics_port", 0)),
         ("hbase", config.get("hbase", "metrics_port", 0)),
