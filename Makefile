@@ -49,7 +49,7 @@ java-runtime:
 # scraping every process (deploy/prometheus/).
 up: install java-runtime
 	@mkdir -p $(DATA)
-	$(BIN)/python -m deploy.up --data-dir $(DATA)$(if $(CLUSTER), --cluster $(CLUSTER))$(if $(PROMETHEUS), --prometheus)
+	$(BIN)/python -m deploy.up --data-dir $(DATA)$(if $(CLUSTER), --cluster $(CLUSTER))$(if $(PROMETHEUS), --prometheus)$(if $(SPARK), --spark-workers $(SPARK))
 
 # Stop what `make up` started (from another terminal); Ctrl-C in make up's terminal does the same.
 down:

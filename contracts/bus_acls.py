@@ -186,12 +186,14 @@ MATRIX: dict[str, list[Grant]] = {
           for name in CHECKPOINT_TOPICS),
         Grant(Resource.GROUP, "*", (Op.DESCRIBE, Op.READ), role=Role.STANDBY),
     ],
-    "dr-loaders": [  # at the standby site: the ingest job, the hit loader and the video loader on mirrored data
+    "dr-loaders": [  # at the standby site: the ingest job, the hit loader and the video loader on mirrored data,
+        # and the image copier (dr_mirror/images.py: reads the mirrored captures in its own group, writes no topic)
         *(dataclasses.replace(grant, role=Role.STANDBY) for grant in (
             *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
             *dr_topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
             group("spark-", prefixed=True),
-            group("surveillance-loader"))),
+            group("surveillance-loader"),
+            group("dr-images"))),
     ],
 }
 """Each service principal's grants (``admin`` is a super user and has none)."""

@@ -14,8 +14,15 @@
 | ``monitor`` | read ``captures``, read and list ``videos`` | it decodes a sample of capture images to find devices |
 | | | whose images are missing, truncated or black, and of the cameras' footage to find |
 | | | cameras that stop uploading or record frozen, black or blurred video (issue 28) |
+| ``dr-images`` | read ``captures`` (no list); at the DR site's store: read and put ``captures`` | the DR image copier |
+| | | (issue 28): it reads at the primary only the images the mirrored records name (GET by key, never a |
+| | | listing, never another bucket), and at the DR site checks (HEAD) and puts them under the same key |
 | ``retention`` | read, list, put and delete in every bucket | the only component that deletes (retention) |
 | ``admin`` | everything | the store's own wrapper: buckets and their policies |
+
+The DR site's object store (``deploy/dr_site.py``) has the same identities with keys of its own, and the same rights
+but for those :data:`DR_SITE_RIGHTS` changes (:func:`site_rights`): only there may ``dr-images`` write, so its
+primary-site key cannot alter a device's image, and its DR-site key opens nothing at the primary.
 
 The rights are SeaweedFS's identity actions (``Write:videos/*``), which the store enforces; S3's "write" includes
 deleting, so every bucket also gets a policy that refuses ``s3:DeleteObject`` to every user but ``retention`` (and, in
@@ -56,8 +63,17 @@ RIGHTS: dict[str, tuple[str, ...]] = {
     "mirror": ALL,
     # reads the capture images its sampled records name, lists and reads the cameras' footage; never writes
     "monitor": ("Read:captures", "Read:videos", "List:videos"),
+    # the DR image copier: at the primary, GET of the images the mirrored records name; it writes at the DR site only
+    "dr-images": ("Read:captures",),
     "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
 }
+DR_SITE_RIGHTS: dict[str, tuple[str, ...]] = {
+    # HEAD (is it there already?) and PUT under the same key; no listing, no other bucket; deleting is refused by
+    # the bucket policy as everywhere
+    "dr-images": ("Read:captures", "Write:captures/*"),
+}
+"""The identities whose rights differ at the DR site's object store."""
+SITES = ("primary", "dr")
 COMPONENTS = tuple(name for name in RIGHTS if name != "admin")
 DELETER = "retention"
 DELETERS: dict[str, tuple[str, ...]] = {EVIDENCE_BUCKET: (DELETER, "console")}
@@ -125,10 +141,18 @@ def ensure_files(directory: Path) -> dict[str, Credentials]:
     return found
 
 
-def identities(keys: Mapping[str, Credentials]) -> dict[str, object]:
-    """SeaweedFS's S3 identities file: each identity with its key and its rights."""
+def site_rights(site: str = "primary") -> dict[str, tuple[str, ...]]:
+    """Each identity's rights at the store of ``site`` (``primary`` or ``dr``)."""
+    if site not in SITES:
+        raise ValueError(f"unknown site {site!r}: one of {', '.join(SITES)}")
+    return {**RIGHTS, **DR_SITE_RIGHTS} if site == "dr" else dict(RIGHTS)
+
+
+def identities(keys: Mapping[str, Credentials], site: str = "primary") -> dict[str, object]:
+    """SeaweedFS's S3 identities file: each identity with its key and its rights (at the store of ``site``)."""
+    rights = site_rights(site)
     return {"identities": [{"name": name, "credentials": [{"accessKey": c.access_key, "secretKey": c.secret_key}],
-                            "actions": list(RIGHTS[name])} for name, c in keys.items()]}
+                            "actions": list(rights[name])} for name, c in keys.items()]}
 
 
 def delete_policy(bucket: str) -> str:

@@ -5,7 +5,10 @@
 ``mirror`` principal at both ends (``[bus]`` and ``[dr]`` ``client_properties_dir``: MM2's ``primary.*`` and ``dr.*``
 cluster keys). ``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest (:class:`DrSite`:
 the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirrored topics), so after a failover the
-DR site holds the same HBase tables.
+DR site holds the same HBase tables; and its object store (:class:`DrObjectStore`: a second embedded SeaweedFS in
+``DATA/dr/object-store`` on ``[dr] s3_endpoint``, keys of its own in ``DATA/secrets/dr-object-store``) with the image
+copier (``python -m dr_mirror.images``, `deploy/processes/dr_images.py`) putting every mirrored capture's image there
+under the same key, so the DR site's records do not name images only the lost site had.
 
 The loaders get the primary's solution config pointed at the DR bus (as the ``dr-loaders`` principal) and HBase
 (written to ``DATA/dr/solution.toml``), with one change: what the ingest job itself publishes (``ingest.stats``,
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import signal
 import socket
@@ -31,12 +35,16 @@ from typing import IO
 
 import tomli_w
 
-from contracts import bus_client
+from contracts import bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
+from contracts.hbase import HBaseClient
 from contracts.processes import spawn, terminate
 from contracts.topics import DR_PREFIX, SITE_ALIASES, Topics
 from deploy import shutdown
+from deploy.object_store import ObjectStore
 from deploy.pki import write_private
+from deploy.processes import dr_images
+from dr_mirror.images import IDENTITY as IMAGES_IDENTITY
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +65,11 @@ class DrSettings:
     metrics_port: int
     data_dir: Path
     reports_dir: Path
+    s3_endpoint: str = "127.0.0.1:19000"
+    object_metrics_port: int = 0
+    images_metrics_port: int = 9321
+    secrets_dir: Path = Path("data/secrets")
+    """make up's secrets directory (the primary store's keys; the DR store's are in its ``dr-object-store``)."""
 
     @classmethod
     def from_config(cls, config: Config, data_dir: Path) -> DrSettings:
@@ -66,7 +79,24 @@ class DrSettings:
                    hbase_port=config.get("dr", "hbase_port", 19090),
                    metrics_port=config.get("dr", "mirror_metrics_port", 9320),
                    data_dir=data_dir / config.get("dr", "data_dir", "dr"),
-                   reports_dir=data_dir / config.get("dr", "reports_dir", "dr/drills"))
+                   reports_dir=data_dir / config.get("dr", "reports_dir", "dr/drills"),
+                   s3_endpoint=str(config.get("dr", "s3_endpoint", "127.0.0.1:19000")),
+                   object_metrics_port=int(config.get("dr", "object_metrics_port", 0)),
+                   images_metrics_port=int(config.get("dr", "images_metrics_port", 9321)),
+                   secrets_dir=data_dir / "secrets")
+
+    @property
+    def s3_secrets_dir(self) -> Path:
+        """The DR store's identities' keys (the same identities as the primary's, keys of their own)."""
+        return self.secrets_dir / "dr-object-store"
+
+    @property
+    def s3_host(self) -> str:
+        return self.s3_endpoint.rsplit(":", 1)[0]
+
+    @property
+    def s3_port(self) -> int:
+        return int(self.s3_endpoint.rsplit(":", 1)[1])
 
     @property
     def host(self) -> str:
@@ -153,13 +183,44 @@ def mirror_service(config: Config, dr: DrSettings, primary: str) -> Service:
             f"{primary} -> {dr.bootstrap} (data topics; {props}; lag http://127.0.0.1:{dr.metrics_port}/metrics)")
 
 
+class DrObjectStore(ObjectStore):
+    """The DR site's embedded store: the primary's buckets, policies and lifecycle rules, the same identities with
+    keys of their own, and the DR site's rights (:func:`contracts.s3_credentials.site_rights`: only here may the
+    ``dr-images`` copier put into ``captures``)."""
+
+    def command(self) -> list[str]:
+        args = super().command()  # writes the identities file with the primary's rights: rewritten below
+        config = self.data_dir / "s3-identities.json"
+        config.unlink(missing_ok=True)
+        write_private(config, json.dumps(s3_credentials.identities(self.keys, site="dr")))
+        return args
+
+
+def dr_object_store(dr: DrSettings) -> DrObjectStore:
+    """The DR site's object store as `make up --dr-site` runs it (tied to make up: SIGTERM when it dies)."""
+    dr.s3_secrets_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return DrObjectStore(dr.data_dir / "object-store", dr.s3_port, dr.s3_secrets_dir, dr.s3_host,
+                         metrics_port=dr.object_metrics_port, tied_to_parent=True)
+
+
+def images_command(config: Config, dr: DrSettings, primary_endpoint: str | None = None) -> list[str]:
+    """The image copier as make up runs it: its config (the DR bus as ``dr-loaders``), the ``dr-images`` key of each
+    store (read-only at the primary; read and put at the DR site), its metrics on ``[dr] images_metrics_port``."""
+    name = s3_credentials.file_name(IMAGES_IDENTITY)
+    return dr_images.command(config.path, dr.secrets_dir / name, dr.s3_secrets_dir / name,
+                             metrics_port=dr.images_metrics_port, source_endpoint=primary_endpoint,
+                             target_endpoint=dr.s3_endpoint)
+
+
 class DrSite:
-    """The rest of the DR site: its HBase gateway and the loaders of the mirrored topics."""
+    """The rest of the DR site: its HBase gateway, the loaders of the mirrored topics, its object store and the
+    image copier."""
 
     def __init__(self, config: Config, dr: DrSettings) -> None:
         self.config, self.dr = config, dr
         self.config_file = dr.data_dir / "solution.toml"
         self.children: list[tuple[str, subprocess.Popen[bytes] | launch.SparkJob]] = []
+        self.store: DrObjectStore | None = None
         self._logs: list[IO[bytes]] = []
 
     def _log_path(self, name: str) -> Path:
@@ -181,8 +242,10 @@ class DrSite:
 
     def start_gateway(self) -> str:
         self.dr.data_dir.mkdir(parents=True, exist_ok=True)
+        hbase = HBaseClient.from_config(self.config)  # the DR loaders' transport and protocol, as at the primary
         self._python("dr hbase gateway", ["-m", "deploy.hbase_gateway", "--host", self.dr.hbase_host, "--port",
-                                          str(self.dr.hbase_port), "--data-dir", str(self.dr.data_dir / "hbase")])
+                                          str(self.dr.hbase_port), "--data-dir", str(self.dr.data_dir / "hbase"),
+                                          "--transport", hbase.transport, "--protocol", hbase.protocol])
         return f"  {'dr hbase':<14} DR HBase Thrift: {self.dr.hbase_host}:{self.dr.hbase_port}"
 
     def start_loaders(self, timeout: float = 60.0) -> list[str]:
@@ -210,21 +273,40 @@ class DrSite:
         lines.append(f"  {'dr video':<14} video.status / video.results -> DR HBase")
         return lines
 
+    def start_images(self, primary_endpoint: str | None = None) -> list[str]:
+        """The DR site's object store (ready when this returns), then the image copier from the primary's to it."""
+        self.store = dr_object_store(self.dr)
+        self.store.start()
+        self.dr.s3_secrets_dir.chmod(0o700)
+        lines = [f"  {'dr object store':<14} S3 {self.store.url} (log {self.store.log_path}; a key per component in "
+                 f"{self.dr.s3_secrets_dir})"]
+        name = "dr images"
+        self.children.append((name, spawn(images_command(self.config, self.dr, primary_endpoint),
+                                          self._log_path(name))))
+        lines.append(f"  {name:<14} capture images -> DR store (group dr-images; lag "
+                     f"http://127.0.0.1:{self.dr.images_metrics_port}/metrics)")
+        return lines
+
     def failed(self) -> str | None:
         for name, child in self.children:
             if child.poll() is not None:
                 return f"{name} exited; see {self._log_path(name)}"
+        if self.store is not None and (self.store.proc is None or self.store.proc.poll() is not None):
+            return f"dr object store exited; see {self.store.log_path}"
         return None
 
     def stop(self) -> None:
-        """The loaders first, all at once (each finishes its batch; one after another, two Spark jobs and a
-        loader took two minutes on a loaded machine), the gateway (started first) last."""
-        if not self.children:
-            return
-        gateway, *loaders = [child for _name, child in self.children]
+        """The loaders and the image copier first, all at once (each finishes its batch; one after another, two Spark
+        jobs and a loader took two minutes on a loaded machine), the gateway (started first) and the object store
+        last."""
+        gateway = next((child for name, child in self.children if name == "dr hbase gateway"), None)
+        loaders = [child for _name, child in self.children if child is not gateway]
         with ThreadPoolExecutor() as pool:
             list(pool.map(_stop, loaders))
-        _stop(gateway)
+        if gateway is not None:
+            _stop(gateway)
+        if self.store is not None:
+            self.store.stop()
         for handle in self._logs:
             handle.close()
 
@@ -252,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    lines = [site.start_gateway(), *site.start_loaders()]
+    lines = [site.start_gateway(), *site.start_loaders(), *site.start_images()]
     print("The DR site is up:\n" + "\n".join(lines), flush=True)
     problem = None
     while not stopping and problem is None:

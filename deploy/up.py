@@ -14,11 +14,12 @@ password in ``DATA/console/admin_password``), the monitor (``python -m monitorin
 creates its tables and topics at start-up), then the capture slice (city simulator + Spark ingest job,
 `deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit loader with watches
 on the simulator's recurring targets (`deploy/surveillance.py`). The mirror to the DR site's bus (`deploy/dr_site.py`)
-starts with the console; ``--dr-site`` also starts its HBase and loaders; ``--prometheus`` (`make up PROMETHEUS=1`)
-Debian's prometheus scraping every process (`deploy/prometheus/`). Each service is a child process; Ctrl-C, SIGTERM
-or `make down` (``--down``, which signals the pid in ``DATA/up.pid``) stops them all, the bus's nodes last, with
-SIGTERM (a controlled shutdown). Endpoints default to `contracts/solution.toml`; node i serves clients on
-``--kafka-port`` + i - 1 and the quorum on ``--controller-port`` (default: the Kafka port + N) + i - 1.
+starts with the console; ``--dr-site`` also starts its HBase and loaders, its object store and the image copier;
+``--prometheus`` (`make up PROMETHEUS=1`) Debian's prometheus scraping every process (`deploy/prometheus/`). Each
+service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``)
+stops them all, the bus's nodes last, with SIGTERM (a controlled shutdown). Endpoints default to
+`contracts/solution.toml`; node i serves clients on ``--kafka-port`` + i - 1 and the quorum on ``--controller-port``
+(default: the Kafka port + N) + i - 1.
 """
 
 from __future__ import annotations
@@ -45,17 +46,22 @@ from contracts import bus_client, s3_credentials
 from contracts.bus_acls import Role
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
+from contracts.hbase import HBaseClient
 from contracts.processes import spawn, terminate
 from contracts.topics import Topics
 from deploy import cluster, dr_site, object_store, secured_bus, shutdown
 from deploy import surveillance as surveillance_slice
 from deploy.cluster_security import ClusterSecurity
 from deploy.pipeline import Endpoints, Pipeline
+from deploy.processes.spark_cluster import SparkCluster
 from deploy.prometheus import scrape as prometheus_scrape
 from deploy.secured_bus import SecuredBus
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
+SPARK_WORKER_CORES = 4
+SPARK_WORKER_MEMORY = "2g"
+"""A `make up SPARK=N` worker: room for an executor (one core, [spark] executor_memory) of each running job."""
 SPARK_STOP_S = 60.0
 """How long a Spark job may take to finish its batch after SIGTERM before its process group gets SIGTERM, then
 SIGKILL (`launch.SparkJob.stop`: 30 s each)."""
@@ -83,12 +89,14 @@ def dr_bus(data_dir: Path, dr: dr_site.DrSettings) -> SecuredBus:
 
 
 def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls: dict[str, str],
-                    console_url: str) -> Config:
+                    console_url: str, spark_master: str | None = None) -> Config:
     """The loaded config with ``[bus]`` and ``[dr]`` naming the two secured buses (``bootstrap_servers``,
-    ``client_properties_dir``) and the console's certificate (HTTPS), written to ``DATA/solution.toml``: what every
-    child is given with ``--config``, so each reads its principal's client properties there."""
+    ``client_properties_dir``), the console's certificate (HTTPS) and, with ``--spark-workers``, ``[spark] master``
+    naming the standalone cluster, written to ``DATA/solution.toml``: what every child is given with ``--config``, so
+    each reads its principal's client properties there, and every Spark job (the video batch jobs too) its master."""
     path = bus.security.directory.parent / "solution.toml"
     data = {**config.data,
+            **({"spark": {**config.section("spark"), "master": spark_master}} if spark_master else {}),
             "bus": {**config.section("bus"), "bootstrap_servers": bus.bootstrap,
                     bus_client.KEY: str(bus.security.directory)},
             "dr": {**config.section("dr"), "bootstrap_servers": dr.bootstrap,
@@ -110,12 +118,14 @@ def _services(data_dir: Path, args: argparse.Namespace) -> list[tuple[str, list[
     services = []
     gateway = Path(__file__).parent / "hbase_gateway" / "__main__.py"
     if gateway.exists():
+        config = load_config(args.config)
+        hbase = HBaseClient.from_config(config)  # the clients' transport and protocol: the gateway serves them
         services.append((
             "hbase gateway",
             [py, "-m", "deploy.hbase_gateway", "--host", args.host, "--port", str(args.hbase_port),
-             "--data-dir", str(data_dir / "hbase"),
-             "--metrics-port", str(load_config(args.config).get("hbase", "metrics_port", 0))],
-            f"HBase Thrift (happybase): {args.host}:{args.hbase_port}",
+             "--data-dir", str(data_dir / "hbase"), "--transport", hbase.transport, "--protocol", hbase.protocol,
+             "--metrics-port", str(config.get("hbase", "metrics_port", 0))],
+            f"HBase Thrift (happybase): {args.host}:{args.hbase_port} ({hbase.transport}, {hbase.protocol})",
         ))
     # Object storage: SeaweedFS behind S3, an identity per component (contracts/s3_credentials.py), keys in
     # DATA/secrets (made by ensure_secrets before anything starts).
@@ -289,7 +299,7 @@ def _down(data_dir: Path, timeout: float = DOWN_WAIT_S) -> int:
 
 def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers: dict[str, subprocess.Popen[bytes]],
           video_job: launch.SparkJob | None, pipeline: Pipeline | None, site: dr_site.DrSite | None,
-          buses: list[SecuredBus]) -> None:
+          buses: list[SecuredBus], spark: SparkCluster | None) -> None:
     """Everything that works against the servers at once (the Spark jobs finish their batch, the services commit),
     then the servers, then a cluster's nodes (brokers first, in a controlled shutdown): each step bounded."""
     stopping = shutdown.Shutdown(data_dir)
@@ -302,11 +312,25 @@ def _stop(data_dir: Path, services: dict[str, subprocess.Popen[bytes]], servers:
     if site is not None:
         first["dr site loaders and gateway"] = site.stop
     stopping.phase(first)
-    stopping.phase({name: partial(terminate, child, shutdown.SERVICE_GRACE_S) for name, child in servers.items()})
+    stopping.phase({**{name: partial(terminate, child, shutdown.SERVICE_GRACE_S) for name, child in servers.items()},
+                    **({"spark cluster": spark.stop} if spark is not None else {})})
     # last: the other services finished their work against them
     stopping.phase({bus.name: bus.stop for bus in buses})
     (data_dir / "up.pid").unlink(missing_ok=True)
     stopping.done()
+
+
+def _spark_cluster(data_dir: Path, args: argparse.Namespace, config: Config) -> SparkCluster | None:
+    """With ``--spark-workers N``: the standalone cluster every job runs on (not started yet). Each worker offers
+    ``SPARK_WORKER_CORES`` cores, scheduling slots rather than processors: every streaming job (the capture ingest,
+    the video ingest, the DR site's loaders) holds executors for as long as it runs, and a job that got no core
+    would never run a task. Each job takes at most ``[spark] cores_max``."""
+    if not args.spark_workers:
+        return None
+    return SparkCluster(data_dir / "spark-cluster", workers=args.spark_workers, cores=SPARK_WORKER_CORES,
+                        memory=SPARK_WORKER_MEMORY, host=args.host,
+                        port=int(config.get("spark", "standalone_port", 7077)),
+                        webui_port=int(config.get("spark", "standalone_ui_port", 8080)))
 
 
 def _s3_port(config: Config) -> int:
@@ -336,11 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=None, help="simulator records/s (default: the config's)")
     parser.add_argument("--no-pipeline", action="store_true", help="servers only: no simulator, no Spark job")
     parser.add_argument("--down", action="store_true", help="stop the `make up` running on this data dir")
-    parser.add_argument("--dr-site", action="store_true", help="also the DR site's HBase and loaders (dr_site.py)")
+    parser.add_argument("--dr-site", action="store_true",
+                        help="also the DR site's HBase and loaders, object store and image copier (dr_site.py)")
     parser.add_argument("--prometheus", action="store_true",
                         help="also Debian's prometheus, scraping every process with deploy/prometheus/'s rules")
     parser.add_argument("--prometheus-port", type=int, default=config.get("prometheus", "port", 9190))
+    parser.add_argument("--spark-workers", type=int, default=0, metavar="N",
+                        help="run every Spark job on a standalone cluster of N workers started here (`make up "
+                             "SPARK=N`; deploy/processes/spark_cluster.py) instead of [spark] master")
     args = parser.parse_args(argv)
+    if args.spark_workers < 0:
+        parser.error(f"--spark-workers must be 0 or more, not {args.spark_workers}")
     if args.cluster and args.controller_port is not None and abs(args.controller_port - args.kafka_port) < args.cluster:
         parser.error(f"--controller-port {args.controller_port} overlaps the {args.cluster} client ports from "
                      f"--kafka-port {args.kafka_port}")
@@ -360,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     bus = primary_bus(data_dir, args, int(config.get("bus", "metrics_port", 0)))
     buses = [bus, dr_bus(data_dir, dr)]
     bootstrap = bus.bootstrap
+    spark = _spark_cluster(data_dir, args, config)
     # every child: --config DATA/solution.toml
-    config = solution_config(config, bus, buses[1], console_tls(bus), _console_url(args))
+    config = solution_config(config, bus, buses[1], console_tls(bus), _console_url(args),
+                             spark.url if spark is not None else None)
     args.config = config.path
     for site_bus in buses:
         site_bus.start()
@@ -370,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
         children.append(child)
         servers[name] = child
         lines.append(f"  {name:<14} {where}")
+    spark_failed = False
+    if spark is not None:
+        try:
+            spark.start()
+            lines.append(f"  {'spark cluster':<14} {spark.url}: {spark.workers} workers of {spark.cores} cores, "
+                         f"{spark.memory}  (UI {spark.ui}; logs {spark.data_dir})")
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"spark cluster: {exc}", file=sys.stderr)
+            spark_failed = True
     time.sleep(1.5)
     ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
     failed = [c for c in children if c.poll() is not None]
@@ -381,9 +422,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{site_bus.name}: {exc}", file=sys.stderr)
             ready = False
             break
-    if failed or not ready:
+    if failed or not ready or spark_failed:
         print(f"a service failed to start; see the logs in {data_dir}", file=sys.stderr)
-        _stop(data_dir, services, servers, None, None, None, buses)
+        _stop(data_dir, services, servers, None, None, None, buses, spark)
         return 1
 
     def start(name: str, cmd: list[str]) -> None:
@@ -424,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
-        lines += [site.start_gateway(), *site.start_loaders()]
+        lines += [site.start_gateway(), *site.start_loaders(), *site.start_images()]
     print("The security-video data bus is up:\n" + "\n".join(lines))
     print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
     (data_dir / "up.pid").write_text(str(os.getpid()))
@@ -455,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                 next_status = time.monotonic() + STATUS_EVERY_S
         time.sleep(0.5)
     print("stopping ...", flush=True)
-    _stop(data_dir, services, servers, video_job, pipeline, site, buses)
+    _stop(data_dir, services, servers, video_job, pipeline, site, buses, spark)
     return 0
 
 

@@ -8,7 +8,9 @@ config on the same host) it is logged and a free one is used instead.
 
 With ``[monitoring.images] enabled`` it also samples capture images from the object store as its own identity
 ``monitor`` (``--s3-credentials``, else the usual places, :func:`contracts.s3_credentials.resolve`); without a
-key it runs without judging images and says so.
+key it runs without judging images and says so. With ``[monitoring.video] enabled`` it watches the cameras' segments
+in the ``videos`` bucket with the same identity (gaps in their schedule, undecodable, black, blurred or frozen
+footage); without a key it says cameras are not watched.
 
 Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field; a
 metrics port that cannot be bound for another reason than being taken, too) or a backend is
@@ -40,6 +42,8 @@ from .leader import Leadership
 from .locator import Locator
 from .service import Monitor
 from .store import Store
+from .video_store import S3VideoReader
+from .video_watch import VideoWatch
 
 PRINCIPAL = "monitor"
 """The monitor's bus identity (:data:`contracts.bus_client.PRINCIPALS`)."""
@@ -69,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     monitor.partitions = partitions
     try:
         monitor.sampler = image_sampler(config, cfg, monitor, args)
+        monitor.watch = video_watch(config, cfg, monitor, args)
     except s3_credentials.CredentialsError as exc:  # a key file open to others, or malformed: refuse, as for the bus
         print(f"monitoring: {exc}", file=sys.stderr)
         return 2
@@ -121,6 +126,20 @@ def image_sampler(config: Config, cfg: MonitoringConfig, monitor: Monitor,
         return None
     reader = S3ImageReader(args.endpoint, key, cfg.images.max_bytes)
     return ImageSampler(cfg.images, reader, monitor.take_image)
+
+
+def video_watch(config: Config, cfg: MonitoringConfig, monitor: Monitor,
+                args: argparse.Namespace) -> VideoWatch | None:
+    """The cameras' footage watch, or None when it is off or no object-store key names the monitor."""
+    if not cfg.video.enabled:
+        return None
+    try:
+        key = s3_credentials.resolve(config, PRINCIPAL, args.s3_credentials)
+    except s3_credentials.MissingCredentials as exc:
+        print(f"monitoring: cameras' video not watched: {exc}", file=sys.stderr, flush=True)
+        return None
+    return VideoWatch(cfg.video, S3VideoReader(args.endpoint, key), monitor.video_cameras,
+                      monitor.take_video_listing, monitor.take_video_segment)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from contracts.ingest_stats import STAGES
 from .matchers import Matcher
 
 KINDS = ("latency_p99", "device_quality", "device_silent", "recognizer_degraded", "ingest_stalled", "consumer_lag",
-         "capture_images")
+         "capture_images", "video_gap", "video_quality")
 SHARE_KINDS = ("device_quality", "recognizer_degraded", "capture_images")
 """Kinds whose threshold is a share 0..1."""
 SEVERITIES = ("info", "warning", "critical")
@@ -38,7 +38,8 @@ class Rule:
     unhealthy 0..1 (recognizer_degraded), seconds the ingest is behind while devices produce (time
     since its last ``ingest.stats`` record plus how late that batch read its newest record:
     ingest_stalled), records behind (consumer_lag), share of a device's sampled capture images that are
-    missing, undecodable or black 0..1 (capture_images)."""
+    missing, undecodable or black 0..1 (capture_images), seconds since a camera's newest segment began
+    (video_gap), judged segments in a row that are bad, at least 1 (video_quality)."""
 
     name: str
     kind: str
@@ -125,6 +126,41 @@ class Images:
 
 
 @dataclass(frozen=True)
+class Video:
+    """The cameras' footage watch (``[monitoring.video]``, :mod:`monitoring.video_watch`): how often the ``videos``
+    bucket is listed, when a camera has a gap, how many segments are judged, and the judge's thresholds
+    (:mod:`monitoring.video_judge`)."""
+
+    enabled: bool = True
+    """Off, or on without an object-store key for ``monitor``: no camera is watched."""
+    interval_s: float = 30.0
+    """The bucket is listed (each camera's prefixes of today and, when needed, yesterday) this often."""
+    segment_s: float = 60.0
+    """How long the cameras' segments are (``[cameras] segment_s``): one new segment per camera this often."""
+    gap_factor: float = 3.0
+    """A camera whose newest segment began more than ``gap_factor * segment_s`` ago has a gap: silent."""
+    max_per_interval: int = 20
+    """At most this many new segments downloaded and judged per interval, newest of each camera first; the others
+    are skipped (counted), never queued, so the watch never falls behind."""
+    bad_segments: int = 2
+    """A camera is degraded with reason ``video`` once its newest this many judged segments are all bad; one good
+    segment clears it."""
+    max_bytes: int = 256 << 20
+    """A larger segment is not downloaded (skipped, counted ``too_large``)."""
+    frames_sampled: int = 8
+    """Frames measured per segment, evenly spread (every frame is decoded, to find a segment that ends early)."""
+    black_luminance: float = 8.0
+    """Mean grey level (0..255) of the sampled frames under this: ``black``."""
+    blur_laplacian: float = 28.0
+    """The sharpest sampled frame's variance of the Laplacian under this: ``blurred``."""
+    frozen_diff: float = 0.4
+    """Consecutive sampled frames differing by less than this (median over the pairs of their mean absolute
+    grey-level difference): ``frozen``."""
+    min_decoded_share: float = 0.9
+    """Fewer of the frames the container promises decoding than this share: ``undecodable`` (cut short)."""
+
+
+@dataclass(frozen=True)
 class Retry:
     attempts: int = 5
     initial_s: float = 0.5
@@ -145,6 +181,7 @@ class MonitoringConfig:
     inhibit_rules: tuple[InhibitRule, ...] = DEFAULT_INHIBIT
     health: Health = field(default_factory=Health)
     images: Images = field(default_factory=Images)
+    video: Video = field(default_factory=Video)
     retry: Retry = field(default_factory=Retry)
     group_id: str = "monitoring"
     metrics_port: int = 9310
@@ -196,6 +233,8 @@ def _rule(index: int, raw: Any) -> Rule:
     threshold = _number(where, "threshold", raw["threshold"])
     if kind in SHARE_KINDS and threshold > 1:
         raise ConfigError(f"{where}: field 'threshold' is a share 0..1 for {kind}, not {threshold}")
+    if kind == "video_quality" and (threshold < 1 or threshold != int(threshold)):
+        raise ConfigError(f"{where}: field 'threshold' is a number of segments >= 1 for {kind}, not {threshold}")
     return Rule(name, kind, threshold, _number(where, "for_s", raw.get("for_s", 0)),
                 _number(where, "keep_firing_for_s", raw.get("keep_firing_for_s", 0)),
                 _text(where, "severity", raw.get("severity", "warning"), SEVERITIES),
@@ -329,6 +368,31 @@ def _images(raw: Any) -> Images:
     return Images(enabled=enabled, **values)
 
 
+def _video(raw: Any) -> Video:
+    where = "monitoring.video"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: should be a table")
+    _known(where, raw, set(Video.__dataclass_fields__))
+    defaults = Video()
+    enabled = raw.get("enabled", defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}: field 'enabled' should be true or false, not {enabled!r}")
+    minimum = {"interval_s": 0.1, "segment_s": 1.0, "gap_factor": 1.0, "max_per_interval": 1, "bad_segments": 1,
+               "max_bytes": 1024, "frames_sampled": 2}
+    values: dict[str, Any] = {key: _number(where, key, raw.get(key, getattr(defaults, key)), minimum.get(key, 0.0))
+                              for key in Video.__dataclass_fields__ if key != "enabled"}
+    for key in ("black_luminance", "frozen_diff"):
+        if values[key] > 255:
+            raise ConfigError(f"{where}: field {key!r} is a grey level 0..255, not {values[key]}")
+    if values["min_decoded_share"] > 1:
+        raise ConfigError(f"{where}: field 'min_decoded_share' is a share 0..1, not {values['min_decoded_share']}")
+    for key in ("max_per_interval", "bad_segments", "max_bytes", "frames_sampled"):
+        if values[key] != int(values[key]):
+            raise ConfigError(f"{where}: field {key!r} should be a whole number, not {raw.get(key)!r}")
+        values[key] = int(values[key])
+    return Video(enabled=enabled, **values)
+
+
 def _retry(raw: Any) -> Retry:
     where = "monitoring.retry"
     if not isinstance(raw, dict):
@@ -342,8 +406,8 @@ def _retry(raw: Any) -> Retry:
 def parse(section: Mapping[str, Any]) -> MonitoringConfig:
     """The ``[monitoring]`` table as a :class:`MonitoringConfig`; raises :class:`ConfigError`."""
     _known("monitoring", section, {"evaluation_interval_s", "rules", "route", "receivers", "inhibit_rules", "health",
-                                   "images", "retry", "group_id", "metrics_port", "flush_interval_s", "external_url",
-                                   "lock_session_s"})
+                                   "images", "video", "retry", "group_id", "metrics_port", "flush_interval_s",
+                                   "external_url", "lock_session_s"})
     rules_raw = section.get("rules", [])
     receivers_raw = section.get("receivers", [])
     for key, value in (("rules", rules_raw), ("receivers", receivers_raw)):
@@ -363,6 +427,7 @@ def parse(section: Mapping[str, Any]) -> MonitoringConfig:
                                       0.1),
         rules=rules, route=_route(section.get("route", {}), receivers), receivers=receivers, inhibit_rules=inhibit,
         health=_health(section.get("health", {})), images=_images(section.get("images", {})),
+        video=_video(section.get("video", {})),
         retry=_retry(section.get("retry", {})),
         group_id=_text("monitoring", "group_id", section.get("group_id", "monitoring")), metrics_port=port,
         flush_interval_s=_number("monitoring", "flush_interval_s", section.get("flush_interval_s", 2.0), 0.1),

@@ -24,6 +24,16 @@ images (:mod:`monitoring.image_sampler`); the share of them missing, undecodable
 ``[monitoring.images] degraded_share``. A degraded device's ``reason`` says which judgement put it there
 (``records``, ``images`` or both); it leaves *degraded* only once each of those judges it good again.
 
+Cameras (issue 28, the video half) are devices too: the deployment map's devices of kind ``video`` and any camera
+whose segments the monitor finds in the ``videos`` bucket (:mod:`monitoring.video_watch`; its ``device_ip`` is the
+camera id, located by the map like any device). A camera sends no heartbeat: its schedule stands for them. A camera
+whose newest segment began more than ``[monitoring.video] gap_factor * segment_s`` ago is *silent* with problem
+``gap``: to an operator it is what a capture device that stops sending is, the same state on the map and under its
+recogniser, and a gap is not a quality the camera has but the absence of footage to have one. A camera whose newest
+``bad_segments`` judged segments are all bad (:mod:`monitoring.video_judge`: ``undecodable``, ``black``,
+``blurred``, ``frozen``) is *degraded* with reason ``video``, the newest one's result as its ``video_problem``
+(:mod:`monitoring.video_health`); one good segment clears it.
+
 States: *silent* (no heartbeat for ``silent_after_s``), *degraded* (bad share at or above
 ``degraded_share``), *recovering* (good again, for ``recovery_s``), *healthy*. Nothing here trusts
 what a device says of its own status. Replayed input is recognised (heartbeats by time, ingest
@@ -45,13 +55,17 @@ from typing import Any
 
 from contracts.ingest_stats import IngestStats, LatencyHistogram
 
-from .config import Health, Images
+from .config import Health, Images, Video
 from .image_health import ImageWindow
 from .locator import Location, Locator
+from .video_health import GAP, VideoWindow
 
 HEALTHY, DEGRADED, SILENT, RECOVERING = "healthy", "degraded", "silent", "recovering"
-RECORDS, IMAGES = "records", "images"
-"""A degraded device's reasons: too many of its records lost or unreadable; too many of its images bad."""
+RECORDS, IMAGES, VIDEO = "records", "images", "video"
+"""A degraded device's reasons: too many of its records lost or unreadable; too many of its images bad; its newest
+video segments bad (a camera)."""
+CAMERA_KIND = "video"
+"""The deployment map's kind of a camera whose footage lands in the ``videos`` bucket."""
 STATES = (HEALTHY, DEGRADED, SILENT, RECOVERING)
 _SHARE_ALPHA = 0.2
 
@@ -86,7 +100,13 @@ class DeviceTrack:
     images_bad: float | None = None
     """Share of its sampled images judged bad over the images window (None: too few sampled)."""
     reason: str = ""
-    """Why it is (or, while recovering, was) degraded: ``records``, ``images`` or ``records,images``."""
+    """Why it is (or, while recovering, was) degraded: ``records``, ``images``, ``video``, comma-joined."""
+    camera: bool = False
+    """A video camera: judged by its segments' schedule and footage, never by heartbeats."""
+    video: VideoWindow = field(default_factory=VideoWindow)
+    video_problem: str = ""
+    """What is (or, while recovering, was) wrong with a camera: ``gap`` (silent), or the judge's ``undecodable``,
+    ``black``, ``blurred``, ``frozen`` (degraded)."""
 
     @property
     def last_seen(self) -> float | None:
@@ -99,7 +119,8 @@ class DeviceTrack:
                 "share": self.share, "bad": self.bad, "lost": self.lost,
                 "last_seen": last.t if last else None, "produced": last.produced if last else None,
                 "unrecognized": last.unrecognized if last else None, "window": self.window,
-                "images": self.images.to_json(), "images_bad": self.images_bad, "reason": self.reason}
+                "images": self.images.to_json(), "images_bad": self.images_bad, "reason": self.reason,
+                "camera": self.camera, "video": self.video.to_json(), "video_problem": self.video_problem}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DeviceTrack:
@@ -107,7 +128,8 @@ class DeviceTrack:
                     state=data["state"], since=data["since"], share=data["share"], bad=data["bad"],
                     lost=data.get("lost"), window=data.get("window", {}),
                     images=ImageWindow.from_json(data.get("images")), images_bad=data.get("images_bad"),
-                    reason=data.get("reason", ""),
+                    reason=data.get("reason", ""), camera=data.get("camera") is True,
+                    video=VideoWindow.from_json(data.get("video")), video_problem=str(data.get("video_problem") or ""),
                     watched_since=data.get("watched_since", data["since"]))  # rows older than the field
         if data.get("last_seen") is not None:
             track.beats.append(Beat(data["last_seen"], data["produced"], data["unrecognized"]))
@@ -125,9 +147,11 @@ class Delta:
 class Fleet:
     """Every device's recent heartbeats and counts, the latency window, and the judged states."""
 
-    def __init__(self, health: Health, locator: Locator, started_at: float, images: Images | None = None) -> None:
+    def __init__(self, health: Health, locator: Locator, started_at: float, images: Images | None = None,
+                 video: Video | None = None) -> None:
         self.health = health
         self.images = images or Images()
+        self.video = video or Video()
         self.locator = locator
         self.started_at = started_at
         self.live_since: float | None = started_at
@@ -175,6 +199,34 @@ class Fleet:
             track.recognizer_ip, track.checkpoint_id, track.topic = recognizer_ip, checkpoint_id, topic
         track.images.add(t, result)
         self.dirty.add(device_ip)
+
+    def camera(self, camera_id: str, t: float) -> DeviceTrack:
+        track = self.track(camera_id, t)
+        if not track.camera:
+            track.camera = True
+            self.dirty.add(camera_id)
+        return track
+
+    def video_listed(self, camera_id: str, newest: float | None, t: float) -> None:
+        """The watch listed the camera's segments at ``t``: the newest begins at ``newest`` (None: none found)."""
+        track = self.camera(camera_id, t)
+        before = track.video.newest
+        track.video.seen(newest, t)
+        if track.video.newest != before:
+            self.dirty.add(camera_id)
+
+    def video_segment(self, camera_id: str, start: float, result: str, t: float) -> None:
+        """One judged segment of a camera (``start``: when it began, from its key)."""
+        track = self.camera(camera_id, t)
+        track.video.add(start, result)
+        self.dirty.add(camera_id)
+
+    def cameras(self) -> dict[str, float | None]:
+        """Every camera to watch (the map's and those seen before) with the start of its newest segment known."""
+        found: dict[str, float | None] = {ip: None for ip, where in self.locator.devices().items()
+                                          if where.kind == CAMERA_KIND}
+        found.update({ip: track.video.newest for ip, track in self.devices.items() if track.camera})
+        return found
 
     def is_replay(self, stats: IngestStats, t: float) -> bool:
         """Already counted: the same batch again, or an older one that is not from a restarted job."""
@@ -235,7 +287,7 @@ class Fleet:
     def silent_for(self, track: DeviceTrack, now: float) -> float:
         """Seconds since the device's last heartbeat, or since it was first expected when it never sent one; 0
         while the monitor is not live (it may not have read the newest heartbeats yet)."""
-        if self.live_since is None:
+        if self.live_since is None or track.camera:  # a camera's schedule stands for its heartbeats
             return 0.0
         return now - (track.watched_since if track.last_seen is None else track.last_seen)
 
@@ -248,6 +300,8 @@ class Fleet:
             if ip not in self.devices:
                 track = self.track(ip, now)
                 track.recognizer_ip, track.checkpoint_id = location.recognizer_ip, location.checkpoint_id
+            if location.kind == CAMERA_KIND and not self.devices[ip].camera:
+                self.camera(ip, now)
         self._trim(now)
         behind = self.ingest_behind(now)
         read_all = behind is not None and behind <= self.health.window_s + self.health.ingest_delay_s
@@ -350,19 +404,26 @@ class Fleet:
         reasons = [name for name, share, limit in ((RECORDS, bad, h.degraded_share),
                                                    (IMAGES, images_bad, self.images.degraded_share))
                    if share is not None and share >= limit]
-        if self.silent_for(track, now) >= h.silent_after_s:
+        gap, footage = self._video(track, now)
+        if footage:
+            reasons.append(VIDEO)
+        held_gap = gap is None and track.camera and track.state == SILENT  # no listing now: the gap stands
+        if gap or held_gap or self.silent_for(track, now) >= h.silent_after_s:
             state = SILENT
+            self._problem(track, GAP if track.camera else "")
         elif reasons:
+            if footage is not None:  # bad, or good again while another judgement keeps it degraded
+                self._problem(track, footage)
             state = DEGRADED
             if ",".join(reasons) != track.reason:
                 track.reason = ",".join(reasons)
                 self.dirty.add(track.device_ip)
         elif track.state == SILENT:
-            heard = track.last_seen is not None and track.last_seen > track.since
+            heard = track.camera or (track.last_seen is not None and track.last_seen > track.since)
             state = RECOVERING if heard else SILENT  # heard only of before it fell silent (late heartbeats)
         elif track.state == DEGRADED:
             # good again by every judgement that degraded it (one that cannot judge now holds the state)
-            cleared = {RECORDS: bad is not None, IMAGES: images_bad is not None}
+            cleared = {RECORDS: bad is not None, IMAGES: images_bad is not None, VIDEO: footage is not None}
             state = RECOVERING if all(cleared.get(r, True) for r in (track.reason or RECORDS).split(",")) else DEGRADED
         elif track.state == RECOVERING and now - track.since < h.recovery_s:
             state = RECOVERING
@@ -371,12 +432,27 @@ class Fleet:
         if state == HEALTHY and track.reason:
             track.reason = ""
             self.dirty.add(track.device_ip)
+        if state == HEALTHY:
+            self._problem(track, "")
         if state != track.state:
             track.state, track.since = state, now
             self.dirty.add(track.device_ip)
         if state == HEALTHY and beats is not None and topic_rate > 0 and bad is not None:
             share = beats["produced"] / beats["span"] / topic_rate
             track.share = share if track.share is None else track.share + _SHARE_ALPHA * (share - track.share)
+            self.dirty.add(track.device_ip)
+
+    def _video(self, track: DeviceTrack, now: float) -> tuple[bool | None, str | None]:
+        """A camera's gap (None: its listing is stale) and footage problem (:meth:`VideoWindow.footage`)."""
+        if not track.camera:
+            return False, None
+        v = self.video
+        gap = track.video.gap(now, track.watched_since, v.gap_factor * v.segment_s, 2 * v.interval_s + v.segment_s)
+        return gap, track.video.footage(v.bad_segments)
+
+    def _problem(self, track: DeviceTrack, problem: str) -> None:
+        if track.video_problem != problem:
+            track.video_problem = problem
             self.dirty.add(track.device_ip)
 
     def unhealthy_share(self) -> dict[str, tuple[int, int, list[str]]]:

@@ -38,7 +38,7 @@ from ingest.images.stage import NO_IMAGE
 from . import metrics
 from .config import Images
 from .image_judge import MISSING, judge
-from .service import ERROR, INVALID, MalformedRecord, decode_object, record_time
+from .record_checks import ERROR, INVALID, MalformedRecord, decode_object, record_time
 
 log = logging.getLogger(__name__)
 

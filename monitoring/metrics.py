@@ -43,3 +43,11 @@ IMAGES_SKIPPED = Counter("monitor_images_skipped_total",
                          "Sampled capture records whose image was not judged, by reason (rate_limited: over "
                          "[monitoring.images] max_per_s; store_error: the store did not answer; no_image_url: no "
                          "image, not for a device fault)", ["reason"])
+VIDEOS_CHECKED = Counter("monitor_videos_checked_total",
+                         "Camera segments judged, by result (ok, undecodable, black, blurred, frozen)", ["result"])
+VIDEOS_SKIPPED = Counter("monitor_videos_skipped_total",
+                         "Objects in the videos bucket not judged, by reason (rate_limited: over [monitoring.video] "
+                         "max_per_interval; store_error: the store did not answer; gone: deleted before it was read; "
+                         "too_large: over max_bytes; empty: 0 bytes; foreign_key: not CAMERA/YYYY/MM/DD/HHMMSS_NAME; "
+                         "not_segment: not a camera's scheduled segment; future: dated ahead of this host's clock)",
+                         ["reason"])

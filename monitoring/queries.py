@@ -10,9 +10,11 @@ issue's Interface section:
 * :func:`quality_by_hour` -> 24 points ``{"hour", "produced", "read", "valid", "unrecognized",
   "invalid"}`` for the city, one device or one recogniser (figure 10-7).
 * :func:`device_states` -> one entry per device ``{"device_ip", "state", "since", "last_seen",
-  "bad_share", "images_bad_share", "reason", "recognizer_ip", "checkpoint_id", "location": {"district",
-  "crossroad", "direction", "lat", "lon", "known"}}`` (figure 10-9); ``state`` is healthy / degraded / silent /
-  recovering; ``reason`` says why a degraded (or recovering) device was degraded: records, images or both.
+  "bad_share", "images_bad_share", "reason", "video_problem", "recognizer_ip", "checkpoint_id", "location":
+  {"district", "crossroad", "direction", "lat", "lon", "known"}}`` (figure 10-9); ``state`` is healthy / degraded /
+  silent / recovering; ``reason`` says why a degraded (or recovering) device was degraded: records, images, video,
+  comma-joined; ``video_problem`` what is (or was) wrong with a camera's video: gap (silent), undecodable, black,
+  blurred or frozen (degraded), "" for none and for every capture device.
 * :func:`alerts` -> Alertmanager API v2-like alerts ``{"fingerprint", "status": {"state":
   "active"|"suppressed"|"resolved", "silencedBy", "inhibitedBy"}, "labels", "annotations",
   "startsAt", "endsAt"}`` (pending ones are not listed).
@@ -122,6 +124,7 @@ def device_states(conn: Any, map_path: Path) -> list[dict[str, Any]]:
         out.append({"device_ip": ip, "state": row.get("state", SILENT),
                     "since": row.get("since"), "last_seen": row.get("last_seen"), "bad_share": row.get("bad"),
                     "images_bad_share": row.get("images_bad"), "reason": row.get("reason", ""),
+                    "video_problem": row.get("video_problem") or "",
                     "recognizer_ip": where.recognizer_ip, "checkpoint_id": where.checkpoint_id,
                     "location": {"district": where.district, "crossroad": where.crossroad,
                                  "direction": where.direction, "lat": where.lat, "lon": where.lon,

@@ -20,8 +20,9 @@ from collections.abc import Callable
 
 from .alerts import Candidate
 from .config import Rule
-from .health import SILENT, DeviceTrack, Fleet
+from .health import DEGRADED, SILENT, VIDEO, DeviceTrack, Fleet
 from .image_judge import BAD
+from .video_health import GAP
 
 LagOf = Callable[[str], int | None]
 """Records a consumer group is behind on its topics (None when unknown)."""
@@ -76,6 +77,40 @@ def capture_images(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
                                 found=found)
             candidate.annotations["reason"] = track.reason
             out.append(candidate)
+    return out
+
+
+def video_gap(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    """Cameras whose schedule has a gap (silent: no new segment for ``gap_factor * segment_s``) that has lasted
+    ``threshold`` seconds since their newest segment began; labelled like every device alert, plus ``problem``."""
+    out = []
+    for track in fleet.devices.values():
+        if not (track.camera and track.state == SILENT and track.video_problem == GAP):
+            continue
+        age = track.video.age(now, track.watched_since)
+        if age >= rule.threshold:
+            newest = "no segment seen" if track.video.newest is None else f"newest segment began {age:.0f} s ago"
+            summary = f"camera {track.device_ip}: no new video segment uploaded ({newest})"
+            candidate = _device(rule, fleet, track, summary, f"{age:.0f}", seconds=f"{age:.0f}")
+            candidate.labels["problem"] = GAP
+            out.append(candidate)
+    return out
+
+
+def video_quality(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
+    """Cameras degraded by their footage (reason ``video``): the newest ``threshold`` judged segments in a row were
+    undecodable, black, blurred or frozen. ``problem`` (a label) is the newest one's."""
+    out = []
+    for track in fleet.devices.values():
+        problem, streak = track.video_problem, track.video.bad_streak()
+        if not (track.camera and track.state == DEGRADED and VIDEO in track.reason.split(",") and problem
+                and problem != GAP and streak >= rule.threshold):
+            continue
+        summary = f"camera {track.device_ip}: footage {problem} in its last {streak} checked segments"
+        candidate = _device(rule, fleet, track, summary, str(streak), problem=problem, segments=streak)
+        candidate.labels["problem"] = problem
+        candidate.annotations["reason"] = track.reason
+        out.append(candidate)
     return out
 
 
@@ -144,7 +179,8 @@ def consumer_lag(rule: Rule, lag_of: LagOf) -> list[Candidate]:
 
 FLEET_RULES = {"device_quality": device_quality, "device_silent": device_silent,
                "recognizer_degraded": recognizer_degraded, "latency_p99": latency_p99,
-               "ingest_stalled": ingest_stalled, "capture_images": capture_images}
+               "ingest_stalled": ingest_stalled, "capture_images": capture_images, "video_gap": video_gap,
+               "video_quality": video_quality}
 
 
 def candidates(rule: Rule, fleet: Fleet, lag_of: LagOf, now: float) -> list[Candidate]:

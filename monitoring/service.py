@@ -14,7 +14,6 @@ taken. A record must never stop the monitor, since a restart would only read it 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,7 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from contracts.ingest_stats import IngestStats, StatsError, parse_stats
-from contracts.records import encode, parse_time
+from contracts.records import encode
 from contracts.topics import Topics
 from ingest.producer import open_producer
 
@@ -37,52 +36,15 @@ from .lag import GroupLag
 from .leader import Leadership, LostLeadership
 from .locator import Locator
 from .notify import Notifier
+from .record_checks import ERROR, INVALID, MalformedRecord, decode_object, record_time
 from .series import Series, quality_scopes
 from .store import Store
 
-if TYPE_CHECKING:  # the sampler imports this module's record checks
+if TYPE_CHECKING:  # built by __main__ and handed over: the monitor only starts, feeds and stops them
     from .image_sampler import ImageSampler, Judged
+    from .video_watch import VideoWatch
 
 log = logging.getLogger(__name__)
-
-
-UNDECODABLE, NOT_OBJECT, INVALID, FUTURE, ERROR = "undecodable", "not_object", "invalid", "future", "error"
-"""Why a record was set aside: not JSON; JSON but not an object (or no value at all); an object without the
-fields its topic's records have; dated too far ahead; anything else that went wrong taking it."""
-MAX_AHEAD_S = 60.0
-"""A record dated further ahead of this host's clock is set aside: one heartbeat stamped tomorrow would make every
-real heartbeat of its device look like a replay until then, one batch stamped tomorrow would empty every window."""
-
-
-class MalformedRecord(ValueError):
-    """A record to set aside; ``reason`` is one of the reasons above, the message says what is wrong."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def decode_object(raw: bytes | None) -> dict[str, Any]:
-    if raw is None:
-        raise MalformedRecord(NOT_OBJECT, "no value")
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an int over Python's digit limit, deep nesting
-        raise MalformedRecord(UNDECODABLE, f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise MalformedRecord(NOT_OBJECT, f"not a JSON object but {type(value).__name__}")
-    return value
-
-
-def record_time(text: Any, now: float) -> float:
-    """A record's time in epoch seconds; refused when it is no time or lies more than ``MAX_AHEAD_S`` ahead."""
-    try:
-        t = parse_time(text).timestamp()
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise MalformedRecord(INVALID, f"bad time {text!r}: {exc}") from None
-    if t > now + MAX_AHEAD_S:
-        raise MalformedRecord(FUTURE, f"time {text} is {t - now:.0f} s ahead of this host's clock")
-    return t
 
 
 def _is_name(value: Any) -> bool:
@@ -138,7 +100,7 @@ class Monitor:
         self.topics = topics
         self.bus = bus
         self.store = store
-        self.fleet = Fleet(cfg.health, locator, time.time(), cfg.images)
+        self.fleet = Fleet(cfg.health, locator, time.time(), cfg.images, cfg.video)
         self.fleet.live_since = None
         self._assigned: set[tuple[str, int]] = set()
         self._at_end: set[tuple[str, int]] = set()
@@ -157,6 +119,9 @@ class Monitor:
         self.sampler: ImageSampler | None = None
         """The capture-image sampler (``__main__`` builds it when images are on and the store has a key for the
         monitor); started with the monitor, so only the active one fetches images."""
+        self.watch: VideoWatch | None = None
+        """The cameras' footage watch (``__main__`` builds it when video is on and the store has a key for the
+        monitor); started after the fleet is restored, so it resumes after the segments judged before."""
 
     # start-up and shutdown
     def start(self) -> None:
@@ -186,6 +151,8 @@ class Monitor:
         self.scheduler.start()
         if self.sampler is not None:
             self.sampler.start(self.topics, self.bus, self.images_group, self.cfg.flush_interval_s)
+        if self.watch is not None:
+            self.watch.start()
 
     @property
     def images_group(self) -> str:
@@ -197,6 +164,19 @@ class Monitor:
         with self.lock:
             self.fleet.image(judged.device_ip, judged.recognizer_ip, judged.checkpoint_id, judged.topic, judged.t,
                              judged.result)
+
+    def video_cameras(self) -> dict[str, float | None]:
+        """The cameras the watch lists, with their newest segment known (called on the watch's thread)."""
+        with self.lock:
+            return self.fleet.cameras()
+
+    def take_video_listing(self, camera_id: str, newest: float | None, t: float) -> None:
+        with self.lock:
+            self.fleet.video_listed(camera_id, newest, t)
+
+    def take_video_segment(self, camera_id: str, start: float, result: str, t: float) -> None:
+        with self.lock:
+            self.fleet.video_segment(camera_id, start, result, t)
 
     def evaluate(self) -> None:
         if self.leader is not None and not self.leader.vouch():
@@ -235,6 +215,8 @@ class Monitor:
         self.scheduler.shutdown(wait=True)
         if self.sampler is not None:
             self.sampler.stop()
+        if self.watch is not None:
+            self.watch.stop()
         try:
             if not self.lost_leadership:
                 self.flush()

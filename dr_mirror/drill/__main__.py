@@ -39,11 +39,18 @@ def parser() -> argparse.ArgumentParser:
                    help="bus only: no HBase gateways and ingest jobs (faster; no row counts)")
     p.add_argument("--crash-dr-ingest", action="store_true",
                    help="also kill -9 the DR ingest job halfway through the steady load (the supervisor restarts it)")
+    p.add_argument("--images", action="store_true",
+                   help="mirror-crash: each site gets an object store, the devices put their images into the "
+                        "primary's, the DR image copier (python -m dr_mirror.images) crashes with the mirror, and the "
+                        "report counts the images missing at the DR site next to the records missing")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.images and args.scenario != "mirror-crash":
+        parser().error("--images is measured in the mirror-crash scenario only (a lost primary takes its store "
+                       "with it: the copier waits for it, as it should)")
     if args.report:  # the sites' data and every process's log stay with the report
         args.report.mkdir(parents=True, exist_ok=True)
         report = Drill(args, Path(tempfile.mkdtemp(prefix="work-", dir=args.report))).run()

@@ -29,9 +29,12 @@ class Fleet(threading.Thread):
     ``switch(HOLD)`` keeps what the devices capture meanwhile (sent on the next switch).
     """
 
-    def __init__(self, sites: dict[str, str], rate: float, failover_after: float, replay: float) -> None:
+    def __init__(self, sites: dict[str, str], rate: float, failover_after: float, replay: float,
+                 upload: Callable[[list[tuple[str, bytes]]], None] | None = None) -> None:
         super().__init__(daemon=True)
         self.sites, self.rate = sites, rate
+        self.upload = upload
+        """With ``--images``: the devices put each capture's image into the primary's store before publishing it."""
         self.failover_after, self.replay = failover_after, replay
         self.traffic = Traffic(build_city(7, 24), TrafficConfig(seed=7, curve="flat", malformed_rate=0.0))
         self.window: collections.deque[tuple[float, str, bytes, bytes, str]] = collections.deque()
@@ -73,7 +76,10 @@ class Fleet(threading.Thread):
         self.last_ack = time.time()  # the silence that triggers a failover counts from here
         while not self.stopping.is_set():
             due = max(int((time.monotonic() - start) * self.rate) - sent, 0)
-            for emitted in self.traffic.records(due, time.monotonic() - start):
+            batch = self.traffic.records(due, time.monotonic() - start)
+            if self.upload is not None:
+                self.upload([(key, b"\xff\xd8" + key.encode() + bytes(2048)) for key in map(_image_key, batch) if key])
+            for emitted in batch:
                 record_id = json.loads(emitted.value)["record_id"]
                 topic = TOPICS.of_kind(emitted.kind)
                 self.kind[record_id] = emitted.kind.value
@@ -155,6 +161,13 @@ class Loader(threading.Thread):
                     self.seen[json.loads(msg.value())["record_id"]] += 1
                     self.first_record.setdefault(site, time.time())
         consumer.close()
+
+
+def _image_key(emitted: Any) -> str | None:
+    """The key in ``captures`` a record's ``image_url`` names (None: it names none)."""
+    url = json.loads(emitted.value).get("image_url") or ""
+    prefix = "s3://captures/"
+    return url[len(prefix):] if url.startswith(prefix) else None
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:

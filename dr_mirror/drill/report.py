@@ -1,4 +1,5 @@
-"""What a drill records over time and writes at the end: mirror lag samples, a PNG chart, the Markdown table.
+"""What a drill records over time and writes at the end: mirror lag samples, a PNG chart, the Markdown table, and
+the images missing at the DR site next to the records missing (:func:`image_gaps`).
 
 The chart has two panels over the drill's clock: the mirrors' summed partition lag (records), and the
 records/s the devices had acknowledged by each site, with the drill's events (kill, failover, restart,
@@ -11,6 +12,8 @@ import math
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +89,21 @@ def chart(path: Path, title: str, t0: float, probes: list[LagProbe], acks: list[
                      ha="right", fontsize="small", color="dimgrey", backgroundcolor="white")
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def image_gaps(keys: Iterable[str], at_primary: Callable[[str], bool], at_dr: Callable[[str], bool],
+               workers: int = 16) -> dict[str, int]:
+    """The images the DR site's records name, counted by where they are: ``images_missing_at_dr`` (at the primary,
+    not at the DR site: what the copier still owes, the figure a drill reports next to the records missing) and
+    ``images_missing_at_both`` (never uploaded, or expired: nothing to copy). ``at_primary`` / ``at_dr`` answer
+    whether a key is in that site's ``captures`` bucket (a HEAD); ``keys`` are the records' image keys."""
+    keys = list(dict.fromkeys(keys))
+    with ThreadPoolExecutor(workers) as pool:
+        dr = list(pool.map(at_dr, keys))
+        missing = [key for key, there in zip(keys, dr, strict=True) if not there]
+        primary = list(pool.map(at_primary, missing))
+    return {"images": len(keys), "images_at_dr": sum(dr),
+            "images_missing_at_dr": sum(primary), "images_missing_at_both": len(missing) - sum(primary)}
 
 
 def _cell(value: Any) -> str:

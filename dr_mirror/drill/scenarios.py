@@ -14,7 +14,7 @@ from contracts import config as solution_config
 from deploy.processes.mirror import MirrorProcess
 from dr_mirror.drill.load import HOLD, Fleet, Loader, create_topics, end_total, record_ids, wait_until
 from dr_mirror.drill.report import LagProbe, chart, mirror_lag
-from dr_mirror.drill.sites import Site, start_site_mirror
+from dr_mirror.drill.sites import ImageSites, Site, start_site_mirror
 from dr_mirror.drill.supervisor import Supervisor
 
 
@@ -27,7 +27,9 @@ class Drill:
         self.primary = Site("primary", work, ingest=args.ingest)
         self.dr = Site("dr", work, ingest=args.ingest, dr=True)
         sites = {"primary": self.primary.bootstrap, "dr": self.dr.bootstrap}
-        self.fleet = Fleet(sites, args.rate, args.failover_after, args.replay)
+        self.images = ImageSites(work, self.dr.bootstrap) if getattr(args, "images", False) else None
+        self.fleet = Fleet(sites, args.rate, args.failover_after, args.replay,
+                           upload=self.images.upload if self.images is not None else None)
         self.loader = Loader(sites, self.fleet)
         self.mirror: MirrorProcess | None = None  # the one primary -> dr
         self.mirrors: list[MirrorProcess] = []  # every mirror started, for the teardown
@@ -69,6 +71,11 @@ class Drill:
             site.start_broker()
             site.start_hbase()
             create_topics(site.bootstrap)  # the DR ingest job subscribes before the mirror's first copy
+        if self.images is not None:  # the object stores and the image copier on the DR site's capture topics
+            self.images.start()
+            copier = self.images.copier
+            assert copier is not None
+            self.supervisor.watch("dr images", copier.exited, copier.start)
         self.mirror = self.start_mirror(self.primary, self.dr)
         ingest = [site for site in (self.primary, self.dr) if self.args.ingest]
         for site in ingest:  # both at once: nothing flows yet, and a job that dies while starting is restarted
@@ -101,6 +108,8 @@ class Drill:
                 thread.join(30)
         for mirror in self.mirrors:
             mirror.stop()
+        if self.images is not None:
+            self.images.stop()
         self.primary.stop()
         self.dr.stop()
 
@@ -190,10 +199,17 @@ class Drill:
         self.supervisor.unwatch("mirror primary->dr")  # the deliberate kill window
         self.event("mirror killed")
         self.mirror.kill()
+        copier = self.images.copier if self.images is not None else None
+        if copier is not None:  # the image copier crashes with it: it resumes from its committed offsets
+            self.supervisor.unwatch("dr images")
+            copier.kill()
         time.sleep(self.args.outage)
         behind = end_total(self.primary.bootstrap) - end_total(self.dr.bootstrap)  # the RPO at its worst
         self.mirror.start()
         self.supervisor.watch("mirror primary->dr", self.mirror.exited, self.mirror.start)
+        if copier is not None:
+            copier.start()
+            self.supervisor.watch("dr images", copier.exited, copier.start)
         restart = self.event("mirror restarted")
         caught_up = None
         deadline = time.monotonic() + 120
@@ -209,7 +225,18 @@ class Drill:
                 "catch_up_s": round(caught_up - restart, 3) if caught_up else None,
                 "primary_records": sum(source.values()), "dr_records": sum(target.values()),
                 "missing_at_dr": sum((source - target).values()), "extra_at_dr": sum((target - source).values()),
-                **self.hbase_loss(self.dr, set(source))}
+                **self.image_loss(), **self.hbase_loss(self.dr, set(source))}
+
+    def image_loss(self) -> dict[str, Any]:
+        """With ``--images``: the images the DR site's records name that it lacks (next to the records missing),
+        once the image copier has caught up (or ``--settle`` has passed)."""
+        if self.images is None:
+            return {}
+        images = self.images
+        deadline = time.monotonic() + self.args.settle
+        while time.monotonic() < deadline and images.lag() != 0:
+            time.sleep(0.5)
+        return images.gaps()
 
     def failback(self) -> dict[str, Any]:
         report = self.primary_loss()

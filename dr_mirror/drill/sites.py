@@ -1,4 +1,5 @@
-"""The processes of a drill: one site (a `bus broker`, its HBase gateway, the capture ingest job) and the mirror.
+"""The processes of a drill: one site (a `bus broker`, its HBase gateway, the capture ingest job) and the mirror;
+with ``--images``, each site's object store and the DR image copier between them (:class:`ImageSites`).
 
 Everything runs on free ports under the drill's work directory so a drill never touches `make up`'s
 services. A site's ingest job is the real one (`spark_jobs/ingest_captures.py`); the DR site's publishes
@@ -8,14 +9,20 @@ must be the only writer of a topic it mirrors into.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import urllib.request
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import happybase
+import tomli_w
 from thriftpy2.thrift import TException
 
 from contracts.config import Config
@@ -23,8 +30,13 @@ from contracts.ports import free_port, wait_for_port
 from contracts.processes import ROOT, kill, spawn, terminate
 from contracts.tables import captures
 from contracts.topics import DR_PREFIX, Topics
-from deploy.dr_site import broker_command, mirror_properties
+from deploy.dr_site import DrObjectStore, broker_command, mirror_properties
+from deploy.object_store import ObjectStore
+from deploy.processes.dr_images import DrImagesProcess
+from deploy.processes.dr_images import command as images_command
 from deploy.processes.mirror import MirrorProcess
+from dr_mirror.drill.report import image_gaps
+from dr_mirror.images import S3Store, Unavailable, image_keys
 from spark_jobs import launch
 
 CAPTURE_TABLES = ("vehicle", "face", "capture_unrecognized")
@@ -180,3 +192,74 @@ def start_site_mirror(name: str, work: Path, source: Site, target: Site, config:
     props.write_text(mirror_properties(source.bootstrap, target.bootstrap, config, intervals_s=1,
                                        aliases=(source.name, target.name)))
     return MirrorProcess(["--config", str(props)], work / f"{name}.log", free_port()).start()
+
+
+class ImageSites:
+    """Each site's object store (the primary's, and the DR site's with its own keys and rights) and the image copier
+    (`python -m dr_mirror.images`, as `make up --dr-site` runs it) following the DR site's capture topics. The
+    devices put their images into the primary's store before they publish (:meth:`upload`)."""
+
+    def __init__(self, work: Path, dr_bootstrap: str) -> None:
+        self.work, self.dr_bootstrap = work, dr_bootstrap
+        # the stores' data in a short path of their own: `weed` binds unix sockets there (at most 107 bytes), and a
+        # drill's work directory sits in its report directory, deep under the console's data dir
+        self.stores = Path(tempfile.mkdtemp(prefix="drill-s3-"))
+        self.primary = ObjectStore(self.stores / "primary", port=0)
+        self.dr = DrObjectStore(self.stores / "dr", port=0, secrets_dir=self.stores / "dr-secrets")
+        self.metrics_port = free_port()
+        self.copier: DrImagesProcess | None = None
+        self._devices: S3Store | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self) -> None:
+        self.primary.start()
+        self.dr.start()
+        config = self.work / "images.toml"
+        config.write_text(tomli_w.dumps({"dr": {"bootstrap_servers": self.dr_bootstrap},
+                                         "object_storage": {"endpoint": self.primary.endpoint}}))
+        self.copier = DrImagesProcess(images_command(
+            config, self.primary.credentials_file("dr-images"), self.dr.credentials_file("dr-images"),
+            metrics_port=self.metrics_port, source_endpoint=self.primary.endpoint, target_endpoint=self.dr.endpoint),
+            self.work / "dr-images.log").start()
+        self._devices = S3Store(self.primary.endpoint, self.primary.credentials("simulator"), connections=8)
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="drill-uploads")
+
+    def upload(self, images: list[tuple[str, bytes]]) -> None:
+        """The devices' uploads of one batch of captures, before they publish it."""
+        assert self._pool is not None and self._devices is not None
+        devices = self._devices
+
+        def put(item: tuple[str, bytes]) -> None:
+            # a failed upload: published without its image, as a device whose upload failed (missing at both sites)
+            with contextlib.suppress(Unavailable):
+                devices.put(*item)
+
+        list(self._pool.map(put, images))
+
+    def lag(self) -> float | None:
+        """The copier's ``dr_images_lag_records`` (None while it does not answer; NaN until it has measured)."""
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).read().decode()
+        except OSError:
+            return None
+        found = [line for line in text.splitlines() if line.startswith("dr_images_lag_records ")]
+        return float(found[0].split()[1]) if found else None
+
+    def gaps(self) -> dict[str, int]:
+        """The images the DR topics' records name, counted by where they are (``report.image_gaps``)."""
+        records, keys = image_keys({"bootstrap.servers": self.dr_bootstrap}, list(Topics().captures))
+        at_primary = S3Store(self.primary.endpoint, self.primary.credentials("admin"))
+        at_dr = S3Store(self.dr.endpoint, self.dr.credentials("admin"))
+        return {"dr_records_naming_images": records, **image_gaps(keys, at_primary.exists, at_dr.exists)}
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self.copier is not None:
+            self.copier.stop()
+        self.dr.stop()
+        self.primary.stop()
+        for site in ("primary", "dr"):  # their logs stay with the drill's
+            with contextlib.suppress(OSError):
+                shutil.copy(self.stores / site / "weed.log", self.work / f"{site}-s3-weed.log")
+        shutil.rmtree(self.stores, ignore_errors=True)

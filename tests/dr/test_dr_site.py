@@ -11,13 +11,15 @@ import happybase
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from minio import Minio
 
-from contracts import bus_client
+from contracts import bus_client, s3_credentials
 from contracts.config import load
 from contracts.ports import free_port
 from contracts.processes import spawn
 from contracts.topics import Topics
 from deploy.dr_site import DrSettings, loaders_config, mirror_properties
+from deploy.object_store import free_port_pair
 from deploy.processes.ingest import simulate
 from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, write_config
 from dr_mirror.settings import load as load_properties
@@ -55,11 +57,24 @@ def _high_watermarks(settings: dict[str, str], topics: list[str]) -> dict[tuple[
         consumer.close()
 
 
+def _images(endpoint: str, secrets: Path) -> dict[str, bytes]:
+    """Every object of a store's ``captures`` bucket, read as its admin."""
+    key = s3_credentials.read_file(secrets / s3_credentials.file_name("admin"))
+    client = Minio(endpoint, access_key=key.access_key, secret_key=key.secret_key, secure=False, region="us-east-1")
+    found = {}
+    for obj in client.list_objects("captures", recursive=True):
+        response = client.get_object("captures", obj.object_name)
+        found[obj.object_name] = response.read()
+        response.close()
+        response.release_conn()
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("spark")
 @pytest.mark.timeout(720)
 def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh")}
+    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh", "dri")} | {"drs": free_port_pair()}
     config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     out = tmp_path / "up.out"
@@ -83,10 +98,17 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         control.produce(TOPICS.control_watchlist, b"{}", b"w1")
         assert control.flush(30) == 0
         summary = simulate(primary["bootstrap.servers"], tmp_path, "--count", "300", "--rate", "300", "--seed", "5",
-                           "--config", str(data_dir / "solution.toml"))  # as the simulator principal
+                           "--config", str(data_dir / "solution.toml"),  # as the simulator principal
+                           "--s3-credentials", str(data_dir / "secrets" / "s3-simulator.env"))  # images on
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
+        # the image at the DR site after mirroring: every capture image copied there, the same bytes
+        assert "dr images" in said and "dr object store" in said, said
+        images = _images(f"127.0.0.1:{ports['s3']}", data_dir / "secrets")
+        assert len(images) > 200, summary
+        poll(lambda: _images(f"127.0.0.1:{ports['drs']}", data_dir / "secrets" / "dr-object-store") == images, 120,
+             what=f"the images at the DR site; log: {data_dir / 'dr' / 'dr-images.log'}")
         password = (data_dir / "console" / "admin_password").read_text().strip()
         with console_client(data_dir, ports["console"]) as console:  # its DR page reads the DR bus as `console`
             token = console.post("/api/v1/auth/token", data={"username": "admin", "password": password}).json()

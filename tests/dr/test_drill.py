@@ -60,6 +60,22 @@ def test_bus_only_mirror_crash_drill(tmp_path: Path) -> None:
     assert "missing_in_dr_hbase" not in report and report["restarts"] == {}  # nothing measured is never zero
 
 
+def test_mirror_crash_drill_with_images_counts_the_images_missing_at_the_dr_site(tmp_path: Path) -> None:
+    """Each site gets an object store, the devices put their images into the primary's, the DR image copier is
+    killed -9 with the mirror and restarted with it: no record and no image missing at the DR site."""
+    report = _drill(tmp_path, "--scenario", "mirror-crash", "--no-ingest", "--images")
+    assert (report["missing_at_dr"], report["extra_at_dr"]) == (0, 0)
+    assert report["images"] == report["dr_records_naming_images"] > 0  # the traffic's every capture has an image
+    assert (report["images_missing_at_dr"], report["images_missing_at_both"]) == (0, 0), report
+    assert report["images_at_dr"] == report["images"]
+
+
+def test_images_are_measured_in_the_mirror_crash_drill_only(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "dr_mirror.drill", "--scenario", "primary-loss", "--images"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--images" in done.stderr
+
+
 def test_bus_only_primary_loss_drill(tmp_path: Path) -> None:
     # The mirror is frozen 3 s before the room is lost, so it IS behind (otherwise it keeps up and RPO is 0):
     # only the devices' replay brings those records to DR.

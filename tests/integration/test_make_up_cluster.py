@@ -1,15 +1,19 @@
-"""`make up CLUSTER=3` (``python -m deploy.up --cluster 3 --no-pipeline``): the solution runs on a 3-node cluster.
+"""`make up CLUSTER=3 SPARK=2` (``python -m deploy.up --cluster 3 --spark-workers 2 --no-pipeline``): the solution
+runs on a 3-node bus cluster, and its Spark jobs would run on a standalone cluster of two workers.
 
 The config handed to make up points ``[bus] bootstrap_servers`` at a port nobody listens on, so the console can
-only reach the bus through the derived ``DATA/solution.toml`` that names the cluster.
+only reach the bus through the derived ``DATA/solution.toml`` that names the cluster; it names the Spark master too,
+which every job (the video batch jobs included) reads from there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -68,12 +72,20 @@ def _brokers_of(data_dir: Path) -> list[psutil.Process]:
 def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> None:
     taken: set[int] = set()
     ports = {"bus": _draw(taken, NODES), "controller": _draw(taken, NODES)}
-    ports |= {name: _draw(taken) for name in ("dead", *MAKE_UP_PORTS) if name not in ports}
+    ports |= {name: _draw(taken) for name in ("dead", "sparkm", "sparkui", *MAKE_UP_PORTS) if name not in ports}
     config = write_config(tmp_path, ports, bus=f"127.0.0.1:{ports['dead']}")
     data_dir = tmp_path / "data"
     servers = ",".join(f"127.0.0.1:{ports['bus'] + i}" for i in range(NODES))
-    proc, output = start_up(config, data_dir, ports, "--cluster", str(NODES))
+    proc, output = start_up(config, data_dir, ports, "--cluster", str(NODES), "--spark-workers", "2")
     try:
+        # (g) the Spark standalone cluster: in the status lines with its UI, two workers alive, named in the config
+        master = f"spark://127.0.0.1:{ports['sparkm']}"
+        assert re.search(rf"spark cluster\s+{master}: 2 workers .*UI http://127\.0\.0\.1:{ports['sparkui']}",
+                         output), output
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['sparkui']}/json/", timeout=10) as answer:
+            assert json.load(answer)["aliveworkers"] == 2
+        assert load_config(data_dir / "solution.toml").get("spark", "master", "") == master
+
         # (a) the status lines name the cluster: its nodes, the quorum leader, bootstrap.servers
         assert re.search(rf"bus\s+{NODES} node\(s\) .*quorum leader [1-{NODES}]", output), output
         for i in range(NODES):
@@ -123,5 +135,9 @@ def test_make_up_runs_the_solution_on_a_three_node_cluster(tmp_path: Path) -> No
             assert gone.status_code == 403, gone.text
     finally:
         down(data_dir, proc)
-    # (d) make down left no node (nor the DR bus) running
+    # (d) make down left no node (nor the DR bus) running, nor a Spark master or worker
     assert not _brokers_of(data_dir)
+    spark_left = [p for p in psutil.process_iter(["cmdline"])
+                  if any(str(data_dir / "spark-cluster") in arg for arg in p.info["cmdline"] or [])  # workers
+                  or {"org.apache.spark.deploy.master.Master", str(ports["sparkm"])} <= set(p.info["cmdline"] or [])]
+    assert not spark_left

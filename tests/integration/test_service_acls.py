@@ -246,6 +246,7 @@ def test_at_the_standby_site_the_loaders_read_the_copies_and_write_only_their_ow
     assert standby.produce("admin", TOPICS.face) is None
     assert standby.consume("dr-loaders", TOPICS.face, "spark-dr-ingest") is None
     assert standby.consume("dr-loaders", TOPICS.surveillance_hits, "surveillance-loader") is None
+    assert standby.consume("dr-loaders", TOPICS.vehicle, "dr-images") is None  # the image copier's group
     assert standby.produce("dr-loaders", DR_PREFIX + TOPICS.ingest_stats) is None
     for topic in (TOPICS.ingest_stats, TOPICS.face, TOPICS.deadletter):  # the mirror is their only writer
         error = standby.produce("dr-loaders", topic)

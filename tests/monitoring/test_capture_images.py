@@ -17,8 +17,8 @@ from monitoring.health import DEGRADED, HEALTHY, RECOVERING, DeviceTrack, Fleet
 from monitoring.image_judge import BLACK, MISSING, OK, UNDECODABLE, judge
 from monitoring.image_sampler import ImageSampler, RateCap, StoreUnavailable, selected
 from monitoring.locator import Locator
+from monitoring.record_checks import MalformedRecord
 from monitoring.rules import candidates
-from monitoring.service import MalformedRecord
 
 NOW = 1_800_000_000.0
 

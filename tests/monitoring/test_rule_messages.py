@@ -11,19 +11,20 @@ import pytest
 
 from contracts.ingest_stats import LatencyHistogram
 from monitoring.config import KINDS, Health, Rule
-from monitoring.health import DEGRADED, Beat, DeviceTrack, Fleet
+from monitoring.health import DEGRADED, SILENT, Beat, DeviceTrack, Fleet
 from monitoring.locator import Locator
 from monitoring.rules import candidates
 from web.i18n import LANGUAGES, catalog
 
 NOW = 1_000_000.0
 THRESHOLDS = {"latency_p99": 5000, "device_quality": 0.2, "device_silent": 15, "recognizer_degraded": 0.5,
-              "ingest_stalled": 60, "consumer_lag": 100, "capture_images": 0.5}
+              "ingest_stalled": 60, "consumer_lag": 100, "capture_images": 0.5, "video_gap": 180, "video_quality": 2}
 
 
 def faulty_fleet(tmp_path: Path) -> Fleet:
     """A fleet in which every rule kind finds something: two degraded devices behind one recogniser, a
-    silent one, a minute of slow captures, and no ingest batch for two minutes while devices produce."""
+    silent one, a minute of slow captures, no ingest batch for two minutes while devices produce, and two cameras,
+    one with a gap in its uploads and one with frozen footage."""
     fleet = Fleet(Health(), Locator(tmp_path / "no-map.json"), NOW - 300)
     fleet.live_since = NOW - 120
     for ip in ("10.0.0.1", "10.0.0.2"):
@@ -34,6 +35,13 @@ def faulty_fleet(tmp_path: Path) -> Fleet:
             track.images.add(NOW - 30, result)
         track.images_bad, track.reason = 0.75, "records,images"
     fleet.devices["10.0.0.3"] = DeviceTrack("10.0.0.3", "10.9.0.2", "110100#2#0#0", "capture.vehicle")
+    gap = fleet.devices["cam-1"] = DeviceTrack("cam-1", "10.9.0.3", "110100#3#0#0", state=SILENT, camera=True,
+                                               video_problem="gap")
+    gap.video.newest = NOW - 400  # a camera that stopped uploading
+    frozen = fleet.devices["cam-2"] = DeviceTrack("cam-2", "10.9.0.3", "110100#4#0#0", state=DEGRADED, camera=True,
+                                                  reason="video", video_problem="frozen")
+    for n in range(3):
+        frozen.video.add(NOW - 60 + n, "frozen")
     slow = LatencyHistogram()
     slow.record_counts({30_000: 50})
     fleet.latency.append((NOW - 1, {"capture_to_ingest": slow}))

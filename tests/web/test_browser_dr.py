@@ -1,5 +1,6 @@
 """The DR page in a real browser (chromium via Playwright) against ``python -m web`` with a real mirror between
-two brokers and a real drill's report on disk. test_browser's watch applies: a console error, an uncaught
+two brokers, the image copier's metrics (its own CopierMetrics, served as it serves them) and a real drill's report
+on disk. test_browser's watch applies: a console error, an uncaught
 exception or a request leaving 127.0.0.1 fails the test. Screenshots go to test-artifacts/screenshots/.
 """
 
@@ -20,8 +21,9 @@ from deploy.dr_site import mirror_properties
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.console import Backing
 from deploy.processes.gateway import start_gateway
+from dr_mirror.images import CopierMetrics
 from tests.web.test_browser import Browsing, Site, browser, browsing, until  # noqa: F401 - fixtures
-from tests.web.test_dr_api import dr_console
+from tests.web.test_dr_api import dr_console, serve_images
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser"), pytest.mark.timeout(1200)]
 TOPIC = "capture.vehicle"
@@ -32,7 +34,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """A primary broker with captures and a committed group, a DR broker, the mirror, a drill report, a console."""
     root = tmp_path_factory.mktemp("browser-dr")
     broker, dr = BrokerProcess(root / "broker").start(timeout=120), BrokerProcess(root / "dr").start(timeout=120)
-    gateway = mirror = console = None
+    gateway = mirror = console = images_server = None
     try:
         gateway = start_gateway(root / "hbase", log_dir=root)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
@@ -53,10 +55,19 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         with (root / "mirror.log").open("wb") as log:
             mirror = spawn([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
                             "--metrics-port", str(metrics_port)], log)
-        console = dr_console(Backing(broker, gateway, root), dr, metrics_port, root)
+        images = CopierMetrics()  # the DR image copier behind: 1234 records, 5.5 s; 4321 copied, 3 missing
+        images.copied.inc(4321)
+        images.skipped.labels("missing_at_source").inc(3)
+        images.lag_records.set(1234)
+        images.lag_seconds.set(5.5)
+        images_server = serve_images(images)
+        console = dr_console(Backing(broker, gateway, root), dr, metrics_port, root,
+                             images_port=images_server.server_address[1])
         assert drill.wait(600) == 0, (root / "drill.log").read_text(errors="replace")[-3000:]
         yield Site(console, {}, [], [])
     finally:
+        if images_server is not None:
+            images_server.shutdown()
         if console is not None:
             console.stop()
         if mirror is not None:
@@ -80,6 +91,8 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
         1, timeout=60_000)
     expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_contain_text("200")
     expect(page.locator("#lag-chart canvas")).to_have_count(1)
+    expect(page.locator("#images-lag")).to_have_text("落后 1,234 条，5.5 秒")
+    expect(page.locator("#images-table tbody td")).to_have_text(["1,234", "5.5", "4,321", "3", "0"])
     expect(page.locator("#drill-form")).to_have_count(0)  # starting a drill is for admins
     drills = page.locator("#drills-table tbody tr")
     expect(drills).to_have_count(1)
@@ -96,6 +109,10 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
     browsing.login("admin")
     browsing.goto("/lang/en?next=/dr")
     expect(page.locator("h1")).to_have_text("Disaster recovery")
+    expect(page.locator("#images-panel h2")).to_contain_text("Capture images at the DR site")
+    expect(page.locator("#images-lag")).to_have_text("1,234 records, 5.5 s behind")
+    page.locator("#images-panel").screenshot(path=str(browsing.shots / "dr-images-en.png"))
+    browsing.snap("dr-images-page-en")
     expect(page.locator("#drill-form")).to_be_visible()
     expect(page.locator("#drill-scenario option")).to_have_count(3)
     expect(page.locator("#drills-table tbody tr")).to_have_count(1)

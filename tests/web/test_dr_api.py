@@ -5,14 +5,17 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from prometheus_client import generate_latest
 
 from contracts.config import load
 from contracts.ports import free_port
@@ -21,6 +24,7 @@ from deploy.dr_site import mirror_properties
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.console import Backing, ConsoleProcess, password_of, write_config
 from dr_mirror.formats import Checkpoint
+from dr_mirror.images import CopierMetrics
 from tests.web._bad_records import WRONG_SHAPES, skipped_counts
 from tests.web.conftest import ROLES
 
@@ -35,10 +39,12 @@ class DrSetup:
     metrics_port: int
     console: ConsoleProcess
     reports: Path
+    images: CopierMetrics
+    images_server: ThreadingHTTPServer
 
 
 def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Path, *,
-               add_users: bool = True) -> ConsoleProcess:
+               add_users: bool = True, images_port: int | None = None) -> ConsoleProcess:
     """A console on ``backing`` whose ``[dr]`` names this DR broker and mirror, with a user of each role.
 
     ``add_users=False`` when the backing already holds them (the session's shared gateway, where the
@@ -51,7 +57,7 @@ def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Pat
     config = write_config(root / "console.toml", backing, port, root / "console", lag_sample_interval_s=1)
     with config.open("a") as handle:
         handle.write(f'[dr]\nbootstrap_servers = "{dr.bootstrap}"\nmirror_metrics_port = {metrics_port}\n'
-                     'reports_dir = "drills"\n')
+                     'reports_dir = "drills"\n' + (f"images_metrics_port = {images_port}\n" if images_port else ""))
     log_path = root / "console.log"
     with log_path.open("wb") as log:
         proc = spawn([sys.executable, "-m", "web", "--config", str(config)], log)
@@ -66,6 +72,26 @@ def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Pat
         console.stop()
         raise
     return console
+
+
+def serve_images(metrics: CopierMetrics) -> ThreadingHTTPServer:
+    """The image copier's /metrics, as `python -m dr_mirror.images` serves it, on a server the test can stop."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = generate_latest(metrics.registry)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def _answers(proc: ConsoleProcess) -> bool:
@@ -98,15 +124,20 @@ def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> 
     with (root / "mirror.log").open("wb") as log:
         mirror = spawn([sys.executable, "-m", "dr_mirror", "--config", str(root / "mm2.properties"),
                         "--metrics-port", str(metrics_port)], log)
+    images = CopierMetrics()
+    images_server = serve_images(images)
     try:
-        proc = dr_console(console_backing, dr, metrics_port, root, add_users=False)
+        proc = dr_console(console_backing, dr, metrics_port, root, add_users=False,
+                          images_port=images_server.server_address[1])
     except BaseException:
         mirror.terminate()
         dr.stop()
+        images_server.shutdown()
         raise
     try:
-        yield DrSetup(dr, mirror, metrics_port, proc, root / "drills")
+        yield DrSetup(dr, mirror, metrics_port, proc, root / "drills", images, images_server)
     finally:
+        images_server.shutdown()
         proc.stop()
         mirror.terminate()
         mirror.wait(20)
@@ -187,11 +218,34 @@ def test_records_that_are_not_checkpoints_are_left_out_and_counted(setup: DrSetu
     assert skipped_counts(httpx.get(f"{setup.console.url}/metrics").text, "dr_checkpoints") == counted
 
 
+def test_the_image_copiers_lag_and_counts_are_shown_to_viewers(setup: DrSetup) -> None:
+    setup.images.copied.inc(7)
+    setup.images.skipped.labels("missing_at_source").inc(2)
+    setup.images.skipped.labels("malformed").inc()
+    setup.images.lag_records.set(12)
+    setup.images.lag_seconds.set(3.5)
+    assert setup.console.client(None).get("/api/v1/dr/images").status_code == 401
+    for role in ROLES:
+        response = setup.console.client(role).get("/api/v1/dr/images")
+        assert response.status_code == 200, response.text
+        found = response.json()
+        assert (found["lag_records"], found["lag_seconds"], found["copied"], found["missing_at_source"]) == \
+            (12, 3.5, 7, 2)
+        assert found["skipped"]["malformed"] == 1 and found["skipped"]["present"] == 0
+
+
 def test_lag_answers_503_naming_the_mirror_when_it_is_down(setup: DrSetup) -> None:
     setup.mirror.terminate()
     setup.mirror.wait(20)
     response = setup.console.client("viewer").get("/api/v1/dr/lag")
     assert response.status_code == 503 and response.json()["backend"] == "dr_mirror"
+
+
+def test_images_answer_503_naming_the_copier_when_it_is_down(setup: DrSetup) -> None:
+    setup.images_server.shutdown()
+    setup.images_server.server_close()
+    response = setup.console.client("viewer").get("/api/v1/dr/images")
+    assert response.status_code == 503 and response.json()["backend"] == "dr_images"
 
 
 @pytest.mark.slow
@@ -214,6 +268,7 @@ def test_drills_are_admin_only_one_at_a_time_audited_and_listed(setup: DrSetup) 
     listed = viewer.get("/api/v1/dr/drills").json()
     assert listed[0]["name"] == name and listed[0]["scenario"] == "mirror-crash"
     assert listed[0]["report"]["missing_at_dr"] == 0
+    assert listed[0]["report"]["images_missing_at_dr"] == 0  # the images, next to the records
     report = viewer.get(f"/api/v1/dr/drills/{name}").json()
     assert report["markdown"].startswith("# DR drill: mirror-crash") and report["has_chart"]
     png = viewer.get(f"/api/v1/dr/drills/{name}/png")

@@ -59,7 +59,10 @@ class DeviceHealth(BaseModel):
     """Share of its sampled capture images missing, undecodable or black over ``[monitoring.images] window_s``
     (None: too few sampled)."""
     reason: str = ""
-    """Why it is (or, recovering, was) degraded: ``records``, ``images`` or ``records,images``."""
+    """Why it is (or, recovering, was) degraded: ``records``, ``images``, ``video``, comma-joined."""
+    video_problem: str = ""
+    """A camera's video problem: ``gap`` (silent: no new segment), ``undecodable``, ``black``, ``blurred`` or
+    ``frozen`` (degraded); kept while it recovers; "" for none and for capture devices."""
     recognizer_ip: str
     checkpoint_id: str
     location: DeviceLocation

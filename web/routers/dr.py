@@ -1,4 +1,5 @@
-"""``/api/v1/dr/*``: the DR page's API. Viewers read lag, checkpoints and drill reports; admins start drills.
+"""``/api/v1/dr/*``: the DR page's API. Viewers read lag, the image copier's state, checkpoints and drill reports;
+admins start drills.
 
 A drill starts two throw-away sites of its own (`python -m dr_mirror.drill`), so it never touches the
 running DR site; it is still a heavy job for the machine, hence admin-only, audited and one at a time.
@@ -10,6 +11,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, status
 from fastapi.responses import FileResponse, PlainTextResponse
+from pydantic import BaseModel
 
 from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
 from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample
@@ -20,11 +22,33 @@ router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
 ReportName = Annotated[str, Path(max_length=128, description="a drill report's directory name")]
 
 
+class ImagesNow(BaseModel):
+    """The DR image copier now (``python -m dr_mirror.images``, its /metrics)."""
+
+    lag_records: int | None
+    """Records on the mirrored capture topics whose image the copier has not handled yet (None: not measured yet)."""
+    lag_seconds: float | None
+    """Now minus the capture time of the last record handled while records wait (0 when none wait; None: not
+    measured yet)."""
+    copied: int
+    """Images copied to the DR site's store since the copier started."""
+    missing_at_source: int
+    """Records whose image the primary's store does not have (never uploaded, or expired): nothing to copy."""
+    skipped: dict[str, int]
+    """Records not copied, by reason (present, no_image, malformed, foreign, missing_at_source, error)."""
+
+
 @router.get("/lag", response_model=LagNow)
 def lag(_user: ViewerDep, dr: DrDep) -> LagNow:
     """The mirror's lag per topic and partition now (503 ``dr_mirror`` when the mirror does not answer)."""
     partitions = dr.lag_now()
     return LagNow(total=sum(p["lag"] for p in partitions), partitions=partitions)
+
+
+@router.get("/images", response_model=ImagesNow)
+def images(_user: ViewerDep, dr: DrDep) -> ImagesNow:
+    """The DR image copier's lag and counts now (503 ``dr_images`` when it does not answer)."""
+    return ImagesNow(**dr.images_now())
 
 
 @router.get("/lag/history", response_model=list[LagSample])

@@ -9,6 +9,9 @@
 - Checkpoints are MirrorMaker 2's records in ``<source>.checkpoints.internal`` on the DR cluster, read
   with ``dr_mirror.formats``; the newest per group and partition. A record there that is not a
   checkpoint (another tool's, or garbage) is left out, counted and logged (``web.metrics.skipped``).
+- The image copier's state (``python -m dr_mirror.images`` at the DR site: lag in records and seconds, images copied,
+  missing at the primary, set aside) comes from its own Prometheus endpoint (``[dr] images_metrics_port``), as the
+  mirror's lag does.
 - Drills are ``python -m dr_mirror.drill`` runs, each in its own directory under ``[dr] reports_dir``
   (``drill.json``, ``drill.md``, ``drill.png``). One runs at a time, as a subprocess of the console.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import subprocess
 import sys
@@ -61,6 +65,7 @@ class DrSettings:
     client: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:19092"}, repr=False)
     """The console's client settings for the DR bus (librdkafka's keys; may hold its password)."""
     metrics_url: str = "http://127.0.0.1:9320/metrics"
+    images_metrics_url: str = "http://127.0.0.1:9321/metrics"
     source_alias: str = "primary"
     reports_dir: Path = Path("data/dr/drills")
     timeout_s: float = 3.0
@@ -70,6 +75,7 @@ class DrSettings:
         dr = Config({"dr": settings.dr})
         return cls(client=settings.dr_bus,
                    metrics_url=f"http://127.0.0.1:{dr.get('dr', 'mirror_metrics_port', 9320)}/metrics",
+                   images_metrics_url=f"http://127.0.0.1:{dr.get('dr', 'images_metrics_port', 9321)}/metrics",
                    reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
                    timeout_s=settings.backend_timeout_s)
 
@@ -91,6 +97,28 @@ def parse_lag(text: str) -> list[dict[str, Any]]:
             for t, p in sorted(lag)]
 
 
+IMAGE_FIGURES = {"dr_images_copied_total": "copied", "dr_images_lag_records": "lag_records",
+                 "dr_images_lag_seconds": "lag_seconds"}
+
+
+def parse_images(text: str) -> dict[str, Any]:
+    """The image copier's figures from its exposition text: lag (records, seconds), copied, and the skipped by
+    reason (``missing_at_source`` apart: images the primary never had, the ones a failover would lack)."""
+    out: dict[str, Any] = {"copied": 0, "lag_records": 0, "lag_seconds": 0.0, "skipped": {}}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in IMAGE_FIGURES:
+                out[IMAGE_FIGURES[sample.name]] = sample.value
+            elif sample.name == "dr_images_skipped_total" and "reason" in sample.labels:
+                out["skipped"][sample.labels["reason"]] = int(sample.value)
+    out["copied"] = int(out["copied"])
+    # NaN: the copier has not measured its lag yet (no partitions assigned): unknown, shown as such
+    out["lag_records"] = None if math.isnan(out["lag_records"]) else int(out["lag_records"])
+    out["lag_seconds"] = None if math.isnan(out["lag_seconds"]) else round(float(out["lag_seconds"]), 3)
+    out["missing_at_source"] = out["skipped"].get("missing_at_source", 0)
+    return out
+
+
 class DrService:
     def __init__(self, settings: DrSettings, backends: Backends, interval_s: float) -> None:
         self.settings, self.backends = settings, backends
@@ -110,6 +138,15 @@ class DrService:
                 return parse_lag(response.read().decode())
         except OSError as exc:
             raise BackendUnavailable("dr_mirror", exc) from None
+
+    def images_now(self) -> dict[str, Any]:
+        """The DR image copier's lag and counts now; 503 naming ``dr_images`` when it does not answer."""
+        try:
+            with urllib.request.urlopen(self.settings.images_metrics_url,
+                                        timeout=self.settings.timeout_s) as response:
+                return parse_images(response.read().decode())
+        except OSError as exc:
+            raise BackendUnavailable("dr_images", exc) from None
 
     def sample(self, now_ms: int | None = None) -> int:
         """Record the mirror's lag now (time rounded down to the interval); returns how many partitions."""
@@ -226,7 +263,10 @@ class DrService:
             name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{scenario}"
             report = self.settings.reports_dir / name
             report.mkdir(parents=True)
-            args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"])]
+            # mirror-crash also measures the capture images (each throw-away site gets an object store, the image
+            # copier crashes with the mirror): its report counts the images missing at the DR site
+            args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"]),
+                    *(["--images"] if scenario == "mirror-crash" else [])]
             proc = spawn([sys.executable, "-m", "dr_mirror.drill", *args], report / "drill.log")
             self._drill = (name, proc)
             return name

@@ -1,4 +1,5 @@
-// The DR page: the mirror's lag (live and the last hour), checkpoints, drill reports; admins start drills.
+// The DR page: the mirror's lag (live and the last hour), the image copier's lag and counts, checkpoints, drill
+// reports; admins start drills.
 "use strict";
 
 (() => {
@@ -18,6 +19,24 @@
       showError(node, null);
     } catch (e) {
       document.getElementById("lag-total").textContent = "—";
+      showError(node, e);
+    }
+  }
+
+  async function loadImages() {
+    const node = document.getElementById("images-error");
+    const badge = document.getElementById("images-lag");
+    try {
+      const { data } = await api("/api/v1/dr/images");
+      badge.textContent = t("dr.images_behind", { n: number(data.lag_records), s: number(data.lag_seconds) });
+      const setAside = (data.skipped.malformed || 0) + (data.skipped.foreign || 0) + (data.skipped.error || 0);
+      fillRows(document.querySelector("#images-table tbody"), [[
+        number(data.lag_records), number(data.lag_seconds), number(data.copied), number(data.missing_at_source),
+        number(setAside)]], () => (data.missing_at_source > 0 ? { class: "stopped" } : {}));
+      showError(node, null);
+    } catch (e) {
+      badge.textContent = "—";
+      fillRows(document.querySelector("#images-table tbody"), []);
       showError(node, e);
     }
   }
@@ -87,7 +106,7 @@
   }
 
   async function refresh() {
-    await loadLag();
+    await Promise.all([loadLag(), loadImages()]);
     try {
       await Promise.all([loadHistory(), loadCheckpoints(), loadDrills(), loadRunning()]);
       showError(error, null);
