@@ -217,7 +217,7 @@ def _prometheus_service(data_dir: Path, args: argparse.Namespace, config: Config
                          "prometheus)")
     home = data_dir / "prometheus"
     home.mkdir(exist_ok=True)
-    found = prometheus_scrape.targets(config, args.host, args.console_port)
+    found = prometheus_scrape.targets(config, args.host, args.console_port, args.dr_site)
     config_file = home / "prometheus.yml"
     config_file.write_text(json.dumps(prometheus_scrape.scrape_config(found, secrets_dir(data_dir) / "ca.pem"),
                                       indent=2))

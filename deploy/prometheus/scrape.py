@@ -35,9 +35,10 @@ def rule_files() -> list[Path]:
     return sorted(p for p in RULES_DIR.glob("*rules*.yml") if not p.name.endswith("_test.yml"))
 
 
-def targets(config: Config, host: str, console_port: int) -> list[Target]:
-    """What `make up` starts that serves Prometheus metrics, by job."""
+def targets(config: Config, host: str, console_port: int, dr_site: bool = False) -> list[Target]:
+    """What `make up` starts that serves Prometheus metrics, by job (``dr_site``: `--dr-site`'s image copier too)."""
     ports = (
+        *((("dr_images", config.get("dr", "images_metrics_port", 9321)),) if dr_site else ()),
         ("bus", config.get("bus", "metrics_port", 0)),
         ("monitor", config.get("monitoring", "metrics_port", 9310)),
         ("surveillance", config.get("surveillance", "metrics_port", 9330)),  # the watch stage's process

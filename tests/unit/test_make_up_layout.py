@@ -1,5 +1,5 @@
-"""How `make up` lays out the surveillance service (issue 33): the watch stage in a process of its own at normal
-priority, cloned plates and statistics in another one at a lower priority, each with its own /metrics."""
+"""How `make up` lays out its processes: the surveillance service's watch stage in a process of its own at normal
+priority, cloned plates and statistics in another one at a lower priority (issue 33), and what Prometheus scrapes."""
 
 from __future__ import annotations
 
@@ -28,3 +28,10 @@ def test_a_nice_value_out_of_range_is_refused() -> None:
     result = subprocess.run([sys.executable, "-m", "surveillance", "--nice", "25"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "--nice must be 0 to 19" in result.stderr
+
+
+def test_prometheus_scrapes_the_dr_image_copier_only_when_the_dr_site_runs() -> None:
+    config = Config({"dr": {"images_metrics_port": 9421}})
+    assert "dr_images" not in {t.job for t in targets(config, "127.0.0.1", 8000)}
+    copier = [t.address for t in targets(config, "127.0.0.1", 8000, dr_site=True) if t.job == "dr_images"]
+    assert copier == ["127.0.0.1:9421"]
