@@ -37,12 +37,11 @@ from contracts.topics import partitions as topic_partitions
 
 from .config import ConfigError, MonitoringConfig, load
 from .image_sampler import ImageSampler
-from .image_store import S3ImageReader
 from .leader import Leadership
 from .locator import Locator
 from .service import Monitor
 from .store import Store
-from .video_store import S3VideoReader
+from .store_reads import S3ImageReader, S3VideoReader, StoreReads
 from .video_watch import VideoWatch
 
 PRINCIPAL = "monitor"
@@ -72,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     monitor = Monitor(cfg, topics, bus, store, Locator(map_path(config)))
     monitor.partitions = partitions
     try:
-        monitor.sampler = image_sampler(config, cfg, monitor, args)
-        monitor.watch = video_watch(config, cfg, monitor, args)
+        reads = store_reads(config, cfg, args)
+        monitor.sampler = image_sampler(cfg, monitor, reads)
+        monitor.watch = video_watch(cfg, monitor, reads)
     except s3_credentials.CredentialsError as exc:  # a key file open to others, or malformed: refuse, as for the bus
         print(f"monitoring: {exc}", file=sys.stderr)
         return 2
@@ -113,33 +113,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def image_sampler(config: Config, cfg: MonitoringConfig, monitor: Monitor,
-                  args: argparse.Namespace) -> ImageSampler | None:
-    """The capture-image sampler, or None when it is off or no object-store key names the monitor (the rest of the
-    monitor does not need the store, so it runs on, saying why images are not judged)."""
-    if not cfg.images.enabled:
+def store_reads(config: Config, cfg: MonitoringConfig, args: argparse.Namespace) -> StoreReads | None:
+    """The object-store reads of the image sampler and the footage watch, or None when both are off or no key names
+    the monitor (the rest of the monitor does not need the store, so it runs on, saying what is not judged)."""
+    if not (cfg.images.enabled or cfg.video.enabled):
         return None
     try:
         key = s3_credentials.resolve(config, PRINCIPAL, args.s3_credentials)
     except s3_credentials.MissingCredentials as exc:
-        print(f"monitoring: capture images not judged: {exc}", file=sys.stderr, flush=True)
+        print(f"monitoring: capture images and the cameras' video not judged: {exc}", file=sys.stderr, flush=True)
         return None
-    reader = S3ImageReader(args.endpoint, key, cfg.images.max_bytes)
-    return ImageSampler(cfg.images, reader, monitor.take_image)
+    return StoreReads(args.endpoint, key)
 
 
-def video_watch(config: Config, cfg: MonitoringConfig, monitor: Monitor,
-                args: argparse.Namespace) -> VideoWatch | None:
-    """The cameras' footage watch, or None when it is off or no object-store key names the monitor."""
-    if not cfg.video.enabled:
+def image_sampler(cfg: MonitoringConfig, monitor: Monitor, reads: StoreReads | None) -> ImageSampler | None:
+    """The capture-image sampler (None: off, or no store to read)."""
+    if reads is None or not cfg.images.enabled:
         return None
-    try:
-        key = s3_credentials.resolve(config, PRINCIPAL, args.s3_credentials)
-    except s3_credentials.MissingCredentials as exc:
-        print(f"monitoring: cameras' video not watched: {exc}", file=sys.stderr, flush=True)
+    return ImageSampler(cfg.images, S3ImageReader(reads, cfg.images.max_bytes), monitor.take_image)
+
+
+def video_watch(cfg: MonitoringConfig, monitor: Monitor, reads: StoreReads | None) -> VideoWatch | None:
+    """The cameras' footage watch (None: off, or no store to read)."""
+    if reads is None or not cfg.video.enabled:
         return None
-    return VideoWatch(cfg.video, S3VideoReader(args.endpoint, key), monitor.video_cameras,
-                      monitor.take_video_listing, monitor.take_video_segment)
+    return VideoWatch(cfg.video, S3VideoReader(reads), monitor.video_cameras, monitor.take_video_listing,
+                      monitor.take_video_segment)
 
 
 if __name__ == "__main__":
