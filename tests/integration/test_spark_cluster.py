@@ -65,7 +65,7 @@ def test_the_video_synopsis_batch_job_on_the_cluster(tmp_path: Path, spark: Spar
     """The video batch job: its analysis runs in the executors' Python (OpenCV from the shipped environment)."""
     with ObjectStore(tmp_path / "s3", port=0) as store:
         client = storage.connect(store.url, store.access_key, store.secret_key)
-        scene = street_scene(seconds=12, n_objects=3, seed=7)
+        scene = street_scene(seconds=8, n_objects=3, seed=7)
         video = storage.upload_video(client, scene.write(tmp_path / "street.mp4"), "cam-1",
                                      dt.datetime(2024, 5, 1, 8, tzinfo=dt.UTC))
         before = {index: set(spark.executor_dirs(index)) for index in range(spark.workers)}
@@ -90,7 +90,7 @@ def test_the_capture_ingest_on_both_workers_then_one_killed_loses_and_duplicates
     it writes: Spark runs the lost tasks again on the other worker, and the writes are idempotent (a row's key is its
     record's), so every valid record the simulator produced is in HBase exactly once. Runs last: the cluster has
     one worker left."""
-    summary = simulate(broker.bootstrap, tmp_path, "--count", "8000", "--rate", "20000", "--seed", "13",
+    summary = simulate(broker.bootstrap, tmp_path, "--count", "5000", "--rate", "20000", "--seed", "13",
                        "--failure-rate", "0.03")
     log = tmp_path / "job.log"
     before = {index: set(spark.executor_dirs(index)) for index in range(spark.workers)}

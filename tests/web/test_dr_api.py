@@ -268,7 +268,9 @@ def test_drills_are_admin_only_one_at_a_time_audited_and_listed(setup: DrSetup) 
     listed = viewer.get("/api/v1/dr/drills").json()
     assert listed[0]["name"] == name and listed[0]["scenario"] == "mirror-crash"
     assert listed[0]["report"]["missing_at_dr"] == 0
-    assert listed[0]["report"]["images_missing_at_dr"] == 0  # the images, next to the records
+    # a bus-only drill has no object stores: no image count (with ingest, mirror-crash counts them:
+    # tests/dr/test_drill.py runs that drill, a minute longer)
+    assert "images_missing_at_dr" not in listed[0]["report"]
     report = viewer.get(f"/api/v1/dr/drills/{name}").json()
     assert report["markdown"].startswith("# DR drill: mirror-crash") and report["has_chart"]
     png = viewer.get(f"/api/v1/dr/drills/{name}/png")

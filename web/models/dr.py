@@ -64,7 +64,8 @@ class DrillReport(BaseModel):
 class DrillStart(BaseModel):
     scenario: Literal["primary-loss", "mirror-crash", "failback"]
     ingest: bool = True
-    """False: a bus-only drill (no HBase gateways, no Spark ingest jobs; a minute instead of several)."""
+    """False: a bus-only drill (no HBase gateways, no Spark ingest jobs, no object stores and so no image count; a
+    minute instead of several)."""
 
 
 class DrillRunning(BaseModel):

@@ -263,10 +263,11 @@ class DrService:
             name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{scenario}"
             report = self.settings.reports_dir / name
             report.mkdir(parents=True)
-            # mirror-crash also measures the capture images (each throw-away site gets an object store, the image
-            # copier crashes with the mirror): its report counts the images missing at the DR site
+            # mirror-crash with ingest also measures the capture images (each throw-away site gets an object store,
+            # the image copier crashes with the mirror): its report counts the images missing at the DR site. A
+            # bus-only drill (no ingest) has no stores either.
             args = ["--scenario", scenario, "--report", str(report), *([] if ingest else ["--no-ingest"]),
-                    *(["--images"] if scenario == "mirror-crash" else [])]
+                    *(["--images"] if scenario == "mirror-crash" and ingest else [])]
             proc = spawn([sys.executable, "-m", "dr_mirror.drill", *args], report / "drill.log")
             self._drill = (name, proc)
             return name
