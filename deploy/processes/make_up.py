@@ -6,6 +6,7 @@ does (the secured bus, the HTTPS console).
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import ssl
@@ -13,25 +14,38 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psutil
 import tomli_w
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from contracts import bus_client
+from contracts.alerts import FIRING
 from contracts.config import load as load_config
 from contracts.processes import spawn
+from contracts.topics import Topics
+
+MARK_ENV = "UP_TEST_MARK"
+"""An environment variable set on `make up` with a value of the caller's own: every process of that run (the
+children, the Spark jobs' JVMs and their Python workers, a process re-parented to init) inherits it, so
+`marked` finds them all."""
 
 MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "analytics", "dr", "drc",
                  "mm")
 
 
-def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) -> Path:
+def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None, shipped: bool = False) -> Path:
     """A solution config of the caller's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
     optionally "drh", the DR site's HBase, "drs" its object store, "dri" its image copier's metrics, "busm" the
     broker's, "s3m" the object store's and "hbm" the HBase gateway's metrics, "prom" Prometheus, "sparkm" and "sparkui"
     a `--spark-workers` cluster's master and its UI) and the deployment
     map in `tmp_path`, so that two make-up tests running at once share no port and no file. `bus`: the `[bus]
-    bootstrap_servers` (default the "bus" port)."""
+    bootstrap_servers` (default the "bus" port). `shipped`: everything else as `contracts/solution.toml` ships it
+    (its rates, rules, priorities: `make up` as a user runs it), its object-store credentials under ``tmp_path/data``;
+    else only what is written here, the rest the code's defaults (a config given to `make up` replaces the shipped
+    one)."""
     bootstrap = bus or f"127.0.0.1:{ports['bus']}"
     optional = {"busm": ("bus", "metrics_port"), "s3m": ("object_storage", "metrics_port"),
                 "hbm": ("hbase", "metrics_port"),
@@ -57,6 +71,14 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None) 
         sections["dr"]["s3_endpoint"] = f"127.0.0.1:{ports['drs']}"
     if "dri" in ports:
         sections["dr"]["images_metrics_port"] = ports["dri"]
+    if shipped:
+        base = load_config(None).data
+        sections["object_storage"]["credentials_dir"] = str(tmp_path / "data" / "secrets")
+        given = {(name, key) for name, values in sections.items() for key in values}
+        sections = {**base, **{name: {**base.get(name, {}), **values} for name, values in sections.items()}}
+        for name, values in sections.items():  # the shipped fixed metrics ports: off unless `ports` gives them
+            if isinstance(values, dict):
+                values.update({key: 0 for key in values if key.endswith("metrics_port") and (name, key) not in given})
     config = tmp_path / "solution.toml"
     config.write_text(tomli_w.dumps({name: values for name, values in sections.items() if values}))
     return config
@@ -113,3 +135,53 @@ def down(data_dir: Path, proc: subprocess.Popen[bytes], timeout: float = 90) -> 
     if stopper.returncode != 0:
         raise RuntimeError(said)
     return said
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """The live processes whose environment has ``MARK_ENV=marker``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(MARK_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def read_topic(data_dir: Path, topic: str, timeout: float = 30) -> list[Message]:
+    """Every record of `topic` on make up's bus, from its start to its end as of now, read as ``admin``."""
+    consumer = Consumer({**bus_settings(data_dir), "group.id": f"make-up-reader-{os.getpid()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
+    try:
+        found = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if found is None or found.error is not None:  # never created: nothing was written to it
+            return []
+        partitions = found.partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records: list[Message] = []
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ended) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(set(partitions) - ended)} not read to their end")
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is None:
+                    records.append(message)
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+        return records
+    finally:
+        consumer.close()
+
+
+PIPELINE_ALERTS = frozenset({"IngestLatencyHigh", "IngestStalled", "MonitorLagging"})
+"""The monitor's alerts on the pipeline itself (the shipped rules): on a fresh `make up` none may fire; the others
+name devices the simulator breaks on purpose, or are hits."""
+
+
+def fired_alerts(data_dir: Path) -> list[dict[str, Any]]:
+    """The alerts the monitor fired during the run (each ``firing`` transition on the ``alerts`` topic)."""
+    topic = Topics.from_config(load_config(data_dir / "solution.toml")).alerts
+    return [alert for alert in (json.loads(m.value()) for m in read_topic(data_dir, topic))
+            if alert.get("status") == FIRING]
