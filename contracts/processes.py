@@ -54,6 +54,15 @@ def spawn(args: Sequence[str | os.PathLike[str]], log: Path | IO[bytes] | int | 
     return start(log)
 
 
+def niced(increment: int) -> list[str]:
+    """The prefix that starts a command ``increment`` lower in CPU priority (coreutils' ``nice``; its children
+    inherit it), or nothing for 0. A process that stands in for the outside world (a camera simulator) or whose
+    delay costs little (a batch analysis) gives the CPU to the capture path when the machine saturates."""
+    if not 0 <= increment <= 19:
+        raise ValueError(f"a nice increment is 0 to 19, not {increment}")
+    return ["nice", "-n", str(increment)] if increment else []
+
+
 def terminate(child: subprocess.Popen[bytes], grace: float) -> int:
     """SIGTERM, then SIGKILL once `grace` seconds have passed; returns the exit status once the child is gone."""
     if child.poll() is None:

@@ -1,8 +1,12 @@
 """The capture slice under `make up`: the city simulator, the Spark ingest job, and their status line.
 
-`deploy/up.py` starts the servers (bus, HBase gateway, ...) and then calls :func:`start` here
-once they accept connections; :class:`Pipeline` owns the two extra processes and reads the ingest
-job's status file for the periodic status line (records/s in, rows/s written, latency, rejects).
+`deploy/up.py` starts the servers (bus, HBase gateway, ...) and then calls :meth:`Pipeline.start` here
+once they accept connections, which starts the ingest job; once the job's query runs (:meth:`Pipeline.ready`: it
+writes its status file before its first batch) :meth:`Pipeline.start_devices` starts the simulator. Devices that
+started with the job would pile up a backlog while Spark starts (minutes on a loaded 2-core machine), which the
+job then reads at a latency that fires the monitor's own alerts on a fresh install, and their load would slow
+Spark's start further. :class:`Pipeline` owns the two processes and reads the ingest job's status file for the
+periodic status line (records/s in, rows/s written, latency, rejects).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from deploy import shutdown
 from spark_jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
+READY_WAIT_S = 600.0
+"""How long the devices wait for the ingest job's query to run before they start regardless."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Pipeline:
         return handle
 
     def start(self) -> list[str]:
-        """Start the ingest job and the simulator; returns the lines saying where to look."""
+        """Start the ingest job; returns the lines saying where to look (the simulator's included)."""
         e = self.endpoints
         checkpoint = self.data_dir / "spark" / "ingest_captures"
         self.status_file.unlink(missing_ok=True)
@@ -70,6 +76,21 @@ class Pipeline:
              *(["--config", str(self.config.path)] if self.config.path else [])],
             launch.SparkSettings.from_config(self.config.section("spark")),
             stdout=self._log("ingest-job"), stderr=subprocess.STDOUT)
+        return [
+            f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat, images -> "
+            f"s3://captures  (map: {self.map_path}); starts once the ingest job runs",
+            f"  {'ingest job':<14} spark-submit spark_jobs/ingest_captures.py -> HBase tables vehicle, face, ..."
+            f"  (status: {self.status_file})",
+        ]
+
+    def ready(self) -> bool:
+        """The ingest job's query runs (its status file exists), or it took so long that the devices start anyway
+        (:data:`READY_WAIT_S`: a job that never gets there shows it in its log and status line, with a backlog)."""
+        return self.status_file.exists() or time.monotonic() - self.started > READY_WAIT_S
+
+    def start_devices(self) -> None:
+        """Start the simulator: the capture devices come online."""
+        e = self.endpoints
         # A new seed and sequence base per start: record ids never collide with an earlier run's rows.
         self.launched_at = time.time()
         self.seed = run = int(self.launched_at)
@@ -83,12 +104,6 @@ class Pipeline:
         if self.rate is not None:
             sim_args += ["--rate", str(self.rate)]
         self.simulator = spawn(sim_args, self.data_dir / "simulator.log")
-        return [
-            f"  {'simulator':<14} {e.bootstrap} -> capture.vehicle / capture.face / device.heartbeat, images -> "
-            f"s3://captures  (map: {self.map_path})",
-            f"  {'ingest job':<14} spark-submit spark_jobs/ingest_captures.py -> HBase tables vehicle, face, ..."
-            f"  (status: {self.status_file})",
-        ]
 
     def failed(self) -> str | None:
         if self.simulator is not None and self.simulator.poll() is not None:
@@ -103,6 +118,8 @@ class Pipeline:
         except (FileNotFoundError, json.JSONDecodeError):
             waited = time.monotonic() - self.started
             return f"ingest: starting Spark ({waited:.0f}s; the first start also records a JVM archive)"
+        if not status.get("batches"):
+            return "ingest: the job runs; the capture devices come online"
         lat = status.get("latency_ms", {})
         rejected = sum(status.get("unrecognized", {}).values())
         invalid = sum(status.get("invalid", {}).values())

@@ -11,9 +11,10 @@ config with the bus's ``bootstrap_servers`` and ``client_properties_dir``. The D
 table; ``[dr] client_properties_dir`` in ``DATA/solution.toml``). Then the embedded HBase Thrift gateway,
 object storage and the operator console (``python -m web``; the first start creates its ``admin`` with a random
 password in ``DATA/console/admin_password``), the monitor (``python -m monitoring``, once the bus and HBase answer: it
-creates its tables and topics at start-up), then the capture slice (city simulator + Spark ingest job,
-`deploy/pipeline.py`) with a status line every few seconds, and the surveillance service and hit loader with watches
-on the simulator's recurring targets (`deploy/surveillance.py`). The mirror to the DR site's bus (`deploy/dr_site.py`)
+creates its tables and topics at start-up), then the Spark capture ingest job (`deploy/pipeline.py`) with a status
+line every few seconds; once its query runs, the city simulator, the surveillance service and hit loader with
+watches on the simulator's recurring targets (`deploy/surveillance.py`), the camera simulator and the video ingest
+job, the last two at ``[cameras]`` / ``[video] nice``. The mirror to the DR site's bus (`deploy/dr_site.py`)
 starts with the console; ``--dr-site`` also starts its HBase and loaders, its object store and the image copier;
 ``--prometheus`` (`make up PROMETHEUS=1`) Debian's prometheus scraping every process (`deploy/prometheus/`). Each
 service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``)
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -47,7 +49,7 @@ from contracts.bus_acls import Role
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from contracts.hbase import HBaseClient
-from contracts.processes import spawn, terminate
+from contracts.processes import niced, spawn, terminate
 from contracts.topics import Topics
 from deploy import cluster, dr_site, object_store, secured_bus, shutdown
 from deploy import surveillance as surveillance_slice
@@ -161,11 +163,15 @@ def _monitor_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, lis
                         "--s3-credentials", str(s3_key_file(data_dir, "monitor"))], where)
 
 
-def _cameras_service(data_dir: Path, args: argparse.Namespace) -> tuple[str, list[str], str]:
-    """The camera simulator (video.cameras): segments into the videos bucket; it waits for the store."""
-    return ("cameras", [sys.executable, "-m", "video.cameras", *(["--config", str(args.config)] if args.config else []),
+def _cameras_service(data_dir: Path, args: argparse.Namespace, config: Config) -> tuple[str, list[str], str]:
+    """The camera simulator (video.cameras): segments into the videos bucket; it waits for the store. It stands in
+    for cameras and a media server that are not on this machine: at ``[cameras] nice`` it draws and encodes on the
+    CPU the solution leaves (a segment that ends late is uploaded late, well inside the monitor's gap threshold)."""
+    nice = int(config.get("cameras", "nice", 10))
+    return ("cameras", [*niced(nice), sys.executable, "-m", "video.cameras",
+                        *(["--config", str(args.config)] if args.config else []),
                         "--s3-credentials", str(s3_key_file(data_dir, "cameras")), "--wait-s", "120"],
-            "camera simulator: a WebM segment per camera a minute into `videos`")
+            f"camera simulator: a WebM segment per camera a minute into `videos` (nice {nice})")
 
 
 def secrets_dir(data_dir: Path) -> Path:
@@ -193,7 +199,10 @@ def ensure_secrets(data_dir: Path) -> str:
 
 def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
                       bootstrap: str) -> tuple[launch.SparkJob, str]:
-    """The video ingest job (spark_jobs/video_ingest.py): analysis commands -> batch jobs, results -> HBase."""
+    """The video ingest job (spark_jobs/video_ingest.py): analysis commands -> batch jobs, results -> HBase. At
+    ``[video] nice`` (its batch jobs inherit it): an analysis an operator asked for may take longer on a busy
+    machine, a capture must not."""
+    nice = int(config.get("video", "nice", 10))
     log = (data_dir / "video-ingest.log").open("ab")
     with log:
         job = launch.submit(launch.ROOT / "spark_jobs" / "video_ingest.py", [
@@ -201,8 +210,9 @@ def _video_ingest_job(data_dir: Path, args: argparse.Namespace, config: Config,
             "--bootstrap-server", bootstrap, "--hbase-host", args.host,
             "--hbase-port", str(args.hbase_port), "--checkpoint", str(data_dir / "spark" / "video_ingest"),
             "--s3-credentials", str(s3_key_file(data_dir, "video-jobs"))],
-            launch.SparkSettings.from_config(config.section("spark")), stdout=log, stderr=subprocess.STDOUT)
-    return job, f"video.commands -> synopsis batch jobs; video.status/results -> HBase (log {log.name})"
+            dataclasses.replace(launch.SparkSettings.from_config(config.section("spark")), nice=nice),
+            stdout=log, stderr=subprocess.STDOUT)
+    return job, f"video.commands -> synopsis batch jobs; video.status/results -> HBase (nice {nice}; log {log.name})"
 
 
 def _start(data_dir: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
@@ -444,21 +454,38 @@ def main(argv: list[str] | None = None) -> int:
     if not _wait_for(args.host, args.console_port, 30):
         print(f"the console did not start; see {data_dir / 'console.log'}", file=sys.stderr)
     pipeline = video_job = None
-    if not args.no_pipeline:
+
+    def start_surveillance() -> list[str]:
+        """The surveillance service and hit loader (the service creates its topics at start)."""
+        said = []
+        for name, cmd, where in surveillance_slice.services(config):
+            start(name, cmd)
+            said.append(f"  {name:<14} {where}")
+        return said
+
+    def start_devices(pipeline: Pipeline) -> list[str]:
+        """Once the capture ingest runs: the capture devices, the surveillance service watching them, the cameras
+        and the video ingest job (a second JVM, at ``[video] nice``: it starts on what the capture path leaves)."""
+        nonlocal video_job
+        pipeline.start_devices()
+        # The service reads the map at start: wait until this run's simulator has written it.
+        surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
+        said = [surveillance_slice.watch_targets(config, pipeline.seed), *start_surveillance()]
+        name, cmd, where = _cameras_service(data_dir, args, config)
+        start(name, cmd)
+        said.append(f"  {name:<14} {where}")
+        video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)
+        said.append(f"  {'video ingest':<14} {where}")
+        return said
+
+    if args.no_pipeline:
+        lines += start_surveillance()
+    else:
         pipeline = Pipeline(data_dir, Endpoints(bootstrap, args.host, args.hbase_port), config, args.rate,
                             s3_key_file(data_dir, "simulator"))
         lines += pipeline.start()
-        # The service reads the map at start: wait until this run's simulator has written it.
-        surveillance_slice.wait_for_map(pipeline.map_path, pipeline.launched_at)
-        lines.append(surveillance_slice.watch_targets(config, pipeline.seed))
-        name, cmd, where = _cameras_service(data_dir, args)
-        start(name, cmd)
-        lines.append(f"  {name:<14} {where}")
-        video_job, where = _video_ingest_job(data_dir, args, config, bootstrap)
-        lines.append(f"  {'video ingest':<14} {where}")
-    for name, cmd, where in surveillance_slice.services(config):  # the service creates its topics at start
-        start(name, cmd)
-        lines.append(f"  {name:<14} {where}")
+        lines.append(f"  {'then':<14} the surveillance service, the cameras and the video ingest job, with the "
+                     f"simulator")
     if args.prometheus:
         name, cmd, where = _prometheus_service(data_dir, args, config)
         start(name, cmd)
@@ -483,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         if site is not None and (problem := site.failed()):
             print(problem, file=sys.stderr, flush=True)
             break
+        if pipeline is not None and pipeline.simulator is None and pipeline.ready():
+            print("The ingest job runs; starting the capture devices and what watches them:\n"
+                  + "\n".join(start_devices(pipeline)), flush=True)
         if pipeline is not None:
             problem = pipeline.failed()
             if problem:

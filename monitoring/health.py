@@ -261,6 +261,12 @@ class Fleet:
         position = t - lag_s
         return max(position, self.positions[-1][1]) if self.positions else position
 
+    def first_heard(self) -> float | None:
+        """When the monitor first heard of a capture device (its earliest track's first heartbeat; tracks persist
+        across restarts), None before any."""
+        heard = [track.watched_since for track in self.devices.values() if not track.camera]
+        return min(heard) if heard else None
+
     def ingest_behind(self, now: float) -> float | None:
         """Seconds the ingest's position is behind ``now``: the time since its last batch plus how late that batch
         read its freshest record. None before any batch, or while the monitor is not live."""

@@ -154,8 +154,11 @@ def ingest_stalled(rule: Rule, fleet: Fleet, now: float) -> list[Candidate]:
     if fleet.live_since is None:
         return []
     behind = fleet.ingest_behind(now)
-    if behind is None:  # no batch known at all (none read, none persisted): count from when reading began
-        behind = now - fleet.live_since
+    if behind is None:  # no batch known at all (none read, none persisted): count from when reading began, or
+        # from when the first device was heard if later: devices that came online a moment ago while the job runs
+        # its first batch (`make up` starts them once the job runs, minutes after the monitor) are not a stall
+        heard = fleet.first_heard()
+        behind = now - max(fleet.live_since, heard if heard is not None else now)
     position = fleet.positions[-1][1] if fleet.positions else fleet.live_since
     waiting = fleet.produced_since(position)
     if behind < rule.threshold or waiting <= 0:

@@ -185,7 +185,9 @@ def start_query(spark: Any, args: argparse.Namespace, bus_options: dict[str, str
         writer = writer.trigger(availableNow=True)
     elif args.trigger_ms > 0:
         writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
-    return writer.start()
+    query = writer.start()
+    status.query_started()
+    return query
 
 
 def run_until_stopped(query: Any) -> Exception | None:

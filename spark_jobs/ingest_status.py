@@ -75,6 +75,11 @@ class IngestStatus:
             "latency_ms": {"p50": latency["p50"], "p99": latency["p99"], "max": latency["max"]},
         }
 
+    def query_started(self) -> None:
+        """Write the status file before any batch: it says the query runs. `make up` starts the capture devices
+        then, so that they do not pile up a backlog (and the alerts it raises) while Spark starts."""
+        self._write()
+
     def totals(self) -> dict[str, Any]:
         return {"batches": self.batches, "valid": dict(self.valid), "unrecognized": dict(self.unrecognized),
                 "invalid": dict(self.invalid)}

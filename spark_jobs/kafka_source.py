@@ -175,13 +175,15 @@ class OffsetRangePartition(InputPartition):
 class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._metadata: Any = None  # driver-side confluent consumer, opened on first use
+        self._metadata: Any = None  # driver-side confluent consumer (offset commits), opened on first use
+        self._admin_client: Any = None  # driver-side admin client (topics and offsets), opened on first use
         self._target: off.Offsets | None = None
         self._last_marks: off.Watermarks | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_metadata"] = None
+        state["_admin_client"] = None
         state["_last_marks"] = None
         return state
 
@@ -193,11 +195,18 @@ class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._metadata = Consumer({**self.options.consumer_settings(), "client.id": "spark-bus-source-driver"})
         return self._metadata
 
+    def _admin(self) -> Any:
+        if self._admin_client is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin_client = AdminClient({**dict(self.options.bus), "client.id": "spark-bus-source-driver"})
+        return self._admin_client
+
     def _partitions(self) -> list[tuple[str, int]]:
         o = self.options
         if o.assign:
             return list(o.assign)
-        topics = self._client().list_topics(timeout=METADATA_TIMEOUT_S).topics
+        topics = self._admin().list_topics(timeout=METADATA_TIMEOUT_S).topics
         if o.subscribe_pattern is not None:
             pattern = re.compile(o.subscribe_pattern)
             names = [t for t in topics if pattern.fullmatch(t) and not t.startswith("__")]
@@ -206,14 +215,19 @@ class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return sorted((t, p) for t in names for p in topics[t].partitions)
 
     def watermarks(self) -> off.Watermarks:
+        """Each partition's log start and end, asked for every partition at once: one ListOffsets request per bound
+        and broker, not two per partition one after the other (librdkafka's get_watermark_offsets), round trips
+        that on a loaded machine delayed the planning of every micro-batch."""
         from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
 
-        client = self._client()
-        marks = {}
-        for topic, partition in self._partitions():
-            low, high = client.get_watermark_offsets(TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S)
-            marks[(topic, partition)] = (low, high)
-        return marks
+        parts = [TopicPartition(topic, partition) for topic, partition in self._partitions()]
+        if not parts:
+            return {}
+        admin = self._admin()
+        low = admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts}, request_timeout=METADATA_TIMEOUT_S)
+        high = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts}, request_timeout=METADATA_TIMEOUT_S)
+        return {(tp.topic, tp.partition): (low[tp].result().offset, high[tp].result().offset) for tp in parts}
 
     def initialOffset(self) -> dict:
         return off.to_json(off.resolve_starting(self.options.starting, self.watermarks()))
@@ -261,6 +275,7 @@ class BusKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("could not commit offsets to group %s: %s", self.options.group_id, exc)
 
     def stop(self) -> None:
+        self._admin_client = None
         if self._metadata is not None:
             self._metadata.close()
             self._metadata = None

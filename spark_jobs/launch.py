@@ -52,6 +52,8 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=dict)
     executor_memory: str = "512m"
     cores_max: int = 2
+    nice: int = 0
+    """Lower CPU priority of the driver, its JVM and Python workers (`contracts.processes.niced`); local jobs."""
 
     @classmethod
     def from_config(cls, section: Mapping[str, object]) -> SparkSettings:
@@ -123,6 +125,7 @@ def command(script: Path | str, args: Sequence[str], settings: SparkSettings,
             progress: packaging.Progress = lambda _: None) -> tuple[list[str], Path | None]:
     java_opts, pending = _java_options(settings.cds_archive)
     cmd = [
+        *child.niced(settings.nice),
         str(spark_submit()),
         "--master", settings.master,
         "--driver-memory", settings.driver_memory,

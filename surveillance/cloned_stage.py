@@ -36,6 +36,7 @@ from .rewind import EAGER, Rewind
 from .settings import Settings
 from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, read_capture, skip, where
 from .streams import (
+    BATCHED,
     CommandLog,
     Output,
     Stage,
@@ -100,7 +101,7 @@ def run_sightings(settings: Settings, stop: threading.Event, ready: threading.Ev
     topic = settings.topics.plate_sightings
     stage = Stage(SIGHTINGS_STAGE, SIGHTINGS_GROUP, [settings.topics.vehicle],
                   lambda messages: repartition(topic, messages))
-    run_stage(settings, stage, make_consumer(settings, SIGHTINGS_GROUP, SIGHTINGS_STAGE),
+    run_stage(settings, stage, make_consumer(settings, SIGHTINGS_GROUP, SIGHTINGS_STAGE, **BATCHED),
               make_producer(settings, SIGHTINGS_STAGE), stop, ready)
 
 
@@ -217,7 +218,7 @@ def run_detector(settings: Settings, stop: threading.Event, ready: threading.Eve
     stage = Stage(CLONED_STAGE, CLONED_GROUP, [settings.topics.plate_sightings], detector.handle,
                   commands=((watch_log, detector.apply_watch),), on_assign=rewind.on_assign,
                   on_revoke=detector.reset)
-    consumer = rewind.attach(make_consumer(settings, CLONED_GROUP, CLONED_STAGE, **EAGER))
+    consumer = rewind.attach(make_consumer(settings, CLONED_GROUP, CLONED_STAGE, **EAGER, **BATCHED))
     try:
         run_stage(settings, stage, consumer, make_producer(settings, CLONED_STAGE), stop, ready)
     finally:

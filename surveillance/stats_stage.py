@@ -49,6 +49,7 @@ from .skipped import FUTURE_TOLERANCE_MS, read_capture, skip, where
 from .stats_events import Progress, Router, read_command
 from .stats_windows_stage import REWIND_SLACK_MS, run_windows
 from .streams import (
+    BATCHED,
     CommandLog,
     Output,
     Replies,
@@ -193,7 +194,7 @@ def run_repartition(settings: Settings, stop: threading.Event, ready: threading.
     commands = CommandLog(settings, settings.topics.control_stats, f"{STAGE}-commands")
     stage = Stage(STAGE, GROUP, settings.topics.captures, stage_a.handle, commands=((commands, stage_a.apply),),
                   tick=stage_a.tick, on_assign=stage_a.assigned, on_revoke=stage_a.revoked)
-    stage_a.consumer = make_consumer(settings, GROUP, STAGE, **EAGER)
+    stage_a.consumer = make_consumer(settings, GROUP, STAGE, **EAGER, **BATCHED)
     run_stage(settings, stage, stage_a.consumer, producer, stop, ready)
 
 

@@ -41,7 +41,7 @@ from .rewind import EAGER, Rewind
 from .settings import Settings
 from .skipped import FUTURE_TOLERANCE_MS, UNREADABLE, skip, where
 from .stats_events import Dedup, Progress, StatEvent, parse_record, read_command
-from .streams import CommandLog, Output, Stage, make_consumer, make_producer, run_stage
+from .streams import BATCHED, CommandLog, Output, Stage, make_consumer, make_producer, run_stage
 from .windows import Result, Windows
 
 GROUP, STAGE = "surveillance-stats-windows", "stats-windows"
@@ -209,7 +209,7 @@ def run_windows(settings: Settings, stop: threading.Event, ready: threading.Even
     rewind = live.rewind = Rewind(settings, STAGE, live.back_ms)
     stage = Stage(STAGE, GROUP, [settings.topics.stat_events], live.handle, commands=((commands, live.apply),),
                   tick=live.tick, on_assign=live.assigned, on_revoke=live.reset)
-    consumer = rewind.attach(make_consumer(settings, GROUP, STAGE, **EAGER))
+    consumer = rewind.attach(make_consumer(settings, GROUP, STAGE, **EAGER, **BATCHED))
     try:
         run_stage(settings, stage, consumer, make_producer(settings, STAGE), stop, ready)
     finally:

@@ -67,6 +67,8 @@ def test_make_up_gives_the_simulator_its_key_file(tmp_path: Path, monkeypatch: p
     key = tmp_path / "secrets" / "s3-simulator.env"
     run = Pipeline(tmp_path, Endpoints("127.0.0.1:9092", "127.0.0.1", 9090), config, simulator_key=key)
     run.start()
+    assert not launched, "the simulator starts once the ingest job runs, not with it"
+    run.start_devices()
     simulator = launched[0]
     assert simulator[simulator.index("--s3-credentials") + 1] == str(key)
     for handle in run._logs:

@@ -1,6 +1,7 @@
 """`make down` after `make up` has run the whole solution under load for minutes: it exits 0, says what it waits
 for, and no process of the solution is left (issue 25: it printed "still running after 90s" and exited 1 while the
-camera simulator and the surveillance service lived on for another half minute).
+camera simulator and the surveillance service lived on for another half minute). It runs the shipped config, and on
+the way checks that the monitor's stalled-ingest and lag alerts do not fire on a fresh `make up` (issue 33).
 
 Every process of this run is found by a marker in its environment, which the children of `make up`, the Spark
 jobs' JVMs and their Python workers all inherit: a process started in a new session or re-parented to init after
@@ -17,12 +18,20 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from contracts.ports import free_port
 from deploy import up
-from deploy.processes.make_up import MAKE_UP_PORTS, down, start_up, write_config
+from deploy.processes.make_up import (
+    MAKE_UP_PORTS,
+    MARK_ENV,
+    PIPELINE_ALERTS,
+    down,
+    fired_alerts,
+    marked,
+    start_up,
+    write_config,
+)
 
 START_S = 300.0
 """How long `make up` may take until its ingest job reports its first batches (two Spark JVMs start on a loaded
@@ -30,17 +39,6 @@ START_S = 300.0
 RUN_S = 45.0
 """How long the solution runs under load after that before `make down`: the Spark jobs have run many batches, the
 simulator has filled the bus, the cameras have uploaded segments (a segment is 10 s)."""
-
-
-def _marked(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("UP_TEST_MARK") == marker and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 def _read_for(proc: subprocess.Popen[bytes], seconds: float, until: str | None = None) -> str:
@@ -60,7 +58,7 @@ def _read_for(proc: subprocess.Popen[bytes], seconds: float, until: str | None =
 
 def _kill_marked(marker: str) -> list[tuple[int, str]]:
     """Kill what is left of the run, naming it."""
-    left = _marked(marker)
+    left = marked(marker)
     named = [(p.pid, " ".join(p.cmdline())[:160]) for p in left]
     for p in left:
         p.kill()
@@ -71,15 +69,16 @@ def _kill_marked(marker: str) -> list[tuple[int, str]]:
 @pytest.mark.timeout(up.DOWN_WAIT_S + START_S + RUN_S + 300)
 def test_make_down_stops_a_loaded_solution_and_leaves_no_process(tmp_path: Path) -> None:
     ports = {name: free_port() for name in MAKE_UP_PORTS}
-    config = write_config(tmp_path, ports)
+    config = write_config(tmp_path, ports, shipped=True)
     data_dir = tmp_path / "data"
     marker = uuid.uuid4().hex
-    proc, output = start_up(config, data_dir, ports, pipeline=True, env={"UP_TEST_MARK": marker}, timeout=START_S)
+    proc, output = start_up(config, data_dir, ports, pipeline=True, env={MARK_ENV: marker}, timeout=START_S)
     try:
         output += _read_for(proc, START_S, until="records/s in")
         assert "records/s in" in output, output  # the ingest job reports batches: the pipeline runs under load
         output += _read_for(proc, RUN_S)
-        names = {p.name() for p in _marked(marker)}
+        fired = {alert["labels"].get("alertname") for alert in fired_alerts(data_dir)}
+        names = {p.name() for p in marked(marker)}
         assert "java" in names, names  # the Spark jobs' JVMs are among what must stop
         started = time.monotonic()
         said = down(data_dir, proc, timeout=up.DOWN_WAIT_S)
@@ -90,10 +89,16 @@ def test_make_down_stops_a_loaded_solution_and_leaves_no_process(tmp_path: Path)
                            timeout=up.DOWN_WAIT_S, capture_output=True)
             proc.kill()
             _kill_marked(marker)
+    # A fresh make up: the ingest never stalls (the devices start once its job runs) and the monitor keeps up
+    # (issue 33). IngestLatencyHigh is left out: in the first two minutes, while the surveillance service and the
+    # video ingest job start beside the first batches, the ingest p99 still climbs past 5 s for over 30 s on this
+    # 2-core machine; benchmarks/make_up_steady.py reports it.
+    must_not_fire = PIPELINE_ALERTS - {"IngestLatencyHigh"}
+    assert not fired & must_not_fire, f"fired on a fresh make up: {sorted(fired & must_not_fire)}"
     assert "stopped" in said, said
     assert took < up.DOWN_WAIT_S
     deadline = time.monotonic() + 5  # a JVM's Python workers notice their parent's exit within a moment
-    while _marked(marker) and time.monotonic() < deadline:
+    while marked(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = _kill_marked(marker)
     assert not left, f"left running after make down: {left}"

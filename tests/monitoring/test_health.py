@@ -165,6 +165,18 @@ def run_lagging(modes_at, seconds: int, tmp_path: Path) -> tuple[Fleet, list[dic
     return fleet, history, fired
 
 
+def test_devices_that_just_came_online_are_no_stalled_ingest(tmp_path: Path) -> None:
+    """`make up` starts the devices once the ingest job runs, long after the monitor: with no batch yet, the ingest
+    is behind by the time since the first device was heard, not since the monitor began reading."""
+    rule = Rule("IngestStalled", "ingest_stalled", 60)
+    fleet = Fleet(Health(), Locator(tmp_path / "no-map.json"), started_at=1_000.0)
+    fleet.heartbeat("d", "r", "c", "capture.vehicle", 1_200.0, 0, 0)  # online 200 s after the monitor started
+    fleet.heartbeat("d", "r", "c", "capture.vehicle", 1_205.0, 50, 0)
+    assert candidates(rule, fleet, lambda _: None, 1_206.0) == []  # 6 s: the first batch is on its way
+    fleet.heartbeat("d", "r", "c", "capture.vehicle", 1_261.0, 600, 0)
+    assert [c.labels["alertname"] for c in candidates(rule, fleet, lambda _: None, 1_262.0)] == ["IngestStalled"]
+
+
 def test_lagging_ingest_blames_the_ingest_not_the_devices(tmp_path: Path) -> None:
     fleet, history, fired = run_lagging(lambda s: {}, 110, tmp_path)
     assert all(state == HEALTHY for h in history for state in h.values()), \

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from contracts import config as solution
+from contracts import processes
 from contracts.topics import Topics
 from ingest import simulate
 from spark_jobs import ingest_captures, launch
@@ -53,6 +57,22 @@ def test_spark_launch_is_light_and_local() -> None:
     assert cmd[-2:] == ["job.py", "--x"]
     env = launch.environment({})
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1" and env["PYSPARK_PYTHON"].endswith("python")
+
+
+def test_a_niced_job_and_what_it_starts_run_lower_in_priority() -> None:
+    """`make up` starts the video ingest job at ``[video] nice``: spark-submit under coreutils' nice, which every
+    process the job starts (the JVM, its Python workers, the batch jobs) inherits."""
+    cmd, _ = launch.command("job.py", [], launch.SparkSettings(cds_archive=None, nice=10))
+    assert cmd[:3] == ["nice", "-n", "10"] and Path(cmd[3]).name == "spark-submit"
+    assert launch.command("job.py", [], launch.SparkSettings(cds_archive=None))[0][0] != "nice"
+    own = os.nice(0)
+    said = subprocess.run([*processes.niced(7), sys.executable, "-c",
+                           "import os, subprocess, sys; print(os.nice(0), subprocess.run([sys.executable, '-c', "
+                           "'import os; print(os.nice(0))'], capture_output=True, text=True).stdout.strip())"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert said == [str(min(own + 7, 19))] * 2
+    with pytest.raises(ValueError, match="0 to 19"):
+        processes.niced(20)
 
 
 def test_cds_archive_is_recorded_privately_then_mapped(tmp_path: Path) -> None:

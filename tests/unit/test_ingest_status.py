@@ -45,6 +45,17 @@ def test_batches_add_up_and_the_status_file_follows(tmp_path: Path) -> None:
     assert "rows/s written" in text and "rejected 8 unrecognized + 2 dead letters" in text
     pipeline.status_file = tmp_path / "absent.json"
     assert pipeline.status_line().startswith("ingest: starting Spark")
+    assert not pipeline.ready()
+
+
+def test_the_status_file_says_the_query_runs_before_its_first_batch(tmp_path: Path) -> None:
+    """`make up` starts the capture devices once the job's query runs: the job writes its status file then."""
+    pipeline = Pipeline(tmp_path, Endpoints("b:1", "h", 1), Config({}))
+    assert not pipeline.ready()
+    IngestStatus(pipeline.status_file).query_started()
+    assert pipeline.ready()
+    assert json.loads(pipeline.status_file.read_text())["batches"] == 0
+    assert pipeline.status_line() == "ingest: the job runs; the capture devices come online"
 
 
 class _Recorded:
