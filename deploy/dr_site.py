@@ -142,10 +142,6 @@ def mirror_properties(source: str | Mapping[str, str], target: str | Mapping[str
         f"{a}->{b}.topics.exclude = {exclude}",
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "sync.group.offsets.enabled = true",
-        # A fetch waits for 64 KB or 250 ms (MM2's consumer: 1 byte or 500 ms): fetching each few records kept the
-        # primary's broker answering ~100 mirror fetches a second under `make up`; the RPO grows by 250 ms at most.
-        f"{a}.consumer.fetch.min.bytes = 65536",
-        f"{a}.consumer.fetch.max.wait.ms = 250",
         *(f"{key} = {seconds}" for key in ("emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
                                            "refresh.topics.interval.seconds", "refresh.groups.interval.seconds")),
         "",
