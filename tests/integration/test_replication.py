@@ -220,6 +220,10 @@ def test_a_paused_follower_leaves_the_isr_and_comes_back(cluster: ClusterProcess
     # node for metadata, and a request to the paused one waits out the whole request timeout (CI at 3f602d5).
     producer = KafkaProducer(bootstrap_servers=leader_node.bootstrap, acks="all")
     assert producer.partitions_for("paused") == {0}
+    # kafka-python's producer is idempotent by default: its sender asks a random node for a producer id and sends
+    # nothing until it has one. A record acknowledged before the pause makes sure that is done, so the request
+    # cannot be the one waiting on the paused node (CI at 15a2797: the write after the shrink timed out).
+    producer.send("paused", b"before the pause", partition=0).get(timeout=30)
     cluster[follower].proc.send_signal(signal.SIGSTOP)
     try:
         producer.send("paused", b"while paused", partition=0)
