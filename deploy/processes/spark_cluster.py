@@ -86,7 +86,9 @@ class SparkCluster:
         return self
 
     def status(self) -> dict[str, object]:
-        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as response:
+        """The master's JSON status. ValueError while its UI is still starting: the UI attaches its pages one by
+        one, and until ``/json`` is attached the root page answers for it in HTML (a CI run failed on that)."""
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as response:  # Spark says text/json
             status: dict[str, object] = json.load(response)
             return status
 
@@ -99,7 +101,7 @@ class SparkCluster:
             try:
                 if self.status().get("aliveworkers") == self.workers:
                     return
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or its UI still starting
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"Spark master at {self.ui} did not see {self.workers} workers in {timeout}s")
