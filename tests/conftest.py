@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from deploy.processes.broker import BrokerProcess
-
-# Every JVM the tests start (Spark drivers, executors, standalone masters and workers, also under `make up`) compiles
-# with C1 only: a test's JVM lives for seconds to minutes, and C2's compiler threads spent CPU the 2-core CI machine
-# lacks. Measured here: the Spark ingest's bad-records test took 29 s of CPU with C2, 19 s without. It changes no
-# behaviour; `make up` and the benchmarks keep the JVM's defaults. The JVM notes the option on each one's stderr.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture

@@ -131,7 +131,9 @@ def test_snapshots_are_written_on_every_node_and_restore_a_wiped_and_a_killed_no
     raft_log = FileRaftLog(raft_dir(killed))
     try:
         snapshot = raft_log.latest_snapshot()
-        assert snapshot is not None and raft_log.start_offset() == snapshot.snapshot_id.offset > 0
+        # The history a snapshot covers is dropped after the snapshot is written: a kill between the two leaves the
+        # log starting at an earlier snapshot (CI at d1066eb: start 33, latest snapshot 55). Both are fine to load.
+        assert snapshot is not None and 0 < raft_log.start_offset() <= snapshot.snapshot_id.offset
     finally:
         raft_log.close()
     survivor = cluster[1]
