@@ -100,8 +100,13 @@ def test_every_topic_the_service_reads_sets_bad_records_aside_and_good_ones_afte
     hits = site.reader(T.surveillance_hits).read(
         lambda got: wanted <= {(h["kind"], h["watch_id"], h["record_id"]) for h in got if is_hit(h)})
     assert {h["record_id"] for h in hits if is_hit(h)} == {"bad-h", *(h[2] for h in wanted)}
-    expected = tally(live, [big, *now])   # the far future and the minutes-old pair are not counted
+    expected = tally(live, [big, *now])   # the far future is not counted
     got = finals(site.reader(T.surveillance_stats).read(lambda r: finals(r).keys() >= expected.keys(), timeout=60))
+    # The minutes-old pair is late only if stream time (the slowest capture partition's) has passed its windows by
+    # then; on a loaded machine it may lag a minute, and clone-b was then counted in its own, still open, window
+    # (CI at d1066eb). Either is right; what must hold is that nothing else is counted.
+    pair = tally(live, odd[1:])
+    got = {key: values for key, values in got.items() if key not in pair or values != [pair[key]] or key in expected}
     assert got == {key: [value] for key, value in expected.items()}
 
     assert service.process is not None and service.process.poll() is None
