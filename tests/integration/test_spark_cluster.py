@@ -2,17 +2,21 @@
 each worker in a mount namespace where this checkout (its code and its venv) is an empty directory, so an executor
 has only Java, Spark and the base interpreter, and what the submission ships (the packed environment, the project's
 code). The capture ingest's rows must equal what the simulator produced valid, with executors on both workers, also
-when a worker is killed mid-stream; the video batch job runs its analysis there."""
+when a worker is killed mid-stream and when the driver is killed and started again; the video batch job runs its
+analysis there, and a task whose executor dies runs again on a new one."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import happybase
+import psutil
 import pytest
 
 from contracts.processes import ROOT
@@ -60,9 +64,24 @@ def test_the_workers_cannot_see_the_checkout(spark: SparkCluster) -> None:
         assert (ROOT / "pyproject.toml").exists()  # while this process does
 
 
-def test_the_video_synopsis_batch_job_on_the_cluster(tmp_path: Path, spark: SparkCluster,
-                                                     broker: BrokerProcess) -> None:
-    """The video batch job: its analysis runs in the executors' Python (OpenCV from the shipped environment)."""
+def running_executor(app_dirs: set[Path]) -> psutil.Process | None:
+    """The executor JVM of one of ``app_dirs``' applications that has started its Python worker, i.e. runs a task
+    of the job's (one segment: its only task)."""
+    apps = {path.parent.name for path in app_dirs}
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and apps & set(cmdline):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if any("python" in child.name() for child in proc.children(recursive=True)):
+                    return proc
+    return None
+
+
+def test_the_video_synopsis_batch_job_on_the_cluster_runs_a_task_again_when_its_executor_dies(
+        tmp_path: Path, spark: SparkCluster, broker: BrokerProcess) -> None:
+    """The video batch job: its analysis runs in the executors' Python (OpenCV from the shipped environment). The
+    executor running the analysis is SIGKILLed mid-task: its worker starts another one, the task runs again there
+    (``spark.task.maxFailures``), and the job's result is whole."""
     with ObjectStore(tmp_path / "s3", port=0) as store:
         client = storage.connect(store.url, store.access_key, store.secret_key)
         scene = street_scene(seconds=8, n_objects=3, seed=7)
@@ -72,46 +91,89 @@ def test_the_video_synopsis_batch_job_on_the_cluster(tmp_path: Path, spark: Spar
         log = tmp_path / "job.log"
         with log.open("ab") as out:
             job = launch.submit(ROOT / "spark_jobs" / "video_synopsis.py", [
-                "--video", video.url, "--task-id", "task-c", "--camera-id", "cam-1",
+                "--video", video.url, "--task-id", "task-c", "--camera-id", "cam-1", "--segments", "1",
                 "--start-time", "2024-05-01T08:00:00+00:00", "--bootstrap-server", broker.bootstrap,
                 "--s3-endpoint", store.url, "--s3-credentials", str(store.credentials_file("video-jobs")),
             ], SparkSettings(master=spark.url), stdout=subprocess.PIPE, stderr=out)
-            stdout, _ = job.proc.communicate(timeout=JOB_DEADLINE_S)
-            assert job.wait(10) == 0, log.read_text()[-5000:]
+            try:
+                found: list[psutil.Process] = []
+
+                def analysing() -> bool:
+                    ours = set().union(*(set(spark.executor_dirs(i)) - before[i] for i in range(spark.workers)))
+                    executor = running_executor(ours) if ours else None
+                    found.extend([executor] if executor else [])
+                    return bool(found) or job.poll() is not None
+
+                poll(analysing, JOB_DEADLINE_S, 0.1, "an executor running the analysis")
+                assert found, log.read_text()[-5000:]
+                found[0].kill()
+                stdout, _ = job.proc.communicate(timeout=JOB_DEADLINE_S)
+                assert job.wait(10) == 0, log.read_text()[-5000:]
+            finally:
+                job.kill()
     summary = json.loads([line for line in stdout.decode().splitlines() if line.startswith("{")][-1])
     assert summary["status"] == "done" and summary["objects"] >= 2, summary
-    ran = [set(spark.executor_dirs(index)) - before[index] for index in range(spark.workers)]
-    assert any(ran), "no executor of the cluster ran the job"
+    # The stage's only task was lost with its executor, and the job still ended done: it ran again.
+    assert "Lost task 0.0 in stage 0.0" in log.read_text(), log.read_text()[-5000:]
 
 
-def test_the_capture_ingest_on_both_workers_then_one_killed_loses_and_duplicates_nothing(
+def merged_counts(*summaries: dict) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for summary in summaries:
+        total.update(expected_counts(summary))
+    return dict(total)
+
+
+def test_the_capture_ingest_survives_a_worker_kill_and_a_driver_restart(
         tmp_path: Path, spark: SparkCluster, broker: BrokerProcess, gateway: Gateway) -> None:
     """The streaming ingest runs an executor on each worker; SIGKILL of a worker (its executor dies with it) while
     it writes: Spark runs the lost tasks again on the other worker, and the writes are idempotent (a row's key is its
-    record's), so every valid record the simulator produced is in HBase exactly once. Runs last: the cluster has
-    one worker left."""
-    summary = simulate(broker.bootstrap, tmp_path, "--count", "5000", "--rate", "20000", "--seed", "13",
-                       "--failure-rate", "0.03")
-    log = tmp_path / "job.log"
+    record's), so every valid record the simulator produced is in HBase exactly once. Then a second backlog arrives
+    and the driver (spark-submit and its Python) is SIGKILLed while it works through it; started again on the same
+    checkpoint, it resumes where the checkpoint says, not at the topics' start. Runs last: the cluster has one
+    worker left."""
+    first = simulate(broker.bootstrap, tmp_path, "--count", "3000", "--rate", "20000", "--seed", "13",
+                     "--failure-rate", "0.03")
+    args = ("--trigger-ms", "100", "--max-offsets-per-trigger", "400", "--no-stats")
+    settings = SparkSettings(master=spark.url)
     before = {index: set(spark.executor_dirs(index)) for index in range(spark.workers)}
-    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", log, "--trigger-ms", "100",
-                     "--max-offsets-per-trigger", "500", "--no-stats", settings=SparkSettings(master=spark.url))
+    job = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", tmp_path / "job.log", *args,
+                     settings=settings)
     conn = happybase.Connection("127.0.0.1", gateway.port, timeout=60_000)
     try:
         poll(lambda: count_rows(conn, "vehicle") > 0 or job.poll() is not None, JOB_DEADLINE_S, 0.3,
              "first rows in HBase")
-        assert job.poll() is None, log.read_text()[-5000:]
+        assert job.poll() is None, (tmp_path / "job.log").read_text()[-5000:]
         ran = {index: set(spark.executor_dirs(index)) - before[index] for index in range(spark.workers)}
         assert all(ran.values()), f"this job's executors per worker: {ran}"
         spark.worker(0).kill()
         spark.worker(0).wait()
-        expected = expected_counts(summary)
-        poll(lambda: row_counts(conn) == expected or job.poll() is not None, JOB_DEADLINE_S, 1.0,
+        poll(lambda: row_counts(conn) == expected_counts(first) or job.poll() is not None, JOB_DEADLINE_S, 1.0,
              "every valid record in HBase after the worker's death")
-        assert job.poll() is None, log.read_text()[-5000:]
+        assert job.poll() is None, (tmp_path / "job.log").read_text()[-5000:]
+
+        second = simulate(broker.bootstrap, tmp_path, "--count", "1500", "--rate", "20000", "--seed", "14",
+                          "--failure-rate", "0.03", "--first-sequence", "1000000")  # record ids of its own
+        written = sum(row_counts(conn).values())
+        poll(lambda: sum(row_counts(conn).values()) > written or job.poll() is not None, JOB_DEADLINE_S, 0.2,
+             "the second backlog's first rows")
+        job.kill()
+        restarted = ingest_job(broker.bootstrap, gateway.port, tmp_path / "ckpt", tmp_path / "restarted.log", *args,
+                               settings=settings)
+        try:
+            expected = merged_counts(first, second)
+            poll(lambda: row_counts(conn) == expected or restarted.poll() is not None, JOB_DEADLINE_S, 1.0,
+                 "every valid record in HBase after the driver's restart")
+            assert restarted.poll() is None, (tmp_path / "restarted.log").read_text()[-5000:]
+        finally:
+            restarted.kill()
+        total = sum(first["produced"].values()) + sum(second["produced"].values())
         ids = table_record_ids(conn)
-        assert len(ids) == len(set(ids)) == sum(summary["produced"].values())
+        assert len(ids) == len(set(ids)) == total
         assert set(ids) == bus_record_ids(broker)
+        reread = sum(json.loads(line)["records"] for line in (tmp_path / "restarted.log").read_text().splitlines()
+                     if line.startswith('{"batch"'))
+        assert reread <= sum(second["produced"].values()), f"the restarted driver read {reread}: not resumed"
     finally:
         job.kill()
         conn.close()
