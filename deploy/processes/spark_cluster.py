@@ -8,6 +8,11 @@ this checkout, to prove an executor needs nothing of it), ``spark_home`` is the 
 be visible inside such a namespace).
 
 The cluster is up when the master's JSON status counts every worker ALIVE.
+
+Nothing of it accepts work unauthenticated beyond what the solution uses: since Spark 4.1 the master also serves a
+REST submission server (port 6066) by default, which runs any driver it is sent without authentication (Spark's own
+advisory, CVE-2018-11770); it is turned off (``spark.master.rest.enabled=false``), as are the web UIs' kill buttons
+(``spark.ui.killEnabled=false``: the UIs have no login).
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ SPARK_HOME = Path(__import__("pyspark").__file__).parent
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 GRACE_S = 20.0
+LOCKED_DOWN = {
+    "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.ui.killEnabled=false",
+    "SPARK_WORKER_OPTS": "-Dspark.ui.killEnabled=false",
+}
+"""Java options of the master and the workers (added to any the environment sets): see the module's docstring."""
 
 Wrap = Callable[[int, list[str]], list[str]]
 """(worker index, its command) -> the command to run instead."""
@@ -60,7 +70,8 @@ class SparkCluster:
     def _env(self, spark_home: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
         return {**env, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": self.host,
-                "SPARK_LOG_DIR": str(self.data_dir), "SPARK_NO_DAEMONIZE": "1"}
+                "SPARK_LOG_DIR": str(self.data_dir), "SPARK_NO_DAEMONIZE": "1",
+                **{name: f"{env.get(name, '')} {options}".strip() for name, options in LOCKED_DOWN.items()}}
 
     def _class(self, spark_home: Path, main: str, *args: str) -> list[str]:
         return [str(spark_home / "bin" / "spark-class"), main, *args]

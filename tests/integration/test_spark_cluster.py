@@ -64,6 +64,17 @@ def test_the_workers_cannot_see_the_checkout(spark: SparkCluster) -> None:
         assert (ROOT / "pyproject.toml").exists()  # while this process does
 
 
+def test_the_master_serves_no_unauthenticated_rest_submissions(spark: SparkCluster) -> None:
+    """Spark 4.1+ starts a REST submission server (6066) with the master unless told not to: anyone who reaches it
+    runs a driver of their choosing. The master listens on its cluster port and its UI only."""
+    master = psutil.Process(spark.procs[0].pid)
+    jvms = [master, *master.children(recursive=True)]  # spark-class execs or forks the JVM
+    listening = {conn.laddr.port for proc in jvms for conn in proc.net_connections("tcp")
+                 if conn.status == psutil.CONN_LISTEN}
+    assert listening == {spark.port, spark.webui_port}, listening
+    assert "REST server" not in (spark.data_dir / "master.log").read_text()
+
+
 def running_executor(app_dirs: set[Path]) -> psutil.Process | None:
     """The executor JVM of one of ``app_dirs``' applications that has started its Python worker, i.e. runs a task
     of the job's (one segment: its only task)."""
