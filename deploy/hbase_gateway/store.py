@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Final, Literal
 
 from .cells import (
     FOREVER,
@@ -297,24 +298,30 @@ class Store:
         """
         info = self._enabled(name)
         rows: list[_RowBatch] = []
+        # Every family named, gathered while parsing: when all exist (the common case) no row's
+        # own families are ever looked at, which kept ~1 µs per cell off big batches.
+        delete_families: set[bytes] = set()
+        put_families: set[bytes] = set()
         try:
             for row, mutations in batches:
                 _check_row(row)
-                deletes: list[tuple[bytes, bytes | None]] = []
-                puts: list[tuple[bytes, bytes]] = []
+                deletes: list[_Delete] = []
+                puts: list[_Put] = []
                 for is_delete, column, value in mutations:
                     family, sep, _qualifier = column.partition(b":")
                     if is_delete:
                         deletes.append((family, column if sep else None))
+                        delete_families.add(family)
                     elif sep:
-                        puts.append((column, value or b""))
+                        puts.append((family, column, value or b""))
+                        put_families.add(family)
                     else:
                         # HBase's Thrift server logs and skips a put without a qualifier.
                         log.warning("put without qualifier ignored", extra={"column": column.decode("latin-1")})
                 rows.append((row, deletes, puts))
         except (AttributeError, TypeError):  # a Mutation without a column
             raise IllegalArgumentError("every mutation needs a column") from None
-        if not any(deletes or puts for _row, deletes, puts in rows):
+        if not delete_families and not put_families:
             return
         failure: HBaseError | None = None
         with self._transaction() as conn:
@@ -325,16 +332,16 @@ class Store:
                     self._check_families(info, {f for f, _c in deletes})
                     self._delete(conn, info, [(row, f, c) for f, c in deletes], ts)
                     try:
-                        self._check_families(info, {split_column(c)[0] for c, _v in puts})
+                        self._check_families(info, {f for f, _c, _v in puts})
                     except HBaseError as exc:
                         failure = exc  # raised after the commit: the Delete stays applied
                         break
-                    self._put(conn, info, [(row, c, ts, v) for c, v in puts])
+                    self._put(conn, info, [(row, c, ts, v) for _f, c, v in puts])
             else:
-                putting, failure = _batch(info, rows, lambda r: {split_column(c)[0] for c, _v in r[2]})
-                self._put(conn, info, [(row, c, ts, v) for row, _d, puts in putting for c, v in puts])
+                putting, failure = _batch(info, rows, _PUTS, put_families)
+                self._put(conn, info, [(row, c, ts, v) for row, _d, puts in putting for _f, c, v in puts])
                 if failure is None:
-                    deleting, failure = _batch(info, rows, lambda r: {f for f, _c in r[1]})
+                    deleting, failure = _batch(info, rows, _DELETES, delete_families)
                     self._delete(conn, info, [(row, f, c) for row, deletes, _p in deleting for f, c in deletes], ts)
         self._dirty.add(name)
         if failure is not None:
@@ -597,21 +604,30 @@ class Store:
                 break
 
 
-_RowBatch = tuple[bytes, list[tuple[bytes, bytes | None]], list[tuple[bytes, bytes]]]
-"""``(row, deletes as (family, column or None), puts as (column, value))``."""
+_Delete = tuple[bytes, bytes | None]
+"""``(family, column)`` of a delete; column None deletes the whole family."""
+_Put = tuple[bytes, bytes, bytes]
+"""``(family, column, value)`` of a put."""
+_RowBatch = tuple[bytes, list[_Delete], list[_Put]]
+"""``(row, deletes, puts)``: the family comes first in both, so ``_batch`` treats them alike."""
+_Part = Literal[1, 2]
+"""Index of a part of a ``_RowBatch``: its deletes or its puts."""
+_DELETES: Final = 1
+_PUTS: Final = 2
 
 
 def _batch(
-    info: TableInfo, rows: Sequence[_RowBatch], families: Callable[[_RowBatch], set[bytes]]
+    info: TableInfo, rows: Sequence[_RowBatch], part: _Part, named: set[bytes]
 ) -> tuple[list[_RowBatch], HBaseError | None]:
-    """One HBase batch (``Table.put(list)`` / ``Table.delete(list)``): the rows whose families
-    all exist go ahead, each other row fails alone; returns them and the client's error."""
-    wanted = [(r, families(r)) for r in rows]
-    if set().union(*(f for _r, f in wanted)) <= info.families.keys():  # the common case
-        return [r for r, f in wanted if f], None
+    """One HBase batch (``Table.put(list)`` / ``Table.delete(list)``) of the rows' ``part``: the
+    rows whose families all exist go ahead, each other row fails alone; returns them and the
+    client's error. ``named`` holds every family of that part, to skip the per-row check."""
+    if named <= info.families.keys():  # the common case
+        return [r for r in rows if r[part]], None
     good: list[_RowBatch] = []
     failed: list[str] = []
-    for r, fams in wanted:
+    for r in rows:
+        fams = {item[0] for item in r[part]}
         missing = fams - info.families.keys()
         if missing:
             failed.append(
