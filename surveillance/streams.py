@@ -48,6 +48,14 @@ Apply = Callable[[bytes | None, bytes | None], None]
 """Applies one command record (key, value; value None = tombstone)."""
 
 
+URGENT_WAIT_MS = 100
+"""``fetch.wait.max.ms`` of the watch stage's consumer. The broker answers a waiting fetch as soon as a record lands
+(Kafka's DelayedFetch), so this bounds only how often an idle consumer asks again, not how late a capture is seen. At
+10 ms, the watch consumer and the command logs' 50 ms kept an idle `make up`'s broker at 19 % of a core answering
+empty fetches over TLS."""
+COMMAND_LOG_WAIT_MS = 250
+"""``fetch.wait.max.ms`` of a command log: new commands are woken up by the broker like records; reading a log to its
+end at start takes up to this much longer (its last, empty fetch waits it out)."""
 BATCHED = {"fetch.wait.max.ms": 250, "fetch.min.bytes": 65_536}
 """Consumer settings of a stage whose outputs are not urgent (cloned plates, statistics): a fetch waits for 64 KB or
 250 ms. With the watch stage's 10 ms each of the four analytics consumers fetched every few records, and under `make
@@ -60,7 +68,7 @@ def make_consumer(settings: Settings, group: str, client: str, **extra: Any) -> 
                      "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10_000,
                      "heartbeat.interval.ms": 1_000, "topic.metadata.refresh.interval.ms": 5_000,
-                     "fetch.wait.max.ms": 10, **extra})
+                     "fetch.wait.max.ms": URGENT_WAIT_MS, **extra})
 
 
 def make_producer(settings: Settings, client: str, **extra: Any) -> Producer:
@@ -127,7 +135,8 @@ class CommandLog:
         self.topic = topic
         self._consumer = Consumer({**settings.bus, "group.id": f"surveillance-{client}-unused",
                                    "client.id": f"{client}@{settings.instance}", "enable.auto.commit": False,
-                                   "enable.partition.eof": True, "log_level": 3, "fetch.wait.max.ms": 50,
+                                   "enable.partition.eof": True, "log_level": 3,
+                                   "fetch.wait.max.ms": COMMAND_LOG_WAIT_MS,
                                    "topic.metadata.refresh.interval.ms": 5_000})
 
     def _ends(self, timeout: float) -> dict[int, int]:

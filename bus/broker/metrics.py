@@ -99,13 +99,15 @@ class LoopMonitor:
     """Measures how late the event loop wakes a sleeper: the longest any callback kept every connection waiting.
 
     A task sleeps `interval` seconds again and again; the wake-up's delay past its deadline is the stall
-    that overlapped it. A stall of S seconds shows as at least S - interval, so with the default 5 ms the
-    figure is within 5 ms of the truth, for ~200 wake-ups a second. Stalls over `log_threshold` are logged.
+    that overlapped it. A stall of S seconds shows as at least S - interval, so with the default 50 ms the
+    figure is within 50 ms of the truth, for 20 wake-ups a second (as coarse as the stalls worth an alert: the
+    log threshold is 100 ms). At 5 ms, 200 wake-ups a second cost an idle broker's loop thread 3.6 % of a core
+    against 0.65 % now, paid by every node of every cluster. Stalls over `log_threshold` are logged.
     """
 
     WINDOW = 10  # seconds covered by `recent_worst`
 
-    def __init__(self, interval: float = 0.005, log_threshold: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.05, log_threshold: float = 0.1) -> None:
         self.interval = interval
         self.log_threshold = log_threshold
         self.lag = Histogram(STALL_BUCKETS)
@@ -263,7 +265,7 @@ class BrokerCollector(Collector):
         for key, count in sorted(self.requests.errors.items()):
             errors.add_metric([api_key_map.get(key, str(key))], count)
         yield errors
-        stalls = HistogramMetricFamily("bus_event_loop_lag_seconds", "How late the event loop woke a 5 ms sleeper")
+        stalls = HistogramMetricFamily("bus_event_loop_lag_seconds", "How late the event loop woke a 50 ms sleeper")
         stalls.add_metric([], self.loop.lag.cumulative(), self.loop.lag.total)
         yield stalls
         yield GaugeMetricFamily("bus_event_loop_stall_max_seconds", "Worst event loop stall since start",
