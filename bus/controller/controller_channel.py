@@ -20,6 +20,7 @@ Envelope frames carry the request header and body without the size prefix, as Ka
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import ipaddress
 import logging
@@ -38,6 +39,7 @@ from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol import client_codec
 from bus.protocol.messages import request_shapes
 from bus.raft.driver import RaftDriver, RaftStoppedError
+from bus.raft.roles import Role
 from bus.security.acls import serialize_principal
 
 if TYPE_CHECKING:
@@ -82,6 +84,8 @@ class ControllerChannel:
         self.incarnation_id = uuid.uuid4()  # this process's, in every registration it sends (Kafka's)
         self.registered_listeners: list[Callable[[], None]] = []  # told each time a registration is applied here
         self._applying: asyncio.Task[None] | None = None
+        self._moved_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (controller asked, set: a new one leads)
+        raft.role_listeners.append(self._leader_changed)
 
     def forwards(self, api_key: int) -> bool:
         return api_key in FORWARDED_APIS and not self.controller.active
@@ -98,10 +102,32 @@ class ControllerChannel:
             connection = self._connections[leader] = NodeConnection(
                 host, port, f"controller-channel-{self.node_id}", request_timeout_s=self.request_timeout_s,
                 connect_timeout_s=self.request_timeout_s, security=self.security)
+        moved = asyncio.get_running_loop().create_future()
+        self._moved_waiters.append((leader, moved))
+        sent = asyncio.ensure_future(connection.request(message, version))
         try:
-            return await connection.request(message, version)
+            await asyncio.wait((sent, moved), return_when=asyncio.FIRST_COMPLETED)
+            if not sent.done():
+                raise ControllerUnavailable(f"controller {leader} is no longer the active controller (now "
+                                            f"{moved.result()}): its answer is not waited for")
+            return sent.result()
         except NodeConnectionError as exc:
             raise ControllerUnavailable(f"controller {leader}: {exc}") from None
+        finally:
+            sent.cancel()
+            moved.cancel()
+            with contextlib.suppress(ValueError):
+                self._moved_waiters.remove((leader, moved))
+
+    def _leader_changed(self, _role: Role, _epoch: int, leader: int | None) -> None:
+        """A request on its way to a controller that lost the quorum's leadership is given up at once, so that the
+        caller asks the new one: a heartbeat waiting out `controller.socket.timeout.ms` (30 s) for a controller that
+        was cut off the network got this broker fenced by the new one after `broker.session.timeout.ms`."""
+        if leader is None:
+            return  # an election under way: the old controller may still answer, or lead again
+        for sent_to, moved in list(self._moved_waiters):
+            if sent_to != leader and not moved.done():
+                moved.set_result(leader)
 
     async def forward(self, frame: bytes, peer: str, principal: str) -> bytes:
         """The response frame (size prefix included) of `frame`, sent by `principal` from `peer`, as the active
