@@ -29,7 +29,8 @@ install: $(STAMP) $(NPM_STAMP)
 # prometheus-alertmanager (/usr/bin/prometheus-alertmanager, /usr/bin/amtool) is the real Alertmanager the
 # monitor's alertmanager receiver is tested against (the tests start their own on free ports; the package's
 # service, if its postinst started one, is stopped so it does not hold 9093); prometheus and promtool check the
-# rules of deploy/prometheus/ and run under `make up PROMETHEUS=1` (its packaged service stopped likewise).
+# rules of deploy/prometheus/ and run under `make up PROMETHEUS=1` (its packaged service stopped likewise); faketime's
+# libfaketime puts a broker host's clock off in the chaos runs (python -m deploy.chaos).
 system-deps: java-runtime
 	@command -v kcat >/dev/null 2>&1 || { $(call APT_INSTALL,kcat); }
 	@command -v prometheus-alertmanager >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
@@ -39,6 +40,7 @@ system-deps: java-runtime
 	  $(call APT_INSTALL,--no-install-recommends prometheus); \
 	  { systemctl stop prometheus || service prometheus stop; } >/dev/null 2>&1 || true; }
 	@test -x /usr/bin/chromium && fc-list | grep -q "Noto Sans CJK" || { $(call APT_INSTALL,chromium fonts-noto-cjk); }
+	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { $(call APT_INSTALL,faketime); }
 
 # Spark (pyspark, spark-submit) needs a Java 17+ runtime.
 java-runtime:

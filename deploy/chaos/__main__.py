@@ -4,13 +4,14 @@ Three broker hosts (network namespaces on this machine, see docs/hosts.md) run a
 acks=all producer, a transactional producer and a consumer group (read_committed) work against a topic of three
 partitions with three replicas and ``min.insync.replicas=2`` while the nemesis deals a seeded random schedule of
 faults (kill -9, SIGSTOP pauses, a host's link down, a partition between two brokers that leaves clients connected
-to both). Then the faults stop, the cluster heals, the clients drain, the whole topic is read back, and the checker
-reports lost, duplicated and reordered records, consumer offsets that go backwards or skip, and reads of aborted
-or never-sent records (:mod:`deploy.chaos.checker`). The report (``chaos.json``, ``chaos.md``) goes to ``--report``;
-the exit status is 0 when nothing was found, 1 when something was, 2 for bad arguments or a run that could not
-start.
+to both, a clock step). Then the faults stop, the cluster heals, the clients drain, the whole topic is read back, and
+the checker reports lost, duplicated and reordered records, consumer offsets that go backwards or skip, and reads of
+aborted or never-sent records (:mod:`deploy.chaos.checker`). The report (``chaos.json``, ``chaos.md``) goes to
+``--report``; the exit status is 0 when nothing was found, 1 when something was, 2 for bad arguments or a run that
+could not start.
 
-Needs root (network namespaces). Clock jumps (libfaketime) are not among the faults yet.
+Each host's clock starts up to ``--skew`` seconds off, and the clock fault steps one (libfaketime, see
+:mod:`deploy.hosted_cluster`). Needs root (network namespaces) and Debian's faketime.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -28,12 +30,12 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from deploy.hosted_cluster import HostedCluster
+from deploy.hosted_cluster import FAKETIME, HostedCluster
 from deploy.hosts import Network
 
 from .checker import Anomalies, History, check
 from .nemesis import FAULTS, Nemesis
-from .workload import Workload, final_log
+from .workload import QUIET, Workload, final_log
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -45,13 +47,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=1.0, help="how long the faults go on")
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--rate", type=float, default=200.0, help="records/s of the idempotent producer")
+    parser.add_argument("--skew", type=int, default=3,
+                        help="each host's clock starts up to this many seconds off, either way (0: all agree)")
     parser.add_argument("--report", type=Path, default=None, help="directory for chaos.json and chaos.md")
     args = parser.parse_args(argv)
     faults = [name.strip() for name in args.faults.split(",") if name.strip()]
     if not faults or set(faults) - set(FAULTS):
         parser.error(f"--faults: one or more of {', '.join(FAULTS)}, got {args.faults!r}")
-    if args.minutes <= 0 or args.rate <= 0:
-        parser.error("--minutes and --rate must be positive")
+    if args.minutes <= 0 or args.rate <= 0 or args.skew < 0:
+        parser.error("--minutes and --rate must be positive, --skew at least 0")
+    if (args.skew or "clock" in faults) and FAKETIME is None:
+        parser.error("clocks off (--skew, the clock fault) need libfaketime: apt-get install faketime")
     args.faults = faults
     if args.seed is None:
         args.seed = random.randrange(1 << 31)
@@ -61,9 +67,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with Network() as network:
-        cluster = HostedCluster(network, 3, work).start()
+        skews = {node: rng.randint(-args.skew, args.skew) for node in (1, 2, 3)}
+        cluster = HostedCluster(network, 3, work, skews).start()
         client = cluster.client()
-        admin = AdminClient(client)
+        admin = AdminClient({**client, **QUIET})
         [created] = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]).values()
         created.result(timeout=30)
         workload = Workload(client, TOPIC, PARTITIONS, rng, rate=args.rate).start()
@@ -82,7 +89,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         history.committed = {p: {offset for offset, _v in records} for p, records in committed.items()}
         drained_s = time.monotonic() - healed
     found = check(history)
-    return _report(args, history, found, nemesis.timeline, workload.errors, drained_s)
+    return _report(args, history, found, nemesis.timeline, workload.errors, drained_s, cluster.skews)
 
 
 def _wait(condition: Any, timeout: float, what: str) -> None:
@@ -107,7 +114,7 @@ class _progress:
                                                      f"{faults // 2} faults", file=sys.stderr, flush=True)
         self.bar.start()
         task = self.bar.add_task("faults", total=self.seconds, status="")
-        return lambda done, acked, faults: self.bar.update(  # type: ignore[union-attr]
+        return lambda done, acked, faults: self.bar.update(
             task, completed=done, status=f"{acked} acknowledged, {faults // 2} faults")
 
     def __exit__(self, *_: object) -> None:
@@ -116,11 +123,11 @@ class _progress:
 
 
 def _report(args: argparse.Namespace, history: History, found: Anomalies, timeline: list[tuple[float, str]],
-            errors: list[str], drained_s: float) -> dict[str, Any]:
+            errors: list[str], drained_s: float, skews: dict[int, int]) -> dict[str, Any]:
     counts = found.counts()
     examples = {name: [repr(item) for item in getattr(found, name)[:5]] for name, count in counts.items() if count}
     return {
-        "seed": args.seed, "minutes": args.minutes, "faults": args.faults, "ok": found.ok,
+        "seed": args.seed, "minutes": args.minutes, "faults": args.faults, "ok": found.ok, "clock_skews_s": skews,
         "acknowledged": len(history.acks), "sent": len(history.sent), "in_doubt": len(history.in_doubt),
         "aborted_on_purpose": len(history.aborted), "reads": len(history.reads),
         "records_in_log": sum(len(records) for records in history.log.values()),
@@ -133,7 +140,8 @@ def _report(args: argparse.Namespace, history: History, found: Anomalies, timeli
 def markdown(report: dict[str, Any]) -> str:
     verdict = "nothing found" if report["ok"] else "ANOMALIES FOUND"
     lines = [f"# Chaos run, seed {report['seed']}: {verdict}", "",
-             f"{report['minutes']} min of faults ({', '.join(report['faults'])}); "
+             f"{report['minutes']} min of faults ({', '.join(report['faults'])}), clocks off by "
+             f"{', '.join(f'{s:+d} s' for s in report['clock_skews_s'].values())} at the end; "
              f"{report['acknowledged']} records acknowledged of {report['sent']} sent ({report['in_doubt']} in "
              f"doubt, {report['aborted_on_purpose']} in transactions aborted on purpose); {report['reads']} reads "
              f"by the consumer group; {report['records_in_log']} records in the log.", "",
@@ -147,6 +155,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    # SIGTERM (a CI timeout, kill) ends the run like Ctrl-C: the hosts' namespaces, links and nodes are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         print("python -m deploy.chaos: the broker hosts are network namespaces, which need root", file=sys.stderr)
         return 2

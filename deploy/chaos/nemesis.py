@@ -1,9 +1,10 @@
 """The faults of a chaos run: a seeded random schedule over the broker hosts, one fault at a time.
 
 Each fault is applied, lasts a random while, and is healed before the next: kill -9 of a node's process then a
-restart, a SIGSTOP pause then SIGCONT, the host's link down then up, and a partition between two broker hosts that
-leaves every client connected to both sides (each drops the other's packets). One at a time keeps a majority of the
-quorum and ``min.insync.replicas`` reachable, so every fault is one the bus must ride out without losing an
+restart, a SIGSTOP pause then SIGCONT, the host's link down then up, a partition between two broker hosts that
+leaves every client connected to both sides (each drops the other's packets), and a clock step (the node killed and
+started again with its wall clock up to ``MAX_SKEW_S`` seconds off, where it stays). One at a time keeps a majority
+of the quorum and ``min.insync.replicas`` reachable, so every fault is one the bus must ride out without losing an
 acknowledged record. The same seed gives the same schedule (which fault, where, how long); how the cluster answers
 depends on timing, so a failing seed is a lead, not an exact replay.
 """
@@ -16,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-FAULTS = ("kill", "pause", "link", "partition")
+FAULTS = ("kill", "pause", "link", "partition", "clock")
+MAX_SKEW_S = 10
+"""How far a stepped clock may be off, either way (seconds)."""
 
 
 class Hosts(Protocol):
@@ -40,6 +43,8 @@ class Hosts(Protocol):
     def partition(self, a: int, b: int) -> None: ...
 
     def heal(self, a: int, b: int) -> None: ...
+
+    def step_clock(self, node_id: int, skew: int) -> None: ...
 
 
 @dataclass
@@ -87,6 +92,14 @@ class Nemesis:
             sleep(hold)
             self.hosts.heal(node, other)
             self._note(f"partition between nodes {node} and {other} healed")
+        elif kind == "clock":
+            skew = self.rng.randint(-MAX_SKEW_S, MAX_SKEW_S)
+            self.hosts.kill(node)
+            self.hosts.step_clock(node, skew)
+            self._note(f"kill -9 node {node} to step its clock to {skew:+d} s")
+            sleep(hold)
+            self.hosts.restart(node)
+            self._note(f"restart node {node} with its clock {skew:+d} s off")
         else:
             raise ValueError(f"unknown fault {kind!r}: one of {', '.join(FAULTS)}")
         sleep(settle)

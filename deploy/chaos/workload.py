@@ -12,17 +12,18 @@ failed is in doubt too. Each client runs in a thread of its own until :meth:`Wor
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from .checker import Ack, History, Read
 
-QUIET = {"log_level": 0, "logger": lambda *_: None}
+QUIET = {"log_level": 0}
 """Faults make librdkafka log every lost connection; the run reports what matters in its own words."""
 
 
@@ -68,7 +69,7 @@ class Workload:
                              "message.timeout.ms": 60_000, "client.id": "chaos-producer"})
         sent = 0
 
-        def delivered(error: KafkaError | None, message: Any, value: bytes, seq: int) -> None:
+        def delivered(error: KafkaError | None, message: Any, *, value: bytes, seq: int) -> None:
             with self._lock:
                 if error is None:
                     self.history.acks.append(Ack(message.partition(), message.offset(), value, seq, "producer"))
@@ -81,7 +82,7 @@ class Workload:
                 self.history.sent.add(value)
             try:
                 producer.produce(self.topic, value, partition=sent % self.partitions,
-                                 on_delivery=lambda e, m, v=value, s=sent: delivered(e, m, v, s))
+                                 on_delivery=functools.partial(delivered, value=value, seq=sent))
             except BufferError:
                 producer.poll(0.1)
                 continue
@@ -179,9 +180,9 @@ class Workload:
                             return
                     continue
                 idle_since = None
+                partition, offset, value = _where(message)
                 with self._lock:
-                    self.history.reads.append(Read(name, assignment, message.partition(), message.offset(),
-                                                   message.value()))
+                    self.history.reads.append(Read(name, assignment, partition, offset, value))
         finally:
             consumer.close()
 
@@ -202,12 +203,21 @@ def final_log(client: Mapping[str, str], topic: str, partitions: int,
             message = consumer.poll(1.0)
             if message is None:
                 continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(_where(message)[0])
                 continue
-            ended.discard(message.partition())
-            found[message.partition()].append((message.offset(), message.value()))
+            partition, offset, value = _where(message)
+            ended.discard(partition)
+            found[partition].append((offset, value))
         return found
     finally:
         consumer.close()
+
+
+def _where(message: Message) -> tuple[int, int, bytes]:
+    """A consumed record's partition, offset and value (an EOF event: its partition, its offset, no value)."""
+    partition, offset, value = message.partition(), message.offset(), message.value()
+    assert partition is not None and offset is not None, "a consumed message has both"
+    return partition, offset, value or b""

@@ -33,4 +33,4 @@ def test_a_short_seeded_run_finds_nothing_and_reports_it(tmp_path: Path) -> None
 def test_bad_arguments_are_refused_clearly() -> None:
     done = subprocess.run([sys.executable, "-m", "deploy.chaos", "--faults", "kill,flood"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--faults: one or more of kill, pause, link, partition" in done.stderr
+    assert done.returncode == 2 and "--faults: one or more of kill, pause, link, partition, clock" in done.stderr

@@ -53,6 +53,10 @@ class Recorder:
     def heal(self, a: int, b: int) -> None:
         self._heal(f"heal {a} {b}")
 
+    def step_clock(self, node_id: int, skew: int) -> None:
+        assert self.open == f"kill {node_id}" and -10 <= skew <= 10, (self.open, skew)
+        self.calls.append(f"clock {node_id} {skew:+d}")
+
 
 def schedule(seed: int, strikes: int = 40) -> tuple[list[str], list[float]]:
     hosts, slept = Recorder(), []
@@ -67,9 +71,9 @@ def test_the_same_seed_gives_the_same_schedule_and_every_fault_kind_shows_up() -
     calls, slept = schedule(7)
     assert (calls, slept) == schedule(7)
     assert calls != schedule(8)[0]
-    kinds = {call.split()[0] for call in calls[::2]}
-    assert kinds == {"kill", "pause", "down", "partition"}, kinds
-    assert len(FAULTS) == 4 and all(0.999 <= s <= 6.0 for s in slept)
+    kinds = {call.split()[0] for call in calls if call.split()[0] not in ("restart", "resume", "up", "heal")}
+    assert kinds == {"kill", "pause", "down", "partition", "clock"}, kinds
+    assert len(FAULTS) == 5 and all(0.999 <= s <= 6.0 for s in slept)
 
 
 def test_an_unknown_fault_is_refused() -> None:
