@@ -26,6 +26,8 @@ from deploy.hosts import Host, Network, ip
 
 PORT, QUORUM_PORT = 9092, 9093
 FAST = {
+    # Short sessions and lag limits so that failures are noticed within seconds (Kafka: 9 s, 2 s and 30 s); the
+    # replication tests run their clusters with these too.
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "500",
     "replica.lag.time.max.ms": "3000",

@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 FAULTS = ("kill", "pause", "link", "partition", "clock")
@@ -67,42 +68,39 @@ class Nemesis:
         node = self.rng.choice(list(self.hosts.node_ids))
         hold = self.rng.uniform(*self.fault_s)
         settle = self.rng.uniform(*self.settle_s)
-        if kind == "kill":
-            self.hosts.kill(node)
-            self._note(f"kill -9 node {node}")
-            sleep(hold)
-            self.hosts.restart(node)
-            self._note(f"restart node {node}")
-        elif kind == "pause":
-            self.hosts.pause(node)
-            self._note(f"pause node {node}")
-            sleep(hold)
-            self.hosts.resume(node)
-            self._note(f"resume node {node}")
-        elif kind == "link":
-            self.hosts.link_down(node)
-            self._note(f"link of node {node}'s host down")
-            sleep(hold)
-            self.hosts.link_up(node)
-            self._note(f"link of node {node}'s host up")
-        elif kind == "partition":
-            other = self.rng.choice([n for n in self.hosts.node_ids if n != node])
-            self.hosts.partition(node, other)
-            self._note(f"partition between nodes {node} and {other} (clients reach both)")
-            sleep(hold)
-            self.hosts.heal(node, other)
-            self._note(f"partition between nodes {node} and {other} healed")
-        elif kind == "clock":
-            skew = self.rng.randint(-MAX_SKEW_S, MAX_SKEW_S)
-            self.hosts.kill(node)
-            self.hosts.step_clock(node, skew)
-            self._note(f"kill -9 node {node} to step its clock to {skew:+d} s")
-            sleep(hold)
-            self.hosts.restart(node)
-            self._note(f"restart node {node} with its clock {skew:+d} s off")
-        else:
-            raise ValueError(f"unknown fault {kind!r}: one of {', '.join(FAULTS)}")
+        apply, applied, heal, healed = self._plan(kind, node)
+        apply()
+        self._note(applied)
+        sleep(hold)
+        heal()
+        self._note(healed)
         sleep(settle)
+
+    def _plan(self, kind: str, node: int) -> tuple[Callable[[], None], str, Callable[[], None], str]:
+        """What a fault of ``kind`` on ``node`` does and undoes, and how the timeline says each."""
+        hosts = self.hosts
+        if kind == "kill":
+            return (partial(hosts.kill, node), f"kill -9 node {node}",
+                    partial(hosts.restart, node), f"restart node {node}")
+        if kind == "pause":
+            return partial(hosts.pause, node), f"pause node {node}", partial(hosts.resume, node), f"resume node {node}"
+        if kind == "link":
+            return (partial(hosts.link_down, node), f"link of node {node}'s host down",
+                    partial(hosts.link_up, node), f"link of node {node}'s host up")
+        if kind == "partition":
+            other = self.rng.choice([n for n in hosts.node_ids if n != node])
+            return (partial(hosts.partition, node, other), f"partition between nodes {node} and {other} (clients reach"
+                    " both)", partial(hosts.heal, node, other), f"partition between nodes {node} and {other} healed")
+        if kind == "clock":
+            skew = self.rng.randint(-MAX_SKEW_S, MAX_SKEW_S)
+
+            def step() -> None:
+                hosts.kill(node)
+                hosts.step_clock(node, skew)
+
+            return (step, f"kill -9 node {node} to step its clock to {skew:+d} s",
+                    partial(hosts.restart, node), f"restart node {node} with its clock {skew:+d} s off")
+        raise ValueError(f"unknown fault {kind!r}: one of {', '.join(FAULTS)}")
 
     def run(self, seconds: float, sleep: Callable[[float], None] = time.sleep) -> None:
         deadline = self.clock() + seconds

@@ -28,21 +28,13 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
 from bus.protocol.records import Record, build_batch
+from deploy.hosted_cluster import FAST
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.cluster import ClusterProcess, started_cluster, until
 from testkit.raw_kafka import RawKafka, metadata_request, produce_error
 
 pytestmark = pytest.mark.slow
 
-FAST = {
-    # Short sessions and lag limits so that failures are noticed within the test (Kafka: 9 s, 2 s and 30 s).
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.backoff.ms": "200",
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.num.partitions": "3",
-}
 
 
 @pytest.fixture
