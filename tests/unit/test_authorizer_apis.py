@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from bus.broker.controller_apis import handlers as controller_handlers
 from bus.broker.kafka_apis import KafkaApis
 from bus.config.broker import STANDARD_AUTHORIZER, load_broker_config
 from bus.controller.controller import TopicSpec
-from bus.controller.controller_channel import ControllerChannel
+from bus.controller.controller_channel import ControllerChannel, ControllerUnavailable
 from bus.protocol import client_codec, messages
 from bus.protocol.messages import request_shapes
 from bus.protocol.records import build_batch
@@ -435,7 +436,8 @@ def test_a_forwarded_request_is_authorized_as_the_client_that_sent_it(tmp_path: 
 
 def test_the_controller_channel_forwards_the_principal_and_the_client_address() -> None:
     """The envelope a non-active node sends names the client's principal (Kafka's DefaultPrincipalData) and address."""
-    channel = ControllerChannel(1, None, None, {}, 1.0)  # type: ignore[arg-type]  # forward needs none of them
+    raft = SimpleNamespace(role_listeners=[])  # the channel listens for leader changes; forward needs nothing else
+    channel = ControllerChannel(1, raft, None, {}, 1.0)  # type: ignore[arg-type]
     sent: list[Any] = []
 
     async def respond(message: Any, _version: int) -> Any:
@@ -463,3 +465,40 @@ def test_the_acl_apis_answer_security_disabled_without_an_authorizer(tmp_path: P
         broker.logs.close()
         broker.metadata_log.close()
     assert [set(error_codes(answer)) for answer in answers] == [{ErrorCode.security_disabled}] * 3
+
+
+def test_a_request_to_a_controller_that_lost_the_leadership_is_given_up_when_another_is_elected() -> None:
+    """Not after `controller.socket.timeout.ms`: a heartbeat waiting that long on a cut-off controller got its broker
+    fenced by the new one (tests/integration/test_hosts.py cuts the controller's host off)."""
+    listeners: list[Any] = []
+
+    class Raft:
+        role_listeners = listeners
+
+        async def wait_for_leader(self, _timeout: float) -> int:
+            return 2
+
+    class Silent:  # the old controller's connection: its answer never comes
+        async def request(self, _message: Any, _version: int) -> Any:
+            await asyncio.Event().wait()
+
+    channel = ControllerChannel(1, Raft(), None, {2: ("10.0.0.2", 9093)}, 30.0)  # type: ignore[arg-type]
+    channel._connections[2] = Silent()  # type: ignore[assignment]
+
+    async def scenario() -> float:
+        started = asyncio.get_running_loop().time()
+        pending = asyncio.create_task(channel._request(object(), 0))
+        await asyncio.sleep(0.05)
+        for listener in listeners:
+            listener(None, 5, None)  # an election under way: the old controller may still answer
+        await asyncio.sleep(0.05)
+        assert not pending.done()
+        for listener in listeners:
+            listener(None, 6, 3)  # node 3 leads now
+        with pytest.raises(ControllerUnavailable, match="no longer the active controller"):
+            async with asyncio.timeout(5):  # before the fix, it waited for the silent controller's answer
+                await pending
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(scenario()) < 1.0
+    assert channel._moved_waiters == []
