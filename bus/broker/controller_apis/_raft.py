@@ -52,4 +52,10 @@ async def answer(ctx: RequestContext, request: Any) -> Any:
         # A stopping node answers no more KRaft requests: it closes the connection, as Kafka's does once its raft
         # client has shut down (the peer retries elsewhere); not an UNKNOWN_SERVER_ERROR logged as a failure.
         raise CloseConnection("the raft node is stopping") from None
+    except TimeoutError:
+        # No reply within the request timeout: this process was paused (SIGSTOP, a stalled VM) past it, and on
+        # waking the timeout fired before the node's tick answered. The peer's request is long expired on its side
+        # too; close the connection so that it retries, as for a stopping node (a chaos run logged these as handler
+        # failures with a traceback).
+        raise CloseConnection(f"no raft reply to {type(body).__name__} within the request timeout") from None
     return wire.to_kio(response)
