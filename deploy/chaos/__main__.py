@@ -89,7 +89,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         history.committed = {p: {offset for offset, _v in records} for p, records in committed.items()}
         drained_s = time.monotonic() - healed
     found = check(history)
-    return _report(args, history, found, nemesis.timeline, workload.errors, drained_s, cluster.skews)
+    report = _report(args, history, found, nemesis.timeline, workload.errors, drained_s, cluster.skews)
+    report["transactional_producers_recreated_after_fencing"] = workload.producers_recreated
+    return report
 
 
 def _wait(condition: Any, timeout: float, what: str) -> None:
@@ -144,7 +146,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"{', '.join(f'{s:+d} s' for s in report['clock_skews_s'].values())} at the end; "
              f"{report['acknowledged']} records acknowledged of {report['sent']} sent ({report['in_doubt']} in "
              f"doubt, {report['aborted_on_purpose']} in transactions aborted on purpose); {report['reads']} reads "
-             f"by the consumer group; {report['records_in_log']} records in the log.", "",
+             f"by the consumer group; {report['records_in_log']} records in the log; the transactional producer "
+             f"was fenced and made anew {report['transactional_producers_recreated_after_fencing']} times.", "",
              "| anomaly | count |", "|---|---|"]
     lines += [f"| {name.replace('_', ' ')} | {count} |" for name, count in report["anomalies"].items()]
     lines += ["", "## Faults", "", *(f"- {entry['t']:.1f} s: {entry['fault']}" for entry in report["timeline"])]

@@ -44,6 +44,7 @@ class Workload:
                          *(threading.Thread(target=self._consume, args=(f"c{n}",), name=f"chaos-consumer-{n}",
                                             daemon=True) for n in range(consumers))]
         self.errors: list[str] = []
+        self.producers_recreated = 0  # transactional producers replaced after being fenced
 
     def start(self) -> Workload:
         for thread in self._threads:
@@ -96,6 +97,24 @@ class Workload:
     # --- the transactional producer ----------------------------------------------------------------------------
 
     def _transact(self) -> None:
+        sent = 0
+        while not self._stop.is_set():
+            producer = self._transactional_producer()
+            if producer is None:
+                return
+            while not self._stop.is_set():
+                values = [b"t-%08d" % (sent + i) for i in range(self.rng.randint(1, 5))]
+                ok = self._transaction(producer, values, sent)
+                sent += len(values)
+                if not ok:
+                    # Fenced: the coordinator aborted a transaction that outlived transaction.timeout.ms (a fault
+                    # held it up) and bumped the epoch, which librdkafka treats as fatal (Kafka answers
+                    # PRODUCER_FENCED so, KIP-588). An application makes a new producer, as Kafka Streams does.
+                    self.producers_recreated += 1
+                    break
+                time.sleep(self.interval * len(values))
+
+    def _transactional_producer(self) -> Producer | None:
         producer = Producer({**self.client, **QUIET, "transactional.id": "chaos-transactions",
                              "transaction.timeout.ms": 20_000, "message.timeout.ms": 20_000,
                              "client.id": "chaos-transactions"})
@@ -103,14 +122,8 @@ class Workload:
             producer.init_transactions(60)
         except KafkaException as exc:
             self.errors.append(f"init_transactions: {exc}")
-            return
-        sent = 0
-        while not self._stop.is_set():
-            values = [b"t-%08d" % (sent + i) for i in range(self.rng.randint(1, 5))]
-            if not self._transaction(producer, values, sent):
-                return
-            sent += len(values)
-            time.sleep(self.interval * len(values))
+            return None
+        return producer
 
     def _transaction(self, producer: Producer, values: list[bytes], first: int) -> bool:
         """One transaction of ``values``: committed (its records acknowledged), aborted on purpose one time in five,
@@ -145,16 +158,13 @@ class Workload:
         return True
 
     def _recover(self, producer: Producer, exc: KafkaException) -> bool:
-        """After a failed transaction: abort it when the error allows, else give up on transactions (fatal)."""
+        """After a failed transaction: abort it when the error allows; False when the producer is done for (fatal)."""
         error = exc.args[0]
         if error.txn_requires_abort():
             with contextlib.suppress(KafkaException):  # else the coordinator aborts it when it times out
                 producer.abort_transaction(30)
             return True
-        if error.fatal():
-            self.errors.append(f"the transactional producer failed fatally: {error}")
-            return False
-        return True  # retriable: the next transaction begins again
+        return not error.fatal()  # a retriable error: the next transaction begins again
 
     # --- the consumers -----------------------------------------------------------------------------------------
 
