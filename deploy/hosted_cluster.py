@@ -54,6 +54,7 @@ class HostedCluster:
         self.nodes = [Node(i, host.address, PORT, QUORUM_PORT, data_dir / f"node-{i}")
                       for i, host in enumerate(self.hosts, 1)]
         self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
         self._id = cluster_id(data_dir)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 

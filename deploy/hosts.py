@@ -78,9 +78,14 @@ class Host:
         """Start `command` inside the host, its output appended to `log_path` (`contracts.processes.spawn`); it gets
         SIGTERM if the test process dies, since nothing else would stop it. `ip netns exec` execs the command, so the
         returned process is the command itself (signals reach it directly)."""
-        child = spawn(["ip", "netns", "exec", self.name, *command], log_path, env=env, die_with_parent=True)
+        child = spawn(self.command(command), log_path, env=env, die_with_parent=True)
         self.spawned.append(child)
         return child
+
+    def command(self, command: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+        """``command`` as run inside this host (for a launcher that starts the process itself, as Spark's cluster
+        does): `close` still kills it with everything else left in the namespace."""
+        return ["ip", "netns", "exec", self.name, *command]
 
     def link_down(self) -> None:
         """Take the whole host off the network: its processes keep running, their packets are lost."""

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     if cfg.metrics_port:
         try:
-            serve_metrics(cfg.metrics_port, name="monitoring")
+            serve_metrics(cfg.metrics_port, host=cfg.metrics_host, name="monitoring")
         except OSError as exc:
             print(f"monitoring: cannot serve /metrics on port {cfg.metrics_port}: {exc}", file=sys.stderr)
             return 2

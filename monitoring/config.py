@@ -185,6 +185,8 @@ class MonitoringConfig:
     retry: Retry = field(default_factory=Retry)
     group_id: str = "monitoring"
     metrics_port: int = 9310
+    metrics_host: str = "127.0.0.1"
+    """The address /metrics binds (the host's own, or 0.0.0.0, when Prometheus scrapes it from another host)."""
     flush_interval_s: float = 2.0
     external_url: str = ""
     lock_session_s: float = 10.0
@@ -406,8 +408,8 @@ def _retry(raw: Any) -> Retry:
 def parse(section: Mapping[str, Any]) -> MonitoringConfig:
     """The ``[monitoring]`` table as a :class:`MonitoringConfig`; raises :class:`ConfigError`."""
     _known("monitoring", section, {"evaluation_interval_s", "rules", "route", "receivers", "inhibit_rules", "health",
-                                   "images", "video", "retry", "group_id", "metrics_port", "flush_interval_s",
-                                   "external_url", "lock_session_s"})
+                                   "images", "video", "retry", "group_id", "metrics_port", "metrics_host",
+                                   "flush_interval_s", "external_url", "lock_session_s"})
     rules_raw = section.get("rules", [])
     receivers_raw = section.get("receivers", [])
     for key, value in (("rules", rules_raw), ("receivers", receivers_raw)):
@@ -430,6 +432,7 @@ def parse(section: Mapping[str, Any]) -> MonitoringConfig:
         video=_video(section.get("video", {})),
         retry=_retry(section.get("retry", {})),
         group_id=_text("monitoring", "group_id", section.get("group_id", "monitoring")), metrics_port=port,
+        metrics_host=_text("monitoring", "metrics_host", section.get("metrics_host", "127.0.0.1")),
         flush_interval_s=_number("monitoring", "flush_interval_s", section.get("flush_interval_s", 2.0), 0.1),
         external_url=str(section.get("external_url", "")),
         lock_session_s=_number("monitoring", "lock_session_s", section.get("lock_session_s", 10.0), 1.0))

@@ -72,6 +72,16 @@ class SparkSettings:
         """Executors on other hosts (any master but ``local``): they get the environment and code shipped."""
         return not self.master.startswith("local")
 
+    @property
+    def local_ip(self) -> str | None:
+        """The address the driver binds and hands its executors (Spark's ``SPARK_LOCAL_IP``): ``spark.driver.host``
+        when the config names one (a driver on a cluster's network: executors on other hosts connect back to it),
+        loopback for a local master or one on loopback, else None (Spark takes the host's own address)."""
+        if "spark.driver.host" in self.conf:
+            return self.conf["spark.driver.host"]
+        host = self.master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+        return "127.0.0.1" if not self.on_cluster or host in ("127.0.0.1", "localhost") else None
+
     def cluster_conf(self, progress: packaging.Progress) -> dict[str, str]:
         """What a cluster's executors need (module docstring); building the environment the first time."""
         if VENV_BIN != ROOT / packaging.ENVIRONMENT / "bin":
@@ -95,11 +105,14 @@ def spark_submit() -> Path:
     return VENV_BIN / "spark-submit"
 
 
-def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def environment(base: Mapping[str, str] | None = None, local_ip: str | None = "127.0.0.1") -> dict[str, str]:
+    """The driver's environment: the venv's Python for the driver (and local workers), the checkout importable, and
+    ``SPARK_LOCAL_IP`` set to ``local_ip`` (``SparkSettings.local_ip``), or as the environment has it when None."""
     env = dict(os.environ if base is None else base)
+    if local_ip:
+        env["SPARK_LOCAL_IP"] = local_ip
     python = str(VENV_BIN / "python")
     env.update({
-        "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         "PYTHONUNBUFFERED": "1",
@@ -230,5 +243,6 @@ def submit(script: Path | str, args: Sequence[str], settings: SparkSettings | No
     settings = settings or SparkSettings()
     cmd, pending = command(script, args, settings, progress)
     # From the checkout: the config's relative paths are relative to it, and so is the driver's ``./.venv`` (packaging)
-    proc = child.spawn(cmd, stdout, stderr=stderr, env=environment(), cwd=ROOT, new_session=True)
+    proc = child.spawn(cmd, stdout, stderr=stderr, env=environment(local_ip=settings.local_ip), cwd=ROOT,
+                       new_session=True)
     return SparkJob(proc, settings.cds_archive, pending)

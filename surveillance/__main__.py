@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(args.nice)
     port = settings.metrics_port if args.metrics_port is None else args.metrics_port
     if port:  # a second instance from the same config gets a free port: scaling out edits nothing
-        serve_metrics(port, name="surveillance")
+        serve_metrics(port, host=settings.metrics_host, name="surveillance")
     # Face matching is one (batch x watchlist) product per batch: small enough for one BLAS thread, while
     # OpenBLAS's default worker per core spins between calls and takes the CPU the broker and the other
     # stages need (the benchmark's hit latency: p50 40 -> 25 ms, p99 103 -> 91 ms at 5,000 records/s).

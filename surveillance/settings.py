@@ -44,6 +44,9 @@ class Settings:
     partial_interval_s: float = 1.0
     metrics_port: int = 9330
     """Asked for, not promised: a port another instance holds is replaced by a free one (logged)."""
+    metrics_host: str = "127.0.0.1"
+    """The address /metrics binds: loopback for a Prometheus on this host, the host's own address (or 0.0.0.0) for
+    one that scrapes it from another."""
     batch: int = 500
     """Records a stage takes per poll (faces: one matrix product per batch)."""
     commit_interval_s: float = 0.5
@@ -64,6 +67,9 @@ class Settings:
         port = config.get(SECTION, "metrics_port", cls.metrics_port)
         if not 0 <= port < 65536:
             raise ValueError(f"{SECTION}.metrics_port in {config.path} should be a port (0: none), not {port}")
+        metrics_host = config.get(SECTION, "metrics_host", cls.metrics_host)
+        if not isinstance(metrics_host, str) or not metrics_host:
+            raise ValueError(f"{SECTION}.metrics_host in {config.path} should be an address, not {metrics_host!r}")
         return cls(
             bus=bus_client.librdkafka(config, PRINCIPAL, config.get(SECTION, "bootstrap_servers", "") or None),
             topics=Topics.from_config(config), map_path=map_path(config),
@@ -77,6 +83,6 @@ class Settings:
             sightings_retention_s=number("sightings_retention_s", cls.sightings_retention_s),
             allowed_lateness_s=number("allowed_lateness_s", cls.allowed_lateness_s, -1e-9),
             partial_interval_s=number("partial_interval_s", cls.partial_interval_s, -1e-9),
-            metrics_port=port,
+            metrics_port=port, metrics_host=metrics_host,
             batch=int(number("batch", cls.batch)),
             commit_interval_s=number("commit_interval_s", cls.commit_interval_s))

@@ -4,8 +4,10 @@
 `make up SPARK=N` runs every job on one of these (N workers); tests run jobs on it the way a city runs them on its
 cluster. Each worker has a work directory of its own (where the executors unpack the shipped environment) and a
 log file beside it. ``wrap`` turns a worker's command into another (tests start workers in mount namespaces that hide
-this checkout, to prove an executor needs nothing of it), ``spark_home`` is the Spark the workers run from (it must
-be visible inside such a namespace).
+this checkout, to prove an executor needs nothing of it, or on hosts of their own), ``spark_home`` is the Spark the
+workers run from (it must be visible inside such a namespace). The master binds ``host``; each worker binds and
+advertises ``host`` too unless ``worker_hosts`` gives it an address of its own (a worker on another host, which
+``wrap`` then starts there; ``wrap_master`` likewise places the master).
 
 The cluster is up when the master's JSON status counts every worker ALIVE.
 
@@ -51,6 +53,8 @@ class SparkCluster:
     memory: str = "1g"
     host: str = "127.0.0.1"
     wrap: Wrap | None = None
+    worker_hosts: Sequence[str] = ()
+    wrap_master: Callable[[list[str]], list[str]] | None = None
     spark_home: Path = SPARK_HOME
     port: int = 0
     webui_port: int = 0
@@ -67,9 +71,12 @@ class SparkCluster:
     def worker_dir(self, index: int) -> Path:
         return self.data_dir / f"worker-{index}"
 
-    def _env(self, spark_home: Path) -> dict[str, str]:
+    def worker_host(self, index: int) -> str:
+        return self.worker_hosts[index] if self.worker_hosts else self.host
+
+    def _env(self, spark_home: Path, host: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
-        return {**env, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": self.host,
+        return {**env, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": host,
                 "SPARK_LOG_DIR": str(self.data_dir), "SPARK_NO_DAEMONIZE": "1",
                 **{name: f"{env.get(name, '')} {options}".strip() for name, options in LOCKED_DOWN.items()}}
 
@@ -80,18 +87,20 @@ class SparkCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         self.webui_port = self.webui_port or free_port()
-        self.procs.append(child.spawn(
-            self._class(SPARK_HOME, MASTER, "--host", self.host,
-                        "--port", str(self.port), "--webui-port", str(self.webui_port)),
-            self.data_dir / "master.log", env=self._env(SPARK_HOME), die_with_parent=True))
+        master = self._class(SPARK_HOME, MASTER, "--host", self.host,
+                             "--port", str(self.port), "--webui-port", str(self.webui_port))
+        self.procs.append(child.spawn(master if self.wrap_master is None else self.wrap_master(master),
+                                      self.data_dir / "master.log", env=self._env(SPARK_HOME, self.host),
+                                      die_with_parent=True))
         wait_for_port(self.webui_port, timeout, self.host)
         for index in range(self.workers):
             work = self.worker_dir(index)
             work.mkdir(parents=True, exist_ok=True)
-            cmd = self._class(self.spark_home, WORKER, "--host", self.host, "--cores", str(self.cores),
+            host = self.worker_host(index)
+            cmd = self._class(self.spark_home, WORKER, "--host", host, "--cores", str(self.cores),
                               "--memory", self.memory, "--work-dir", str(work), "--webui-port", "0", self.url)
             self.procs.append(child.spawn(cmd if self.wrap is None else self.wrap(index, cmd),
-                                          self.data_dir / f"worker-{index}.log", env=self._env(self.spark_home),
+                                          self.data_dir / f"worker-{index}.log", env=self._env(self.spark_home, host),
                                           die_with_parent=True))
         self._wait_alive(timeout)
         return self

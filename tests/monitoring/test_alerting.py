@@ -172,6 +172,7 @@ def test_matcher_parse() -> None:
     ({"receivers": [{"name": "m", "type": "smtp", "host": "h", "from": "a@b"}]}, "receiver 'm'.*'to'"),
     ({"route": {"receivers": ["nobody"]}}, "'receivers' names 'nobody'"),
     ({"inhibit_rules": [{"source_matchers": ["kind=x"]}]}, "not a matcher"),
+    ({"metrics_host": ""}, "'metrics_host' should be a non-empty string"),
 ])
 def test_bad_config_names_rule_and_field(section: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -19,11 +19,13 @@ def test_shipped_config_gives_the_documented_defaults() -> None:
     assert settings.bootstrap == solution.load().get("bus", "bootstrap_servers", "")
     assert (settings.clone_speed_kmh, settings.allowed_lateness_s, settings.fuzzy) == (200.0, 10.0, True)
     assert settings.topics.surveillance_replies == "surveillance.replies"
+    assert settings.metrics_host == "127.0.0.1"  # a Prometheus on another host needs the host's own address
 
 
 @pytest.mark.parametrize(("line", "key"), [("clone_speed_kmh = -1", "clone_speed_kmh"),
                                            ("batch = 0", "batch"), ("fuzzy = 'yes'", "fuzzy"),
-                                           ("metrics_port = 70000", "metrics_port")])
+                                           ("metrics_port = 70000", "metrics_port"),
+                                           ("metrics_host = 5", "metrics_host")])
 def test_bad_settings_name_the_key(tmp_path: Path, line: str, key: str) -> None:
     path = tmp_path / "solution.toml"
     path.write_text(f"[surveillance]\n{line}\n")

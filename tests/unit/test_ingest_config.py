@@ -83,3 +83,15 @@ def test_cds_archive_is_recorded_privately_then_mapped(tmp_path: Path) -> None:
     archive.write_bytes(b"x")
     cmd, pending = launch.command("job.py", [], launch.SparkSettings(cds_archive=archive))
     assert pending is None and f"-XX:SharedArchiveFile={archive}" in " ".join(cmd)
+
+
+def test_the_driver_binds_the_address_its_executors_can_reach() -> None:
+    """A driver on a cluster's network hands its executors ``spark.driver.host`` (they connect back to it from other
+    hosts); a local job or one on a loopback master binds loopback; otherwise Spark finds the host's address."""
+    on_host = launch.SparkSettings(master="spark://10.0.0.5:7077", conf={"spark.driver.host": "10.0.0.9"})
+    assert on_host.local_ip == "10.0.0.9"
+    assert launch.environment({}, on_host.local_ip)["SPARK_LOCAL_IP"] == "10.0.0.9"
+    assert launch.SparkSettings().local_ip == "127.0.0.1"
+    assert launch.SparkSettings(master="spark://127.0.0.1:7077").local_ip == "127.0.0.1"
+    assert launch.SparkSettings(master="spark://spark-1:7077,spark-2:7077").local_ip is None
+    assert "SPARK_LOCAL_IP" not in launch.environment({}, None)

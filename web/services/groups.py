@@ -88,13 +88,6 @@ def groups(backends: Backends) -> list[dict[str, Any]]:
              "total_lag": total(lags[g])} for g in ids]
 
 
-def lag_by_group(backends: Backends) -> dict[str, list[dict[str, Any]]]:
-    """What the lag sampler records: every group's per-partition lag."""
-    listing = wait(backends, backends.bus_admin().list_consumer_groups(
-        request_timeout=backends.settings.backend_timeout_s))
-    return _lags(backends, _committed(backends, sorted(g.group_id for g in listing.valid)))
-
-
 def _exists(description: ConsumerGroupDescription, committed: dict[tuple[str, int], int]) -> bool:
     return description.state != ConsumerGroupState.DEAD or bool(description.members) or bool(committed)
 
