@@ -23,6 +23,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from thriftpy2.transport import TTransportException
 
+from bus.client.admin import AdminClient as GroupAdminClient
+from bus.client.errors import KafkaConnectionError, KafkaError
 from video import storage
 from web.settings import ConsoleSettings
 
@@ -45,6 +47,7 @@ class Backends:
         self._lock = threading.Lock()
         self._pool: happybase.ConnectionPool | None = None
         self._admin: AdminClient | None = None
+        self._group_admin: GroupAdminClient | None = None
         self._s3: Any = None
 
     # -- HBase ------------------------------------------------------------------------------------
@@ -85,6 +88,25 @@ class Backends:
                                            "socket.timeout.ms": int(self.settings.backend_timeout_s * 1000),
                                            "logger": logging.getLogger("web.bus")})
             return self._admin
+
+    def group_admin(self) -> GroupAdminClient:
+        """The consumer-group calls' admin client: the bus package's own (``bus.client.admin``), in Kafka's keys and
+        as the console. Not librdkafka's: its coordinator requests (DescribeGroups, OffsetFetch, OffsetCommit) can
+        abort the whole process when a broker comes back while requests that timed out are still pending on it
+        (an assertion, ``rd_kafka_enq_once_del_source_return``, confluentinc/librdkafka#4605; the lag sampler took a
+        console down that way when a broker host returned to the network). Here such a failure is an exception.
+        BackendUnavailable(bus) while no broker answers."""
+        with self._lock:
+            if self._group_admin is None:
+                timeout_ms = str(int(self.settings.backend_timeout_s * 1000))
+                try:
+                    self._group_admin = GroupAdminClient({
+                        **self.settings.bus_java, "client.id": "console-groups", "request.timeout.ms": timeout_ms,
+                        "socket.connection.setup.timeout.ms": timeout_ms,
+                        "default.api.timeout.ms": str(int(self.settings.backend_timeout_s * 2000))})
+                except (KafkaError, KafkaConnectionError, OSError) as exc:
+                    raise BackendUnavailable(BUS, _describe(exc)) from None
+            return self._group_admin
 
     def bus_call(self, future: concurrent.futures.Future[Any]) -> Any:
         """Wait for an admin future within the backend timeout; failures become BackendUnavailable(bus)."""
@@ -139,6 +161,9 @@ class Backends:
         with self._lock:
             self._pool = None  # happybase pools have no close(); connections close when collected
             self._admin = None
+            if self._group_admin is not None:
+                self._group_admin.close()
+                self._group_admin = None
             self._s3 = None
 
 

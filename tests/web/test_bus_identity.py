@@ -20,15 +20,17 @@ import httpx
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from bus.client.admin import AdminError, AdminTimeoutError
+from bus.client.errors import KafkaConnectionError
 from bus.client.security import ClientSecurity
 from contracts.config import Config
 from web import audit, backends, events
 from web.app import create_app
-from web.backends import Backends
+from web.backends import Backends, BackendUnavailable
 from web.dependencies import AdminDep, get_audit
 from web.events import EventHub
 from web.services import audit_loader, dr, kafka_calls, log_dirs, messages, surveillance, video
-from web.services.errors import Forbidden
+from web.services.errors import Conflict, Forbidden, NotFound
 from web.settings import ConsoleSettings
 
 BOOTSTRAP = "127.0.0.1:19093"
@@ -70,7 +72,8 @@ def console_settings(tmp_path: Path, secured: bool, mode: int = 0o600) -> Consol
 def made_clients(settings: ConsoleSettings, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
     """The config each of the console's bus clients is made with (the clients themselves are fakes)."""
     made: dict[str, dict[str, Any]] = {}
-    for module, kind, name in [(backends, "AdminClient", "admin"), (audit, "Producer", "audit"),
+    for module, kind, name in [(backends, "AdminClient", "admin"), (backends, "GroupAdminClient", "group admin"),
+                               (audit, "Producer", "audit"),
                                (audit_loader, "AdminClient", "audit-loader admin"),
                                (audit_loader, "Consumer", "audit-loader"), (events, "Consumer", "hub"),
                                (messages, "Consumer", "messages"), (video, "Producer", "video"),
@@ -92,6 +95,7 @@ def made_clients(settings: ConsoleSettings, monkeypatch: pytest.MonkeyPatch) -> 
     hub.stop()
     triggers: list[Callable[[], object]] = [
         shared.bus_admin,
+        shared.group_admin,
         lambda: audit.AuditLog(shared.hbase, settings.bus, "audit", 1.0, 60).record("someone", "test"),
         loader.ensure_topic,
         loader._run,
@@ -126,6 +130,7 @@ def test_every_client_logs_in_as_console_with_client_properties_dir(tmp_path: Pa
                               "ssl.ca.location": "/abs/ca.pem", "group.id": "console-dr", "enable.auto.commit": False,
                               "log_level": 0}  # the DR site's bus, as the console's identity there
     assert "dr-pw" not in repr(settings)
+    assert made.pop("group admin").items() >= settings.bus_java.items()  # the bus package's client: Kafka's keys
     assert sorted(made) == ["admin", "audit", "audit-loader", "audit-loader admin", "hub", "messages",
                             "surveillance", "video"]
     for name, config in made.items():
@@ -212,3 +217,23 @@ def test_log_dirs_refused_by_the_bus_are_forbidden_not_zero_sizes(monkeypatch: p
     monkeypatch.setattr(log_dirs, "request_for", lambda *_a: refused)
     with pytest.raises(Forbidden, match=r"may not describe the cluster's log dirs .*CLUSTER_AUTHORIZATION_FAILED"):
         log_dirs.LogDirs({"bootstrap.servers": BOOTSTRAP}).sizes([("127.0.0.1", 1)], {"t": [0]})
+
+
+@pytest.mark.parametrize(("error", "raised", "said"), [
+    (AdminError(KafkaError.GROUP_AUTHORIZATION_FAILED), Forbidden, "may not use group g"),
+    (AdminError(KafkaError.GROUP_ID_NOT_FOUND), NotFound, "g"),
+    (AdminError(KafkaError.NON_EMPTY_GROUP), Conflict, "g: "),
+    (AdminError(KafkaError.COORDINATOR_NOT_AVAILABLE), BackendUnavailable, "COORDINATOR_NOT_AVAILABLE"),
+    (KafkaConnectionError("connection to 10.0.0.1:9092 refused"), BackendUnavailable, "10.0.0.1:9092"),
+    (AdminTimeoutError(7, "list consumer groups timed out after 6s"), BackendUnavailable, "timed out after 6s"),
+])
+def test_the_group_admins_failures_are_what_a_user_can_act_on(error: Exception, raised: type[Exception],
+                                                              said: str) -> None:
+    """The bus package's admin client (the console's group calls) fails with exceptions, never by aborting the
+    process as librdkafka's did: each becomes the console's answer (403, 404, 409, else 503 naming the bus)."""
+    def fail() -> None:
+        raise error
+
+    with pytest.raises(raised) as refused:
+        kafka_calls.call(fail, "g")
+    assert said in str(refused.value)

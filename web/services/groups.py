@@ -9,47 +9,58 @@ Offset reset follows ``kafka-consumer-groups.sh --reset-offsets``: refused while
 members (the broker would refuse the commit too: a running consumer would overwrite it at once);
 ``datetime`` picks the first offset at or after the time (the end when there is none); an explicit
 offset is clamped into the partition's [earliest, latest] range.
+
+The group calls (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit) go through the bus package's own admin
+client (``Backends.group_admin``): librdkafka's can abort the console when a broker returns while its group requests
+that timed out are still pending (confluentinc/librdkafka#4605). The end offsets are one librdkafka ListOffsets.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import ConsumerGroupDescription, OffsetSpec
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from bus.client.admin.groups import ConsumerGroupDescription
+from bus.protocol.topic_partition import TopicPartition as BusTopicPartition
 
 from ..backends import Backends
 from . import bus
 from .errors import Conflict, Invalid, NotFound
-from .kafka_calls import wait, wait_all
+from .kafka_calls import call
 
-INACTIVE = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
+INACTIVE = ("Empty", "Dead")
+_STATES = {"PreparingRebalance": "preparing_rebalancing", "CompletingRebalance": "completing_rebalancing"}
+"""Kafka's group states as the console has always named them (librdkafka's enum names, lower-cased)."""
 
 
 def _state(description: ConsumerGroupDescription) -> str:
-    state = description.state
-    return state.name.lower() if isinstance(state, ConsumerGroupState) else str(state).lower()
+    return _STATES.get(description.state, description.state.lower())
+
+
+def _group_ids(backends: Backends) -> list[str]:
+    admin = backends.group_admin()
+    return sorted(g.group_id for g in call(admin.list_consumer_groups))
 
 
 def _committed(backends: Backends, group_ids: list[str]) -> dict[str, dict[tuple[str, int], int]]:
-    """group -> (topic, partition) -> committed offset, for partitions with a commit."""
-    if not group_ids:
-        return {}
-    # One OffsetFetch per group (all in flight at once): the client takes a single group per call.
-    admin, timeout = backends.bus_admin(), backends.settings.backend_timeout_s
-    futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout)[g]
-               for g in group_ids}
-    answers = wait_all(backends, futures)
-    return {group: {(tp.topic, tp.partition): tp.offset for tp in (answer.topic_partitions or []) if tp.offset >= 0}
-            for group, answer in answers.items()}
+    """group -> (topic, partition) -> committed offset, for partitions with a commit (one OffsetFetch each)."""
+    admin = backends.group_admin()
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for group_id in group_ids:
+        committed = call(functools.partial(admin.list_consumer_group_offsets, group_id), group_id)
+        out[group_id] = {(tp.topic, tp.partition): om.offset for tp, om in committed.items()}
+    return out
 
 
 def _describe(backends: Backends, group_ids: list[str]) -> dict[str, ConsumerGroupDescription]:
     if not group_ids:
         return {}
-    return wait_all(backends, backends.bus_admin().describe_consumer_groups(
-        group_ids, request_timeout=backends.settings.backend_timeout_s))
+    admin = backends.group_admin()
+    return call(lambda: admin.describe_consumer_groups(group_ids), ",".join(group_ids))
 
 
 def _lags(backends: Backends, committed: dict[str, dict[tuple[str, int], int]],
@@ -78,9 +89,7 @@ def total(rows: list[dict[str, Any]]) -> int:
 
 def groups(backends: Backends) -> list[dict[str, Any]]:
     """Every consumer group with its state, member count and total lag."""
-    listing = wait(backends, backends.bus_admin().list_consumer_groups(
-        request_timeout=backends.settings.backend_timeout_s))
-    ids = sorted(g.group_id for g in listing.valid)
+    ids = _group_ids(backends)
     described = _describe(backends, ids)
     lags = _lags(backends, _committed(backends, ids))
     return [{"group_id": g, "state": _state(described[g]), "members": len(described[g].members),
@@ -88,8 +97,14 @@ def groups(backends: Backends) -> list[dict[str, Any]]:
              "total_lag": total(lags[g])} for g in ids]
 
 
+def lag_by_group(backends: Backends) -> dict[str, list[tuple[str, int, int | None]]]:
+    """What the lag sampler records: every group's (topic, partition, lag) per committed partition."""
+    return {group: [(r["topic"], r["partition"], r["lag"]) for r in rows]
+            for group, rows in _lags(backends, _committed(backends, _group_ids(backends))).items()}
+
+
 def _exists(description: ConsumerGroupDescription, committed: dict[tuple[str, int], int]) -> bool:
-    return description.state != ConsumerGroupState.DEAD or bool(description.members) or bool(committed)
+    return description.state != "Dead" or bool(description.members) or bool(committed)
 
 
 def group(backends: Backends, group_id: str) -> dict[str, Any]:
@@ -98,19 +113,18 @@ def group(backends: Backends, group_id: str) -> dict[str, Any]:
     committed = _committed(backends, [group_id])[group_id]
     if not _exists(description, committed):
         raise NotFound("group", group_id)
-    owners = {(tp.topic, tp.partition): m.member_id
-              for m in description.members for tp in m.assignment.topic_partitions}
+    owners = {(tp.topic, tp.partition): m.member_id for m in description.members for tp in m.assignment}
     partitions = _lags(backends, {group_id: committed}, {group_id: set(owners)})[group_id]
     for row in partitions:
         row["member_id"] = owners.get((row["topic"], row["partition"]))
     coordinator = description.coordinator
     return {
         "group_id": group_id, "state": _state(description), "protocol": description.partition_assignor or None,
-        "coordinator": coordinator.id if coordinator is not None else None,
+        "coordinator": coordinator.node_id if coordinator is not None else None,
         "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                      "group_instance_id": m.group_instance_id,
                      "assignment": [{"topic": tp.topic, "partition": tp.partition}
-                                    for tp in m.assignment.topic_partitions]} for m in description.members],
+                                    for tp in m.assignment]} for m in description.members],
         "partitions": partitions, "total_lag": total(partitions),
     }
 
@@ -175,9 +189,8 @@ def reset_offsets(backends: Backends, group_id: str, spec: ResetSpec) -> list[di
         raise NotFound("group", group_id)
     tps = _targets(backends, group_id, spec, committed)
     new = _new_offsets(backends, spec, tps)
-    request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])
-    futures = backends.bus_admin().alter_consumer_group_offsets(
-        [request], request_timeout=backends.settings.backend_timeout_s)
-    wait(backends, futures[group_id], group_id, f"reset the offsets of group {group_id}")
+    admin = backends.group_admin()
+    plan = {BusTopicPartition(t, p): o for (t, p), o in new.items()}
+    call(lambda: admin.alter_consumer_group_offsets(group_id, plan), group_id, f"reset the offsets of group {group_id}")
     return [{"topic": t, "partition": p, "previous": committed.get((t, p)), "offset": o}
             for (t, p), o in sorted(new.items())]

@@ -1,4 +1,5 @@
-"""Waiting for a confluent-kafka admin future, with Kafka's error codes turned into what a user can act on.
+"""Waiting for an admin call (a confluent-kafka future, or a call of the bus package's own admin client), with Kafka's
+error codes turned into what a user can act on.
 
 ``Backends.bus_call`` makes every failure a 503 (the bus is unreachable); but some Kafka errors
 are the user's: an unknown topic is a 404, a topic that already exists or a group with members a
@@ -10,12 +11,19 @@ everything else still goes through ``bus_call``.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ..backends import Backends
+from bus.client.admin import AdminError
+from bus.client.errors import KafkaConnectionError
+from bus.client.errors import KafkaError as BusClientError
+
+from ..backends import BUS, Backends, BackendUnavailable
 from .errors import Conflict, Forbidden, Invalid, NotFound
+
+T = TypeVar("T")
 
 _NOT_FOUND = {KafkaError.UNKNOWN_TOPIC_OR_PART: "topic", KafkaError.UNKNOWN_TOPIC_ID: "topic",
               KafkaError.GROUP_ID_NOT_FOUND: "group", KafkaError._UNKNOWN_TOPIC: "topic"}
@@ -46,16 +54,32 @@ def wait(backends: Backends, future: concurrent.futures.Future[Any], name: str =
     if done:
         error = kafka_error(future.exception())
         if error is not None:
-            code = error.code()
-            if code in _FORBIDDEN:
-                raise Forbidden(operation or _FORBIDDEN[code].format(name).rstrip(), error.name())
-            if code in _NOT_FOUND:
-                raise NotFound(_NOT_FOUND[code], name)
-            if code in _CONFLICT:
-                raise Conflict(f"{name}: {error.str()}")
-            if code in _INVALID:
-                raise Invalid(_INVALID[code], f"{name}: {error.str()}")
+            _refuse(error.code(), error.name(), error.str(), name, operation)
     return backends.bus_call(future)
+
+
+def _refuse(code: int, error_name: str, text: str, name: str, operation: str) -> None:
+    """Raise what a user can act on for Kafka error ``code``; return for a code that is not the user's."""
+    if code in _FORBIDDEN:
+        raise Forbidden(operation or _FORBIDDEN[code].format(name).rstrip(), error_name)
+    if code in _NOT_FOUND:
+        raise NotFound(_NOT_FOUND[code], name)
+    if code in _CONFLICT:
+        raise Conflict(f"{name}: {text}")
+    if code in _INVALID:
+        raise Invalid(_INVALID[code], f"{name}: {text}")
+
+
+def call(call: Callable[[], T], name: str = "", operation: str = "") -> T:
+    """``call()``, a call of the bus package's admin client (``Backends.group_admin``), its Kafka errors mapped as
+    :func:`wait` maps confluent-kafka's (Kafka's codes are the same numbers); any other failure is a 503."""
+    try:
+        return call()
+    except AdminError as exc:
+        _refuse(exc.code, exc.name, exc.message, name, operation)
+        raise BackendUnavailable(BUS, str(exc)) from None
+    except (BusClientError, KafkaConnectionError, OSError) as exc:
+        raise BackendUnavailable(BUS, str(exc) or type(exc).__name__) from None
 
 
 def wait_all(backends: Backends, futures: dict[Any, concurrent.futures.Future[Any]]) -> dict[Any, Any]:

@@ -18,8 +18,7 @@ class DataServices:
     def __init__(self, settings: ConsoleSettings, backends: Backends) -> None:
         self.map = MapStore(settings.map_path)
         self.log_dirs = LogDirs(settings.bus_java, timeout_s=settings.backend_timeout_s)
-        self.lag_history = LagHistory(backends, settings.lag_sample_interval_s, settings.bus_java,
-                                      settings.backend_timeout_s)
+        self.lag_history = LagHistory(backends, settings.lag_sample_interval_s)
         self.monitoring = MonitoringService(backends, settings.map_path)
 
     def start(self) -> None:
