@@ -84,9 +84,14 @@ def _name(spec: str) -> str:
     return re.sub(r"[-_.]+", "-", match.group(1)).lower()
 
 
+LAYOUT = "2"
+"""The packed environment's own layout (2: ``bin/python`` checks for its base interpreter), part of its name so that a
+changed layout is built anew."""
+
+
 def environment_key(specs: list[str]) -> str:
-    """Names the packed environment: the requirements and the interpreter they were installed for."""
-    text = "\n".join([sys.version, *sorted(specs)])
+    """Names the packed environment: its layout, the requirements and the interpreter they were installed for."""
+    text = "\n".join([LAYOUT, sys.version, *sorted(specs)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -106,6 +111,7 @@ def executor_environment(cache: Path = CACHE, progress: Progress = lambda _: Non
             _run([_base_python(), "-m", "venv", str(venv)], "creating the virtual environment")
             _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                   *specs], "installing the requirements with pip")
+            _guard_interpreter(venv / "bin")
             progress("packing it with venv-pack")
             packed = Path(tmp) / target.name
             import venv_pack  # here: only a cluster submission needs it
@@ -143,6 +149,30 @@ def project_archive(cache: Path = CACHE) -> Path:
         if stale != target:
             stale.unlink(missing_ok=True)
     return target
+
+
+_GUARD = """#!/bin/sh
+# The shipped environment's Python, as Spark starts it on an executor (spark.pyspark.python). A packed venv runs on
+# the base interpreter it was built with, at the same path: say so when this host lacks it, instead of Spark's
+# 'Cannot run program "./.venv/bin/python": error=2' about a file that is there (its link points nowhere).
+python="$(dirname "$0")/python{version}"
+if [ ! -x "$python" ]; then
+    echo "this executor's host lacks Python {version} at {base}, the interpreter the shipped Python environment \
+runs on (spark_jobs/packaging.py): install Python {version} at that path on every worker host" >&2
+    exit 127
+fi
+exec "$python" "$@"
+"""
+
+
+def _guard_interpreter(bin_dir: Path) -> None:
+    """``bin/python`` of the environment becomes :data:`_GUARD` (its ``python3.X`` link to the base interpreter stays,
+    and runs the environment)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = bin_dir / "python"
+    python.unlink()
+    python.write_text(_GUARD.format(version=version, base=_base_python()))
+    python.chmod(0o755)
 
 
 def _base_python() -> str:

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,36 @@ def test_the_master_serves_no_unauthenticated_rest_submissions(spark: SparkClust
                  if conn.status == psutil.CONN_LISTEN}
     assert listening == {spark.port, spark.webui_port}, listening
     assert "REST server" not in (spark.data_dir / "master.log").read_text()
+
+
+TINY_JOB = """from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("tiny").getOrCreate()
+print(spark.sparkContext.parallelize([1, 2], 2).map(lambda x: x + 1).collect())
+"""
+
+
+def test_a_worker_host_without_the_interpreter_fails_the_job_naming_what_it_lacks(tmp_path: Path) -> None:
+    """The shipped environment runs on the base interpreter it was packed with, at the same path (venv-pack's
+    limit). A worker host without it fails the job's first Python task with a message saying which interpreter it
+    lacks and where, instead of Spark's 'Cannot run program "./.venv/bin/python": error=2' about a file that is
+    there."""
+    home = tmp_path / "spark-home"
+    home.mkdir()
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_JOB)
+    base = Path(sys.base_prefix)
+    with SparkCluster(tmp_path / "cluster", workers=1, cores=1, memory="1g", spark_home=home,
+                      wrap=hidden([ROOT, base], [(SPARK_HOME, home)])) as cluster, \
+            (tmp_path / "job.log").open("wb") as log:
+        job = launch.submit(script, [], SparkSettings(master=cluster.url, conf={"spark.task.maxFailures": "1"}),
+                            stdout=log, stderr=log)
+        try:
+            assert job.wait(JOB_DEADLINE_S) != 0
+        finally:
+            job.kill()
+    said = (tmp_path / "job.log").read_text()
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"this executor's host lacks Python {version} at {base}/bin/python{version}" in said, said[-5000:]
 
 
 def running_executor(app_dirs: set[Path]) -> psutil.Process | None:
