@@ -2,8 +2,10 @@
 
 Names follow MM2's MirrorSourceConnector metrics where one exists (record-count, byte-count,
 replication-latency) under a `dr_mirror_` prefix; lag is the source's high watermark minus the
-mirror's position, per partition, the figure a DR operator watches. A taken metrics port is not fatal
-(a second mirror started with the same command line): the mirror logs the free port it serves instead.
+mirror's position, per partition, the figure a DR operator watches, and its age: while records wait, now minus the
+newest timestamp the target holds of the partition (what losing the primary now would cost, in time). A taken
+metrics port is not fatal (a second mirror started with the same command line): the mirror logs the free port it
+serves instead.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ class MirrorMetrics:
                              ("topic",), registry=self.registry)
         self.lag = Gauge("dr_mirror_partition_lag_records", "Source high watermark minus the mirror's position",
                          labels, registry=self.registry)
+        self.lag_seconds = Gauge(
+            "dr_mirror_partition_lag_seconds",
+            "While records wait, now minus the newest record timestamp the target holds of the partition (0 when "
+            "none wait; NaN while unknown: nothing mirrored yet and the target holds nothing of it)",
+            labels, registry=self.registry)
         self.stopped = Gauge("dr_mirror_partition_stopped", "1 while a partition is stopped by an error",
                              labels, registry=self.registry)
         self.latency = Histogram("dr_mirror_replication_latency_seconds",

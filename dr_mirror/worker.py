@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -79,10 +80,32 @@ class PartitionState:
     next_sequence: int = 0
     high_watermark: int = -1
     stopped: str | None = None
+    mirrored_ms: int = -1
+    """The newest record timestamp the target holds of this partition (-1: unknown)."""
+    timed: bool = False
+    """Its lag-in-seconds gauge is registered."""
+
+    def lag_seconds(self) -> float:
+        """While records wait, now minus :attr:`mirrored_ms`: the span of writes that losing the source now loses."""
+        if self.high_watermark < 0 or self.high_watermark <= self.offsets.source_position:
+            return 0.0
+        return math.nan if self.mirrored_ms < 0 else max(0.0, time.time() - self.mirrored_ms / 1000)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+
+def _newest_timestamps(admin: AdminClient, states: list[PartitionState]) -> dict[tuple[str, int], int]:
+    """Per partition, the newest record timestamp the target holds (ListOffsets MAX_TIMESTAMP, KIP-734); empty
+    when the target cannot say (an older Kafka): the lag's age is then unknown until a batch is mirrored."""
+    try:
+        found = admin.list_offsets({AdminTP(s.target_topic, s.partition): OffsetSpec.MAX_TIMESTAMP for s in states})
+    except Exception as exc:  # a figure, not the mirroring: never stop for it
+        log.info("the target's newest timestamps are unknown: %s", exc)
+        return {}
+    return {s.key: found[AdminTP(s.target_topic, s.partition)].timestamp for s in states
+            if found[AdminTP(s.target_topic, s.partition)].offset >= 0}
 
 
 class Registry:
@@ -237,6 +260,7 @@ class Worker(threading.Thread):
             with AdminClient({**self.settings.target_cluster, "client.id": self.name,
                               "default.api.timeout.ms": 10_000}) as admin:
                 ends = admin.list_offsets({AdminTP(s.target_topic, s.partition): OffsetSpec.LATEST for s in present})
+                newest = _newest_timestamps(admin, present)
         except Exception as exc:  # the target is unreachable: try again next round
             log.info("%s: cannot read the target's log ends yet: %s", self.name, exc)
             time.sleep(self.backoff)
@@ -249,6 +273,7 @@ class Worker(threading.Thread):
                     offsets.add(upstream, downstream)
                 state.fetch_position = offsets.resume(end)
                 state.offsets = offsets
+                state.mirrored_ms = newest.get(state.key, -1)
                 state.next_sequence = 0
                 log.info("%s: %s-%s resumes at source offset %s (target log end %s)", self.name, state.topic,
                          state.partition, state.fetch_position, end)
@@ -376,6 +401,9 @@ class Worker(threading.Thread):
         self._update_lag(state)
 
     def _update_lag(self, state: PartitionState) -> None:
+        if not state.timed:
+            self.metrics.lag_seconds.labels(state.topic, str(state.partition)).set_function(state.lag_seconds)
+            state.timed = True
         if state.high_watermark >= 0:
             lag = max(0, state.high_watermark - state.offsets.source_position)
             self.metrics.lag.labels(state.topic, str(state.partition)).set(lag)
@@ -528,6 +556,7 @@ class Worker(threading.Thread):
         with self.registry.lock:
             state.offsets.target_position += item.count
             state.offsets.source_position = item.source_next
+        state.mirrored_ms = max(state.mirrored_ms, item.max_timestamp)
         self.metrics.records.labels(state.topic).inc(item.count)
         self.metrics.bytes.labels(state.topic).inc(len(item.data))
         if item.max_timestamp > 0:

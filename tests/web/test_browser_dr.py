@@ -87,6 +87,8 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
     rows = page.locator("#lag-table tbody tr")
     expect(rows.filter(has_text=TOPIC)).to_have_count(1, timeout=60_000)  # auto-created: one partition
     expect(page.locator("#lag-total")).to_have_text("落后 0 条", timeout=60_000)
+    expect(page.locator("#rpo-now")).to_have_text("此刻失去主站点不会丢失数据：容灾站点已有全部记录")  # the RPO now
+    expect(rows.filter(has_text=TOPIC).locator("td").nth(3)).to_have_text("0")  # its lag in seconds
     expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_have_count(
         1, timeout=60_000)
     expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_contain_text("200")

@@ -156,6 +156,10 @@ def test_lag_is_live_per_partition_and_sampled_into_the_last_hour(setup: DrSetup
         return bool(rows) and all(p["lag"] == 0 and not p["stopped"] for p in rows)
 
     wait_for(mirrored, 60, "the mirror reports capture.vehicle caught up")
+    now = viewer.get("/api/v1/dr/lag").json()
+    assert all(p["lag_seconds"] == 0.0 for p in now["partitions"] if p["topic"] == TOPIC)
+    if now["total"] == 0:  # every topic caught up: nothing would be lost
+        assert now["rpo"] == {"records": 0, "seconds": 0.0}
     wait_for(lambda: len(viewer.get("/api/v1/dr/lag/history").json()) >= 2, 30, "two lag samples")
     history = viewer.get("/api/v1/dr/lag/history").json()
     assert history == sorted(history, key=lambda s: s["time_ms"])

@@ -12,13 +12,26 @@ class PartitionLag(BaseModel):
     partition: int
     lag: int
     """Source high watermark minus the mirror's position (records)."""
+    lag_seconds: float | None = None
+    """While records wait: now minus the newest record timestamp the DR site holds of the partition (0 when none
+    wait; None while unknown: nothing of it mirrored yet)."""
     stopped: bool = False
     """An error stopped this partition (e.g. a record larger than the target accepts); the mirror log says why."""
+
+
+class Rpo(BaseModel):
+    """What losing the primary now would cost."""
+
+    records: int
+    """Records written at the primary and not yet at the DR site."""
+    seconds: float | None
+    """The span of writes they cover: the largest partition lag in seconds (None while one is unknown)."""
 
 
 class LagNow(BaseModel):
     total: int
     partitions: list[PartitionLag]
+    rpo: Rpo
 
 
 class LagPartitionSample(BaseModel):

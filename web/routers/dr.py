@@ -14,8 +14,9 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from pydantic import BaseModel
 
 from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
-from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample
+from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample, Rpo
 from web.routers.data_common import answering, audited
+from web.services.dr import rpo_now
 
 router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
 
@@ -40,9 +41,10 @@ class ImagesNow(BaseModel):
 
 @router.get("/lag", response_model=LagNow)
 def lag(_user: ViewerDep, dr: DrDep) -> LagNow:
-    """The mirror's lag per topic and partition now (503 ``dr_mirror`` when the mirror does not answer)."""
+    """The mirror's lag per topic and partition now, in records and seconds, and the RPO that losing the primary now
+    would cost (503 ``dr_mirror`` when the mirror does not answer)."""
     partitions = dr.lag_now()
-    return LagNow(total=sum(p["lag"] for p in partitions), partitions=partitions)
+    return LagNow(total=sum(p["lag"] for p in partitions), partitions=partitions, rpo=Rpo(**rpo_now(partitions)))
 
 
 @router.get("/images", response_model=ImagesNow)

@@ -81,8 +81,10 @@ class DrSettings:
 
 
 def parse_lag(text: str) -> list[dict[str, Any]]:
-    """Per partition: lag and whether an error stopped it, from the mirror's exposition text."""
+    """Per partition: lag in records and in seconds (None while unknown) and whether an error stopped it, from the
+    mirror's exposition text."""
     lag: dict[tuple[str, int], float] = {}
+    seconds: dict[tuple[str, int], float] = {}
     stopped: dict[tuple[str, int], bool] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -91,10 +93,21 @@ def parse_lag(text: str) -> list[dict[str, Any]]:
             key = (sample.labels["topic"], int(sample.labels["partition"]))
             if sample.name == "dr_mirror_partition_lag_records":
                 lag[key] = sample.value
+            elif sample.name == "dr_mirror_partition_lag_seconds" and math.isfinite(sample.value):
+                seconds[key] = round(sample.value, 3)
             elif sample.name == "dr_mirror_partition_stopped":
                 stopped[key] = sample.value > 0
-    return [{"topic": t, "partition": p, "lag": int(lag[(t, p)]), "stopped": stopped.get((t, p), False)}
-            for t, p in sorted(lag)]
+    return [{"topic": t, "partition": p, "lag": int(lag[(t, p)]), "lag_seconds": seconds.get((t, p)),
+             "stopped": stopped.get((t, p), False)} for t, p in sorted(lag)]
+
+
+def rpo_now(partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """What losing the primary now would cost: the records not yet at the DR site and the span of writes they cover
+    (the oldest partition's lag in seconds; None when a lagging partition's age is unknown)."""
+    waiting = [p for p in partitions if p["lag"] > 0]
+    ages = [p["lag_seconds"] for p in waiting]
+    return {"records": sum(p["lag"] for p in waiting),
+            "seconds": None if None in ages else max(ages, default=0.0)}
 
 
 IMAGE_FIGURES = {"dr_images_copied_total": "copied", "dr_images_lag_records": "lag_records",

@@ -13,12 +13,18 @@
     try {
       const { data } = await api("/api/v1/dr/lag");
       document.getElementById("lag-total").textContent = t("dr.total", { n: number(data.total) });
+      const { rpo } = data;
+      document.getElementById("rpo-now").textContent = rpo.records === 0 ? t("dr.rpo_none")
+        : rpo.seconds === null ? t("dr.rpo_now_unknown", { n: number(rpo.records) })
+          : t("dr.rpo_now", { n: number(rpo.records), s: number(rpo.seconds) });
       fillRows(document.querySelector("#lag-table tbody"), data.partitions.map((p) => [
-        p.topic, String(p.partition), number(p.lag), p.stopped ? t("dr.stopped") : t("dr.running")]),
+        p.topic, String(p.partition), number(p.lag), number(p.lag_seconds),
+        p.stopped ? t("dr.stopped") : t("dr.running")]),
       (i) => (data.partitions[i].stopped ? { class: "stopped" } : {}));
       showError(node, null);
     } catch (e) {
       document.getElementById("lag-total").textContent = "—";
+      document.getElementById("rpo-now").textContent = "—";
       showError(node, e);
     }
   }
