@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--blacklist", "--exclude", dest="exclude", help="topics not to mirror (regex)")
     p.add_argument("--num.streams", dest="streams", type=int, default=1, help="worker threads (tasks.max)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="the address /metrics binds (this host's own, or 0.0.0.0, for a Prometheus on another host)")
     add_log_flags(p)
     return p
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     metrics = MirrorMetrics()
     if args.metrics_port is not None:
-        metrics.serve(args.metrics_port)
+        metrics.serve(args.metrics_port, args.metrics_host)
     mirror = Mirror(settings, metrics, stopping)
     log.info("mirroring %s (%s) -> %s (%s): topics %s, excluding %s", settings.source, settings.source_bootstrap,
              settings.target, settings.target_bootstrap, ",".join(settings.topics), ",".join(settings.topics_exclude))

@@ -454,6 +454,8 @@ def parser(config: Config) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=16, help="images copied at once")
     p.add_argument("--metrics-port", type=int, default=config.get("dr", "images_metrics_port", 9321),
                    help="Prometheus /metrics (0: a free port, logged; -1: none)")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="the address /metrics binds (this host's own, or 0.0.0.0, for a Prometheus on another host)")
     p.add_argument("--check", action="store_true",
                    help="count the images the DR topics' records name that are missing at the DR site, print JSON")
     add_log_flags(p)
@@ -493,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     metrics = CopierMetrics()
     if args.metrics_port >= 0:
-        port = metrics.serve(args.metrics_port)
+        port = metrics.serve(args.metrics_port, args.metrics_host)
         log.info("metrics on http://127.0.0.1:%d/metrics", port)
     from confluent_kafka import Consumer
 

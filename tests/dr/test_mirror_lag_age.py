@@ -19,12 +19,15 @@ from testkit.mirror import create_topics, end_offsets, write_properties
 from tests.dr._support import wait_until
 from web.services.dr import parse_lag, rpo_now
 
+METRICS_HOST = "127.0.0.2"
+"""The address the mirror's /metrics binds (``--metrics-host``): another than the default, as a host's own."""
+
 
 def lag(port: int) -> dict[str, dict[int, float]]:
     """``records`` and ``seconds`` per partition of ``alerts``, from the mirror's /metrics (none while it starts)."""
     out: dict[str, dict[int, float]] = {"records": {}, "seconds": {}}
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"http://{METRICS_HOST}:{port}/metrics", timeout=10).read().decode()
     except urllib.error.URLError:
         return out
     for family in text_string_to_metric_families(text):
@@ -53,7 +56,8 @@ def test_the_lag_in_seconds_is_the_age_of_what_the_dr_site_holds_while_records_w
     create_topics(source.bootstrap, {"alerts": 2})
     port = free_port()
     props = write_properties(tmp_path / "mm2.properties", source.bootstrap, target.bootstrap)
-    mirror = MirrorProcess(["--config", str(props), "--metrics-port", str(port)], tmp_path / "mirror.log").start()
+    mirror = MirrorProcess(["--config", str(props), "--metrics-port", str(port), "--metrics-host", METRICS_HOST],
+                           tmp_path / "mirror.log").start()
     try:
         mirrored_at = produce(source.bootstrap, 20)
         wait_until(lambda: end_offsets(target.bootstrap, "alerts", 2) == [20, 0], 60, "the first records",
@@ -82,7 +86,8 @@ def test_the_lag_in_seconds_is_the_age_of_what_the_dr_site_holds_while_records_w
 
     # Restarted, the mirror reads the newest timestamp the DR site holds (ListOffsets MAX_TIMESTAMP): the age is
     # known before it mirrors anything.
-    mirror = MirrorProcess(["--config", str(props), "--metrics-port", str(port)], tmp_path / "mirror.log")
+    mirror = MirrorProcess(["--config", str(props), "--metrics-port", str(port), "--metrics-host", METRICS_HOST],
+                           tmp_path / "mirror.log")
     assert target.proc is not None
     target.proc.send_signal(signal.SIGSTOP)
     try:
