@@ -47,8 +47,8 @@ TOPICS = Topics()
 GATEWAY, S3, SPARK, CONSOLE, METRICS = 9090, 9000, 7077, 8000, 9330
 RATE = 150
 """The simulator's records/s, from before the cut until the cut host is back in sync."""
-CUT_S = 18
-FAILOVER_S = 10
+CUT_S = 20
+FAILOVER_S = 12
 """Seconds after the cut by which the two brokers left lead every partition and the console is served again:
 broker.session.timeout.ms (3 s here) for the controller to fence the lost broker, and the clients' retries."""
 """The simulator's records/s and records: about a minute of load, the cut in its middle."""
