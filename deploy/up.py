@@ -58,6 +58,7 @@ from deploy.pipeline import Endpoints, Pipeline
 from deploy.processes.spark_cluster import SparkCluster
 from deploy.prometheus import scrape as prometheus_scrape
 from deploy.secured_bus import SecuredBus
+from dr_mirror import site as dr_active_site
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
@@ -496,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     print("The security-video data bus is up:\n" + "\n".join(lines))
     print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
     (data_dir / "up.pid").write_text(str(os.getpid()))
+    dr_active_site.ensure(data_dir, "make up")  # the primary runs the business until a switchover says otherwise
     stopping = False
 
     def stop(*_: object) -> None:

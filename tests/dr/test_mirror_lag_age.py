@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.ports import free_port
 from deploy.processes.mirror import MirrorProcess
+from dr_mirror.lag import parse_lag, rpo_now
 from testkit.mirror import create_topics, end_offsets, write_properties
 from tests.dr._support import wait_until
-from web.services.dr import parse_lag, rpo_now
 
 METRICS_HOST = "127.0.0.2"
 """The address the mirror's /metrics binds (``--metrics-host``): another than the default, as a host's own."""

@@ -13,10 +13,10 @@ from fastapi import APIRouter, Path, status
 from fastapi.responses import FileResponse, PlainTextResponse
 from pydantic import BaseModel
 
+from dr_mirror.lag import rpo_now
 from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
 from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample, Rpo
 from web.routers.data_common import answering, audited
-from web.services.dr import rpo_now
 
 router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
 

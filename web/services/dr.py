@@ -39,6 +39,7 @@ from contracts.config import Config
 from contracts.processes import spawn
 from contracts.tables import console as tables
 from dr_mirror.formats import Checkpoint, FormatError
+from dr_mirror.lag import parse_lag
 from web.auth.table import ConsoleTable
 
 from ..backends import Backends, BackendUnavailable
@@ -78,36 +79,6 @@ class DrSettings:
                    images_metrics_url=f"http://127.0.0.1:{dr.get('dr', 'images_metrics_port', 9321)}/metrics",
                    reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
                    timeout_s=settings.backend_timeout_s)
-
-
-def parse_lag(text: str) -> list[dict[str, Any]]:
-    """Per partition: lag in records and in seconds (None while unknown) and whether an error stopped it, from the
-    mirror's exposition text."""
-    lag: dict[tuple[str, int], float] = {}
-    seconds: dict[tuple[str, int], float] = {}
-    stopped: dict[tuple[str, int], bool] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if "topic" not in sample.labels or "partition" not in sample.labels:
-                continue
-            key = (sample.labels["topic"], int(sample.labels["partition"]))
-            if sample.name == "dr_mirror_partition_lag_records":
-                lag[key] = sample.value
-            elif sample.name == "dr_mirror_partition_lag_seconds" and math.isfinite(sample.value):
-                seconds[key] = round(sample.value, 3)
-            elif sample.name == "dr_mirror_partition_stopped":
-                stopped[key] = sample.value > 0
-    return [{"topic": t, "partition": p, "lag": int(lag[(t, p)]), "lag_seconds": seconds.get((t, p)),
-             "stopped": stopped.get((t, p), False)} for t, p in sorted(lag)]
-
-
-def rpo_now(partitions: list[dict[str, Any]]) -> dict[str, Any]:
-    """What losing the primary now would cost: the records not yet at the DR site and the span of writes they cover
-    (the oldest partition's lag in seconds; None when a lagging partition's age is unknown)."""
-    waiting = [p for p in partitions if p["lag"] > 0]
-    ages = [p["lag_seconds"] for p in waiting]
-    return {"records": sum(p["lag"] for p in waiting),
-            "seconds": None if None in ages else max(ages, default=0.0)}
 
 
 IMAGE_FIGURES = {"dr_images_copied_total": "copied", "dr_images_lag_records": "lag_records",
