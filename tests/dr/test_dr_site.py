@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -103,6 +104,10 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
+        status = subprocess.run([sys.executable, "-m", "dr_mirror", "status", "--data-dir", str(data_dir)],
+                                capture_output=True, text=True, timeout=60, check=False)  # on the running make up
+        assert status.returncode == 0 and status.stdout.startswith("active: primary (since "), status
+        assert "capture.vehicle" in status.stdout, status.stdout
         # the image at the DR site after mirroring: every capture image copied there, the same bytes
         assert "dr images" in said and "dr object store" in said, said
         images = _images(f"127.0.0.1:{ports['s3']}", data_dir / "secrets")
