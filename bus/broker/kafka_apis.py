@@ -94,28 +94,21 @@ class KafkaApis:
         if handler is None or not handler.min_version <= version <= handler.max_version:
             return self._unsupported(api_key, version, correlation_id, frame)
         try:
-            request_cls = messages.request_class(api_key, version)
-            header = hdr.parse_request_header(frame, request_cls.__flexible__)  # type: ignore[attr-defined]
             if api_key == PRODUCE_KEY:  # the hot path: checked and read in one walk, no kio dataclasses
+                header = hdr.parse_request_header(frame, version >= produce_codec.FLEXIBLE_FROM)
                 request = produce_codec.parse_request(frame, header.body_offset, version)
             else:
+                request_cls = messages.request_class(api_key, version)
+                header = hdr.parse_request_header(frame, request_cls.__flexible__)  # type: ignore[attr-defined]
                 request = messages.decode_request(api_key, version, frame, header.body_offset)
         except messages.UnsupportedApi:
             return self._unsupported(api_key, version, correlation_id, frame)
         except Exception as exc:  # kio raises assorted errors on malformed input
             raise InvalidRequest(f"cannot decode api {api_key} v{version}: {exc!r}") from None
         ctx = RequestContext(
-            services=self.services,
-            api_key=api_key,
-            api_version=version,
-            correlation_id=correlation_id,
-            client_id=header.client_id,
-            listener=listener,
-            peer=peer,
-            shapes=messages.shapes(api_key, version),
-            principal=principal,
-            client_host=peer_host(peer) if client_host is None else client_host,
-            sasl=sasl,
+            self.services, api_key, version, correlation_id, header.client_id, listener, peer,
+            messages.shapes(api_key, version), principal, peer_host(peer) if client_host is None else client_host,
+            sasl,
         )
         started = time.perf_counter()
         channel = self.services.controller_channel
@@ -131,11 +124,12 @@ class KafkaApis:
             return self._failed(ctx, request)
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
             result = _after_sync(ctx, request, metadata_log, self.services.replicas, result)
-        if inspect.isawaitable(result):
-            return self._finish(ctx, handler, request, result, started)
-        if self._large(handler, result):
-            return self._finish(ctx, handler, request, result, started)
-        response = self._frame(ctx, result)
+        if type(result) is produce_codec.ProduceAnswer:  # the hot path: neither awaitable nor large
+            response: bytes | memoryview | None = produce_codec.encode_answer(correlation_id, result, version)
+        else:
+            if inspect.isawaitable(result) or self._large(handler, result):
+                return self._finish(ctx, handler, request, result, started)
+            response = self._frame(ctx, result)
         self.metrics.observe(api_key, time.perf_counter() - started)
         return response
 
@@ -145,7 +139,7 @@ class KafkaApis:
                 and handler.response_items(response) > LARGE_RESPONSE_ITEMS)
 
     async def _finish(self, ctx: RequestContext, handler: ApiHandler, request: Any, pending: Any,
-                      started: float) -> memoryview | None:
+                      started: float) -> bytes | memoryview | None:
         """Await the handler's result if it must wait, then encode it (off the loop if large)."""
         try:
             result = await pending if inspect.isawaitable(pending) else pending
@@ -174,7 +168,7 @@ class KafkaApis:
         self.metrics.observe(ctx.api_key, time.perf_counter() - started)
         return response
 
-    def _failed(self, ctx: RequestContext, request: Any) -> memoryview | None:
+    def _failed(self, ctx: RequestContext, request: Any) -> bytes | memoryview | None:
         """Log the handler's exception and answer UNKNOWN_SERVER_ERROR; acks=0 produce has no answer, so Kafka
         closes the connection instead."""
         log.exception("handler of api %d v%d failed on request %d from %s", ctx.api_key, ctx.api_version,
@@ -189,11 +183,11 @@ class KafkaApis:
         return self._frame(ctx, ctx.error_response(request, ErrorCode.unknown_server_error))
 
     @staticmethod
-    def _frame(ctx: RequestContext, response: Any) -> memoryview | None:
+    def _frame(ctx: RequestContext, response: Any) -> bytes | memoryview | None:
         if response is None:
             return None
         if type(response) is produce_codec.ProduceAnswer:
-            return produce_codec.encode_response(ctx.correlation_id, response, ctx.api_version)
+            return produce_codec.encode_answer(ctx.correlation_id, response, ctx.api_version)
         flexible = type(response).__flexible__ and ctx.api_key != API_VERSIONS_KEY
         return messages.encode_response(ctx.correlation_id, response, flexible)
 

@@ -21,6 +21,7 @@ from bus.log.errors import RecordBatchTooLargeError
 from bus.log.log import AppendResult, Log, ReadResult
 from bus.log.log_validator import validate_batches
 from bus.log.producer_state import (
+    NO_PRODUCER_ID,
     ProducerStateError,
     ProducerStateManager,
     delete_snapshots_after,
@@ -189,21 +190,24 @@ class Partition:
         `from_coordinator`: a coordinator's own transactional write (TxnOffsetCommit records carry the
         producer's id and epoch but no sequence), which Kafka appends without sequence checks.
         """
-        return self.append_prepared(self.prepare(payload, from_coordinator=from_coordinator),
-                                    from_coordinator=from_coordinator)
+        payload, batches = self._prepare(payload, from_coordinator)
+        return self._append_checked(payload, batches, from_coordinator)
 
     def prepare(self, payload: bytes, *, from_coordinator: bool = False) -> PreparedAppend:
         """Everything about an append that depends on the payload alone: batch scan, LogValidator's rules
         (which decode the records of compacted topics) and re-encoding to the topic's compression.type.
         It reads no mutable state, so a worker thread can run it for a large batch (`must_prepare_off_loop`)."""
+        return PreparedAppend(*self._prepare(payload, from_coordinator))
+
+    def _prepare(self, payload: bytes, from_coordinator: bool) -> tuple[bytes, list[rb.BatchInfo]]:
         try:
             batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
             if not batches:
                 raise rb.CorruptRecordError("produce request carried no record batch")
-            validate_batches(payload, batches, self.config, f"{self.topic}-{self.index}",
-                             from_client=not from_coordinator)
-            if self.target_codec is not None and any(b.compression != self.target_codec for b in batches):
-                payload = _recompress(payload, batches, self.target_codec)
+            validate_batches(payload, batches, self.config, self, from_client=not from_coordinator)
+            target = self.target_codec
+            if target is not None and any(b.compression != target for b in batches):
+                payload = _recompress(payload, batches, target)
                 batches = rb.scan_batches(payload, max_batch_bytes=self.config.max_message_bytes)
         except tuple(_RECORD_ERRORS) as exc:
             raise PartitionError(_RECORD_ERRORS[type(exc)], str(exc)) from None
@@ -212,7 +216,11 @@ class Partition:
             # batches it matters: a leading retry would answer for (and drop) the batches after it.
             raise PartitionError(ErrorCode.invalid_record,
                                  "Produce requests are only allowed to contain exactly one record batch per partition")
-        return PreparedAppend(payload, batches)
+        return payload, batches
+
+    def __str__(self) -> str:
+        """topic-index, as Kafka names a topic partition in its messages."""
+        return f"{self.topic}-{self.index}"
 
     def must_prepare_off_loop(self, payload: bytes) -> bool:
         """A large payload whose records `prepare` would decode (compacted topic, a finite timestamp window, a
@@ -245,14 +253,21 @@ class Partition:
 
     def append_prepared(self, prepared: PreparedAppend, *, from_coordinator: bool = False) -> AppendResult:
         """The part of an append that reads and changes the partition: producer state, then the log."""
-        payload, batches = prepared.payload, prepared.batches
-        for batch in [] if from_coordinator else batches:
-            try:
-                duplicate = self.producers.check(batch)
-            except ProducerStateError as exc:
-                raise PartitionError(exc.code, exc.message) from None
-            if duplicate is not None:
-                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log.log_start_offset)
+        return self._append_checked(prepared.payload, prepared.batches, from_coordinator)
+
+    def _append_checked(self, payload: bytes, batches: list[rb.BatchInfo], from_coordinator: bool) -> AppendResult:
+        producers = self.producers
+        if not from_coordinator:
+            for batch in batches:
+                # `check` answers None at once for a batch of no producer that is not transactional: skip the call.
+                if batch.producer_id == NO_PRODUCER_ID and not batch.attributes & rb.TRANSACTIONAL_FLAG:
+                    continue
+                try:
+                    duplicate = producers.check(batch)
+                except ProducerStateError as exc:
+                    raise PartitionError(exc.code, exc.message) from None
+                if duplicate is not None:
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log.log_start_offset)
         try:
             result = self.log.append(bytearray(payload), batches, partition_leader_epoch=self.leader_epoch)
         except RecordBatchTooLargeError as exc:
@@ -260,10 +275,10 @@ class Partition:
         offset = result.base_offset
         for batch in batches:
             if batch.producer_id >= 0:
-                self.producers.update(dataclasses.replace(batch, base_offset=offset))
+                producers.update(dataclasses.replace(batch, base_offset=offset))
             offset += batch.last_offset_delta + 1
-        self.producers.applied_up_to = self.log.log_end_offset
-        self._leader_appended(len(payload), _DATA if self.producers.first_unstable_offset() is None else _OPEN_TXN)
+        producers.applied_up_to = result.last_offset + 1  # the log end
+        self._leader_appended(len(payload), _OPEN_TXN if producers.ongoing else _DATA)
         return result
 
     def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> int:
@@ -303,8 +318,10 @@ class Partition:
         """After a leader append: alone in the ISR, the bytes are committed at once (the single-node path, kept
         to one comparison); with followers they are committed when the high watermark passes them."""
         end = self.log.log_end_offset
-        if self._alone():
+        if len(self.isr) <= 1 and (self.isr_pending is None or len(self.isr_pending) <= 1):  # `_alone`, inlined
             self.high_watermark = end
+            if not self.watchers.waiting:  # nobody to tell
+                return
             if kind == _MARKER:
                 self.watchers.marker_appended(size)
             else:

@@ -422,14 +422,13 @@ class ReplicaManager:
 
     def get(self, topic: str, partition: int) -> Partition:
         """The partition if this node leads it: what clients and coordinators read and write."""
-        tp = TopicPartition(topic, partition)
-        found = self.partitions.get(tp)
-        if found is not None and not found.is_leader:
-            raise PartitionError(ErrorCode.not_leader_or_follower)
-        if found is None:
-            # Created a moment ago (not led here until its log exists), or led by another broker of the cluster.
-            known = self._image is not None and partition in getattr(self._image.topics.get(topic), "partitions", ())
-            if tp in self._opening or known:
+        found = self.partitions.get((topic, partition))  # type: ignore[call-overload]  # TopicPartition is a tuple
+        if found is not None:
+            if found.leader_id != found.local_id:  # not `is_leader`
                 raise PartitionError(ErrorCode.not_leader_or_follower)
-            raise PartitionError(ErrorCode.unknown_topic_or_partition)
-        return found
+            return found
+        # Created a moment ago (not led here until its log exists), or led by another broker of the cluster.
+        known = self._image is not None and partition in getattr(self._image.topics.get(topic), "partitions", ())
+        if TopicPartition(topic, partition) in self._opening or known:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        raise PartitionError(ErrorCode.unknown_topic_or_partition)

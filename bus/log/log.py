@@ -27,6 +27,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bus.log import files
 from bus.log.config import LogConfig
@@ -49,8 +50,10 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where an append landed (a named tuple: one is built per produced batch, and it is cheaper than a frozen
+    dataclass)."""
+
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
@@ -197,20 +200,29 @@ class Log:
         """Append validated batches (`scan_batches` of `payload`) as the leader: offsets are assigned in
         place from the log end offset, and LogAppendTime stamped when the topic asks for it."""
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             now = self._now_ms()
-            append_time = now if self._config.log_append_time else None
-            first = self.log_end_offset
+            config = self._config
+            append_time = now if config.log_append_time else None
+            first = self._segments[-1].next_offset  # the log end offset
             assign_offsets(payload, batches, first, log_append_time=append_time,
                            partition_leader_epoch=partition_leader_epoch)  # fmt: skip
             if partition_leader_epoch is not None and partition_leader_epoch != self._epochs.latest_epoch:
                 self._epochs.assign(partition_leader_epoch, first, durable=False)
-            placements: list[Placement] = []
-            offset = first
-            for batch in batches:
-                last = offset + batch.last_offset_delta
-                placements.append((batch.size, last, batch.max_timestamp if append_time is None else append_time))
+            if len(batches) == 1:  # a producer's request: one batch, no list to build
+                batch = batches[0]
+                last = first + batch.last_offset_delta
+                placements: list[Placement] = [(batch.size, last,
+                                                batch.max_timestamp if append_time is None else append_time)]
                 offset = last + 1
+            else:
+                placements = []
+                offset = first
+                for batch in batches:
+                    last = offset + batch.last_offset_delta
+                    placements.append((batch.size, last, batch.max_timestamp if append_time is None else append_time))
+                    offset = last + 1
             self._write(payload, batches, placements, first, now)
             return AppendResult(first, offset - 1, -1 if append_time is None else append_time, self._log_start_offset)
 
@@ -254,7 +266,9 @@ class Log:
         if not active.size:
             active.created_ms = now  # segment.ms counts from a segment's first append
         active.append(memoryview(payload)[start : start + size], placements, config.index_interval_bytes)
-        self._maybe_flush(now)
+        if (config.flush_messages <= active.next_offset - self._recovery_point  # `_maybe_flush`'s test, unrolled:
+                or now - self._last_flush_ms >= config.flush_ms):  # most topics never flush on append
+            self._maybe_flush(now)
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> Segment:
         """Kafka's roll rules: the append would overflow segment.bytes, the segment is older than segment.ms

@@ -50,21 +50,25 @@ class RecordValidationError(KafkaApiError):
 
 
 def validate_batches(payload: bytes | bytearray, batches: list[rb.BatchInfo], config: LogConfig,
-                     topic_partition: str, *, from_client: bool = True, now_ms: int | None = None) -> None:
+                     topic_partition: object, *, from_client: bool = True, now_ms: int | None = None) -> None:
     """Raise RecordValidationError for the first batch the partition must refuse.
 
-    `from_client`: Kafka's AppendOrigin.CLIENT; a coordinator's own writes skip the batch-level client
-    rules (transactional offset commits carry a producer id without a sequence).
+    `topic_partition` names the partition in the messages (a "topic-index" string, or anything whose str() is one:
+    the partition itself, so the hot path formats nothing until a batch is refused). `from_client`: Kafka's
+    AppendOrigin.CLIENT; a coordinator's own writes skip the batch-level client rules (transactional offset commits
+    carry a producer id without a sequence).
     """
-    now = int(time.time() * 1000) if now_ms is None else now_ms
     check_range = not config.log_append_time and (
         config.message_timestamp_before_max_ms < _LONG_MAX or config.message_timestamp_after_max_ms < _LONG_MAX
     )
+    compact = config.compact
     for batch in batches:
-        if from_client:
-            _validate_client_batch(batch, topic_partition)
-        if config.compact or check_range or batch.timestamp_type == rb.LOG_APPEND_TIME:
-            _raise_record_errors(_record_errors(payload, batch, config, topic_partition, now, check_range))
+        attributes = batch.attributes
+        if from_client and (attributes & rb.CONTROL_FLAG or batch.producer_id >= 0):  # else it passes at once
+            _validate_client_batch(batch, str(topic_partition))
+        if compact or check_range or attributes & rb.TIMESTAMP_TYPE_FLAG:  # LogAppendTime claimed
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            _raise_record_errors(_record_errors(payload, batch, config, str(topic_partition), now, check_range))
 
 
 def _validate_client_batch(batch: rb.BatchInfo, topic_partition: str) -> None:

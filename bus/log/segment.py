@@ -231,33 +231,43 @@ class Segment:
         self.bytes_since_index_entry = end - start
         return end == self.size
 
-    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, index_interval: int) -> None:
-        """Account one batch written at `position`; the index entry rule is Kafka's LogSegment.append."""
+    def _track(self, position: int, size: int, last_offset: int, max_timestamp: int, index_interval: int) -> bool:
+        """Account one batch written at `position`; the index entry rule is Kafka's LogSegment.append. True when
+        it added index entries (which `_write_indexes` then writes)."""
         if position == 0:
             self.first_batch_timestamp = max_timestamp
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
-        if self.bytes_since_index_entry > index_interval:
+        indexed = self.bytes_since_index_entry > index_interval
+        if indexed:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_index_entry = 0
         self.bytes_since_index_entry += size
         self.next_offset = last_offset + 1
+        return indexed
 
     def append(self, data: memoryview, placements: Sequence[Placement], index_interval: int) -> None:
-        """Write whole batches with one write call; on failure cut back so the file matches memory."""
+        """Write whole batches with one write call; on failure cut back so the file matches memory. The index files
+        are written only when an append adds entries to them (every `index.interval.bytes`): entries are only ever
+        added here and by `seal`, which writes its own."""
         position = self.size
         try:
-            files.write_all(self.fd, data)
+            written = os.write(self.fd, data)
+            if written != len(data):  # a short write (a signal, a quota): the rest the slow way
+                files.write_all(self.fd, data[written:])
         except OSError:
             os.ftruncate(self.fd, position)
             raise
+        indexed = False
         for size, last_offset, max_timestamp in placements:
-            self._track(position, size, last_offset, max_timestamp, index_interval)
+            if self._track(position, size, last_offset, max_timestamp, index_interval):
+                indexed = True
             position += size
         self.size = position
         self.unflushed = True
-        self._write_indexes()
+        if indexed:
+            self._write_indexes()
 
     def _write_indexes(self) -> None:
         self.offset_index.write_pending()

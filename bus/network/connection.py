@@ -243,18 +243,22 @@ class KafkaConnection(asyncio.Protocol):
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        self.held_bytes += len(data)
+        size = len(data)
+        self.held_bytes += size
+        queue = self.queue
         if not self.muted & _MUTE_WRITE:
-            self.queue.add(len(frames), len(data))
+            queue.requests += len(frames)  # `queue.add`, inlined: it runs for every read
+            queue.bytes += size
+        pending = self.pending
         if frames:
-            self.pending.extend(frames)
-            if self._read_ahead_full():
+            pending.extend(frames)
+            if len(pending) >= READ_AHEAD or self.held_bytes >= READ_AHEAD_BYTES:  # `_read_ahead_full`
                 self._mute(_MUTE_READ_AHEAD)
-        if frames and not self.busy:
-            self._process()
-        if self.pending and self.queue.full:
+            if not self.busy:
+                self._process()
+        if pending and queue.full:
             self._mute(_MUTE_QUEUE)
-            self.queue.wait(self)
+            queue.wait(self)
 
     def _read_ahead_full(self) -> bool:
         return len(self.pending) >= READ_AHEAD or (bool(self.pending) and self.held_bytes >= READ_AHEAD_BYTES)
@@ -312,39 +316,44 @@ class KafkaConnection(asyncio.Protocol):
     def _handle_pending(self, batch: list[bytes | memoryview]) -> None:
         budget = READ_AHEAD
         batched = 0
-        while self.pending and not self.closed and not self.muted & _STOP_HANDLING:
-            if not budget:
-                self.busy = True
-                asyncio.get_running_loop().call_soon(self._next_turn)
-                return
-            budget -= 1
-            frame = self.pending.popleft()
-            self.in_flight = 1
-            try:
-                if self.authenticating:
-                    result = self._authenticate(frame)
-                else:
-                    result = self.apis.handle(frame, self.listener, self.peer, principal=self.principal, sasl=self.sasl)
-            except InvalidRequest as exc:
-                self.abort(str(exc))
-                return
-            except Exception:
-                log.exception("request handling failed on connection %s; closing it", self.peer)
-                self.abort("internal error")
-                return
-            if isinstance(result, (bytes, memoryview)):
-                batch.append(result)
-                batched += len(result)
-                if batched >= WRITE_BATCH_BYTES:
-                    self._write(batch)
-                    batch.clear()
-                    batched = 0
-            elif result is not None:
-                self.busy = True
-                self.task = asyncio.ensure_future(self._await(result, len(frame) + 4))
-                return
-            self._done(len(frame) + 4)
-        self.busy = False
+        pending = self.pending
+        apis = self.apis
+        answered = False
+        try:
+            while pending and not self.closed and not self.muted & _STOP_HANDLING:
+                if not budget:
+                    self.busy = True
+                    asyncio.get_running_loop().call_soon(self._next_turn)
+                    return
+                budget -= 1
+                frame = pending.popleft()
+                self.in_flight = 1
+                try:
+                    if self.authenticating:
+                        result = self._authenticate(frame)
+                    else:
+                        result = apis.handle(frame, self.listener, self.peer, principal=self.principal,
+                                             client_host=self.ip, sasl=self.sasl)
+                except Exception as exc:
+                    self._handling_failed(exc)
+                    return
+                if isinstance(result, (bytes, memoryview)):
+                    batch.append(result)
+                    batched += len(result)
+                    if batched >= WRITE_BATCH_BYTES:
+                        self._write(batch)
+                        batch.clear()
+                        batched = 0
+                elif result is not None:
+                    self.busy = True
+                    self.task = asyncio.ensure_future(self._await(result, len(frame) + 4))
+                    return
+                self._answered(len(frame) + 4)
+                answered = True
+            self.busy = False
+        finally:
+            if answered:
+                self.last_active = time.monotonic()
 
     def _write(self, batch: list[bytes | memoryview]) -> None:
         if len(batch) == 1:
@@ -359,23 +368,37 @@ class KafkaConnection(asyncio.Protocol):
 
     def _done(self, size: int) -> None:
         """A request is answered: its bytes and slot go back to the broker-wide queue."""
+        self._answered(size)
+        self.last_active = time.monotonic()
+
+    def _answered(self, size: int) -> None:
+        """`_done` but for `last_active`, which `_handle_pending` sets once for all it answered in a turn."""
         self.held_bytes -= size
         self.in_flight = 0
-        self.last_active = time.monotonic()
-        if not self._read_ahead_full():
+        if self.muted & _MUTE_READ_AHEAD and not self._read_ahead_full():
             self._unmute(_MUTE_READ_AHEAD)
         if not self.muted & _MUTE_WRITE:
-            self.queue.release(1, size)
+            queue = self.queue
+            if queue.waiting:
+                queue.release(1, size)
+            else:  # `queue.release` without connections to wake: the two subtractions, inlined
+                queue.requests -= 1
+                queue.bytes -= size
+
+    def _handling_failed(self, exc: Exception) -> None:
+        """Close the connection after a request that got no answer: a malformed one says why; anything else is a
+        bug of ours, logged with its traceback (called inside the `except` block, so the traceback is the handler's)."""
+        if isinstance(exc, InvalidRequest):
+            self.abort(str(exc))
+        else:
+            log.exception("request handling failed on connection %s; closing it", self.peer)
+            self.abort("internal error")
 
     async def _await(self, pending: Awaitable[bytes | memoryview | None], size: int) -> None:
         try:
             response = await pending
-        except InvalidRequest as exc:
-            self.abort(str(exc))
-            return
-        except Exception:
-            log.exception("request handling failed on connection %s; closing it", self.peer)
-            self.abort("internal error")
+        except Exception as exc:
+            self._handling_failed(exc)
             return
         if self.closed:
             return

@@ -37,6 +37,10 @@ class FrameDecoder:
         With nothing buffered (the common case: a read ends on a frame boundary) frames are sliced
         straight out of `data`, one copy each; only an incomplete tail is kept in the buffer.
         """
+        if self._need < 0 and not self._buffer and len(data) >= 4:
+            (size,) = _SIZE.unpack_from(data, 0)
+            if len(data) == size + 4 and 0 <= size <= self.max_frame_bytes:  # exactly one frame: the usual read
+                return [bytes(data[4:])]
         buf: bytes | bytearray = data
         if self._buffer:
             self._buffer += data

@@ -162,9 +162,109 @@ def _records(buf: bytes, pos: int, end: int, flexible: bool) -> tuple[bytes | No
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
+_FLEX_TAIL = b"\x00\x00\x00"  # the partition's, the topic's and the request's (empty) tagged fields
+_LEGACY_ONE = struct.Struct(">hiih")  # acks, timeout_ms, topic count, the topic name's length
+_LEGACY_PARTITION = struct.Struct(">iii")  # partition count, index, records length
+
+
+def _parse_single(frame: bytes, pos: int, flexible: bool) -> ProduceRequest | None:
+    """A request of exactly one topic with one partition, read without the general walk's calls, or None when the
+    frame is anything else (or anything this reader is unsure of: a long varint, a bad length, tagged fields,
+    trailing bytes): `parse_request` then reads it the general way. It never refuses a frame itself, so what is
+    refused, and the message, stay the general walk's; what it accepts, it reads exactly as that walk would."""
+    end = len(frame)
+    try:
+        if flexible:
+            size = frame[pos]
+            if size == 0:
+                transactional_id = None
+                pos += 1
+            elif size < 0x80:
+                stop = pos + size
+                if stop > end:
+                    return None
+                transactional_id = str(frame[pos + 1:stop], "utf-8")
+                pos = stop
+            else:
+                return None
+            acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
+            size = frame[pos + 7]  # the topic name's length + 1, after the topic count (1 + 1)
+            if frame[pos + 6] != 2 or not 0 < size < 0x80:
+                return None
+            pos += 8
+            stop = pos + size - 1
+            name = str(frame[pos:stop], "utf-8")
+            if stop + 5 > end or frame[stop] != 2:  # one partition
+                return None
+            (index,) = _I32.unpack_from(frame, stop + 1)
+            pos = stop + 5
+            size = frame[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                high = frame[pos + 1]
+                if high >= 0x80:
+                    return None
+                size = (size & 0x7F) | high << 7
+                pos += 2
+            if size == 0:
+                records = None
+            else:
+                stop = pos + size - 1
+                records = bytes(frame[pos:stop])
+                pos = stop
+            if pos + 3 != end or frame[pos:end] != _FLEX_TAIL:
+                return None
+        else:
+            (size,) = _I16.unpack_from(frame, pos)
+            if size == -1:
+                transactional_id = None
+                pos += 2
+            elif size >= 0:
+                stop = pos + 2 + size
+                if stop > end:
+                    return None
+                transactional_id = str(frame[pos + 2:stop], "utf-8")
+                pos = stop
+            else:
+                return None
+            acks, timeout_ms, topics, size = _LEGACY_ONE.unpack_from(frame, pos)
+            if topics != 1 or size < 0:
+                return None
+            pos += 12
+            stop = pos + size
+            name = str(frame[pos:stop], "utf-8")
+            partitions, index, size = _LEGACY_PARTITION.unpack_from(frame, stop)
+            if partitions != 1:
+                return None
+            pos = stop + 12
+            if size == -1:
+                records = None
+            elif size >= 0 and pos + size == end:
+                records = bytes(frame[pos:end])
+                pos = end
+            else:
+                return None
+            if pos != end:
+                return None
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    return ProduceRequest(transactional_id, acks, timeout_ms, [TopicData(name, [PartitionData(index, records)])])
+
+
 
 def parse_request(frame: bytes, offset: int, version: int) -> ProduceRequest:
-    """The ProduceRequest body at `offset`, every length checked against `frame` (MalformedRequest if not)."""
+    """The ProduceRequest body at `offset`, every length checked against `frame` (MalformedRequest if not).
+
+    The common request (one topic, one partition, short names, no tagged fields) is read by `_parse_single` in
+    one straight walk; anything else, or anything it is unsure of, goes through the general walk below, which
+    alone decides what is refused and why."""
+    single = _parse_single(frame, offset, version >= FLEXIBLE_FROM)
+    return single if single is not None else _parse_general(frame, offset, version)
+
+
+def _parse_general(frame: bytes, offset: int, version: int) -> ProduceRequest:
+    """Any ProduceRequest body, field by field: what `parse_request` refuses is refused here."""
     flexible = version >= FLEXIBLE_FROM
     end = len(frame)
     transactional_id, pos = _string(frame, offset, end, flexible)
@@ -244,6 +344,77 @@ def _has_leader_tags(response: Any) -> bool:
             if leader is not None and (leader.leader_id != -1 or leader.leader_epoch != -1):
                 return True
     return False
+
+
+_TEMPLATE_CACHE_SIZE = 1024  # (version, topic) pairs; past it the cache starts again (a broker of many topics)
+_FLEX_HEAD = b"\x00\x02"  # response header v1's empty tagged fields, one topic (compact count 1 + 1)
+_Template = tuple[struct.Struct, bytes, bytes, bytes]
+_templates: dict[tuple[int, str], _Template] = {}
+
+
+def _single_template(version: int, name: str) -> _Template | None:
+    """The layout of a `version` answer of one partition of topic `name` with neither error message nor record
+    errors, as `encode_response` writes it: a Struct whose constant parts (the header's tagged fields, the counts,
+    the topic name, the empty record errors) are `s` fields passed in with the three constants, so one `pack`
+    writes the whole frame. None for what the template does not cover (a version out of range, a long name)."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        return None
+    flexible = version >= FLEXIBLE_FROM
+    try:
+        name_bytes = name.encode()
+    except UnicodeEncodeError:
+        return None
+    if len(name_bytes) >= (0x7F if flexible else 0x7FFF):  # a one-byte compact length; a legacy int16 one
+        return None
+    if flexible:
+        middle = _FLEX_HEAD + bytes([len(name_bytes) + 1]) + name_bytes + b"\x02"
+        tail = b"\x01\x00\x00\x00"  # no record errors, a null error message, the partition's and topic's tags
+        end = b"\x00"
+    else:
+        middle = _I32.pack(1) + _I16.pack(len(name_bytes)) + name_bytes + _I32.pack(1)
+        tail = _I32.pack(0) + _I16.pack(-1) if version >= 8 else b""
+        end = b""
+    partition = "ihqqq" if version >= 5 else "ihqq"
+    return struct.Struct(f">ii{len(middle)}s{partition}{len(tail)}si{len(end)}s"), middle, tail, end
+
+
+def _encode_single(correlation_id: int, answer: ProduceAnswer, version: int) -> bytes | None:
+    """The frame of an answer of one topic and one partition without error message or record errors, written by
+    one cached Struct; None for any other answer."""
+    responses = answer.responses
+    if len(responses) != 1:
+        return None
+    topic = responses[0]
+    partitions = topic.partition_responses
+    if len(partitions) != 1:
+        return None
+    p = partitions[0]
+    throttle = answer.throttle_time
+    if (p.error_message is not None or p.record_errors or type(p.log_append_time) is not int
+            or type(throttle) is not int):
+        return None
+    key = (version, topic.name)
+    cached = _templates.get(key)
+    if cached is None:
+        cached = _single_template(version, topic.name)
+        if cached is None:
+            return None
+        if len(_templates) >= _TEMPLATE_CACHE_SIZE:
+            _templates.clear()
+        _templates[key] = cached
+    template, middle, tail, end = cached
+    if version >= 5:
+        return template.pack(template.size - 4, correlation_id, middle, p.index, p.error_code, p.base_offset,
+                             p.log_append_time, p.log_start_offset, tail, throttle, end)
+    return template.pack(template.size - 4, correlation_id, middle, p.index, p.error_code, p.base_offset,
+                         p.log_append_time, tail, throttle, end)
+
+
+def encode_answer(correlation_id: int, answer: ProduceAnswer, version: int) -> bytes | memoryview | None:
+    """The frame of the handler's own answer: the cached single-partition layout when it fits, else
+    `encode_response` (byte for byte the same, tests/unit/test_produce_codec.py holds them to it)."""
+    single = _encode_single(correlation_id, answer, version)
+    return single if single is not None else encode_response(correlation_id, answer, version)
 
 
 def encode_response(correlation_id: int, response: Any, version: int) -> memoryview | None:

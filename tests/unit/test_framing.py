@@ -32,3 +32,19 @@ def test_any_chunking_yields_the_same_frames(payloads, chunk):
     for i in range(0, len(stream), chunk):
         out += decoder.feed(stream[i : i + chunk])
     assert out == payloads
+
+
+def test_a_read_of_exactly_one_frame_is_that_frame_and_leaves_nothing_behind():
+    """The usual read (one whole request) takes a shortcut; it must answer as the general split does."""
+    decoder = FrameDecoder(100)
+    assert decoder.feed(frame(b"abc")) == [b"abc"]
+    assert decoder.feed(frame(b"")) == [b""]
+    assert decoder.buffered == 0
+    assert decoder.feed(frame(b"x" * 100)) == [b"x" * 100]
+    with pytest.raises(FrameError, match=r"socket\.request\.max\.bytes"):
+        decoder.feed(frame(b"x" * 101))
+    with pytest.raises(FrameError, match="invalid frame size"):
+        FrameDecoder(100).feed(struct.pack(">i", -4) + b"")
+    partial = FrameDecoder(100)  # a frame after a partial one: the buffer still comes first
+    assert partial.feed(frame(b"ab")[:3]) == []
+    assert partial.feed(frame(b"ab")[3:] + frame(b"cd")) == [b"ab", b"cd"]

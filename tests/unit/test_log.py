@@ -509,3 +509,16 @@ def test_config_changes_apply_live(tmp_path: Path) -> None:
     append(log, one)
     assert len(log.segments) == 2
     assert log.config.segment_bytes == len(one) * 4
+
+
+def test_index_entries_reach_their_files_as_the_appends_that_add_them_return(tmp_path: Path) -> None:
+    """Appends write the index files only when they add entries (every index.interval.bytes), never leave one
+    behind: what the files hold always matches the entries in memory."""
+    log = open_log(tmp_path, index_interval_bytes=200)
+    for i in range(40):
+        append(log, batch([b"v" * 50 + bytes([i])]))
+        segment = log._segments[-1]
+        for index in (segment.offset_index, segment.time_index):
+            assert os.path.getsize(index.path) == len(index) * index.entry_size
+    assert len(log._segments[-1].offset_index) > 5
+    assert [value for _offset, value in read_records(log)] == [b"v" * 50 + bytes([i]) for i in range(40)]

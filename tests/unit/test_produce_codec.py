@@ -170,3 +170,77 @@ def test_huge_declared_counts_are_refused_before_decoding() -> None:
     flexible = b"\x00" + struct.pack(">hi", 1, 30_000) + b"\xff\xff\xff\xff\x07"
     with pytest.raises(HeaderError, match="array of"):
         produce_codec.parse_request(flexible, 0, 9)
+
+
+# -- the single-partition fast paths (issue 33) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_the_single_partition_reader_reads_what_the_general_walk_reads_or_steps_aside(version: int,
+                                                                                        data: st.DataObject) -> None:
+    """`_parse_single` either reads a body exactly as `_parse_general` does or returns None (then the general walk
+    decides); it never accepts a body the general walk refuses, mutated or truncated ones included."""
+    body = data.draw(request_bodies(version))
+    flexible = version >= produce_codec.FLEXIBLE_FROM
+    mutated = bytearray(body[: data.draw(st.integers(0, len(body)))] if data.draw(st.booleans()) else body)
+    for _ in range(data.draw(st.integers(0, 2))):
+        if mutated:
+            mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    for frame in (body, bytes(mutated)):
+        single = produce_codec._parse_single(frame, 0, flexible)
+        try:
+            general = produce_codec._parse_general(frame, 0, version)
+        except HeaderError:
+            assert single is None
+            continue
+        assert single is None or single == general
+        assert produce_codec.parse_request(frame, 0, version) == general
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_producers_single_partition_request_takes_the_fast_path(version: int) -> None:
+    shapes = messages.request_shapes(0, version)
+    for transactional_id in (None, "txn"):
+        request = shapes.make("ProduceRequest", transactional_id=transactional_id, acks=1, timeout=30_000,
+                              topic_data=[shapes.make("TopicProduceData", name="requests", partition_data=[
+                                  shapes.make("PartitionProduceData", index=3, records=b"r" * 300)])])
+        body = messages.encode(request)
+        single = produce_codec._parse_single(body, 0, version >= produce_codec.FLEXIBLE_FROM)
+        assert single == produce_codec.ProduceRequest(transactional_id, 1, 30_000, [
+            produce_codec.TopicData("requests", [produce_codec.PartitionData(3, b"r" * 300)])])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=100, deadline=None)
+@given(correlation_id=_I32, name=st.text(max_size=130), index=_I32, code=st.sampled_from(list(ErrorCode)),
+       base=_I64, append_time=st.one_of(st.just(-1), st.integers(0, 2**42)), start=_I64,
+       throttle=st.integers(0, 2**31 - 1))
+def test_the_cached_single_partition_layout_writes_the_generic_encoders_bytes(
+        version: int, correlation_id: int, name: str, index: int, code: ErrorCode, base: int, append_time: int,
+        start: int, throttle: int) -> None:
+    answer = produce_codec.ProduceAnswer([produce_codec.TopicProduced(name, [produce_codec.PartitionProduced(
+        index, code.value, base, append_time, start)])], throttle)
+    generic = produce_codec.encode_response(correlation_id, answer, version)
+    assert generic is not None
+    single = produce_codec._encode_single(correlation_id, answer, version)
+    if single is not None:
+        assert single == bytes(generic)
+    else:  # only names the one-byte length of the cached layout cannot hold
+        assert len(name.encode()) >= 0x7F
+    assert bytes(produce_codec.encode_answer(correlation_id, answer, version)) == bytes(generic)  # type: ignore[arg-type]
+
+
+def test_answers_the_cached_layout_does_not_cover_go_the_generic_way() -> None:
+    partition = produce_codec.PartitionProduced(0, 0, 5, -1, 0)
+    with_message = produce_codec.PartitionProduced(0, 87, error_message="bad", record_errors=(
+        produce_codec.RecordErrorOut(0, "bad record"),))
+    for answer in (produce_codec.ProduceAnswer([produce_codec.TopicProduced("t", [partition, partition])]),
+                   produce_codec.ProduceAnswer([produce_codec.TopicProduced("t", [with_message])]),
+                   produce_codec.ProduceAnswer([produce_codec.TopicProduced("a", [partition]),
+                                                produce_codec.TopicProduced("b", [partition])])):
+        for version in VERSIONS:
+            assert produce_codec._encode_single(1, answer, version) is None
+            assert bytes(produce_codec.encode_answer(1, answer, version)) == bytes(  # type: ignore[arg-type]
+                produce_codec.encode_response(1, answer, version))  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from bus.broker.apis._common import topic_name_for
 from bus.broker.context import RequestContext
-from bus.broker.partition import Partition, PartitionError
+from bus.broker.partition import OFF_LOOP_PREPARE_BYTES, Partition, PartitionError
 from bus.log.log import AppendResult
 from bus.log.log_validator import RecordError, RecordValidationError
 from bus.network.errors import CloseConnection
@@ -72,27 +72,41 @@ def _refused_transactions(ctx: RequestContext, request: ProduceRequest) -> bool:
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceAnswer | Awaitable[ProduceAnswer | None] | None:
     """The ProduceResponse, or an awaitable of it when some partition's append had to wait
     (`Partition.append_in_order`: a large batch whose records are decoded in a worker thread)."""
-    if _refused_transactions(ctx, request):
+    services = ctx.services
+    if services.authorizer is not None and _refused_transactions(ctx, request):
         code = ErrorCode.transactional_id_authorization_failed
         if request.acks == 0:  # no response carries it: Kafka closes the connection
             raise CloseConnection(f"acks=0 produce refused: {code.name}")
         return error_answer(request, code.value, ERROR_MESSAGES[code])
-    replicas = ctx.broker.replicas
+    replicas = services.replicas
     acks = request.acks
     timeout = max(request.timeout_ms, 0) / 1000.0
-    writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    topic_data = request.topic_data
+    if services.authorizer is None and len(topic_data) == 1 and len(topic_data[0].partition_data) == 1:
+        # The common request (a producer's batch for one partition), without the general loop's bookkeeping.
+        # Produce names topics by name up to v12: `topic_name_for` is the name itself.
+        name = topic_data[0].name
+        answer = _produce_partition(ctx, replicas, name, acks, timeout, topic_data[0].partition_data[0])
+        if type(answer) is PartitionProduced:
+            if acks == 0:
+                if answer.error_code:
+                    raise CloseConnection(f"acks=0 produce failed: {ErrorCode(answer.error_code).name}")
+                return None
+            return ProduceAnswer([TopicProduced(name, [answer])])
+        return _respond_later(ctx, acks, [(name, [answer])])
+    writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in topic_data))
     topics: Answers = []
     waiting = False
-    for topic_data in request.topic_data:
-        name = topic_name_for(ctx, topic_data.name, None)
-        if topic_data.name not in writable:
-            topics.append((name, [PartitionProduced(data.index, ErrorCode.topic_authorization_failed.value)
-                                  for data in topic_data.partition_data]))
+    for topic_data_ in topic_data:
+        name_ = topic_name_for(ctx, topic_data_.name, None)
+        if topic_data_.name not in writable:
+            topics.append((name_, [PartitionProduced(data.index, ErrorCode.topic_authorization_failed.value)
+                                   for data in topic_data_.partition_data]))
             continue
-        partition_responses = [_produce_partition(ctx, replicas, name, acks, timeout, data)
-                               for data in topic_data.partition_data]
+        partition_responses = [_produce_partition(ctx, replicas, name_, acks, timeout, data)
+                               for data in topic_data_.partition_data]
         waiting = waiting or any(isinstance(r, asyncio.Future) for r in partition_responses)
-        topics.append((name, partition_responses))
+        topics.append((name_, partition_responses))
     if waiting:
         return _respond_later(ctx, acks, topics)
     return _respond(ctx, acks, topics)
@@ -104,21 +118,22 @@ def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, ack
     if acks not in (-1, 0, 1):
         return PartitionProduced(data.index, ErrorCode.invalid_required_acks.value)
     partition = None
+    records = data.records
     try:
         if name is None:
             raise PartitionError(ErrorCode.unknown_topic_id)
         partition = replicas.get(name, data.index)
         if acks == -1:
             _check_isr(partition, ErrorCode.not_enough_replicas)
-        if data.records is None:
+        if records is None:
             raise PartitionError(ErrorCode.corrupt_message, "produce request carried null records")
-        off_loop = partition.must_prepare_off_loop(data.records)
+        off_loop = len(records) > OFF_LOOP_PREPARE_BYTES and partition.must_prepare_off_loop(records)
         if off_loop or partition.appending is not None:
-            appending = partition.append_in_order(data.records, off_loop=off_loop)  # in line now, not when awaited
+            appending = partition.append_in_order(records, off_loop=off_loop)  # in line now, not when awaited
             return asyncio.ensure_future(_appended_later(ctx, partition, data.index, appending, acks, timeout,
-                                                         len(data.records)))
-        result = partition.append(data.records)
-        _count(ctx, partition, result, len(data.records))
+                                                         len(records)))
+        result = partition.append(records)
+        _count(ctx, partition, result, len(records))
         if acks == -1:
             replicated = partition.committed(result.last_offset + 1)
             if replicated is not None:
@@ -126,7 +141,7 @@ def _produce_partition(ctx: RequestContext, replicas: Any, name: str | None, ack
             _check_isr(partition, ErrorCode.not_enough_replicas_after_append)
     except (PartitionError, RecordValidationError) as exc:
         return _refused(data.index, exc, partition)
-    return _appended(data.index, result)
+    return PartitionProduced(data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset)
 
 
 def _check_isr(partition: Partition, code: ErrorCode) -> None:
