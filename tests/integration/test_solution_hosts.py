@@ -39,6 +39,7 @@ from deploy.hosts import Host, Network
 from deploy.processes.cluster import until
 from deploy.processes.console import password_of
 from deploy.processes.spark_cluster import SparkCluster
+from spark_jobs import packaging
 from tests.integration._ingest_support import row_counts
 from tests.integration.test_ingest_end_to_end import bus_record_ids, expected_counts, table_record_ids
 
@@ -153,6 +154,9 @@ def test_the_solution_on_hosts_keeps_its_data_and_its_console_when_a_broker_host
     site.started(gateway, "gateway", "hbase-gateway listening on")
     site.started(store, "object-store", "S3 API ready")
 
+    # The executors' environment is packed where the package index is reachable, as a deployment packs it once on
+    # a build host: the hosts here reach nothing beyond their bridge, so a driver that had to pack it would fail.
+    packaging.executor_environment()
     # Spark: the master on the spark host, a worker on each worker host, each advertising its own address.
     cluster = SparkCluster(site.root / "spark", workers=2, host=site.spark.address, port=SPARK, webui_port=8080,
                            worker_hosts=[w.address for w in site.workers],
