@@ -5,7 +5,10 @@ below), so a deployment can share a Kafka cluster with others. Code never spells
 asks a :class:`Topics` built from the config it was given.
 
 The data/control split is the book's (10.3.6): data topics are mirrored to the DR cluster, control
-topics (commands that only make sense where they were issued) are not.
+topics (commands that only make sense where they were issued) are not. The watch and statistics commands
+are data in this sense: compacted, they are the watchlists and statistics themselves, which the DR site's
+surveillance service needs to take over. A video command is not: the task runs where it was asked, and its
+status and results are mirrored.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ class Topics:
     audit: str = "audit"
     """Who read or commanded what through the console (``contracts.audit``): appended only, mirrored."""
 
-    CONTROL = ("video_commands", "control_watchlist", "control_stats")
-    """Field names of the control topics; every other topic carries data, except the internal ones."""
+    CONTROL = ("video_commands",)
+    """Field names of the control topics (not mirrored); every other topic carries data, except the internal ones."""
+    COMMANDS = ("video_commands", "control_watchlist", "control_stats")
+    """Field names of the topics the console's commands go to, mirrored or not: a viewer may not read them raw."""
     INTERNAL = ("plate_sightings", "stat_events")
     """A service's private repartition topics (Kafka Streams' ``-repartition``): rebuilt from data, not mirrored."""
 
@@ -72,6 +77,9 @@ class Topics:
 
     def control(self) -> tuple[str, ...]:
         return tuple(getattr(self, name) for name in self.CONTROL)
+
+    def commands(self) -> tuple[str, ...]:
+        return tuple(getattr(self, name) for name in self.COMMANDS)
 
     @property
     def captures(self) -> tuple[str, str]:

@@ -8,7 +8,8 @@ the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirror
 DR site holds the same HBase tables; and its object store (:class:`DrObjectStore`: a second embedded SeaweedFS in
 ``DATA/dr/object-store`` on ``[dr] s3_endpoint``, keys of its own in ``DATA/secrets/dr-object-store``) with the image
 copier (``python -m dr_mirror.images``, `deploy/processes/dr_images.py`) putting every mirrored capture's image there
-under the same key, so the DR site's records do not name images only the lost site had.
+under the same key, so the DR site's records do not name images only the lost site had; and its surveillance service,
+standing by (:meth:`DrSite.start_standby`) until the active-site record (`contracts/active_site.py`) names the DR site.
 
 The loaders get the primary's solution config pointed at the DR bus (as the ``dr-loaders`` principal) and HBase
 (written to ``DATA/dr/solution.toml``), with one change: what the ingest job itself publishes (``ingest.stats``,
@@ -35,7 +36,7 @@ from typing import IO
 
 import tomli_w
 
-from contracts import bus_client, s3_credentials
+from contracts import active_site, bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.hbase import HBaseClient
 from contracts.processes import spawn, terminate
@@ -70,6 +71,8 @@ class DrSettings:
     images_metrics_port: int = 9321
     secrets_dir: Path = Path("data/secrets")
     """make up's secrets directory (the primary store's keys; the DR store's are in its ``dr-object-store``)."""
+    site_record: Path = Path("data") / active_site.FILE
+    """make up's active-site record, which the DR site's services stand by on."""
 
     @classmethod
     def from_config(cls, config: Config, data_dir: Path) -> DrSettings:
@@ -83,7 +86,7 @@ class DrSettings:
                    s3_endpoint=str(config.get("dr", "s3_endpoint", "127.0.0.1:19000")),
                    object_metrics_port=int(config.get("dr", "object_metrics_port", 0)),
                    images_metrics_port=int(config.get("dr", "images_metrics_port", 9321)),
-                   secrets_dir=data_dir / "secrets")
+                   secrets_dir=data_dir / "secrets", site_record=active_site.path(data_dir))
 
     @property
     def s3_secrets_dir(self) -> Path:
@@ -166,6 +169,7 @@ def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
     data["topics"] = {**config.section("topics"), "ingest_stats": DR_PREFIX + topics.ingest_stats,
                       "deadletter": DR_PREFIX + topics.deadletter}
     data["ingest"] = {**config.section("ingest"), "checkpoint": str(dr.data_dir / "spark" / "ingest_captures")}
+    data["site"] = {"name": "dr", "record": str(dr.site_record)}  # its services stand by until the site is active
     return data
 
 
@@ -258,13 +262,13 @@ class DrSite:
             with contextlib.suppress(OSError), socket.create_connection((self.dr.hbase_host, self.dr.hbase_port), 0.5):
                 break
             time.sleep(0.2)
-        self.config_file.write_text(tomli_w.dumps(loaders_config(self.config, self.dr)))
+        self._write_config()
         status = self.dr.data_dir / "ingest-status.json"
         self._spark("dr ingest job", "ingest_captures.py", ["--status-file", str(status), "--bus-principal", LOADERS])
         lines = [f"  {'dr ingest job':<14} {self.dr.bootstrap} -> DR HBase (config {self.config_file})"]
         self._python("dr surveillance loader", ["-m", "surveillance.loader", "--config", str(self.config_file),
                                                 "--bus-principal", LOADERS])
-        lines.append(f"  {'dr surveillance':<14} surveillance.hits -> DR HBase")
+        lines.append(f"  {'dr hit loader':<14} surveillance.hits -> DR HBase")
         # --loader-only: the DR site loads the mirrored video.status/results; it never launches analyses
         # (video.commands is a control topic, not mirrored, and a queued task must not start twice).
         self._spark("dr video ingest", "video_ingest.py",
@@ -272,6 +276,21 @@ class DrSite:
                      "--bus-principal", LOADERS])
         lines.append(f"  {'dr video':<14} video.status / video.results -> DR HBase")
         return lines
+
+    def _write_config(self) -> None:
+        self.dr.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(tomli_w.dumps(loaders_config(self.config, self.dr)))
+
+    def start_standby(self) -> list[str]:
+        """The surveillance service of the DR site, standing by (``[site]`` of its config): it follows the watchlists
+        and statistics the mirror brings and publishes nothing, joins no consumer group (the mirror keeps the
+        primary's offsets for them there), and takes over from those offsets once the active-site record names the
+        DR site. Standing by it reads only the command topics: it costs next to nothing."""
+        self._write_config()
+        self._python("dr surveillance", ["-m", "surveillance", "--config", str(self.config_file), "--metrics-port",
+                                         "0"])
+        return [f"  {'dr surveillance':<14} standing by until {self.dr.site_record} names the DR site "
+                f"(log {self._log_path('dr surveillance')})"]
 
     def start_images(self, primary_endpoint: str | None = None) -> list[str]:
         """The DR site's object store (ready when this returns), then the image copier from the primary's to it."""
@@ -334,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    lines = [site.start_gateway(), *site.start_loaders(), *site.start_images()]
+    lines = [site.start_gateway(), *site.start_loaders(), *site.start_standby(), *site.start_images()]
     print("The DR site is up:\n" + "\n".join(lines), flush=True)
     problem = None
     while not stopping and problem is None:

@@ -44,6 +44,7 @@ from pathlib import Path
 import tomli_w
 
 from bus.client.admin import AdminError
+from contracts import active_site as dr_active_site
 from contracts import bus_client, s3_credentials
 from contracts.bus_acls import Role
 from contracts.config import Config, add_config_flag, preparse_config
@@ -58,7 +59,6 @@ from deploy.pipeline import Endpoints, Pipeline
 from deploy.processes.spark_cluster import SparkCluster
 from deploy.prometheus import scrape as prometheus_scrape
 from deploy.secured_bus import SecuredBus
-from dr_mirror import site as dr_active_site
 from spark_jobs import launch
 
 STATUS_EVERY_S = 5.0
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"  {name:<14} {where}")
     site = dr_site.DrSite(config, dr) if args.dr_site else None
     if site is not None:
-        lines += [site.start_gateway(), *site.start_loaders(), *site.start_images()]
+        lines += [site.start_gateway(), *site.start_loaders(), *site.start_standby(), *site.start_images()]
     print("The security-video data bus is up:\n" + "\n".join(lines))
     print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
     (data_dir / "up.pid").write_text(str(os.getpid()))

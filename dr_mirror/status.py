@@ -1,7 +1,7 @@
 """``python -m dr_mirror status [--data-dir DATA]``: which site is active and since when, and how far behind the
 mirror is, per topic in records and seconds, with what losing the primary now would cost.
 
-It reads a running `make up`'s ``DATA/dr/active-site.json`` (``dr_mirror.site``) and the mirror's Prometheus
+It reads a running `make up`'s ``DATA/dr/active-site.json`` (``contracts.active_site``) and the mirror's Prometheus
 endpoint (``[dr] mirror_metrics_port`` of ``DATA/solution.toml``, or ``--metrics-url``).
 
 Exit status: 0; 1 when the mirror does not answer (the active site is still printed); 2 for bad arguments or a data
@@ -17,8 +17,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from contracts import active_site as site
 from contracts import config as solution_config
-from dr_mirror import lag, site
+from dr_mirror import lag
 
 TIMEOUT_S = 5.0
 

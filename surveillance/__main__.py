@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     service.start()
     if service.wait_ready():
-        print(f"surveillance ready: stages {', '.join(service.stages)} ({settings.instance})", file=sys.stderr,
-              flush=True)
+        standby = f"; standing by: site {settings.site.site} is not the active one" if settings.standing_by() else ""
+        print(f"surveillance ready: stages {', '.join(service.stages)} ({settings.instance}{standby})",
+              file=sys.stderr, flush=True)
     service.join()
     return 1 if service.failed else 0
 

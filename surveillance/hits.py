@@ -3,6 +3,11 @@
 The trajectory is the last N sightings of a watch, from every instance: each instance rebuilds it at
 start by reading ``surveillance.hits`` back and keeps tailing that topic (hits of other instances
 included), de-duplicated by hit id, so any instance's next hit carries the whole recent path.
+
+A hit read back from the topic is not published again: a capture consumed a second time (a replay after a
+crash, or at the DR site, promoted, from the offsets the mirror synced while the primary had published hits
+beyond them) whose hit is among its watch's last N on the topic yields nothing new. Hit ids are deterministic
+(watch and record), so an older one published again is still recognisable downstream.
 """
 
 from __future__ import annotations
@@ -30,16 +35,21 @@ class Trajectories:
     def __init__(self, points: int) -> None:
         self.points = points
         self._paths: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
+        self._on_topic: dict[str, set[str]] = {}
+        """Per watch, the ids of its kept hits read back from ``surveillance.hits``."""
 
-    def add(self, hit: dict[str, Any]) -> None:
-        """Add a hit (as :func:`contracts.surveillance.parse_hit` checked it); ValueError on a capture time that
-        is not one, before anything is kept. A hit read back from the topic may be foreign: a watch id or a
-        location of another type is ignored rather than trusted."""
+    def add(self, hit: dict[str, Any], on_topic: bool = False) -> None:
+        """Add a hit (as :func:`contracts.surveillance.parse_hit` checked it), ``on_topic`` when it was read back
+        from the hits topic; ValueError on a capture time that is not one, before anything is kept. A hit read
+        back from the topic may be foreign: a watch id or a location of another type is ignored rather than
+        trusted."""
         watch_id = hit.get("watch_id")
         if not isinstance(watch_id, str) or not watch_id or hit["kind"] not in WATCH_KINDS:
             return  # a cloned-plate hit repeats two sightings
         capture_ms = epoch_ms(hit["capture_time"])
         path = self._paths.setdefault(watch_id, {})
+        if on_topic:
+            self._on_topic.setdefault(watch_id, set()).add(hit["hit_id"])
         if hit["hit_id"] in path:
             return
         location = hit.get("location")
@@ -48,13 +58,21 @@ class Trajectories:
             "record_id": hit["record_id"], "checkpoint_id": hit["checkpoint_id"],
             "capture_time": hit["capture_time"], "lat": location.get("lat"), "lon": location.get("lon")})
         if len(path) > self.points:
-            del path[min(path, key=lambda hit_id: path[hit_id][0])]
+            oldest = min(path, key=lambda hit_id: path[hit_id][0])
+            del path[oldest]
+            self._on_topic.get(watch_id, set()).discard(oldest)
+
+    def published(self, watch_id: str, hit_id: str) -> bool:
+        """Whether this hit, among the watch's kept ones, was read back from the hits topic. A hit only built here
+        does not count: its publishing may have failed, and the capture is consumed again for that reason."""
+        return hit_id in self._on_topic.get(watch_id, ())
 
     def of(self, watch_id: str) -> list[dict[str, Any]]:
         return [entry for _ms, entry in sorted(self._paths.get(watch_id, {}).values(), key=lambda e: e[0])]
 
     def forget(self, watch_id: str) -> None:
         self._paths.pop(watch_id, None)
+        self._on_topic.pop(watch_id, None)
 
 
 class HitPublisher:
@@ -68,8 +86,11 @@ class HitPublisher:
     def outputs(self, watch: WatchCommand, kind: str, record: dict[str, Any], score: float,
                 match: str | None = None) -> list[Output]:
         checkpoint_id = record["checkpoint_id"]
+        hit_id = watch_hit_id(watch.watch_id, record["record_id"])
+        if self.trajectories.published(watch.watch_id, hit_id):
+            return []
         hit = hit_record(
-            hit_id=watch_hit_id(watch.watch_id, record["record_id"]), watch_id=watch.watch_id, kind=kind,
+            hit_id=hit_id, watch_id=watch.watch_id, kind=kind,
             record_id=record["record_id"], checkpoint_id=checkpoint_id, capture_time=record["capture_time"],
             score=score, location=self.geo.location(checkpoint_id), detected_at=now_time(), match=match,
             plate=record.get("plate_number") if kind == "plate" else None)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from . import cloned_stage, stats_stage, watch_stage
 from .settings import Settings
-from .streams import ensure_topics, service_topics
+from .streams import ensure_topics, service_topics, wait_for_topics
 
 log = logging.getLogger(__name__)
 Runner = Callable[[Settings, threading.Event, threading.Event | None], None]
@@ -32,7 +32,12 @@ class Service:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        ensure_topics(self.settings, service_topics(self.settings))
+        """Start every stage once the service's topics exist: created here, or at a standing-by site waited for (the
+        mirror creates them, and must be their only writer)."""
+        if not self.settings.standing_by():
+            ensure_topics(self.settings, service_topics(self.settings))
+        elif not wait_for_topics(self.settings, service_topics(self.settings), self.stop):
+            return
         for name, runner in self.stages.items():
             thread = threading.Thread(target=self._run, args=(name, runner), name=f"stage-{name}")
             thread.start()

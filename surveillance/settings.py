@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import bus_client
+from contracts.active_site import Gate
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.topics import Topics, partitions
@@ -50,6 +51,13 @@ class Settings:
     batch: int = 500
     """Records a stage takes per poll (faces: one matrix product per batch)."""
     commit_interval_s: float = 0.5
+    site: Gate | None = field(default=None, compare=False)
+    """At a site that may stand by (``[site]``): whether it is the active one. Standing by, every stage keeps its
+    commands current and publishes nothing (the mirror writes the site's copies of the service's topics) and joins
+    no consumer group (the mirror keeps those groups' offsets in step with the active site's)."""
+
+    def standing_by(self) -> bool:
+        return self.site is not None and not self.site.active()
 
     @property
     def bootstrap(self) -> str:
@@ -85,4 +93,5 @@ class Settings:
             partial_interval_s=number("partial_interval_s", cls.partial_interval_s, -1e-9),
             metrics_port=port, metrics_host=metrics_host,
             batch=int(number("batch", cls.batch)),
-            commit_interval_s=number("commit_interval_s", cls.commit_interval_s))
+            commit_interval_s=number("commit_interval_s", cls.commit_interval_s),
+            site=Gate.from_config(config))

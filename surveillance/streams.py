@@ -48,6 +48,8 @@ Apply = Callable[[bytes | None, bytes | None], None]
 """Applies one command record (key, value; value None = tombstone)."""
 
 
+STANDBY_POLL_S = 0.5
+"""How long a standing-by stage waits between looks at its commands and the site record."""
 URGENT_WAIT_MS = 100
 """``fetch.wait.max.ms`` of the watch stage's consumer. The broker answers a waiting fetch as soon as a record lands
 (Kafka's DelayedFetch), so this bounds only how often an idle consumer asks again, not how late a capture is seen. At
@@ -110,6 +112,25 @@ def repartition_topic(settings: Settings, topic: str, inputs: Sequence[str],
     counts = [len(existing[t].partitions) for t in inputs if t in existing and existing[t].error is None]
     config = {"cleanup.policy": "delete", "retention.ms": str(round(retention_s * 1000))}
     return {topic: TopicSpec(max(counts, default=settings.partitions), config)}
+
+
+def wait_for_topics(settings: Settings, names: Iterable[str], stop: threading.Event) -> bool:
+    """Wait until every topic of ``names`` exists (at a standing-by site the mirror creates them); False if ``stop``
+    came first. The topics still missing are logged once a minute."""
+    admin, wanted, said = make_admin(settings), set(names), 0.0
+    while not stop.is_set():
+        try:
+            missing = wanted - set(admin.list_topics(timeout=10).topics)
+        except KafkaException as exc:
+            missing = wanted
+            log.info("cannot list the topics yet: %s", exc)
+        if not missing:
+            return True
+        if time.monotonic() - said >= 60:
+            log.info("standing by until the mirror brings %s", ", ".join(sorted(missing)))
+            said = time.monotonic()
+        stop.wait(1.0)
+    return False
 
 
 def ensure_topics(settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 15.0) -> None:
@@ -229,13 +250,17 @@ class Replies:
         self._topic = settings.topics.surveillance_replies
         self._instance = settings.instance
         self._producer = producer
+        self._standing_by = settings.standing_by
 
     def send(self, command_id: str, command: str, status: str, reason: str = "") -> None:
-        """Count and publish what was done with a command (and log a rejection, with its reason)."""
+        """Count and publish what was done with a command (and log a rejection, with its reason). Standing by,
+        nothing is published: the active site answered the command, and the mirror brings its reply."""
         metrics.COMMANDS.labels(command, status).inc()
         command_id, reason = command_id[:REPLY_ID_CHARS], reason[:REPLY_REASON_CHARS]
         if status == REJECTED:
             log.info("%s %r rejected: %s", command, command_id, reason)
+        if self._standing_by():
+            return
         value = reply_record(command_id, command, status, reason, now_time(), self._instance)
         while True:
             try:
@@ -375,7 +400,11 @@ class Stage:
 
 def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Producer,
               stop: threading.Event, ready: threading.Event | None = None) -> None:
-    """Catch up on the commands, then consume ``stage.inputs`` until ``stop``; commits after the acks."""
+    """Catch up on the commands, then consume ``stage.inputs`` until ``stop``; commits after the acks.
+
+    While the site stands by (:meth:`Settings.standing_by`) the stage follows its commands only, out of its group: it
+    subscribes when the site becomes active, and when the site stops being active it finishes what it consumed
+    (outputs acknowledged, offsets committed) and leaves the group again."""
     for command_log, apply in stage.commands:
         command_log.catch_up(apply)
     tracker = CommitAfterAck(consumer, producer, stage.name)
@@ -390,7 +419,9 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
         if stage.on_revoke is not None:
             stage.on_revoke(partitions)
 
-    consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
+    subscribed = not settings.standing_by()
+    if subscribed:
+        consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
     if ready is not None:
         ready.set()
     next_commit = time.monotonic() + settings.commit_interval_s
@@ -398,6 +429,19 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
         while not stop.is_set():
             for command_log, apply in stage.commands:
                 command_log.poll(apply)
+            if settings.standing_by():
+                if subscribed:
+                    log.info("%s: the site stands by: leaving group %s", stage.name, stage.group)
+                    tracker.drain()
+                    tracker.commit(asynchronous=False)
+                    consumer.unsubscribe()
+                    subscribed = False
+                consumer.poll(STANDBY_POLL_S)  # serves the revocation; no assignment, no records
+                continue
+            if not subscribed:
+                log.info("%s: the site is active: joining group %s", stage.name, stage.group)
+                consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
+                subscribed = True
             messages = [m for m in _next_batch(consumer, settings.batch) if _usable(stage.name, m)]
             if messages:
                 for message, outputs in zip(messages, stage.handle(messages), strict=True):

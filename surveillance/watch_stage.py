@@ -131,7 +131,7 @@ class WatchMatcher:
     def read_hit(self, _key: bytes | None, value: bytes | None) -> None:
         """A record of ``surveillance.hits`` (CommandLog ``Apply``): into the trajectories, or set aside."""
         try:
-            self.trajectories.add(parse_hit(value))
+            self.trajectories.add(parse_hit(value), on_topic=True)
         except UNREADABLE as exc:
             skip(STAGE, "malformed hit", self.settings.topics.surveillance_hits, f"{type(exc).__name__}: {exc}")
 

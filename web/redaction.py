@@ -1,8 +1,8 @@
-"""What a viewer may not read: face feature vectors (a biometric template) and raw control-topic messages.
+"""What a viewer may not read: face feature vectors (a biometric template) and raw command-topic messages.
 
 Small helpers the data routers call, so the routers themselves stay about their data: a viewer's capture
 records, raw messages and live events lose ``feature``, and a
-viewer asking for the raw messages of a control topic (``Topics.CONTROL``: video commands, watch and
+viewer asking for the raw messages of a command topic (``Topics.COMMANDS``: video commands, watch and
 statistic commands) gets 403. Operators and admins see everything.
 """
 
@@ -53,7 +53,7 @@ def message_for(user: Any, message: dict[str, Any]) -> dict[str, Any]:
 def refuse_control_topics_to_viewers(request: Request, user: ViewerDep, settings: SettingsDep) -> None:
     """A dependency for routes with a ``{name}`` topic: 403 for a viewer when it is a control topic."""
     name = request.path_params.get("name")
-    if is_viewer(user) and name in settings.topics.control():
+    if is_viewer(user) and name in settings.topics.commands():
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             f"{name} is a control topic: requires role {Role.OPERATOR.value}")
 

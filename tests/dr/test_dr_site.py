@@ -49,11 +49,14 @@ def test_loaders_config_points_at_the_dr_site_and_publishes_off_the_mirrored_top
     assert data["topics"]["vehicle"] == TOPICS.vehicle  # type: ignore[index]
 
 
-def _high_watermarks(settings: dict[str, str], topics: list[str]) -> dict[tuple[str, int], int]:
+def _high_watermarks(settings: dict[str, str], topics: list[str],
+                     missing_ok: bool = False) -> dict[tuple[str, int], int]:
+    """Each partition's end offset; a topic not there yet has none (``missing_ok``) or fails the test."""
     consumer = Consumer({**settings, "group.id": "t", "log_level": 0})
     try:
+        known = {t: consumer.list_topics(t, timeout=10).topics[t] for t in topics}
         return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
-                for t in topics for p in consumer.list_topics(t, timeout=10).topics[t].partitions}
+                for t, meta in known.items() if not (missing_ok and meta.error) for p in meta.partitions}
     finally:
         consumer.close()
 
@@ -97,6 +100,7 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         assert bus_client.properties_dir(loaders) == data_dir / "secrets" / "dr"  # as dr-loaders, at the DR site
         control = Producer(bus_settings(data_dir, "console"))  # the console's principal writes commands
         control.produce(TOPICS.control_watchlist, b"{}", b"w1")
+        control.produce(TOPICS.video_commands, b"{}", b"v1")
         assert control.flush(30) == 0
         summary = simulate(primary["bootstrap.servers"], tmp_path, "--count", "300", "--rate", "300", "--seed", "5",
                            "--config", str(data_dir / "solution.toml"),  # as the simulator principal
@@ -104,6 +108,10 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
+        # the DR site's surveillance service stands by: the watchlist it follows is the mirrored one
+        standby_log = data_dir / "dr" / "dr-surveillance.log"
+        poll(lambda: "standing by: site dr is not the active one" in standby_log.read_text(), 60,
+             what=f"the DR site's surveillance standing by; log: {standby_log}")
         status = subprocess.run([sys.executable, "-m", "dr_mirror", "status", "--data-dir", str(data_dir)],
                                 capture_output=True, text=True, timeout=60, check=False)  # on the running make up
         assert status.returncode == 0 and status.stdout.startswith("active: primary (since "), status
@@ -128,7 +136,12 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
              what=f"{sent} records in DR HBase; log: {data_dir / 'dr' / 'dr-ingest-job.log'}")
         time.sleep(2)  # the mirror's topic refresh has long passed: a control topic would be there by now
         names = Consumer({**dr, "group.id": "t"}).list_topics(timeout=10).topics
-        assert TOPICS.control_watchlist not in names and TOPICS.vehicle in names
+        assert TOPICS.video_commands not in names and TOPICS.vehicle in names
+        # the watchlist (a compacted command topic) is mirrored: the DR site's surveillance takes over with it
+        watches = _high_watermarks(primary, [TOPICS.control_watchlist])
+        assert sum(watches.values()) >= 1
+        poll(lambda: _high_watermarks(dr, [TOPICS.control_watchlist], missing_ok=True) == watches, 30,
+             what="the watchlist at the DR site")
         assert "dr." + TOPICS.ingest_stats in names  # the DR ingest publishes beside, not into, the mirrored topic
     finally:
         down(data_dir, proc)

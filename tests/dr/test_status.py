@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from contracts import active_site as site
 from contracts.ports import free_port
 from contracts.processes import ROOT
 from deploy.processes.mirror import MirrorProcess
-from dr_mirror import site
 from testkit.mirror import create_topics, end_offsets, write_properties
 from tests.dr._support import wait_until
 

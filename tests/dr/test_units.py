@@ -159,7 +159,7 @@ def _props(**extra: str) -> dict[str, str]:
 def test_defaults_mirror_data_topics_not_control_topics() -> None:
     settings = from_properties(_props(), DEFAULTS)
     assert settings.mirrors_topic("capture.vehicle") and settings.mirrors_topic("alerts")
-    assert not settings.mirrors_topic("control.watchlist") and not settings.mirrors_topic("video.commands")
+    assert settings.mirrors_topic("control.watchlist") and not settings.mirrors_topic("video.commands")
     assert not settings.mirrors_topic("mm2-offset-syncs.dr.internal")
     assert settings.target_topic("alerts") == "alerts"  # identity naming by default
     assert (settings.source, settings.target) == ("primary", "dr")

@@ -237,7 +237,7 @@ def test_at_the_standby_site_the_mirror_makes_and_writes_the_copies(standby: Sec
     assert standby.produce("mirror", CHECKPOINT_TOPICS[0]) is None  # created on first write (auto-creation)
     offsets = ConsumerGroupTopicPartitions("spark-kafka-source-x", [TopicPartition(name, 0, 1)])
     admin.alter_consumer_group_offsets([offsets])["spark-kafka-source-x"].result(30)
-    for topic in (TOPICS.control_watchlist, DR_PREFIX + TOPICS.ingest_stats):
+    for topic in (TOPICS.video_commands, DR_PREFIX + TOPICS.ingest_stats):  # a control topic, a DR job's own
         error = standby.produce("mirror", topic)
         assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
 
