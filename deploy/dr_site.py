@@ -8,8 +8,9 @@ the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirror
 DR site holds the same HBase tables; and its object store (:class:`DrObjectStore`: a second embedded SeaweedFS in
 ``DATA/dr/object-store`` on ``[dr] s3_endpoint``, keys of its own in ``DATA/secrets/dr-object-store``) with the image
 copier (``python -m dr_mirror.images``, `deploy/processes/dr_images.py`) putting every mirrored capture's image there
-under the same key, so the DR site's records do not name images only the lost site had; and its surveillance service,
-standing by (:meth:`DrSite.start_standby`) until the active-site record (`contracts/active_site.py`) names the DR site.
+under the same key, so the DR site's records do not name images only the lost site had; and its surveillance service
+and monitor, standing by (:meth:`DrSite.start_standby`) until the active-site record (`contracts/active_site.py`) names
+the DR site.
 
 The loaders get the primary's solution config pointed at the DR bus (as the ``dr-loaders`` principal) and HBase
 (written to ``DATA/dr/solution.toml``), with one change: what the ingest job itself publishes (``ingest.stats``,
@@ -51,6 +52,8 @@ from spark_jobs import launch
 ROOT = Path(__file__).resolve().parents[1]
 LOADERS = "dr-loaders"
 """The DR site's loaders' bus principal."""
+MONITOR = "monitor"
+"""The monitor's identity, on the bus and in the object store (``monitoring.__main__.PRINCIPAL``)."""
 
 Service = tuple[str, list[str], str]  # (name, command, where to look)
 
@@ -282,15 +285,22 @@ class DrSite:
         self.config_file.write_text(tomli_w.dumps(loaders_config(self.config, self.dr)))
 
     def start_standby(self) -> list[str]:
-        """The surveillance service of the DR site, standing by (``[site]`` of its config): it follows the watchlists
-        and statistics the mirror brings and publishes nothing, joins no consumer group (the mirror keeps the
-        primary's offsets for them there), and takes over from those offsets once the active-site record names the
-        DR site. Standing by it reads only the command topics: it costs next to nothing."""
+        """The DR site's surveillance service and monitor, standing by (``[site]`` of their config) until the
+        active-site record names the DR site.
+
+        The surveillance service follows the watchlists and statistics the mirror brings and publishes nothing, joins
+        no consumer group (the mirror keeps the primary's offsets for them there), and takes over from those offsets.
+        The monitor takes no lock and reads nothing until then; promoted, it judges the DR site's bus, HBase and
+        object store (its key there), sending to the same receivers. Standing by, both cost next to nothing. They
+        need the DR gateway to answer, as the loaders do."""
         self._write_config()
         self._python("dr surveillance", ["-m", "surveillance", "--config", str(self.config_file), "--metrics-port",
                                          "0"])
-        return [f"  {'dr surveillance':<14} standing by until {self.dr.site_record} names the DR site "
-                f"(log {self._log_path('dr surveillance')})"]
+        key = self.dr.s3_secrets_dir / s3_credentials.file_name(MONITOR)
+        self._python("dr monitor", ["-m", "monitoring", "--config", str(self.config_file), "--endpoint",
+                                    self.dr.s3_endpoint, "--s3-credentials", str(key)])
+        return [f"  {name:<14} standing by until {self.dr.site_record} names the DR site (log {self._log_path(name)})"
+                for name in ("dr surveillance", "dr monitor")]
 
     def start_images(self, primary_endpoint: str | None = None) -> list[str]:
         """The DR site's object store (ready when this returns), then the image copier from the primary's to it."""

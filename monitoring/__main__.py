@@ -12,7 +12,11 @@ key it runs without judging images and says so. With ``[monitoring.video] enable
 in the ``videos`` bucket with the same identity (gaps in their schedule, undecodable, black, blurred or frozen
 footage); without a key it says cameras are not watched.
 
-Exit status 2 when the ``[monitoring]`` config is invalid (the message names the rule and field; a
+At a site that may stand by (``[site]``, :class:`contracts.active_site.Gate`: the DR site's monitor) it waits, taking
+no lock and reading nothing, until the active-site record names its site; when the record names the other site again
+it stops evaluating (state flushed, offsets committed, the lock left) and waits again.
+
+Exit status 2 when the ``[monitoring]`` or ``[site]`` config is invalid (the message names the rule and field; a
 metrics port that cannot be bound for another reason than being taken, too) or a backend is
 unreachable at start-up; 3 when this instance lost the single-monitor lock to another
 (it writes nothing more); 0 after SIGTERM/SIGINT (state flushed, offsets committed).
@@ -24,8 +28,11 @@ import argparse
 import logging
 import signal
 import sys
+import threading
+from dataclasses import dataclass, field
 
 from contracts import bus_client, s3_credentials
+from contracts.active_site import Gate
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.hbase import HBaseClient
@@ -48,6 +55,10 @@ PRINCIPAL = "monitor"
 """The monitor's bus identity (:data:`contracts.bus_client.PRINCIPALS`)."""
 
 
+STOOD_DOWN = -1
+"""What :func:`serve` returns when the site stopped being the active one (the monitor then waits again)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     config = preparse_config(argv)
     parser = argparse.ArgumentParser(prog="python -m monitoring", description=__doc__,
@@ -60,26 +71,20 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per run would drown the log
     try:
         cfg = load(config)
-        topics = Topics.from_config(config)
-        partitions = topic_partitions(config)
-        bus = bus_client.librdkafka(config, PRINCIPAL)
-        hbase = HBaseClient.from_config(config)
+        site = Gate.from_config(config)
+        parts = Parts(cfg, Topics.from_config(config), topic_partitions(config),
+                      bus_client.librdkafka(config, PRINCIPAL), HBaseClient.from_config(config),
+                      Locator(map_path(config)))
     except (ConfigError, ValueError) as exc:  # HBaseSettingsError is a ValueError
         print(f"monitoring: invalid config {config.path}: {exc}", file=sys.stderr)
         return 2
-    store = Store(hbase)
-    monitor = Monitor(cfg, topics, bus, store, Locator(map_path(config)))
-    monitor.partitions = partitions
-    try:
-        reads = store_reads(config, cfg, args)
-        monitor.sampler = image_sampler(cfg, monitor, reads)
-        monitor.watch = video_watch(cfg, monitor, reads)
-    except s3_credentials.CredentialsError as exc:  # a key file open to others, or malformed: refuse, as for the bus
-        print(f"monitoring: {exc}", file=sys.stderr)
-        return 2
+    terminating = threading.Event()
+    running: list[Monitor] = []
 
     def stop(*_: object) -> None:
-        monitor.stopping.set()
+        terminating.set()
+        for monitor in running:
+            monitor.stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -89,6 +94,55 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"monitoring: cannot serve /metrics on port {cfg.metrics_port}: {exc}", file=sys.stderr)
             return 2
+    while True:
+        if site is not None and not site.active():
+            print(f"monitoring: standing by: site {site.site} is not the active one ({site.record})", file=sys.stderr,
+                  flush=True)
+            while not site.active():
+                if terminating.wait(STANDBY_WAIT_S):
+                    return 0
+        status = serve(config, parts, args, site, (terminating, running))
+        if status != STOOD_DOWN:
+            return status
+        if terminating.is_set():
+            return 0
+
+
+STANDBY_WAIT_S = 0.5
+"""How often a standing-by monitor looks at the active-site record."""
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What every monitor this process runs is built from, read from the config once."""
+
+    cfg: MonitoringConfig
+    topics: Topics
+    partitions: int
+    bus: dict[str, str] = field(repr=False)  # may hold the monitor's password
+    hbase: HBaseClient
+    locator: Locator
+
+
+def serve(config: Config, parts: Parts, args: argparse.Namespace, site: Gate | None,
+          signals: tuple[threading.Event, list[Monitor]]) -> int:
+    """One monitor from start to stop: the process's exit status, or :data:`STOOD_DOWN`. ``signals`` is what the
+    signal handler sets (terminating) and stops (the monitor running, which this one is meanwhile)."""
+    cfg = parts.cfg
+    monitor = Monitor(cfg, parts.topics, parts.bus, Store(parts.hbase), parts.locator)
+    monitor.partitions = parts.partitions
+    monitor.site = site
+    try:
+        reads = store_reads(config, cfg, args)
+        monitor.sampler = image_sampler(cfg, monitor, reads)
+        monitor.watch = video_watch(cfg, monitor, reads)
+    except s3_credentials.CredentialsError as exc:  # a key file open to others, or malformed: refuse, as for the bus
+        print(f"monitoring: {exc}", file=sys.stderr)
+        return 2
+    terminating, running = signals
+    running[:] = [monitor]
+    if terminating.is_set():  # a signal before it was registered
+        monitor.stopping.set()
     try:
         leader = monitor.leader = Leadership(monitor.bus, cfg.group_id, cfg.lock_session_s,
                                              monitor.producer.ensure_topics)
@@ -110,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print("monitoring: lost the single-monitor lock to another instance; stopped without writing",
               file=sys.stderr, flush=True)
         return 3
-    return 0
+    return STOOD_DOWN if monitor.stood_down else 0
 
 
 def store_reads(config: Config, cfg: MonitoringConfig, args: argparse.Namespace) -> StoreReads | None:

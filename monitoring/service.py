@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from contracts.active_site import Gate
 from contracts.ingest_stats import IngestStats, StatsError, parse_stats
 from contracts.records import encode
 from contracts.topics import Topics
@@ -116,6 +117,9 @@ class Monitor:
         self.leader: Leadership | None = None
         """The single-monitor lock (None: unguarded, as in-process tests run it)."""
         self.lost_leadership = False
+        self.site: Gate | None = None
+        """At a site that may stand by: whether it is the active one (the monitor stops evaluating when not)."""
+        self.stood_down = False
         self.sampler: ImageSampler | None = None
         """The capture-image sampler (``__main__`` builds it when images are on and the store has a key for the
         monitor); started with the monitor, so only the active one fetches images."""
@@ -196,6 +200,10 @@ class Monitor:
             while not self.stopping.is_set():
                 if self.leader is not None:
                     self.leader.check()
+                if self.site is not None and not self.site.active():
+                    log.warning("the site stands by (%s): this monitor stops evaluating and waits", self.site.record)
+                    self.stood_down = True
+                    break
                 messages = self.consumer.consume(500, 0.2)
                 if messages:
                     with self.lock:

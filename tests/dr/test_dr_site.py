@@ -108,10 +108,11 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         sent = sum(summary["produced"].values())
         captures = list(TOPICS.captures)
         poll(lambda: _high_watermarks(dr, captures) == _high_watermarks(primary, captures), 120, what="mirrored")
-        # the DR site's surveillance service stands by: the watchlist it follows is the mirrored one
-        standby_log = data_dir / "dr" / "dr-surveillance.log"
-        poll(lambda: "standing by: site dr is not the active one" in standby_log.read_text(), 60,
-             what=f"the DR site's surveillance standing by; log: {standby_log}")
+        # the DR site's surveillance service and monitor stand by (the watchlist followed is the mirrored one)
+        for name in ("dr-surveillance", "dr-monitor"):
+            standby_log = data_dir / "dr" / f"{name}.log"
+            poll(lambda log=standby_log: "standing by: site dr is not the active one" in log.read_text(), 60,
+                 what=f"the DR site's {name} standing by; log: {standby_log}")
         status = subprocess.run([sys.executable, "-m", "dr_mirror", "status", "--data-dir", str(data_dir)],
                                 capture_output=True, text=True, timeout=60, check=False)  # on the running make up
         assert status.returncode == 0 and status.stdout.startswith("active: primary (since "), status

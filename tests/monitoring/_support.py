@@ -6,11 +6,14 @@ the webhook receiver are `testkit.city`'s).
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+from testkit.city import WebhookReceiver
 
 
 class Mailbox:
@@ -27,6 +30,20 @@ def start_smtp(port: int) -> tuple[Controller, Mailbox]:
     controller = Controller(box, hostname="127.0.0.1", port=port)
     controller.start()
     return controller, box
+
+
+def active(port: int) -> float | None:
+    """``monitor_active`` of the instance serving /metrics on ``port`` (None: not answering yet)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith("monitor_active ")), None)
+
+
+def firing(hook: WebhookReceiver, device: str) -> list[dict]:
+    """The firing alerts the webhook received about ``device``."""
+    return [a for a in hook.alerts("firing") if a["labels"].get("device_ip") == device]
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, log: Callable[[], str] | None = None) -> Any:

@@ -44,8 +44,7 @@ from monitoring.matchers import Matcher
 from monitoring.series import decode
 from monitoring.silences import new_silence, save_silence
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
-from tests.monitoring._support import wait_for, webhook_monitor_config
-from tests.monitoring.test_single_monitor import active
+from tests.monitoring._support import active, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
-from tests.monitoring._support import wait_for, webhook_monitor_config
+from tests.monitoring._support import active, firing, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -27,15 +26,6 @@ SESSION_S = 6  # the broker's group.min.session.timeout.ms
 
 def config_text(bootstrap: str, hbase_port: int, map_path: Path, hook: str, metrics_port: int) -> str:
     return webhook_monitor_config(bootstrap, hbase_port, map_path, hook, metrics_port, lock_session_s=SESSION_S)
-
-
-def active(port: int) -> float | None:
-    """``monitor_active`` of the instance serving /metrics on ``port`` (None: not answering yet)."""
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return None
-    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith("monitor_active ")), None)
 
 
 @pytest.fixture
@@ -62,10 +52,6 @@ def stack(tmp_path: Path) -> Iterator[dict]:
         hook.close()
         gateway.kill()
         broker.stop()
-
-
-def firing(hook: WebhookReceiver, device: str) -> list[dict]:
-    return [a for a in hook.alerts("firing") if a["labels"].get("device_ip") == device]
 
 
 def test_second_instance_waits_takes_over_after_kill_9_and_sends_nothing_twice(stack: dict) -> None:
