@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from contracts.config import Config
 from surveillance.hits import Trajectories
 
 NOW = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_gate_follows_the_record_and_keeps_its_answer_through_an_unreadable_one(tmp_path: Path) -> None:
@@ -61,3 +64,12 @@ def test_only_a_hit_read_back_from_the_topic_counts_as_published() -> None:
     assert not paths.published("w", "h1") and paths.published("w", "h3")
     paths.forget("w")
     assert not paths.published("w", "h3")
+
+
+@pytest.mark.parametrize("service", ["surveillance", "monitoring"])
+def test_a_service_with_a_bad_site_section_stops_at_start_naming_the_key(tmp_path: Path, service: str) -> None:
+    path = tmp_path / "solution.toml"
+    path.write_text('[site]\nname = "moon"\nrecord = "r.json"\n')
+    run = subprocess.run([sys.executable, "-m", service, "--config", str(path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2 and "site.name" in run.stderr and "'moon'" in run.stderr, run.stderr
