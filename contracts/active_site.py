@@ -46,10 +46,11 @@ def path(data_dir: Path) -> Path:
 
 def read(data_dir: Path) -> ActiveSite | None:
     """The record, or None when there is none yet; SiteRecordError when it is not one."""
-    return _read_file(path(data_dir))
+    return read_record(path(data_dir))
 
 
-def _read_file(record: Path) -> ActiveSite | None:
+def read_record(record: Path) -> ActiveSite | None:
+    """The record at ``record`` (a path of its own, e.g. ``[site] record``), as :func:`read` reads it."""
     try:
         raw = json.loads(record.read_text())
         site = ActiveSite(str(raw["active"]), dt.datetime.fromisoformat(raw["since"]), str(raw.get("reason", "")))
@@ -120,7 +121,7 @@ class Gate:
         if now >= self._due:
             self._due = now + self.interval_s
             try:
-                site = _read_file(self.record)
+                site = read_record(self.record)
             except SiteRecordError as exc:
                 if not self._failing:
                     log.warning("%s: keeping %s", exc, "active" if self._active else "standing by")

@@ -6,6 +6,7 @@ exception or a request leaving 127.0.0.1 fails the test. Screenshots go to test-
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from playwright.sync_api import expect
 
+from contracts import active_site
 from contracts.config import load
 from contracts.ports import free_port
 from contracts.processes import spawn
@@ -33,7 +35,7 @@ TOPIC = "capture.vehicle"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """A primary broker with captures and a committed group, a DR broker, the mirror, a drill report, a console."""
     root = tmp_path_factory.mktemp("browser-dr")
-    broker, dr = BrokerProcess(root / "broker").start(timeout=120), BrokerProcess(root / "dr").start(timeout=120)
+    broker, dr = BrokerProcess(root / "broker").start(timeout=120), BrokerProcess(root / "dr-bus").start(timeout=120)
     gateway = mirror = console = images_server = None
     try:
         gateway = start_gateway(root / "hbase", log_dir=root)
@@ -88,6 +90,7 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
     expect(rows.filter(has_text=TOPIC)).to_have_count(1, timeout=60_000)  # auto-created: one partition
     expect(page.locator("#lag-total")).to_have_text("落后 0 条", timeout=60_000)
     expect(page.locator("#rpo-now")).to_have_text("此刻失去主站点不会丢失数据：容灾站点已有全部记录")  # the RPO now
+    expect(page.locator("#active-site")).to_have_text("当前运行业务的站点：主站点")  # no switchover recorded yet
     expect(rows.filter(has_text=TOPIC).locator("td").nth(3)).to_have_text("0")  # its lag in seconds
     expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_have_count(
         1, timeout=60_000)
@@ -109,8 +112,19 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
 def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F811
     page = browsing.page
     browsing.login("admin")
-    browsing.goto("/lang/en?next=/dr")
-    expect(page.locator("h1")).to_have_text("Disaster recovery")
+    root = browsing.site.console.data_dir.parent  # make up's data dir, as the console sees it
+    since = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: planned maintenance"))
+    try:
+        browsing.goto("/lang/en?next=/dr")
+        expect(page.locator("h1")).to_have_text("Disaster recovery")
+        badge = page.locator("#active-site")
+        expect(badge).to_contain_text("Active site: the DR site, since ")
+        expect(badge).to_have_attribute("title", "switchover: planned maintenance")
+        expect(badge).to_have_class("badge down")
+        browsing.snap("dr-active-site-en")
+    finally:
+        active_site.path(root).unlink()
     expect(page.locator("#images-panel h2")).to_contain_text("Capture images at the DR site")
     expect(page.locator("#images-lag")).to_have_text("1,234 records, 5.5 s behind")
     page.locator("#images-panel").screenshot(path=str(browsing.shots / "dr-images-en.png"))

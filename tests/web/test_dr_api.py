@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client import generate_latest
 
+from contracts import active_site
 from contracts.config import load
 from contracts.ports import free_port
 from contracts.processes import spawn
@@ -113,7 +115,7 @@ def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-u
 def setup(console: ConsoleProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DrSetup]:
     console_backing = console.backing
     root = tmp_path_factory.mktemp("dr-api")
-    dr = BrokerProcess(root / "dr").start(timeout=120)  # a loaded machine starts processes slowly
+    dr = BrokerProcess(root / "dr-bus").start(timeout=120)  # a loaded machine starts processes slowly; root/dr: records
     primary = console_backing.broker.bootstrap
     producer = Producer({"bootstrap.servers": primary})
     for i in range(200):
@@ -236,6 +238,22 @@ def test_the_image_copiers_lag_and_counts_are_shown_to_viewers(setup: DrSetup) -
         assert (found["lag_records"], found["lag_seconds"], found["copied"], found["missing_at_source"]) == \
             (12, 3.5, 7, 2)
         assert found["skipped"]["malformed"] == 1 and found["skipped"]["present"] == 0
+
+
+def test_the_active_site_is_shown_to_viewers_and_a_damaged_record_is_a_503(setup: DrSetup) -> None:
+    root = setup.reports.parent  # make up's data dir, as the console sees it (its own dir's parent)
+    viewer = setup.console.client("viewer")
+    assert httpx.get(f"{setup.console.url}/api/v1/dr/site", timeout=10).status_code == 401
+    active_site.path(root).unlink(missing_ok=True)
+    assert viewer.get("/api/v1/dr/site").json() == {"active": "primary", "since": None, "reason": ""}
+    since = dt.datetime(2026, 12, 1, 3, 0, tzinfo=dt.UTC)
+    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: the primary room is on fire"))
+    assert viewer.get("/api/v1/dr/site").json() == {"active": "dr", "since": since.isoformat(),
+                                                    "reason": "switchover: the primary room is on fire"}
+    active_site.path(root).write_text('{"active": "moon"')
+    response = viewer.get("/api/v1/dr/site")
+    assert response.status_code == 503 and response.json()["backend"] == "active_site", response.text
+    active_site.path(root).unlink()
 
 
 def test_lag_answers_503_naming_the_mirror_when_it_is_down(setup: DrSetup) -> None:

@@ -1,5 +1,5 @@
-"""``/api/v1/dr/*``: the DR page's API. Viewers read lag, the image copier's state, checkpoints and drill reports;
-admins start drills.
+"""``/api/v1/dr/*``: the DR page's API. Viewers read which site is active, lag, the image copier's state, checkpoints
+and drill reports; admins start drills.
 
 A drill starts two throw-away sites of its own (`python -m dr_mirror.drill`), so it never touches the
 running DR site; it is still a heavy job for the machine, hence admin-only, audited and one at a time.
@@ -37,6 +37,21 @@ class ImagesNow(BaseModel):
     """Records whose image the primary's store does not have (never uploaded, or expired): nothing to copy."""
     skipped: dict[str, int]
     """Records not copied, by reason (present, no_image, malformed, foreign, missing_at_source, error)."""
+
+
+class ActiveSite(BaseModel):
+    """Which site runs the business (``DATA/dr/active-site.json``, which a switchover changes)."""
+
+    active: Literal["primary", "dr"]
+    since: str | None
+    """When it became the active site (ISO 8601 with its offset); None when no record was written yet."""
+    reason: str
+
+
+@router.get("/site", response_model=ActiveSite)
+def site(_user: ViewerDep, dr: DrDep) -> ActiveSite:
+    """Which site is active, since when and why (503 ``active_site`` when the record is damaged)."""
+    return ActiveSite(**dr.active_site())
 
 
 @router.get("/lag", response_model=LagNow)

@@ -1,4 +1,5 @@
-"""The DR page's data: the mirror's lag (live and over the last hour), its checkpoints, and the drills.
+"""The DR page's data: which site is active, the mirror's lag (live and over the last hour), its checkpoints, and the
+drills.
 
 - Live lag per topic and partition comes from the mirror's own Prometheus endpoint (``[dr]
   mirror_metrics_port``): the mirror knows each source high watermark and its position, the console
@@ -35,6 +36,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts import active_site
 from contracts.config import Config
 from contracts.processes import spawn
 from contracts.tables import console as tables
@@ -69,6 +71,8 @@ class DrSettings:
     images_metrics_url: str = "http://127.0.0.1:9321/metrics"
     source_alias: str = "primary"
     reports_dir: Path = Path("data/dr/drills")
+    site_record: Path = Path("data") / active_site.FILE
+    """make up's active-site record (``contracts.active_site``): which site runs the business."""
     timeout_s: float = 3.0
 
     @classmethod
@@ -78,6 +82,7 @@ class DrSettings:
                    metrics_url=f"http://127.0.0.1:{dr.get('dr', 'mirror_metrics_port', 9320)}/metrics",
                    images_metrics_url=f"http://127.0.0.1:{dr.get('dr', 'images_metrics_port', 9321)}/metrics",
                    reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
+                   site_record=active_site.path(settings.data_dir.parent),
                    timeout_s=settings.backend_timeout_s)
 
 
@@ -113,6 +118,18 @@ class DrService:
         """No mirror running is nothing to record: its samples are skipped quietly."""
         self._drill: tuple[str, subprocess.Popen[bytes]] | None = None
         self._drill_lock = threading.Lock()
+
+    # -- the active site ---------------------------------------------------------------------------
+    def active_site(self) -> dict[str, Any]:
+        """Which site runs the business, since when and why; the primary, since nobody knows when, without a record
+        (make up writes one at its first start); 503 naming ``active_site`` for a record that is not one."""
+        try:
+            site = active_site.read_record(self.settings.site_record)
+        except active_site.SiteRecordError as exc:
+            raise BackendUnavailable("active_site", str(exc)) from None
+        if site is None:
+            return {"active": "primary", "since": None, "reason": ""}
+        return {"active": site.active, "since": site.since.isoformat(), "reason": site.reason}
 
     # -- lag ---------------------------------------------------------------------------------------
     def lag_now(self) -> list[dict[str, Any]]:

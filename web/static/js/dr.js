@@ -1,4 +1,4 @@
-// The DR page: the mirror's lag (live and the last hour), the image copier's lag and counts, checkpoints, drill
+// The DR page: which site is active, the mirror's lag (live and the last hour), the image copier's lag and counts, checkpoints, drill
 // reports; admins start drills.
 "use strict";
 
@@ -26,6 +26,21 @@
       document.getElementById("lag-total").textContent = "—";
       document.getElementById("rpo-now").textContent = "—";
       showError(node, e);
+    }
+  }
+
+  async function loadSite() {
+    const badge = document.getElementById("active-site");
+    try {
+      const { data } = await api("/api/v1/dr/site");
+      const site = t(`dr.site_${data.active}`);
+      badge.textContent = data.since === null ? t("dr.active_site", { site })
+        : t("dr.active_site_since", { site, since: time(data.since) });
+      badge.title = data.reason;
+      badge.className = data.active === "primary" ? "badge live" : "badge down";
+    } catch (e) {
+      badge.textContent = "—";
+      showError(error, e);
     }
   }
 
@@ -112,7 +127,7 @@
   }
 
   async function refresh() {
-    await Promise.all([loadLag(), loadImages()]);
+    await Promise.all([loadSite(), loadLag(), loadImages()]);
     try {
       await Promise.all([loadHistory(), loadCheckpoints(), loadDrills(), loadRunning()]);
       showError(error, null);
