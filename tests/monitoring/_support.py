@@ -13,7 +13,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from testkit.city import WebhookReceiver
+from testkit.city import ScriptedCity, WebhookReceiver
 
 
 class Mailbox:
@@ -39,6 +39,15 @@ def active(port: int) -> float | None:
     except OSError:
         return None
     return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith("monitor_active ")), None)
+
+
+def tear_down(city: ScriptedCity, hook: WebhookReceiver, gateway: Any, broker: Any) -> None:
+    """Stop what a monitor test started around its monitors (which the caller stops first)."""
+    if hasattr(city, "_thread"):
+        city.stop()
+    hook.close()
+    gateway.kill()
+    broker.stop()
 
 
 def firing(hook: WebhookReceiver, device: str) -> list[dict]:

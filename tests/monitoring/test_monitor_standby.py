@@ -17,7 +17,7 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
-from tests.monitoring._support import active, firing, wait_for, webhook_monitor_config
+from tests.monitoring._support import active, firing, tear_down, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -71,8 +71,4 @@ def test_a_standing_by_monitor_notifies_nothing_until_promoted_and_stands_down_a
         assert monitor.stop() == 0, monitor.log()[-3000:]
     finally:
         monitor.kill()
-        if hasattr(city, "_thread"):
-            city.stop()
-        hook.close()
-        gateway.kill()
-        broker.stop()
+        tear_down(city, hook, gateway, broker)

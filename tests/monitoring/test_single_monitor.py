@@ -16,7 +16,7 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.gateway import start_gateway
 from deploy.processes.monitor import MonitorProcess
 from testkit.city import ScriptedCity, WebhookReceiver, city_map
-from tests.monitoring._support import active, firing, wait_for, webhook_monitor_config
+from tests.monitoring._support import active, firing, tear_down, wait_for, webhook_monitor_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -47,11 +47,7 @@ def stack(tmp_path: Path) -> Iterator[dict]:
             if monitor.proc is not None and monitor.proc.poll() is None:
                 monitor.proc.send_signal(signal.SIGCONT)
             monitor.kill()
-        if hasattr(city, "_thread"):
-            city.stop()
-        hook.close()
-        gateway.kill()
-        broker.stop()
+        tear_down(city, hook, gateway, broker)
 
 
 def test_second_instance_waits_takes_over_after_kill_9_and_sends_nothing_twice(stack: dict) -> None:
