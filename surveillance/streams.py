@@ -422,6 +422,7 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
     subscribed = not settings.standing_by()
     if subscribed:
         consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
+    metrics.ACTIVE.labels(stage.name).set(int(subscribed))
     if ready is not None:
         ready.set()
     next_commit = time.monotonic() + settings.commit_interval_s
@@ -436,12 +437,14 @@ def run_stage(settings: Settings, stage: Stage, consumer: Consumer, producer: Pr
                     tracker.commit(asynchronous=False)
                     consumer.unsubscribe()
                     subscribed = False
+                    metrics.ACTIVE.labels(stage.name).set(0)
                 consumer.poll(STANDBY_POLL_S)  # serves the revocation; no assignment, no records
                 continue
             if not subscribed:
                 log.info("%s: the site is active: joining group %s", stage.name, stage.group)
                 consumer.subscribe(list(stage.inputs), on_assign=assigned, on_revoke=revoked)
                 subscribed = True
+                metrics.ACTIVE.labels(stage.name).set(1)
             messages = [m for m in _next_batch(consumer, settings.batch) if _usable(stage.name, m)]
             if messages:
                 for message, outputs in zip(messages, stage.handle(messages), strict=True):

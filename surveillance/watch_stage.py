@@ -151,8 +151,10 @@ class WatchMatcher:
                 continue
             district = self.geo.district(record["checkpoint_id"])
             for found in self.plates.match(record["plate_number"], record["checkpoint_id"], district, now_ms):
-                metrics.HITS.labels("plate", found.match).inc()
-                outputs[n] += self.hits.outputs(found.watch, "plate", record, found.score, found.match)
+                published = self.hits.outputs(found.watch, "plate", record, found.score, found.match)
+                if published:  # nothing when the hit is already on the topic
+                    metrics.HITS.labels("plate", found.match).inc()
+                outputs[n] += published
         if faces and len(self.faces):
             matches = self.faces.match(np.stack([record["_vector"] for _n, record in faces]))
             for (n, record), found_all in zip(faces, matches, strict=True):
@@ -161,8 +163,10 @@ class WatchMatcher:
                     if not found.watch.active(now_ms):
                         self.faces.remove(found.watch.watch_id)
                     elif found.watch.in_scope(record["checkpoint_id"], district):
-                        metrics.HITS.labels("face", "").inc()
-                        outputs[n] += self.hits.outputs(found.watch, "face", record, found.score)
+                        published = self.hits.outputs(found.watch, "face", record, found.score)
+                        if published:
+                            metrics.HITS.labels("face", "").inc()
+                        outputs[n] += published
         return outputs
 
 

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from contracts import active_site
 from contracts.config import load
+from contracts.ports import free_port
 from contracts.topics import Topics
 from deploy.dr_site import mirror_properties
 from deploy.processes.mirror import MirrorProcess
@@ -29,7 +30,7 @@ from deploy.processes.surveillance import ServiceProcess
 from ingest import values
 from surveillance.watch_stage import GROUP
 from testkit.surveillance import CHECKPOINTS, vehicle, write_config
-from tests.surveillance._support import Publisher, Reader, plate_watch
+from tests.surveillance._support import Publisher, Reader, plate_watch, scrape
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 T = Topics()
@@ -84,7 +85,7 @@ def test_the_dr_site_stands_by_publishing_nothing_then_takes_over_and_hits_each_
     (tmp_path / "primary-site").mkdir()
     (tmp_path / "dr-site").mkdir()
     primary_config = write_config(tmp_path / "primary-site", primary.bootstrap)
-    dr_config = write_config(tmp_path / "dr-site", dr.bootstrap)
+    dr_config = write_config(tmp_path / "dr-site", dr.bootstrap, metrics_port=free_port())
     with dr_config.open("a") as config:
         config.write(f'[site]\nname = "dr"\nrecord = "{record}"\n')
     at_primary = ServiceProcess(primary_config, tmp_path / "primary.log").start()
@@ -102,6 +103,7 @@ def test_the_dr_site_stands_by_publishing_nothing_then_takes_over_and_hits_each_
             mirror.start()
             started.result()
         assert "standing by: site dr is not the active one" in at_dr.text()
+        assert scrape(at_dr.metrics_url())[("surveillance_stage_active", "watch")] == 0
         assert end_offsets(dr.bootstrap, T.control_watchlist) == [1]
         # Standing by costs next to nothing (it reads only its command topics), whatever the captures flowing in.
         standby = psutil.Process(at_dr.process.pid)  # type: ignore[union-attr]
@@ -138,6 +140,9 @@ def test_the_dr_site_stands_by_publishing_nothing_then_takes_over_and_hits_each_
         assert sorted(h["record_id"] for h in found) == ["a170", "a250", "a7", "a70", "b3", "b55", "b99"], \
             at_dr.text()[-3000:]
         assert len({h["hit_id"] for h in found}) == len(found)
+        counted = scrape(at_dr.metrics_url())
+        assert counted[("surveillance_stage_active", "watch")] == 1
+        assert counted[("surveillance_hits_total", "exact", "plate")] == 3  # the primary's 4 were not published again
         assert "the site is active: joining group" in at_dr.text()
         # Failback: the DR site stands by again, with what it consumed committed, and hits nothing more.
         active_site.write(data, active_site.ActiveSite("primary", dt.datetime.now(dt.UTC), "failback"))
