@@ -33,7 +33,10 @@ def stat(stat_id: str, measure: str, group_by: str, window_s: int, **extra: Any)
 
 
 def tally(command: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[str, int, str], Any]:
-    """(stat id, window start ms, group) -> value, computed from scratch."""
+    """(stat id, window start ms, group) -> value, computed from scratch. An average is the exact mean: the service
+    rounds its own to 2 decimals after summing in its own order (two instances merge partial sums), so at a .xx5
+    boundary the two roundings can differ by 0.01 (CI); compared within 0.006, the service's rounding of the same
+    mean always passes and a wrong mean fails."""
     size = command["window_s"] * 1000
     cells: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
@@ -46,7 +49,7 @@ def tally(command: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[
         if command["measure"] == "distinct_plates":
             value = len({r["plate_number"] for r in members} - {UNRECOGNIZED})
         elif command["measure"] == "avg_speed":
-            value = round(sum(r["speed_kmh"] for r in members) / len(members), 2)
+            value = sum(r["speed_kmh"] for r in members) / len(members)
         out[(command["stat_id"], start, group)] = value
     return out
 
