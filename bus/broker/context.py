@@ -80,6 +80,7 @@ class RequestContext:
     principal: str = ANONYMOUS
     client_host: str = ""  # the client's address, which ACL hosts match
     sasl: SaslAuthenticator | None = None  # the connection's SASL exchange, on a SASL listener
+    enveloped: bool = False  # another node forwarded it in an Envelope (KIP-590): it is not forwarded again
 
     def make(self, class_name: str, **values: Any) -> Any:
         """Build a response dataclass of this request's version (see `bus.protocol.messages`)."""

@@ -21,6 +21,7 @@ the handler in its RequestContext with the client's host, which is what the auth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import struct
@@ -36,7 +37,7 @@ from bus.broker.context import BrokerServices, RequestContext
 from bus.broker.metrics import RequestMetrics
 from bus.broker.replica_manager import ReplicaManager
 from bus.controller.controller import ControllerError
-from bus.controller.controller_channel import ControllerUnavailable
+from bus.controller.controller_channel import FORWARDED_APIS, ControllerUnavailable
 from bus.controller.metadata_log.record_log import MetadataRecordLog
 from bus.network.errors import CloseConnection, InvalidRequest
 from bus.protocol import header as hdr
@@ -51,15 +52,25 @@ API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
-async def _after_sync(ctx: RequestContext, request: Any, metadata_log: MetadataRecordLog, replicas: ReplicaManager,
-                      result: Any) -> Any:
-    """A request that changed metadata answers once the change is committed (fsynced) and its new logs exist."""
+async def _after_sync(ctx: RequestContext, request: Any, frame: bytes, metadata_log: MetadataRecordLog,
+                      replicas: ReplicaManager, result: Any) -> Any:
+    """A request that changed metadata answers once the change is committed (fsynced) and its new logs exist.
+
+    A client's admin request whose change could not commit because this node lost the controller's leadership
+    first is forwarded to the new active controller (its answer is a response frame), as Kafka's Java admin client
+    would retry it there: librdkafka fails the call on a per-topic NOT_CONTROLLER. One that came in an Envelope
+    answers NOT_CONTROLLER, which the forwarding node retries."""
     try:
         await metadata_log.sync()
     except ControllerError as exc:
         log.info("api %d request %d from %s: %s", ctx.api_key, ctx.correlation_id, ctx.peer, exc.message)
         if inspect.iscoroutine(result):
             result.close()
+        channel = ctx.services.controller_channel
+        if (exc.code == ErrorCode.not_controller and channel is not None and ctx.api_key in FORWARDED_APIS
+                and not ctx.enveloped):
+            with contextlib.suppress(ControllerUnavailable):
+                return await channel.forward(frame, ctx.peer, ctx.principal)
         return ctx.error_response(request, exc.code)
     await replicas.settled()
     return await result if inspect.isawaitable(result) else result
@@ -108,7 +119,7 @@ class KafkaApis:
         ctx = RequestContext(
             self.services, api_key, version, correlation_id, header.client_id, listener, peer,
             messages.shapes(api_key, version), principal, peer_host(peer) if client_host is None else client_host,
-            sasl,
+            sasl, enveloped=client_host is not None,
         )
         started = time.perf_counter()
         channel = self.services.controller_channel
@@ -123,7 +134,7 @@ class KafkaApis:
         except Exception:
             return self._failed(ctx, request)
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
-            result = _after_sync(ctx, request, metadata_log, self.services.replicas, result)
+            result = _after_sync(ctx, request, frame, metadata_log, self.services.replicas, result)
         if type(result) is produce_codec.ProduceAnswer:  # the hot path: neither awaitable nor large
             response: bytes | memoryview | None = produce_codec.encode_answer(correlation_id, result, version)
         else:
@@ -143,7 +154,9 @@ class KafkaApis:
         """Await the handler's result if it must wait, then encode it (off the loop if large)."""
         try:
             result = await pending if inspect.isawaitable(pending) else pending
-            if self._large(handler, result):
+            if isinstance(result, (bytes, memoryview)):  # the new active controller's answer (`_after_sync`)
+                response: bytes | memoryview | None = result
+            elif self._large(handler, result):
                 response = await asyncio.to_thread(self._frame, ctx, result)
             else:
                 response = self._frame(ctx, result)

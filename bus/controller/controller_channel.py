@@ -37,6 +37,8 @@ from bus.controller.image import PartitionState
 from bus.network.network_client import NodeConnection, NodeConnectionError
 from bus.network.node_security import NO_SECURITY, NodeSecurity
 from bus.protocol import client_codec
+from bus.protocol import header as hdr
+from bus.protocol.error_response import answers_only
 from bus.protocol.messages import request_shapes
 from bus.raft.driver import RaftDriver, RaftStoppedError
 from bus.raft.roles import Role
@@ -135,7 +137,9 @@ class ControllerChannel:
 
         While there is no active controller (an election, or a new leader that has not caught up; this node's own
         controller listener when it leads), the envelope is sent again after a backoff for up to
-        `FORWARD_RETRY_S`, as Kafka's ForwardingManager retries, so a failover rarely reaches the client.
+        `FORWARD_RETRY_S`, as Kafka's ForwardingManager retries, so a failover rarely reaches the client. So is one
+        the controller answered NOT_CONTROLLER throughout (it lost the leadership before the change committed):
+        librdkafka's admin calls do not retry that per-topic error, they fail the call.
         """
         envelope = request_shapes(ENVELOPE, 0).make(
             "EnvelopeRequest", request_data=bytes(frame), request_principal=serialize_principal(principal),
@@ -149,10 +153,14 @@ class ControllerChannel:
             else:
                 if response.error_code == ErrorCode.none and response.response_data is not None:
                     data: bytes = response.response_data
-                    return struct.pack(">i", len(data)) + data
-                error = ControllerUnavailable(f"the controller refused the envelope: {response.error_code.name}")
-                if response.error_code != ErrorCode.not_controller:
-                    raise error
+                    answer = struct.pack(">i", len(data)) + data
+                    if not _lost_leadership(frame, data) or time.monotonic() + FORWARD_BACKOFF_S >= deadline:
+                        return answer
+                    error = ControllerUnavailable("the controller lost its leadership before the change committed")
+                else:
+                    error = ControllerUnavailable(f"the controller refused the envelope: {response.error_code.name}")
+                    if response.error_code != ErrorCode.not_controller:
+                        raise error
             if time.monotonic() + FORWARD_BACKOFF_S >= deadline:
                 raise error
             await asyncio.sleep(FORWARD_BACKOFF_S)
@@ -322,6 +330,16 @@ class ControllerChannel:
             task.cancel()
         for connection in self._connections.values():
             await connection.close()
+
+
+def _lost_leadership(request_frame: bytes, response_frame: bytes) -> bool:
+    """Whether the controller answered the request in `request_frame` NOT_CONTROLLER in every error field."""
+    api_key, version, _correlation = hdr.peek_api(request_frame)
+    try:
+        response = client_codec.decode_response(response_frame, api_key, version)
+    except Exception:  # kio raises assorted errors on a frame it cannot read: the client gets it as it came
+        return False
+    return answers_only(response, ErrorCode.not_controller)
 
 
 def _address_bytes(peer: str) -> bytes:

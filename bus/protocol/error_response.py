@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import EntityTupleField, PrimitiveField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field
 
 from bus.protocol.messages import Shapes
 
@@ -97,3 +97,24 @@ def _pair(field: dataclasses.Field[Any], source_fields: dict[str, dataclasses.Fi
     if len(source_tuples) == 1 and len(target_tuples) == 1:
         return source_tuples[0]
     return None
+
+
+def answers_only(response: Any, code: ErrorCode) -> bool:
+    """Whether `response` has at least one `error_code` (top-level or in any entity) and every one is `code`: the
+    answer `error_response` builds, e.g. NOT_CONTROLLER throughout from a controller that lost its leadership before
+    the change committed."""
+    seen = False
+    pending = [response]
+    while pending:
+        entity = pending.pop()
+        for field in dataclasses.fields(entity):
+            value = getattr(entity, field.name)
+            if field.name == "error_code":
+                if value != code:
+                    return False
+                seen = True
+            elif isinstance(classify_field(field), EntityTupleField):
+                pending.extend(value or ())
+            elif isinstance(classify_field(field), EntityField) and value is not None:
+                pending.append(value)
+    return seen

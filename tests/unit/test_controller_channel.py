@@ -7,21 +7,29 @@ code."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from bus.broker.broker import Broker
+from bus.broker.context import RequestContext
 from bus.config.broker import load_broker_config
 from bus.controller.controller import ControllerError, TopicSpec
-from bus.controller.controller_channel import ControllerChannel
+from bus.controller.controller_channel import CREATE_TOPICS, CREATE_TOPICS_VERSION, ControllerChannel
 from bus.controller.image import PartitionState
+from bus.protocol import client_codec, messages
+from bus.protocol import header as hdr
+from bus.protocol.error_response import answers_only, error_response
+from bus.protocol.messages import request_shapes
 from contracts.ports import free_port
 from deploy.processes.cluster import CLUSTER_ID
 from tests.unit.raft.test_raft_driver import in_loop
@@ -113,3 +121,61 @@ async def test_alter_partition_and_controlled_shutdown_through_the_channel() -> 
             assert not active.image.brokers[follower].fenced
             assert await channel(brokers[follower]).request_shutdown() is True
             assert active.image.brokers[follower].fenced
+
+
+def create_topics_frame(name: str) -> bytes:
+    """A client's CreateTopics request frame (without its size prefix) for one topic with the defaults."""
+    shapes = request_shapes(CREATE_TOPICS, CREATE_TOPICS_VERSION)
+    topic = shapes.make("CreatableTopic", name=name, num_partitions=1, replication_factor=-1, assignments=(),
+                        configs=())
+    request = shapes.make("CreateTopicsRequest", topics=(topic,), validate_only=False,
+                          timeout=datetime.timedelta(seconds=10))
+    return bytes(client_codec.encode_request(7, "test", request, CREATE_TOPICS_VERSION)[4:])
+
+
+@in_loop
+async def test_a_forwarded_request_the_controller_answers_not_controller_throughout_is_sent_again() -> None:
+    """A controller that lost its leadership before a forwarded change committed answers NOT_CONTROLLER in every
+    error field; the forwarding node sends it again rather than hand that to a client (librdkafka fails the call on
+    it), and a partial answer is handed on as it came."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with three_brokers(Path(tmp)) as brokers:
+            await until(lambda: any(b.controller.active for b in brokers.values()))
+            active_id = next(i for i, b in brokers.items() if b.controller.active)
+            follower = next(i for i in brokers if i != active_id)
+            create = brokers[active_id].apis.handlers[CREATE_TOPICS]
+            calls: list[str] = []
+
+            def lost_once(ctx: RequestContext, request: Any) -> Any:
+                calls.append(request.topics[0].name)
+                if len(calls) == 1:
+                    return ctx.error_response(request, ErrorCode.not_controller)
+                return create.handle(ctx, request)
+
+            brokers[active_id].apis.handlers[CREATE_TOPICS] = dataclasses.replace(create, handle=lost_once)
+            answer = await channel(brokers[follower]).forward(create_topics_frame("retried"), "127.0.0.1:1", "User:x")
+            response = client_codec.decode_response(answer[4:], CREATE_TOPICS, CREATE_TOPICS_VERSION)
+            assert calls == ["retried", "retried"]
+            assert [(t.name, t.error_code) for t in response.topics] == [("retried", ErrorCode.none)]
+            await until(lambda: "retried" in brokers[follower].controller.image.topics)
+
+            # An answer with another error is not retried.
+            answer = await channel(brokers[follower]).forward(create_topics_frame("retried"), "127.0.0.1:1", "User:x")
+            response = client_codec.decode_response(answer[4:], CREATE_TOPICS, CREATE_TOPICS_VERSION)
+            assert calls == ["retried", "retried", "retried"]
+            assert [t.error_code for t in response.topics] == [ErrorCode.topic_already_exists]
+
+
+def test_answers_only_needs_every_error_field_to_hold_the_code() -> None:
+    shapes = messages.shapes(CREATE_TOPICS, CREATE_TOPICS_VERSION)
+    frame = create_topics_frame("a")
+    request = messages.decode_request(CREATE_TOPICS, CREATE_TOPICS_VERSION, frame,
+                                      hdr.parse_request_header(frame, True).body_offset)
+    response_cls = messages.response_class(CREATE_TOPICS, CREATE_TOPICS_VERSION)
+    lost = error_response(shapes, response_cls, request, ErrorCode.not_controller)
+    assert answers_only(lost, ErrorCode.not_controller)
+    assert not answers_only(lost, ErrorCode.none)
+    assert not answers_only(error_response(shapes, response_cls, request, ErrorCode.invalid_request),
+                            ErrorCode.not_controller)
+    empty = dataclasses.replace(lost, topics=())  # CreateTopics has no top-level error code: nothing says it
+    assert not answers_only(empty, ErrorCode.not_controller)

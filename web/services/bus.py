@@ -144,12 +144,13 @@ def created_topic(backends: Backends, log_dirs: LogDirs, name: str) -> dict[str,
     """A topic just created, as :func:`topic` describes it. CreateTopics answers once the controller has committed
     the topic; each broker learns it when it applies the metadata log a moment later and answers
     UNKNOWN_TOPIC_OR_PARTITION until then (Kafka's KRaft brokers alike), so a not-found is asked again for up to the
-    backend timeout: the 201 describes a topic every broker serves."""
+    backend timeout: the 201 describes a topic every broker serves. So is a partition's leader that has not taken
+    up the leadership yet (ListOffsets answers NOT_LEADER_OR_FOLLOWER on a cluster)."""
     deadline = time.monotonic() + backends.settings.backend_timeout_s
     while True:
         try:
             return topic(backends, log_dirs, name)
-        except NotFound:
+        except (NotFound, BackendUnavailable):
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
