@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import Config
@@ -32,12 +32,20 @@ class SiteRecordError(ValueError):
 
 @dataclass(frozen=True)
 class ActiveSite:
+    """``active`` runs the business since ``since``. While ``switching_to`` names the other site, a switchover is
+    draining: neither site's services act (the devices are fenced, the mirror copies what is left) until the record
+    names the new site. ``last`` holds the figures of the last switchover (`dr_mirror.switchover`), for the status
+    and the DR page."""
+
     active: str
     since: dt.datetime
     reason: str
+    switching_to: str | None = None
+    last: dict[str, Any] | None = None
 
     def line(self) -> str:
-        return f"active: {self.active} (since {self.since.isoformat(timespec='seconds')}: {self.reason})"
+        said = f"active: {self.active} (since {self.since.isoformat(timespec='seconds')}: {self.reason})"
+        return said if self.switching_to is None else f"{said}, switching to {self.switching_to}"
 
 
 def path(data_dir: Path) -> Path:
@@ -53,7 +61,9 @@ def read_record(record: Path) -> ActiveSite | None:
     """The record at ``record`` (a path of its own, e.g. ``[site] record``), as :func:`read` reads it."""
     try:
         raw = json.loads(record.read_text())
-        site = ActiveSite(str(raw["active"]), dt.datetime.fromisoformat(raw["since"]), str(raw.get("reason", "")))
+        switching, last = raw.get("switching_to"), raw.get("last")
+        site = ActiveSite(str(raw["active"]), dt.datetime.fromisoformat(raw["since"]), str(raw.get("reason", "")),
+                          None if switching is None else str(switching), dict(last) if last is not None else None)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -61,6 +71,9 @@ def read_record(record: Path) -> ActiveSite | None:
     if site.active not in SITES or site.since.tzinfo is None:
         raise SiteRecordError(f"{record} names site {site.active!r} since {raw['since']!r}: expected one of "
                               f"{', '.join(SITES)} since a time with its offset")
+    if site.switching_to not in (None, *SITES) or site.switching_to == site.active:
+        raise SiteRecordError(f"{record} switches from {site.active!r} to {site.switching_to!r}: expected the "
+                              "other site")
     return site
 
 
@@ -68,7 +81,12 @@ def write(data_dir: Path, site: ActiveSite) -> None:
     target = path(data_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"active": site.active, "since": site.since.isoformat(), "reason": site.reason}))
+    fields: dict[str, Any] = {"active": site.active, "since": site.since.isoformat(), "reason": site.reason}
+    if site.switching_to is not None:
+        fields["switching_to"] = site.switching_to
+    if site.last is not None:
+        fields["last"] = site.last
+    temporary.write_text(json.dumps(fields))
     os.replace(temporary, target)
 
 
@@ -81,25 +99,56 @@ def ensure(data_dir: Path, reason: str) -> ActiveSite:
     return site
 
 
+class Watcher:
+    """The record at ``record`` as a process that keeps reading it sees it: read at most every ``interval_s`` (a
+    file read per batch or per tick would be a system call each); an unreadable record changes nothing (the last
+    reading stands, the first failure is logged, naming what the process keeps doing: ``keeping``)."""
+
+    def __init__(self, record: Path, interval_s: float = 0.5) -> None:
+        self.record = record
+        self.interval_s = interval_s
+        self._site: ActiveSite | None = None
+        self._due = 0.0
+        self._failing = False
+        self.known = False
+        """Whether a reading has succeeded yet (no file counts: it says the primary)."""
+
+    def current(self, keeping: str) -> ActiveSite | None:
+        """The record as last read (None: there is none yet, which means the primary runs the business)."""
+        now = time.monotonic()
+        if now >= self._due:
+            self._due = now + self.interval_s
+            try:
+                self._site = read_record(self.record)
+            except SiteRecordError as exc:
+                if not self._failing:
+                    log.warning("%s: %s", exc, keeping)
+                self._failing = True
+                return self._site
+            self._failing = False
+            self.known = True
+        return self._site
+
+
 class Gate:
     """Whether the site this process runs at (``[site] name``) is the active one, by the record at ``[site] record``.
 
     A service at a standing-by site runs and keeps its state current but does not act (publishes nothing a mirror
-    copies, joins no consumer group the mirror keeps in step); it acts from the moment the record names its site.
-    Reading a small file each time would cost a system call per batch, so the answer is kept ``interval_s``. No
-    record yet means the primary runs the business (as :func:`ensure` would write). An unreadable record changes
-    nothing: the last answer stands, and the first failure is logged.
+    copies, joins no consumer group the mirror keeps in step); it acts from the moment the record names its site. No
+    record yet means the primary runs the business (as :func:`ensure` would write). The record is read through a
+    :class:`Watcher`: an unreadable record changes nothing.
     """
 
-    def __init__(self, site: str, record: Path, interval_s: float = 0.5) -> None:
+    def __init__(self, site: str, record: Path, interval_s: float = 0.5, *, while_switching: bool = False) -> None:
+        """``while_switching``: the site stays active while a switchover away from it drains (the mirror copying
+        from it); every service stands down as soon as a switchover begins."""
         if site not in SITES:
             raise ValueError(f"site {site!r} is not one of {', '.join(SITES)}")
         self.site = site
         self.record = record
-        self.interval_s = interval_s
+        self.while_switching = while_switching
+        self._watcher = Watcher(record, interval_s)
         self._active = False
-        self._due = 0.0
-        self._failing = False
 
     @classmethod
     def from_config(cls, config: Config) -> Gate | None:
@@ -117,16 +166,7 @@ class Gate:
         return cls(name, Path(record))
 
     def active(self) -> bool:
-        now = time.monotonic()
-        if now >= self._due:
-            self._due = now + self.interval_s
-            try:
-                site = read_record(self.record)
-            except SiteRecordError as exc:
-                if not self._failing:
-                    log.warning("%s: keeping %s", exc, "active" if self._active else "standing by")
-                self._failing = True
-                return self._active
-            self._failing = False
-            self._active = (site.active if site else "primary") == self.site
+        site = self._watcher.current(f"keeping {'active' if self._active else 'standing by'}")
+        self._active = self._watcher.known and (site.active if site else "primary") == self.site and (
+            site is None or site.switching_to is None or self.while_switching)
         return self._active

@@ -14,9 +14,11 @@ service's watch hits and cloned plates are alerts too), only the console writes 
 service may delete the ``audit`` topic or any record of it.
 
 The same table is applied at both sites (`make up` applies it to the DR site's bus too, whose principals have
-passwords of their own), each in its :class:`Role`: a grant marked with a role exists only at the site in that role.
-The mirror reads at the active site and writes at the standby one, and the DR site's loaders work at the standby
-site only (`make up` starts the primary active and the DR site standby). The DR site's own jobs publish their stats
+passwords of their own), each in its :class:`Role`: a grant marked with a role exists only at the site in that role,
+and the roles follow the active-site record (`contracts/active_site.py`; `make up` applies them as it says, a
+switchover swaps them). The mirror reads at the active site and writes at the standby one, the capture devices write
+at the active site only (the fence of a standby site), and the DR site's loaders work at the DR site only, in either
+role. The DR site's own jobs publish their stats
 and dead letters to ``dr.``-prefixed copies (:data:`~contracts.topics.DR_PREFIX`), since the mirror must be the only
 writer of a mirrored topic; ``dr-loaders`` may write those copies and never the mirrored topics themselves.
 """
@@ -66,7 +68,8 @@ class Grant:
     """Operations on one resource: a topic by its ``Topics`` field name (``topics("vehicle")``, with ``local`` the
     DR site's ``dr.`` copy of it), every topic (``"*"``), every data topic, a topic name prefix or a literal topic
     name (``literal``: a name no ``Topics`` field holds, such as MM2's checkpoints topic), a group by its literal id or
-    id prefix, or the cluster; at the site in ``role`` only, or (None) at both."""
+    id prefix, or the cluster; at the site in ``role`` only, or (None) in either role; at the named ``site`` only
+    (``primary`` or ``dr``, whatever its role), or (None) at both."""
 
     resource: Resource
     name: str
@@ -75,6 +78,7 @@ class Grant:
     literal: bool = False
     local: bool = False
     role: Role | None = None
+    site: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,8 +128,10 @@ CHECKPOINT_TOPICS = tuple(f"{alias}.checkpoints.internal" for alias in SITE_ALIA
 """MM2's checkpoints topic on the target of each mirror direction (``<source alias>.checkpoints.internal``)."""
 
 MATRIX: dict[str, list[Grant]] = {
-    "simulator": [
-        *topics("vehicle", "face", "heartbeat", ops=CREATE_AND_PRODUCE),
+    "simulator": [  # the capture devices write at the active site only: the standby site's copies have one writer,
+        # the mirror, and a site a switchover left (or the old primary coming back) is fenced from the devices
+        *(dataclasses.replace(grant, role=Role.ACTIVE)
+          for grant in topics("vehicle", "face", "heartbeat", ops=CREATE_AND_PRODUCE)),
     ],
     "capture-ingest": [
         *topics("vehicle", "face", ops=CONSUME),
@@ -186,9 +192,10 @@ MATRIX: dict[str, list[Grant]] = {
           for name in CHECKPOINT_TOPICS),
         Grant(Resource.GROUP, "*", (Op.DESCRIBE, Op.READ), role=Role.STANDBY),
     ],
-    "dr-loaders": [  # at the standby site: the ingest job, the hit loader and the video loader on mirrored data,
-        # and the image copier (dr_mirror/images.py: reads the mirrored captures in its own group, writes no topic)
-        *(dataclasses.replace(grant, role=Role.STANDBY) for grant in (
+    "dr-loaders": [  # at the DR site, in either role (they go on loading after a switchover): the ingest job, the
+        # hit loader and the video loader on mirrored data, and the image copier (dr_mirror/images.py: reads the
+        # mirrored captures in its own group, writes no topic)
+        *(dataclasses.replace(grant, site="dr") for grant in (
             *topics("vehicle", "face", "surveillance_hits", "video_status", "video_results", ops=CONSUME),
             *dr_topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
             group("spark-", prefixed=True),
@@ -198,11 +205,19 @@ MATRIX: dict[str, list[Grant]] = {
 }
 """Each service principal's grants (``admin`` is a super user and has none)."""
 
+DEVICES = ("simulator",)
+"""The capture devices' principals: fenced from a site a switchover is leaving while the mirror drains it."""
 
-def bindings(principal: str, names: Topics, role: Role = Role.ACTIVE) -> Iterator[Binding]:
-    """``principal``'s ACLs at a site in ``role``, with the topic names of ``names``."""
+
+def placed(role: Role, site: str | None) -> str:
+    """The site a table in ``role`` is for when none is named: where `make up` starts it (the primary active)."""
+    return site or ("primary" if role is Role.ACTIVE else "dr")
+
+
+def bindings(principal: str, names: Topics, role: Role = Role.ACTIVE, site: str | None = None) -> Iterator[Binding]:
+    """``principal``'s ACLs at ``site`` (default :func:`placed`) in ``role``, with the topic names of ``names``."""
     for grant in MATRIX[principal]:
-        if grant.role not in (None, role):
+        if grant.role not in (None, role) or grant.site not in (None, placed(role, site)):
             continue
         resolved: tuple[str, ...]
         if grant.resource is Resource.TOPIC and grant.name == DATA_TOPICS:
@@ -217,8 +232,14 @@ def bindings(principal: str, names: Topics, role: Role = Role.ACTIVE) -> Iterato
                 yield Binding(principal, grant.resource, name, pattern, operation)
 
 
-def all_bindings(names: Topics, role: Role = Role.ACTIVE) -> list[Binding]:
-    """The whole table at a site in ``role``, principal by principal in :data:`~contracts.bus_client.PRINCIPALS`
-    order."""
-    return [binding for principal in PRINCIPALS if principal in MATRIX
-            for binding in bindings(principal, names, role)]
+def all_bindings(names: Topics, role: Role = Role.ACTIVE, site: str | None = None, *,
+                 fenced: bool = False) -> list[Binding]:
+    """The whole table at ``site`` in ``role``, principal by principal in :data:`~contracts.bus_client.PRINCIPALS`
+    order; ``fenced``: without the :data:`DEVICES`' grants (a site a switchover is leaving)."""
+    return [binding for principal in PRINCIPALS if principal in MATRIX and not (fenced and principal in DEVICES)
+            for binding in bindings(principal, names, role, site)]
+
+
+def role_of(site: str, active: str) -> Role:
+    """A site's role when the active-site record names ``active``."""
+    return Role.ACTIVE if site == active else Role.STANDBY

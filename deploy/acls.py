@@ -18,18 +18,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bus.client.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AdminClient,
-    PatternType,
-    PermissionType,
-    ResourceType,
-    UserScramCredentialUpsertion,
-)
-from contracts import bus_client
-from contracts.bus_acls import ADMIN, MATRIX, Binding, Role, all_bindings
+from bus.client.admin import AdminClient, UserScramCredentialUpsertion
+from contracts import acl_sync, bus_client
+from contracts.bus_acls import ADMIN, MATRIX, Role, all_bindings, placed
 from contracts.config import Config
 from contracts.config import load as load_config
 from contracts.topics import Topics
@@ -66,38 +57,22 @@ def ensure_principals(directory: Path, bootstrap: str, truststore: Path, admin_p
     return passwords
 
 
-def _acl(binding: Binding) -> AclBinding:
-    return AclBinding(ResourceType[binding.resource.value], binding.name, PatternType[binding.pattern],
-                      binding.user, "*", AclOperation[binding.operation.value], PermissionType.ALLOW)
-
-
 def apply(admin_settings: Mapping[str, str], topics: Topics, passwords: Mapping[str, str],
-          role: Role = Role.ACTIVE) -> tuple[int, int]:
-    """Upsert each service principal's SCRAM credential, create the table's ACLs of a site in ``role`` and delete
-    those of service principals it does not name (as the super user ``admin``, ``admin_settings`` in Java keys);
-    (created, deleted)."""
-    wanted = {_acl(binding) for binding in all_bindings(topics, role)}
+          role: Role = Role.ACTIVE, site: str | None = None) -> tuple[int, int]:
+    """Upsert each service principal's SCRAM credential and apply the table of ``site`` in ``role``
+    (`contracts/acl_sync.py`), as the super user ``admin`` (``admin_settings`` in Java keys); (created, deleted)."""
     with AdminClient(dict(admin_settings)) as admin:
         admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(user, MECHANISM, ITERATIONS, password)
              for user, password in passwords.items() if user in MATRIX])
-        held: set[AclBinding] = set()
-        for principal in MATRIX:
-            held.update(admin.describe_acls(AclBindingFilter(
-                ResourceType.ANY, None, PatternType.ANY, f"User:{principal}", None, AclOperation.ANY,
-                PermissionType.ANY)))
-        stale = held - wanted
-        admin.create_acls(sorted(wanted - held, key=str))
-        admin.delete_acls([AclBindingFilter(a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
-                                            a.operation, a.permission) for a in sorted(stale, key=str)])
-    return len(wanted - held), len(stale)
+        return acl_sync.sync(admin, topics, role, site)
 
 
-def show(config: Config, role: Role = Role.ACTIVE) -> str:
+def show(config: Config, role: Role = Role.ACTIVE, site: str | None = None) -> str:
     """The table as `--show` prints it."""
-    lines = [binding.line() for binding in all_bindings(Topics.from_config(config), role)]
-    return "\n".join([f"# {len(lines)} ACLs at the {role.value} site (ALLOW from any host); User:{ADMIN} is a super "
-                      "user", *lines])
+    lines = [binding.line() for binding in all_bindings(Topics.from_config(config), role, site)]
+    return "\n".join([f"# {len(lines)} ACLs at the {placed(role, site)} site, {role.value} (ALLOW from any host); "
+                      f"User:{ADMIN} is a super user", *lines])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="the solution config (default: contracts')")
     parser.add_argument("--role", type=Role, choices=list(Role), default=Role.ACTIVE,
                         help="the site's role: active (the primary under make up) or standby (the DR site)")
+    parser.add_argument("--site", choices=("primary", "dr"), default=None,
+                        help="which site's table (default: the primary when active, the DR site when standby)")
     args = parser.parse_args(argv)
     path = args.config
     if path is None and args.data_dir is not None and (args.data_dir / "solution.toml").exists():
         path = args.data_dir / "solution.toml"
     try:
-        table = show(load_config(path), args.role)
+        table = show(load_config(path), args.role, args.site)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
     print(table)

@@ -1,11 +1,13 @@
-"""The disaster-recovery site: the mirror to its bus, and (on demand) its HBase and loaders.
+"""The disaster-recovery site: the mirrors to its bus and back, and (on demand) its HBase and loaders.
 
 `make up` starts the DR site's bus (secured like the primary's, `deploy/secured_bus.py`) and calls
 :func:`mirror_service`: ``python -m dr_mirror`` copying the data topics to it, never the control topics, as the
 ``mirror`` principal at both ends (``[bus]`` and ``[dr]`` ``client_properties_dir``: MM2's ``primary.*`` and ``dr.*``
-cluster keys). ``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest (:class:`DrSite`:
-the HBase gateway on ``[dr] hbase_port`` and the same loaders reading the mirrored topics), so after a failover the
-DR site holds the same HBase tables; and its object store (:class:`DrObjectStore`: a second embedded SeaweedFS in
+cluster keys), while the active-site record names the primary; and :func:`reverse_mirror_service`, the same the
+other way, standing by until a switchover makes the DR site the active one (`dr_mirror/direction.py`).
+``python -m deploy.up --dr-site`` or ``python -m deploy.dr_site`` start the rest (:class:`DrSite`: the HBase gateway
+on ``[dr] hbase_port`` and the same loaders reading the mirrored topics), so after a failover the DR site holds the
+same HBase tables; and its object store (:class:`DrObjectStore`: a second embedded SeaweedFS in
 ``DATA/dr/object-store`` on ``[dr] s3_endpoint``, keys of its own in ``DATA/secrets/dr-object-store``) with the image
 copier (``python -m dr_mirror.images``, `deploy/processes/dr_images.py`) putting every mirrored capture's image there
 under the same key, so the DR site's records do not name images only the lost site had; and its surveillance service
@@ -72,6 +74,8 @@ class DrSettings:
     s3_endpoint: str = "127.0.0.1:19000"
     object_metrics_port: int = 0
     images_metrics_port: int = 9321
+    reverse_metrics_port: int = 9322
+    """The mirror dr -> primary's /metrics (``[dr] reverse_mirror_metrics_port``; primary -> dr's: ``metrics_port``)."""
     secrets_dir: Path = Path("data/secrets")
     """make up's secrets directory (the primary store's keys; the DR store's are in its ``dr-object-store``)."""
     site_record: Path = Path("data") / active_site.FILE
@@ -84,6 +88,7 @@ class DrSettings:
                    hbase_host=config.get("dr", "hbase_host", "127.0.0.1"),
                    hbase_port=config.get("dr", "hbase_port", 19090),
                    metrics_port=config.get("dr", "mirror_metrics_port", 9320),
+                   reverse_metrics_port=config.get("dr", "reverse_mirror_metrics_port", 9322),
                    data_dir=data_dir / config.get("dr", "data_dir", "dr"),
                    reports_dir=data_dir / config.get("dr", "reports_dir", "dr/drills"),
                    s3_endpoint=str(config.get("dr", "s3_endpoint", "127.0.0.1:19000")),
@@ -177,17 +182,37 @@ def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
 
 
 def mirror_service(config: Config, dr: DrSettings, primary: str) -> Service:
-    """The mirror primary -> dr, its properties file written next to the DR bus's data: both buses as the
-    ``mirror`` principal reaches them (``primary`` overriding the primary's bootstrap servers), so readable by its
-    owner only."""
+    """The mirror primary -> dr (``primary`` overriding the primary's bootstrap servers), copying while the primary is
+    active (and while a switchover away from it drains)."""
+    return _mirror_service(config, dr, primary, "primary")
+
+
+def reverse_mirror_service(config: Config, dr: DrSettings, primary: str) -> Service:
+    """The mirror dr -> primary on ``[dr] reverse_mirror_metrics_port``, copying while the DR site is active: after
+    a switchover the primary receives what the DR site runs, ready for the failback."""
+    return _mirror_service(config, dr, primary, "dr")
+
+
+def _mirror_service(config: Config, dr: DrSettings, primary: str, source: str) -> Service:
+    """A mirror from ``source``, its properties file written next to the DR bus's data: both buses as the ``mirror``
+    principal reaches them, so readable by its owner only. The flow's aliases are the sites' names, so its offset
+    syncs and checkpoints topics are MM2's for that direction (``mm2-offset-syncs.<target>.internal`` at the source,
+    ``<source>.checkpoints.internal`` at the target)."""
+    target = next(site for site in SITE_ALIASES if site != source)
+    clusters = {"primary": bus_client.java(config, "mirror", primary),
+                "dr": bus_client.java(config, "mirror", dr.bootstrap, bus_client.DR)}
+    forward = source == "primary"
+    name, file, port = ("dr mirror", "mm2.properties", dr.metrics_port) if forward else (
+        "reverse mirror", "mm2-reverse.properties", dr.reverse_metrics_port)
     dr.data_dir.mkdir(parents=True, exist_ok=True)
-    props = dr.data_dir / "mm2.properties"
+    props = dr.data_dir / file
     props.unlink(missing_ok=True)  # one written before may be open to others: the new file is created owner-only
-    write_private(props, mirror_properties(bus_client.java(config, "mirror", primary),
-                                           bus_client.java(config, "mirror", dr.bootstrap, bus_client.DR), config))
-    return ("dr mirror", [sys.executable, "-m", "dr_mirror", "--config", str(props),
-                          "--metrics-port", str(dr.metrics_port)],
-            f"{primary} -> {dr.bootstrap} (data topics; {props}; lag http://127.0.0.1:{dr.metrics_port}/metrics)")
+    write_private(props, mirror_properties(clusters[source], clusters[target], config, aliases=(source, target)))
+    addresses = {"primary": primary, "dr": dr.bootstrap}
+    return (name, [sys.executable, "-m", "dr_mirror", "--config", str(props), "--metrics-port", str(port),
+                   "--site-record", str(dr.site_record), "--source-site", source],
+            f"{addresses[source]} -> {addresses[target]} (data topics while {source} is active; {props}; lag "
+            f"http://127.0.0.1:{port}/metrics)")
 
 
 class DrObjectStore(ObjectStore):

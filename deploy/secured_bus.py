@@ -33,14 +33,14 @@ class SecuredBus:
     `python -m deploy.cluster` keeps it), secured with ``security``; ``name`` labels its status lines."""
 
     def __init__(self, name: str, directory: Path, nodes: list[cluster.Node], security: ClusterSecurity,
-                 role: Role, metrics_port: int = 0) -> None:
+                 site: str, metrics_port: int = 0) -> None:
         if (directory / "cluster.id").exists() and not (directory / SECURED_MARKER).exists():
             raise SystemExit(f"{directory} holds a bus made without security by an earlier make up: remove it (its "
                              f"topics are lost) or use another --data-dir")
         directory.mkdir(parents=True, exist_ok=True)
         (directory / SECURED_MARKER).touch()
         self.name, self.dir, self.nodes, self.security = name, directory, nodes, security
-        self.role, self.metrics_port = role, metrics_port
+        self.site, self.metrics_port = site, metrics_port
         self.id = cluster.cluster_id(directory)
         self.bootstrap = ",".join(node.bootstrap for node in nodes)
         self.processes = cluster.NodeProcesses(directory, security)
@@ -67,14 +67,16 @@ class SecuredBus:
                 f"{self.security.truststore}; as the super user: --command-config "
                 f"{bus_client.properties_file(self.security.directory, ADMIN)}"]
 
-    def grant(self, topics: Topics) -> str:
-        """Every principal's credential and client properties, and the ACL table applied; the status line."""
+    def grant(self, topics: Topics, role: Role) -> str:
+        """Every principal's credential and client properties, and the ACL table of this site in ``role`` applied;
+        the status line."""
         passwords = acls.ensure_principals(self.security.directory, self.bootstrap, self.security.truststore,
                                            self.security.passwords[ADMIN_USER])
-        created, deleted = acls.apply(self.admin, topics, passwords, self.role)
+        created, deleted = acls.apply(self.admin, topics, passwords, role, self.site)
         return (f"  {'':<14} {len(passwords)} principals, a properties file each in {self.security.directory} "
-                f"(0600); ACLs of the {self.role.value} site: {created} created, {deleted} removed  (python -m "
-                f"deploy.acls --show --role {self.role.value} --data-dir {self.security.directory.parent})")
+                f"(0600); ACLs of the {self.site} site, {role.value}: {created} created, {deleted} removed  (python "
+                f"-m deploy.acls --show --role {role.value} --site {self.site} --data-dir "
+                f"{self.security.directory.parent})")
 
     def stop(self) -> None:
         self.processes.stop(STOP_S)

@@ -15,7 +15,8 @@ creates its tables and topics at start-up), then the Spark capture ingest job (`
 line every few seconds; once its query runs, the city simulator, the surveillance service and hit loader with
 watches on the simulator's recurring targets (`deploy/surveillance.py`), the camera simulator and the video ingest
 job, the last two at ``[cameras]`` / ``[video] nice``. The mirror to the DR site's bus (`deploy/dr_site.py`)
-starts with the console; ``--dr-site`` also starts its HBase and loaders, its object store and the image copier;
+starts with the console, and the one back, standing by until a switchover makes the DR site the active one;
+``--dr-site`` also starts its HBase and loaders, its object store and the image copier;
 ``--prometheus`` (`make up PROMETHEUS=1`) Debian's prometheus scraping every process (`deploy/prometheus/`). Each
 service is a child process; Ctrl-C, SIGTERM or `make down` (``--down``, which signals the pid in ``DATA/up.pid``)
 stops them all, the bus's nodes last, with SIGTERM (a controlled shutdown). Endpoints default to
@@ -46,7 +47,7 @@ import tomli_w
 from bus.client.admin import AdminError
 from contracts import active_site as dr_active_site
 from contracts import bus_client, s3_credentials
-from contracts.bus_acls import Role
+from contracts.bus_acls import role_of
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.config import load as load_config
 from contracts.hbase import HBaseClient
@@ -79,7 +80,7 @@ def primary_bus(data_dir: Path, args: argparse.Namespace, metrics_port: int) -> 
     directory = data_dir / "bus-cluster"
     return SecuredBus("bus", directory, cluster.plan(args.cluster or 1, args.host, args.kafka_port, directory,
                                                      args.controller_port),
-                      ClusterSecurity.ensure(secrets_dir(data_dir)), Role.ACTIVE, metrics_port)
+                      ClusterSecurity.ensure(secrets_dir(data_dir)), "primary", metrics_port)
 
 
 def dr_bus(data_dir: Path, dr: dr_site.DrSettings) -> SecuredBus:
@@ -87,16 +88,16 @@ def dr_bus(data_dir: Path, dr: dr_site.DrSettings) -> SecuredBus:
     its own passwords in ``DATA/secrets/dr``, the primary's CA."""
     directory = dr.data_dir / "bus-cluster"
     return SecuredBus("dr bus", directory, cluster.plan(1, dr.host, dr.port, directory, dr.controller_port),
-                      ClusterSecurity.ensure(dr_secrets_dir(data_dir), ca_directory=secrets_dir(data_dir)),
-                      Role.STANDBY)
+                      ClusterSecurity.ensure(dr_secrets_dir(data_dir), ca_directory=secrets_dir(data_dir)), "dr")
 
 
 def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls: dict[str, str],
                     console_url: str, spark_master: str | None = None) -> Config:
     """The loaded config with ``[bus]`` and ``[dr]`` naming the two secured buses (``bootstrap_servers``,
     ``client_properties_dir``), the console's certificate (HTTPS) and, with ``--spark-workers``, ``[spark] master``
-    naming the standalone cluster, written to ``DATA/solution.toml``: what every child is given with ``--config``, so
-    each reads its principal's client properties there, and every Spark job (the video batch jobs too) its master."""
+    naming the standalone cluster, ``[site]`` (the primary, and where the active-site record is), written to
+    ``DATA/solution.toml``: what every child is given with ``--config``, so each reads its principal's client
+    properties there, and every Spark job (the video batch jobs too) its master."""
     path = bus.security.directory.parent / "solution.toml"
     data = {**config.data,
             **({"spark": {**config.section("spark"), "master": spark_master}} if spark_master else {}),
@@ -104,7 +105,10 @@ def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls
                     bus_client.KEY: str(bus.security.directory)},
             "dr": {**config.section("dr"), "bootstrap_servers": dr.bootstrap,
                    bus_client.KEY: str(dr.security.directory)},
-            "console": {**config.section("console"), **console_tls, "url": console_url}}
+            "console": {**config.section("console"), **console_tls, "url": console_url},
+            # the active-site record: the primary's services stand down while a switchover drains and while the DR
+            # site runs the business; the capture devices follow it to the active site's bus
+            "site": {"name": "primary", "record": str(dr_active_site.path(bus.security.directory.parent))}}
     path.write_text(tomli_w.dumps(data))
     return Config(data, path)
 
@@ -426,9 +430,13 @@ def main(argv: list[str] | None = None) -> int:
     ready = _wait_for(args.host, args.kafka_port, 30) and _wait_for(args.host, args.hbase_port, 30)
     failed = [c for c in children if c.poll() is not None]
     topics = Topics.from_config(config)
+    # the primary runs the business until a switchover says otherwise; each site's ACLs are those of its role now (a
+    # site a switchover left, e.g. the old primary started again, stays fenced from the devices until the failback)
+    active = dr_active_site.ensure(data_dir, "make up").active
     for position, site_bus in enumerate(buses if ready and not failed else ()):
         try:  # the primary's lines first, the DR site's after them, before the other servers'
-            lines[0 if position == 0 else len(bus.nodes) + 2:0] = [*site_bus.ready(), site_bus.grant(topics)]
+            lines[0 if position == 0 else len(bus.nodes) + 2:0] = [
+                *site_bus.ready(), site_bus.grant(topics, role_of(site_bus.site, active))]
         except (TimeoutError, AdminError) as exc:
             print(f"{site_bus.name}: {exc}", file=sys.stderr)
             ready = False
@@ -445,9 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     name, cmd, where = _console_service(data_dir, args)
     start(name, cmd)
     lines.append(f"  {name:<14} {where}")
-    name, cmd, where = dr_site.mirror_service(config, dr, bootstrap)
-    start(name, cmd)
-    lines.append(f"  {name:<14} {where}")
+    for mirror in (dr_site.mirror_service, dr_site.reverse_mirror_service):  # the second stands by until a switchover
+        name, cmd, where = mirror(config, dr, bootstrap)
+        start(name, cmd)
+        lines.append(f"  {name:<14} {where}")
     name, cmd, where = _monitor_service(data_dir, args)
     start(name, cmd)
     lines.append(f"  {'':<14} {ensure_admin(data_dir, args.config)}")
@@ -497,7 +506,6 @@ def main(argv: list[str] | None = None) -> int:
     print("The security-video data bus is up:\n" + "\n".join(lines))
     print(f"  logs and data   {data_dir}\nPress Ctrl-C (or run `make down`) to stop.", flush=True)
     (data_dir / "up.pid").write_text(str(os.getpid()))
-    dr_active_site.ensure(data_dir, "make up")  # the primary runs the business until a switchover says otherwise
     stopping = False
 
     def stop(*_: object) -> None:

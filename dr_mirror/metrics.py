@@ -3,9 +3,10 @@
 Names follow MM2's MirrorSourceConnector metrics where one exists (record-count, byte-count,
 replication-latency) under a `dr_mirror_` prefix; lag is the source's high watermark minus the
 mirror's position, per partition, the figure a DR operator watches, and its age: while records wait, now minus the
-newest timestamp the target holds of the partition (what losing the primary now would cost, in time). A taken
-metrics port is not fatal (a second mirror started with the same command line): the mirror logs the free port it
-serves instead.
+newest timestamp the target holds of the partition (what losing the primary now would cost, in time).
+``dr_mirror_copying`` is 0 while a mirror following the active-site record (`dr_mirror.direction`) stands by; the
+partitions' figures go when it stops copying, so a direction standing by claims no lag. A taken metrics port is not
+fatal (a second mirror started with the same command line): the mirror logs the free port it serves instead.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ class MirrorMetrics:
         self.skipped = Counter("dr_mirror_records_skipped",
                                "Records of the mirror's own topics (offset syncs) set aside as malformed or foreign",
                                ("topic", "reason"), registry=self.registry)
+        self.copying = Gauge("dr_mirror_copying", "1 while the mirror copies, 0 while it stands by (its source site "
+                             "is not the active one)", registry=self.registry)
+
+    def forget_partitions(self) -> None:
+        """Drop every partition's lag, age and stopped figures: a stopped mirror no longer knows them, and the age
+        is computed from the partition's last state at each scrape, so it would grow for ever."""
+        for gauge in (self.lag, self.lag_seconds, self.stopped):
+            gauge.clear()
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Serve /metrics on ``port``, or on a free port (logged) when it is taken; returns the port bound."""

@@ -17,7 +17,7 @@ from bus.client.errors import ConfigError
 from dr_mirror.checkpoints import Checkpointer
 from dr_mirror.metrics import MirrorMetrics
 from dr_mirror.settings import Settings
-from dr_mirror.syncs import SyncStore
+from dr_mirror.syncs import TOPIC_CONFIGS, SyncStore
 from dr_mirror.topics import TopicSync, create_internal
 from dr_mirror.worker import Registry, Worker
 
@@ -52,8 +52,7 @@ class Mirror:
         target = self._admin(s.target_cluster, "dr-mirror-target-admin")
         sync_admin, sync_cluster = (source, s.source_cluster) if s.offset_syncs_location == "source" else (
             target, s.target_cluster)
-        create_internal(sync_admin, s.offset_syncs_topic, s.offset_syncs_replication_factor,
-                        {"cleanup.policy": "delete", "retention.ms": "-1"})
+        create_internal(sync_admin, s.offset_syncs_topic, s.offset_syncs_replication_factor, TOPIC_CONFIGS)
         syncs = SyncStore(sync_cluster, s.offset_syncs_topic, self.metrics)
         known = syncs.load()
         self.workers = [Worker(i, s, self.registry, syncs, known, self.metrics) for i in range(s.tasks)]

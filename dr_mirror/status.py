@@ -1,8 +1,9 @@
 """``python -m dr_mirror status [--data-dir DATA]``: which site is active and since when, and how far behind the
 mirror is, per topic in records and seconds, with what losing the primary now would cost.
 
-It reads a running `make up`'s ``DATA/dr/active-site.json`` (``contracts.active_site``) and the mirror's Prometheus
-endpoint (``[dr] mirror_metrics_port`` of ``DATA/solution.toml``, or ``--metrics-url``).
+It reads a running `make up`'s ``DATA/dr/active-site.json`` (``contracts.active_site``) and the Prometheus endpoint of
+the mirror copying from the active site (``[dr] mirror_metrics_port`` of ``DATA/solution.toml``, or after a
+switchover to the DR site ``[dr] reverse_mirror_metrics_port``; or ``--metrics-url``).
 
 Exit status: 0; 1 when the mirror does not answer (the active site is still printed); 2 for bad arguments or a data
 directory without a solution config or with an unreadable active-site record.
@@ -48,6 +49,24 @@ def report(partitions: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def mirror_port(config: solution_config.Config, active: site.ActiveSite | None) -> int:
+    """The metrics port of the mirror copying from the active site: primary -> dr (``[dr] mirror_metrics_port``), or
+    after a switchover dr -> primary (``[dr] reverse_mirror_metrics_port``)."""
+    if active is not None and active.active == "dr":
+        return int(config.get("dr", "reverse_mirror_metrics_port", 9322))
+    return int(config.get("dr", "mirror_metrics_port", 9320))
+
+
+def last_switchover(last: dict[str, Any]) -> str:
+    """The line about the last switchover (`dr_mirror.switchover` keeps its figures in the record)."""
+    lost = last.get("records_lost")
+    said = "unknown" if lost is None else f"{lost:,}"
+    kind = "planned" if last.get("planned") else "unplanned"
+    drained = f", drained in {last['drained_s']:,.1f} s" if "drained_s" in last else ""
+    return (f"last switchover: {kind}, from {last.get('from', '?')}: {said} records lost{drained}, switched in "
+            f"{last.get('switch_s', 0):,.1f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dr_mirror status", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dr_mirror status: {exc}", file=sys.stderr)
         return 2
     print(active.line() if active else "active: primary (no switchover recorded)")
-    url = args.metrics_url or f"http://127.0.0.1:{config.get('dr', 'mirror_metrics_port', 9320)}/metrics"
+    if active is not None and active.last is not None:
+        print(last_switchover(active.last))
+    url = args.metrics_url or f"http://127.0.0.1:{mirror_port(config, active)}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
             partitions = lag.parse_lag(response.read().decode())

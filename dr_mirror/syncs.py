@@ -8,6 +8,10 @@ which is what this mirror exists to avoid. One 24-byte record per gap is cheap.
 A record in the topic that is not a well-formed sync (another tool's, or garbage), or a batch the client
 cannot decode, is skipped, counted in ``dr_mirror_records_skipped`` and logged: it must not stop the mirror
 from starting.
+
+A switchover writes handover syncs (:func:`write_handover`) for the direction that starts copying after it: its target
+is the site that was active, whose offsets need not be the other site's, so without them that mirror would resume
+each partition at the target's log end taken as a source offset.
 """
 
 from __future__ import annotations
@@ -17,12 +21,18 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
+from bus.client.admin import AdminClient
 from bus.client.consumer import KafkaConsumer, TopicPartition
 from bus.client.producer import KafkaProducer
 from dr_mirror.formats import FormatError, OffsetSync
 from dr_mirror.metrics import MirrorMetrics
+from dr_mirror.settings import Settings
+from dr_mirror.topics import create_internal
 
 log = logging.getLogger(__name__)
+
+TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1"}
+"""The offset-syncs topic's configs: every sync kept (a compacted or expiring topic would lose a run's start)."""
 
 
 class SyncStore:
@@ -93,3 +103,23 @@ class SyncStore:
 
     def close(self) -> None:
         self._producer.close(timeout=5)
+
+
+def write_handover(settings: Settings, pairs: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+    """One sync per (topic, partition) -> (source offset, target offset) into the offset-syncs topic of ``settings``'
+    direction (created where `offset-syncs.topic.location` says when missing, as the mirror does), acknowledged by
+    every in-sync replica before this returns.
+
+    A mirror of that direction started afterwards with the target partition's log end at the target offset resumes
+    at the source offset (`OffsetMap.resume`): the sync is the newest at that target offset, and replaces any older
+    one at or beyond it.
+    """
+    cluster = settings.source_cluster if settings.offset_syncs_location == "source" else settings.target_cluster
+    with AdminClient({**cluster, "client.id": "dr-mirror-handover-admin"}) as admin:
+        create_internal(admin, settings.offset_syncs_topic, settings.offset_syncs_replication_factor, TOPIC_CONFIGS)
+    store = SyncStore(cluster, settings.offset_syncs_topic, MirrorMetrics())
+    try:
+        store.write([OffsetSync(topic, partition, source, target)
+                     for (topic, partition), (source, target) in sorted(pairs.items())])
+    finally:
+        store.close()

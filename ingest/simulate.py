@@ -10,21 +10,29 @@ Each capture's image (a JPEG, ``[simulator] image_*``) is uploaded to the object
 its record is published, so ``image_url`` names an object that exists; a record whose image could not be stored is
 published with ``image_url`` empty and ``image_error`` saying why. ``--no-images`` (``[simulator] images = false``)
 publishes records only (nothing uploaded; each says ``image_error`` ``images_off``), for load tests.
+
+With a DR site (``[site] record``, the active-site record of :mod:`contracts.active_site`) the devices follow the
+active site, so no device is reconfigured by a switchover (:class:`SiteFollower`): they produce to the bus of the site
+the record names, hold while it says a switchover drains, and at the new site first produce again what the old one
+refused (its writes are fenced). The summary then also says per site what it acknowledged, and how many records were
+re-sent.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from contracts import bus_client, s3_credentials
+from contracts import active_site, bus_client, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import map_path
 from contracts.records import Kind, encode, format_time
@@ -35,12 +43,14 @@ from .city import City, build_city
 from .images.render import ImageSettings, Renderer
 from .images.stage import OUTCOMES, UPLOADED, WORKERS, ImageStage, Ready
 from .images.store import S3Images, Uploader
-from .producer import RecordProducer, open_producer
+from .producer import Delivered, RecordProducer, open_producer
 from .traffic import Emitted, Traffic, TrafficConfig
 
 PRINCIPAL = "simulator"
 TICK_S = 0.01
 MAX_PER_TICK = 5000
+MOVE_FLUSH_S = 5.0
+"""How long each wait for the old site's outcomes lasts when the devices move (one line on stderr per wait)."""
 
 
 @dataclass
@@ -74,12 +84,139 @@ class Tally:
         return done
 
 
+class SiteRecord:
+    """The active-site record as the devices read it (:class:`contracts.active_site.Watcher`): which site's bus takes
+    their records, and whether a switchover is draining. No record yet, or none readable yet, means the primary."""
+
+    def __init__(self, record: Path, interval_s: float = 0.5) -> None:
+        self.record = record
+        self._watcher = active_site.Watcher(record, interval_s)
+        self._site = "primary"
+
+    @classmethod
+    def from_config(cls, config: Config) -> SiteRecord | None:
+        """The record at ``[site] record``, or None when the config has no ``[site]``: no DR site, always the
+        primary."""
+        if not config.section("site"):
+            return None
+        record = config.get("site", "record", "")
+        if not record:
+            raise ValueError(f"site.record in {config.path} should be the path of the active-site record")
+        return cls(Path(record))
+
+    def read(self) -> tuple[str, bool]:
+        """The site the record names, and whether a switchover away from it is draining."""
+        site = self._watcher.current(f"the devices stay at {self._site}")
+        self._site = "primary" if site is None else site.active
+        return self._site, site is not None and site.switching_to is not None
+
+
+@dataclass
+class Unacked:
+    """A record no site has acknowledged yet: kept to be produced again at the next site, in the order of ``seq``."""
+
+    seq: int
+    topic: str
+    key: bytes
+    value: bytes
+    on_delivery: Delivered
+    error: str | None = None
+    """Why the last site refused it; None: never sent (produced while the devices held)."""
+
+
+class SiteFollower:
+    """A :class:`~ingest.producer.RecordProducer` for devices that follow the active site (:class:`SiteRecord`).
+
+    Records go to the bus of the site the record names. What a site refuses (its writes fenced by a switchover, said
+    in the delivery report or at once by the client, or a delivery timed out) is kept, not reported: when the record
+    names another site, the old bus is flushed until every record has its outcome, the refused ones are produced at
+    the new bus in their original order (before any new one, so each key keeps its order), and the old producer is
+    let go. A record's delivery callback is called once: when a site acknowledges it, or at :meth:`flush` with the
+    last refusal. The new site's topics are not created: they are the mirror's, there since it began copying.
+    """
+
+    def __init__(self, record: SiteRecord, site: str, producer: RecordProducer,
+                 connect: Callable[[str], RecordProducer]) -> None:
+        """``producer`` reaches ``site``'s bus (the record's site at the start); ``connect`` opens another site's."""
+        self.record = record
+        self.site = site
+        self.producer = producer
+        self.connect = connect
+        self.holding = False
+        self.acked: dict[str, Counter[str]] = {name: Counter() for name in active_site.SITES}
+        """Per site, the records it acknowledged, per topic."""
+        self.resent = 0
+        self._unacked: list[Unacked] = []
+        self._seq = itertools.count()
+
+    def follow(self) -> bool:
+        """Move to the site the record names if it changed; False while a switchover drains (the devices hold)."""
+        site, self.holding = self.record.read()
+        if site != self.site:
+            self._move(site)
+        return not self.holding
+
+    def _move(self, site: str) -> None:
+        """Wait until the old site has said what became of every record (librdkafka's ``message.timeout.ms`` bounds
+        the wait), so one it acknowledged is never sent again; then send what it refused at ``site``."""
+        while left := self.producer.flush(MOVE_FLUSH_S):
+            print(f"{left} records still on their way to the {self.site} bus before moving to {site}",
+                  file=sys.stderr)
+        self.producer, self.site = self.connect(site), site
+        again = sorted(self._unacked, key=lambda unacked: unacked.seq)
+        self._unacked = []
+        for unacked in again:
+            self.resent += unacked.error is not None
+            self._send(unacked)
+
+    def _send(self, unacked: Unacked) -> None:
+        site = self.site
+
+        def done(error: str | None) -> None:
+            if error is None:
+                self.acked[site][unacked.topic] += 1
+                unacked.on_delivery(None)
+            else:
+                unacked.error = error
+                self._unacked.append(unacked)
+
+        try:
+            self.producer.produce(unacked.topic, unacked.key, unacked.value, done)
+        except Exception as exc:  # refused at once: the client knows the topic is refused (a fence removes WRITE,
+            done(str(exc))  # and with it DESCRIBE: the topic's metadata says TOPIC_AUTHORIZATION_FAILED)
+
+    def ensure_topics(self, partitions: Mapping[str, int], timeout: float = 15.0) -> None:
+        self.producer.ensure_topics(partitions, timeout)
+
+    def produce(self, topic: str, key: bytes, value: bytes, on_delivery: Delivered) -> None:
+        """Send at the current site; while the devices hold (the run ending during a switchover), keep it."""
+        unacked = Unacked(next(self._seq), topic, key, value, on_delivery)
+        if self.holding:
+            self._unacked.append(unacked)
+        else:
+            self._send(unacked)
+
+    def poll(self, timeout: float = 0.0) -> None:
+        self.producer.poll(timeout)
+
+    def flush(self, timeout: float) -> int:
+        """At the end: wait for the current site, then report what no site took (refused, or held) as failed."""
+        left = self.producer.flush(timeout)
+        for unacked in sorted(self._unacked, key=lambda unacked: unacked.seq):
+            unacked.on_delivery(unacked.error or "held: the devices stopped while a switchover was draining")
+        self._unacked = []
+        return left
+
+
 class Simulator:
     def __init__(self, traffic: Traffic, producer: RecordProducer, topics: Topics, rate: float,
                  heartbeat_s: float, images: ImageStage | None = None) -> None:
+        """A :class:`SiteFollower` ``producer`` also tells the devices when to hold, and its sites' counts are in the
+        summary."""
         self.traffic = traffic
         self.images = images
         self.producer = producer
+        self.sites = producer if isinstance(producer, SiteFollower) else None
         self.topics = topics
         self.rate = rate
         self.heartbeat_s = heartbeat_s
@@ -89,7 +226,8 @@ class Simulator:
         self.stopping = False
 
     def run(self, count: int | None, duration: float | None, status: StatusLine) -> float:
-        """Produce until ``count`` records, ``duration`` seconds or :attr:`stopping`; returns the elapsed time."""
+        """Produce until ``count`` records, ``duration`` seconds or :attr:`stopping`; returns the elapsed time. While
+        the devices hold (a switchover draining) nothing is generated, nothing comes due and no heartbeat is sent."""
         start = time.monotonic()
         due = 0.0
         last = start
@@ -99,19 +237,20 @@ class Simulator:
             elapsed = now - start
             if (duration is not None and elapsed >= duration) or (count is not None and self.emitted >= count):
                 break
-            due += self.rate * self.traffic.rate_factor(elapsed) * (now - last)
+            if self.sites is None or self.sites.follow():
+                due += self.rate * self.traffic.rate_factor(elapsed) * (now - last)
+                wanted = min(int(due), MAX_PER_TICK)
+                if count is not None:
+                    wanted = min(wanted, count - self.emitted)
+                if wanted > 0:
+                    due -= wanted
+                    self._send(self.traffic.records(wanted, elapsed))
+                if now >= next_heartbeat:
+                    self._heartbeats(elapsed)
+                    next_heartbeat = now + self.heartbeat_s
+                if self.images is not None:
+                    self._publish_images(self.images.ready())
             last = now
-            wanted = min(int(due), MAX_PER_TICK)
-            if count is not None:
-                wanted = min(wanted, count - self.emitted)
-            if wanted > 0:
-                due -= wanted
-                self._send(self.traffic.records(wanted, elapsed))
-            if now >= next_heartbeat:
-                self._heartbeats(elapsed)
-                next_heartbeat = now + self.heartbeat_s
-            if self.images is not None:
-                self._publish_images(self.images.ready())
             status.maybe_show(self, elapsed)
             self.producer.poll(0)
             time.sleep(TICK_S)
@@ -182,6 +321,10 @@ class Simulator:
             "seed": seed,
             "devices": len(self.traffic.city.devices),
             "targets": [t.plate for t in self.traffic.targets if t.plate],
+            **({} if self.sites is None else {
+                "sites": {site: {t: acked[t] for t in (*topics, self.topics.heartbeat)}
+                          for site, acked in self.sites.acked.items()},
+                "resent": self.sites.resent}),
         }
 
 
@@ -213,6 +356,8 @@ class StatusLine:
         if sim.images is not None:
             stored = sim.tally.images[UPLOADED]
             line += f"  images {stored} stored, {sum(sim.tally.images.values()) - stored} marked missing"
+        if sim.sites is not None:
+            line += f"  {'holding at' if sim.sites.holding else 'site'} {sim.sites.site}  resent {sim.sites.resent}"
         if self.tty:
             self.stream.write("\r\x1b[K" + line)
         else:
@@ -232,7 +377,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flag(parser)
     parser.add_argument("--bootstrap-server", default=config.get("bus", "bootstrap_servers", "127.0.0.1:9092"),
-                        help="the bus (the client settings, e.g. its login, come from [bus] client_properties_dir)")
+                        help="the bus (the client settings, e.g. its login, come from [bus] client_properties_dir); "
+                             "with [site] record, the primary's (the DR site's comes from [dr])")
     parser.add_argument("--rate", type=float, default=float(sim.get("rate", 200)), help="mean records/s")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--count", type=int, default=None, help="stop after this many capture records")
@@ -305,6 +451,14 @@ def make_traffic(args: argparse.Namespace, images: bool = True) -> tuple[City, T
     return city, Traffic(city, config)
 
 
+def bus_settings(config: Config, args: argparse.Namespace, site: str) -> dict[str, str]:
+    """The simulator's client settings for ``site``'s bus: the primary's from ``[bus]`` (``--bootstrap-server``
+    naming its address), the DR site's from ``[dr]``."""
+    if site == "primary":
+        return bus_client.librdkafka(config, PRINCIPAL, args.bootstrap_server)
+    return bus_client.librdkafka(config, PRINCIPAL, section=bus_client.DR)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
     try:
@@ -315,13 +469,18 @@ def main(argv: list[str] | None = None) -> int:
     city, traffic = make_traffic(args, images is not None)
     city.save(args.map)
     topics = Topics.from_config(config)
-    producer = open_producer(bus_client.librdkafka(config, PRINCIPAL, args.bootstrap_server))
+    record = SiteRecord.from_config(config)
+    site = "primary" if record is None else record.read()[0]
+    settings = bus_settings(config, args, site)
+    producer = open_producer(settings)
     try:
         producer.ensure_topics({topics.vehicle: args.partitions, topics.face: args.partitions,
                                 topics.heartbeat: args.partitions})
     except Exception as exc:  # the client's own exception types stay behind the producer interface
-        print(f"cannot reach the bus at {args.bootstrap_server}: {exc}", file=sys.stderr)
+        print(f"cannot reach the bus at {settings['bootstrap.servers']}: {exc}", file=sys.stderr)
         return 2
+    if record is not None:
+        producer = SiteFollower(record, site, producer, lambda other: open_producer(bus_settings(config, args, other)))
     simulator = Simulator(traffic, producer, topics, args.rate, args.heartbeat_interval, images)
 
     def stop(*_: object) -> None:

@@ -33,7 +33,7 @@ children, the Spark jobs' JVMs and their Python workers, a process re-parented t
 `marked` finds them all."""
 
 MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surveillance", "analytics", "dr", "drc",
-                 "mm")
+                 "mm", "mmr")
 
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None, shipped: bool = False) -> Path:
@@ -60,7 +60,7 @@ def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None, 
         "surveillance": {"metrics_port": ports["surveillance"], "analytics_metrics_port": ports["analytics"]},
         "map": {"path": str(tmp_path / "deployment_map.json")},
         "dr": {"bootstrap_servers": f"127.0.0.1:{ports['dr']}", "controller_port": ports["drc"],
-               "mirror_metrics_port": ports["mm"]},
+               "mirror_metrics_port": ports["mm"], "reverse_mirror_metrics_port": ports["mmr"]},
         "prometheus": {},
         "spark": {},
     }

@@ -2,11 +2,12 @@
 loopback, the rules of this folder loaded.
 
 Targets come from the solution config, the same keys the processes read: the broker's `[bus] metrics_port`
-(Kafka's metric names), `[monitoring] metrics_port`, `[surveillance] metrics_port`, the mirror's
-`[dr] mirror_metrics_port`, the object store's `[object_storage] metrics_port` (SeaweedFS's own metrics), the HBase
-gateway's `[hbase] metrics_port` (requests and latency per Thrift method) and the
-console's `/metrics` on its own port; the Spark jobs are seen through the broker (their consumer groups' lag) and
-the monitor (ingest latency and throughput from `ingest.stats`). A port of 0 leaves its job out.
+(Kafka's metric names), `[monitoring] metrics_port`, `[surveillance] metrics_port`, the mirrors' `[dr]
+mirror_metrics_port` and `reverse_mirror_metrics_port` (the one back, dr -> primary), the object store's
+`[object_storage] metrics_port` (SeaweedFS's own metrics), the HBase gateway's `[hbase] metrics_port` (requests and
+latency per Thrift method) and the console's `/metrics` on its own port; the Spark jobs are seen through the broker
+(their consumer groups' lag) and the monitor (ingest latency and throughput from `ingest.stats`). A port of 0 leaves
+its job out.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def targets(config: Config, host: str, console_port: int, dr_site: bool = False)
         ("surveillance", config.get("surveillance", "metrics_port", 9330)),  # the watch stage's process
         ("surveillance", config.get("surveillance", "analytics_metrics_port", 9331)),  # cloned plates, statistics
         ("mirror", config.get("dr", "mirror_metrics_port", 9320)),
+        ("mirror", config.get("dr", "reverse_mirror_metrics_port", 9322)),  # no lag figures while it stands by
         ("object_store", config.get("object_storage", "metrics_port", 0)),
         ("hbase", config.get("hbase", "metrics_port", 0)),
         ("console", console_port),

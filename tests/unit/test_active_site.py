@@ -31,6 +31,31 @@ def test_a_gate_follows_the_record_and_keeps_its_answer_through_an_unreadable_on
     assert not at_dr.active() and at_primary.active()
 
 
+def test_while_a_switchover_drains_no_service_acts_but_the_mirror_from_the_site_left_copies_on(tmp_path: Path) -> None:
+    record = active_site.path(tmp_path)
+    services = {site: active_site.Gate(site, record, interval_s=0) for site in active_site.SITES}
+    mirrors = {site: active_site.Gate(site, record, interval_s=0, while_switching=True) for site in active_site.SITES}
+    last = {"planned": True, "from": "primary", "records_lost": 0, "drained_s": 2.5, "switch_s": 4.0}
+    active_site.write(tmp_path, active_site.ActiveSite("primary", NOW, "make up", "dr"))
+    assert not any(gate.active() for gate in services.values())
+    assert mirrors["primary"].active() and not mirrors["dr"].active()
+    assert active_site.read(tmp_path).line().endswith(", switching to dr")  # type: ignore[union-attr]
+    active_site.write(tmp_path, active_site.ActiveSite("dr", NOW, "switchover", None, last))
+    assert services["dr"].active() and not services["primary"].active()
+    assert mirrors["dr"].active() and not mirrors["primary"].active()
+    assert active_site.read(tmp_path) == active_site.ActiveSite("dr", NOW, "switchover", None, last)
+
+
+@pytest.mark.parametrize("text", ['{"active": "dr", "since": "2026-12-01T08:00:00+00:00", "switching_to": "dr"}',
+                                  '{"active": "dr", "since": "2026-12-01T08:00:00+00:00", "switching_to": "moon"}',
+                                  '{"active": "dr", "since": "2026-12-01T08:00:00+00:00", "last": [1, 2]}'])
+def test_a_record_switching_to_no_other_site_is_refused(tmp_path: Path, text: str) -> None:
+    active_site.path(tmp_path).parent.mkdir(parents=True)
+    active_site.path(tmp_path).write_text(text)
+    with pytest.raises(active_site.SiteRecordError):
+        active_site.read(tmp_path)
+
+
 def test_a_gate_reads_the_record_at_most_once_an_interval(tmp_path: Path) -> None:
     gate = active_site.Gate("dr", active_site.path(tmp_path), interval_s=3600)
     assert not gate.active()

@@ -75,12 +75,12 @@ def _bus_is_secured(data_dir: Path, output: str) -> list[str]:
             with pytest.raises(KafkaException):
                 AdminClient({**settings, "log_level": 0}).list_topics(timeout=5)
     assert len(set(passwords)) == len(passwords), "every principal of each site has a password of its own"
-    for role, present, absent in (("active", "User:simulator", "User:dr-loaders"),
-                                  ("standby", "User:dr-loaders", "mm2-offset-syncs.")):
+    for role, site, present, absent in (("active", "primary", "User:simulator", "User:dr-loaders"),
+                                        ("standby", "dr", "User:dr-loaders", "mm2-offset-syncs.")):
         shown = subprocess.run([sys.executable, "-m", "deploy.acls", "--show", "--role", role, "--data-dir",
                                 str(data_dir)], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
         assert "User:console" in shown and present in shown and absent not in shown, shown
-        assert f"ACLs of the {role} site:" in output, output
+        assert f"ACLs of the {site} site, {role}:" in output, output
     return passwords
 
 

@@ -245,11 +245,16 @@ def test_the_active_site_is_shown_to_viewers_and_a_damaged_record_is_a_503(setup
     viewer = setup.console.client("viewer")
     assert httpx.get(f"{setup.console.url}/api/v1/dr/site", timeout=10).status_code == 401
     active_site.path(root).unlink(missing_ok=True)
-    assert viewer.get("/api/v1/dr/site").json() == {"active": "primary", "since": None, "reason": ""}
+    assert viewer.get("/api/v1/dr/site").json() == {"active": "primary", "since": None, "reason": "",
+                                                    "switching_to": None, "last": None}
     since = dt.datetime(2026, 12, 1, 3, 0, tzinfo=dt.UTC)
-    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: the primary room is on fire"))
-    assert viewer.get("/api/v1/dr/site").json() == {"active": "dr", "since": since.isoformat(),
-                                                    "reason": "switchover: the primary room is on fire"}
+    active_site.write(root, active_site.ActiveSite("primary", since, "make up", "dr"))
+    assert viewer.get("/api/v1/dr/site").json()["switching_to"] == "dr"
+    last = {"planned": False, "from": "primary", "records_lost": 212, "seconds_lost": 1.4, "switch_s": 11.2}
+    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: the primary room is on fire", None, last))
+    assert viewer.get("/api/v1/dr/site").json() == {
+        "active": "dr", "since": since.isoformat(), "reason": "switchover: the primary room is on fire",
+        "switching_to": None, "last": {**last, "drained_s": None}}
     active_site.path(root).write_text('{"active": "moon"')
     response = viewer.get("/api/v1/dr/site")
     assert response.status_code == 503 and response.json()["backend"] == "active_site", response.text

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, status
 from fastapi.responses import FileResponse, PlainTextResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dr_mirror.lag import rpo_now
 from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
@@ -39,6 +39,22 @@ class ImagesNow(BaseModel):
     """Records not copied, by reason (present, no_image, malformed, foreign, missing_at_source, error)."""
 
 
+class LastSwitchover(BaseModel):
+    """What the last switchover measured (`python -m dr_mirror switchover`)."""
+
+    planned: bool
+    """Planned: the site left answered, was fenced and drained; unplanned: it was lost."""
+    from_: Literal["primary", "dr"] = Field(alias="from")
+    """The site it left."""
+    records_lost: int | None
+    """0 for a planned one; the mirror's lag when the site was lost for an unplanned one (None: unknown)."""
+    switch_s: float
+    """Seconds from the command to the new site active (the switch's own RTO)."""
+    drained_s: float | None = None
+    seconds_lost: float | None = None
+    """The span of writes lost (an unplanned one)."""
+
+
 class ActiveSite(BaseModel):
     """Which site runs the business (``DATA/dr/active-site.json``, which a switchover changes)."""
 
@@ -46,6 +62,10 @@ class ActiveSite(BaseModel):
     since: str | None
     """When it became the active site (ISO 8601 with its offset); None when no record was written yet."""
     reason: str
+    switching_to: Literal["primary", "dr"] | None
+    """The site a switchover under way is moving the business to (neither site's services act meanwhile)."""
+    last: LastSwitchover | None
+    """The figures of the last switchover, None before the first."""
 
 
 @router.get("/site", response_model=ActiveSite)

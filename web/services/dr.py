@@ -128,8 +128,9 @@ class DrService:
         except active_site.SiteRecordError as exc:
             raise BackendUnavailable("active_site", str(exc)) from None
         if site is None:
-            return {"active": "primary", "since": None, "reason": ""}
-        return {"active": site.active, "since": site.since.isoformat(), "reason": site.reason}
+            return {"active": "primary", "since": None, "reason": "", "switching_to": None, "last": None}
+        return {"active": site.active, "since": site.since.isoformat(), "reason": site.reason,
+                "switching_to": site.switching_to, "last": site.last}
 
     # -- lag ---------------------------------------------------------------------------------------
     def lag_now(self) -> list[dict[str, Any]]:

@@ -38,6 +38,21 @@
         : t("dr.active_site_since", { site, since: time(data.since) });
       badge.title = data.reason;
       badge.className = data.active === "primary" ? "badge live" : "badge down";
+      if (data.switching_to !== null) {
+        badge.textContent = t("dr.switching_to", { site: t(`dr.site_${data.switching_to}`) });
+        badge.className = "badge down";
+      }
+      const last = document.getElementById("last-switchover");
+      last.hidden = data.last === null;
+      if (data.last !== null) {
+        const known = (value) => (value === null || value === undefined ? t("dr.unknown") : number(value));
+        const from = t(`dr.site_${data.last.from}`);
+        last.textContent = data.last.planned
+          ? t("dr.last_planned", { site: from, n: known(data.last.records_lost), d: known(data.last.drained_s),
+            s: known(data.last.switch_s) })
+          : t("dr.last_unplanned", { site: from, n: known(data.last.records_lost), l: known(data.last.seconds_lost),
+            s: known(data.last.switch_s) });
+      }
     } catch (e) {
       badge.textContent = "—";
       showError(error, e);
