@@ -35,6 +35,9 @@ class RecordProducer(Protocol):
     def flush(self, timeout: float) -> int:
         """Wait for queued records; returns how many are still undelivered."""
 
+    def abandon(self) -> None:
+        """Give up on every record not delivered yet: each reports an error (a bus that stopped answering)."""
+
 
 class ConfluentProducer:
     """librdkafka's producer: linger-based batching, bounded queue, acks from the leader."""
@@ -85,6 +88,10 @@ class ConfluentProducer:
 
     def flush(self, timeout: float) -> int:
         return self._producer.flush(timeout)
+
+    def abandon(self) -> None:
+        self._producer.purge(in_queue=True, in_flight=True)  # each reports _PURGE_QUEUE / _PURGE_INFLIGHT
+        self._producer.flush(0)
 
 
 def open_producer(bus: BusSettings, config: Mapping[str, Any] | None = None) -> RecordProducer:

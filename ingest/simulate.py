@@ -51,6 +51,9 @@ TICK_S = 0.01
 MAX_PER_TICK = 5000
 MOVE_FLUSH_S = 5.0
 """How long each wait for the old site's outcomes lasts when the devices move (one line on stderr per wait)."""
+MOVE_GIVE_UP_S = 15.0
+"""How long the devices wait for a site they leave that does not answer (lost: an unplanned switchover) before they
+send what it has not acknowledged at the new site."""
 
 
 @dataclass
@@ -157,11 +160,19 @@ class SiteFollower:
         return not self.holding
 
     def _move(self, site: str) -> None:
-        """Wait until the old site has said what became of every record (librdkafka's ``message.timeout.ms`` bounds
-        the wait), so one it acknowledged is never sent again; then send what it refused at ``site``."""
+        """Wait until the old site has said what became of every record, so one it acknowledged is never sent again;
+        then send what it refused at ``site``. A site that does not answer for :data:`MOVE_GIVE_UP_S` (lost) is given
+        up: what it has not acknowledged is sent at ``site`` too, at least once (the lost site may have written some
+        of it before it went, and the mirror copied them)."""
+        give_up = time.monotonic() + MOVE_GIVE_UP_S
         while left := self.producer.flush(MOVE_FLUSH_S):
             print(f"{left} records still on their way to the {self.site} bus before moving to {site}",
                   file=sys.stderr)
+            if time.monotonic() >= give_up:
+                print(f"the {self.site} bus does not answer: its {left} records waiting are sent at {site}",
+                      file=sys.stderr)
+                self.producer.abandon()
+                break
         self.producer, self.site = self.connect(site), site
         again = sorted(self._unacked, key=lambda unacked: unacked.seq)
         self._unacked = []
@@ -198,6 +209,9 @@ class SiteFollower:
 
     def poll(self, timeout: float = 0.0) -> None:
         self.producer.poll(timeout)
+
+    def abandon(self) -> None:
+        self.producer.abandon()
 
     def flush(self, timeout: float) -> int:
         """At the end: wait for the current site, then report what no site took (refused, or held) as failed."""

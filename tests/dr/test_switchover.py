@@ -2,16 +2,21 @@
 under the capture devices' load (the simulator following the active-site record as make up's config tells it), with
 a second switchover asked meanwhile.
 
-What it checks: one switchover wins and the other is told another is under way; the devices are fenced at the site
-left (the simulator's own identity is refused there) while that bus stays readable; the status says which site is
-active and what the switchover cost (0 records lost); the mirror back to the primary copies what the devices wrote at
-the DR site, and after the failback the mirror forward resumes; at the end both sites hold every capture the devices
-had acknowledged, once, at the same offsets, and the simulator lost none.
+An unplanned switchover: the primary's bus killed (kill -9) under the same load; the switchover is refused without
+``--force`` (saying what would be lost), then forced; the devices give up the lost bus and go on at the DR site, and
+the captures lost are within what the mirror reported behind when the primary went.
+
+What the planned one checks: one switchover wins and the other is told another is under way; the devices are
+fenced at the site left (the simulator's own identity is refused there) while that bus stays readable; the status
+says which site is active and what the switchover cost (0 records lost); the mirror back to the primary copies what
+the devices wrote at the DR site, and after the failback the mirror forward resumes; at the end both sites hold every
+capture the devices had acknowledged, once, at the same offsets, and the simulator lost none.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -66,6 +72,15 @@ def record_ids(settings: dict[str, str]) -> dict[tuple[str, int], list[str]]:
     return found
 
 
+def start_devices(tmp_path: Path, data_dir: Path) -> subprocess.Popen[bytes]:
+    """The capture simulator at 200 captures/s with make up's config (so following the active site): its summary on
+    stdout, its status lines in ``simulator.log``."""
+    with (tmp_path / "simulator.log").open("wb") as log:
+        return spawn([sys.executable, "-m", "ingest.simulate", "--config", str(data_dir / "solution.toml"), "--map",
+                      str(tmp_path / "map.json"), "--no-images", "--curve", "flat", "--rate", "200",
+                      "--status-interval", "1"], subprocess.PIPE, stderr=log)
+
+
 def switchover(data_dir: Path, to: str, reason: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "dr_mirror", "switchover", "--to", to, "--data-dir", str(data_dir),
                              "--reason", reason], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -95,10 +110,7 @@ def test_a_planned_switchover_and_failback_under_load_lose_nothing(tmp_path: Pat
     try:
         assert "dr mirror" in output, output
         primary, dr = bus_settings(data_dir), bus_settings(data_dir, section="dr")
-        with (tmp_path / "simulator.log").open("wb") as log:  # its summary on stdout, its status lines in the log
-            simulator = spawn([sys.executable, "-m", "ingest.simulate", "--config", str(data_dir / "solution.toml"),
-                               "--map", str(tmp_path / "map.json"), "--no-images", "--curve", "flat", "--rate",
-                               "200", "--status-interval", "1"], subprocess.PIPE, stderr=log)
+        simulator = start_devices(tmp_path, data_dir)
         poll(lambda: sum(ends(primary).values()) >= 400, 90, what="captures at the primary")
 
         first = switchover(data_dir, "dr", "planned, for the test")
@@ -146,5 +158,65 @@ def test_a_planned_switchover_and_failback_under_load_lose_nothing(tmp_path: Pat
         assert on_primary == on_dr  # the same records at the same offsets at both sites
         counts = Counter(record_id for ids in on_primary.values() for record_id in ids)
         assert sum(counts.values()) == acked and max(counts.values()) == 1, (sum(counts.values()), acked)
+    finally:
+        down(data_dir, proc)
+
+
+def kill_primary_bus(data_dir: Path) -> int:
+    """SIGKILL every node of the primary's bus (make up runs on, as the rest of a room would); how many."""
+    nodes = str(data_dir / "bus-cluster")
+    killed = 0
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(nodes in arg and arg.endswith(".properties") for arg in proc.info["cmdline"] or ()):
+            os.kill(proc.pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_unplanned_switchover_is_forced_and_loses_no_more_than_the_mirror_was_behind(tmp_path: Path) -> None:
+    ports = {name: free_port() for name in MAKE_UP_PORTS}
+    config = write_config(tmp_path, ports)
+    data_dir = tmp_path / "data"
+    proc, _output = start_up(config, data_dir, ports, timeout=180)
+    simulator = None
+    said = b""
+    try:
+        dr = bus_settings(data_dir, section="dr")
+        simulator = start_devices(tmp_path, data_dir)
+        poll(lambda: sum(ends(dr).values()) >= 400, 120, what="captures mirrored to the DR site")
+        before = active_site.read(data_dir)
+        assert kill_primary_bus(data_dir) >= 1
+
+        refused = switchover(data_dir, "dr", "the primary room is lost")
+        out, err = refused.communicate(timeout=180)
+        assert refused.returncode == 1, (out, err)
+        assert "the primary site's bus does not answer" in err and "--force" in err, err
+        assert active_site.read(data_dir) == before  # nothing changed
+
+        forced = subprocess.run([sys.executable, "-m", "dr_mirror", "switchover", "--to", "dr", "--force",
+                                 "--data-dir", str(data_dir), "--reason", "the primary room is lost"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=180)
+        assert forced.returncode == 0, forced
+        record = active_site.read(data_dir)
+        assert record is not None and record.active == "dr" and record.last is not None, record
+        assert not record.last["planned"] and record.last["records_lost"] is not None, record.last
+        at_switch = sum(ends(dr).values())
+        poll(lambda: sum(ends(dr).values()) >= at_switch + 400, 120,
+             what=f"the devices going on at the DR site; log: {tmp_path / 'simulator.log'}")
+    finally:
+        if simulator is not None:
+            simulator.send_signal(signal.SIGTERM)
+            said, _ = simulator.communicate(timeout=120)
+    try:
+        summary = json.loads(said.decode().strip().splitlines()[-1])
+        assert summary["failed"] == 0 and summary["sites"]["dr"][TOPICS.vehicle] > 0, summary
+        at_dr = Counter(record_id for ids in record_ids(dr).values() for record_id in ids)
+        acked = sum(summary["produced"].values())
+        lost = acked - len(at_dr)
+        # what the mirror had not seen when the bus died: at most the records its last fetch could not know of,
+        # one second of the devices' writes beyond the lag it reported
+        assert 0 <= lost <= record.last["records_lost"] + 200, (lost, record.last)
     finally:
         down(data_dir, proc)

@@ -33,6 +33,8 @@ class SiteBus:
     def __init__(self) -> None:
         self.fenced = False
         self.refused_at_once = False
+        self.lost = False
+        """Answers nothing: the site's room is gone (an unplanned switchover)."""
         self.written: list[bytes] = []
         self._pending: list[tuple[bytes, Delivered]] = []
 
@@ -45,6 +47,8 @@ class SiteBus:
         self._pending.append((value, on_delivery))
 
     def poll(self, timeout: float = 0.0) -> None:
+        if self.lost:
+            return
         pending, self._pending = self._pending, []
         if not self.fenced:
             self.written += [value for value, _ in pending]
@@ -53,7 +57,12 @@ class SiteBus:
 
     def flush(self, timeout: float) -> int:
         self.poll()
-        return 0
+        return len(self._pending)
+
+    def abandon(self) -> None:
+        pending, self._pending = self._pending, []
+        for _, on_delivery in pending:
+            on_delivery("Local: Purged in flight")
 
 
 class Record:
@@ -206,3 +215,21 @@ def test_without_a_site_the_summary_is_as_before() -> None:
     sim = Simulator(Traffic(build_city(7, 24), TrafficConfig(seed=7)), SiteBus(), Topics(), rate=1, heartbeat_s=1)
     assert sim.sites is None
     assert "sites" not in sim.summary(1.0, seed=7) and "resent" not in sim.summary(1.0, seed=7)
+
+
+def test_a_site_that_does_not_answer_is_given_up_and_what_it_had_not_acknowledged_goes_to_the_new_one(
+        record: Record, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(simulate, "MOVE_FLUSH_S", 0.0)
+    monkeypatch.setattr(simulate, "MOVE_GIVE_UP_S", 0.0)
+    buses = {"primary": SiteBus(), "dr": SiteBus()}
+    devices = follower(record, buses)
+    outcomes: list[str | None] = []
+    devices.produce("t", b"k", b"acked", outcomes.append)
+    devices.poll()
+    buses["primary"].lost = True  # the primary's room is lost with a record on its way
+    devices.produce("t", b"k", b"in flight", outcomes.append)
+    record.say("dr")  # an unplanned switchover
+    assert devices.follow()
+    devices.flush(0)
+    assert buses["primary"].written == [b"acked"] and buses["dr"].written == [b"in flight"]
+    assert outcomes == [None, None] and devices.resent == 1
