@@ -114,7 +114,8 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
     browsing.login("admin")
     root = browsing.site.console.data_dir.parent  # make up's data dir, as the console sees it
     since = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: planned maintenance"))
+    last = {"planned": True, "from": "primary", "records_lost": 0, "drained_s": 3.0, "switch_s": 6.1}
+    active_site.write(root, active_site.ActiveSite("dr", since, "switchover: planned maintenance", None, last))
     try:
         browsing.goto("/lang/en?next=/dr")
         expect(page.locator("h1")).to_have_text("Disaster recovery")
@@ -122,6 +123,8 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
         expect(badge).to_contain_text("Active site: the DR site, since ")
         expect(badge).to_have_attribute("title", "switchover: planned maintenance")
         expect(badge).to_have_class("badge down")
+        expect(page.locator("#last-switchover")).to_have_text(
+            "Last switchover: planned, from the primary; 0 records lost; drained in 3 s, switched in 6.1 s")
         browsing.snap("dr-active-site-en")
     finally:
         active_site.path(root).unlink()
