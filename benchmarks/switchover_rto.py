@@ -30,7 +30,7 @@ after the first switchover. A JSON summary ends the output; `make down` stops ev
     .venv/bin/python benchmarks/switchover_rto.py [--rate 500] [--warmup-s 60] [--data-dir DIR] [--keep]
 
 ``--data-dir DIR`` (default a temporary directory): the run's config and `make up`'s data (``DIR/data``), removed at
-the end unless ``--keep``. A run takes 8-15 minutes on 2 cores.
+the end unless ``--keep``. A run takes 5-10 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -243,16 +243,22 @@ class Run:
     sites: dict[str, Site]
     proc: subprocess.Popen[bytes]
     output: Output
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any]
+    """The summary, filled in as the figures come (what a failed run measured is printed with its error)."""
+    logs_before: dict[Path, int]
+    """Each log's size when the first switchover began."""
 
     def say(self, line: str) -> None:
         print(line, flush=True)
 
     def alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"make up exited ({self.proc.returncode}):\n{''.join(self.output.text)[-4000:]}")
+        """Raises, with what make up said last, once it has stopped or is stopping (a service of its exited)."""
+        said = "".join(self.output.text)
+        if self.proc.poll() is not None or "stopping ..." in said:
+            lines = [line for line in said.splitlines() if not line.startswith("ingest: ")]
+            raise RuntimeError("make up stopped; it said:\n" + "\n".join(lines[-10:]))
 
-    def switch(self, to: str) -> dict[str, Any]:
+    def switch(self, to: str) -> None:
         """One switchover to ``to``, its figures measured from the command's start."""
         old, new = self.sites[other(to)], self.sites[to]
         self.say(f"before the switchover to {to}: ingest {old.name}: {old.ingest()}; {new.name}: {new.ingest()}")
@@ -281,7 +287,7 @@ class Run:
                                f"\n{said}")
         since = int(record.since.timestamp() * 1000)
         last = record.last or {}
-        figures: dict[str, Any] = {
+        figures = self.figures[f"to_{to}"] = {
             "record_flip_s": (since - began) / 1000, "command_end_s": (ended - began) / 1000,
             "reported_drained_s": last.get("drained_s"), "reported_switch_s": last.get("switch_s"),
             "reported_records_lost": last.get("records_lost")}
@@ -289,21 +295,20 @@ class Run:
         self.say(f"  (a) switch: record names {to} at {figures['record_flip_s']:.2f} s, command ended at "
                  f"{figures['command_end_s']:.2f} s; reported drained_s {last.get('drained_s')}, switch_s "
                  f"{last.get('switch_s')}")
-        figures |= self.after_flip(new, starts, began, since)
+        self.after_flip(new, starts, began, since, figures)
         figures["records_lost"] = lost(old, new, drained)
         figures["drained_ends"] = sum(drained.values())
         self.say(f"  records lost: {figures['records_lost']} of the {sum(drained.values()):,} captures {old.name} "
                  f"held at the drain's end (reported {last.get('records_lost')})")
         figures["ingest_after"] = {site.name: site.ingest() for site in (old, new)}
         self.say(f"  ingest now: {old.name}: {old.ingest()}; {new.name}: {new.ingest()}")
-        return figures
 
-    def after_flip(self, new: Site, starts: dict[tuple[str, int], int], began: int, since: int) -> dict[str, Any]:
-        """(b), (c) and (d) at the new site: polled together until each is in or out of time."""
+    def after_flip(self, new: Site, starts: dict[tuple[str, int], int], began: int, since: int,
+                   figures: dict[str, Any]) -> None:
+        """(b), (c) and (d) at the new site into ``figures``: polled together until each is in or out of time."""
         captures = FirstAfter(new, {k: v for k, v in starts.items() if k[0] in CAPTURES}, since,
                               CANDIDATES_PER_PARTITION)
         hits = FirstAfter(new, {k: v for k, v in starts.items() if k[0] == TOPICS.surveillance_hits}, since, 1)
-        figures: dict[str, Any] = {}
         flipped = time.monotonic()
         try:
             while "ingested_s" not in figures or "hit_s" not in figures:
@@ -342,7 +347,6 @@ class Run:
         finally:
             captures.close()
             hits.close()
-        return figures
 
 
 def log_sizes(data_dir: Path) -> dict[Path, int]:
@@ -363,7 +367,7 @@ def log_problems(data_dir: Path, before: dict[Path, int]) -> dict[str, int]:
 
 def warm_up(run: Run, warmup_s: float) -> float:
     """Wait for the devices' first capture at the primary, then for ``warmup_s`` of captures and the DR site's
-    first row; returns the seconds the devices had run."""
+    first row (both sites' ingest said every 30 s); returns the seconds the devices had run."""
     primary, dr = run.sites["primary"], run.sites["dr"]
 
     def devices_on() -> bool:
@@ -373,24 +377,30 @@ def warm_up(run: Run, warmup_s: float) -> float:
     poll(devices_on, FIRST_ROWS_S, interval=2, what="the devices' first capture at the primary")
     devices = time.monotonic()
     run.say("the devices produce at the primary")
+    said = [devices]
 
     def ready() -> bool:
         run.alive()
+        if time.monotonic() - said[-1] >= 30:
+            said.append(time.monotonic())
+            run.say(f"  {said[-1] - devices:3.0f} s: ingest primary: {primary.ingest()}; dr: {dr.ingest()}")
         return time.monotonic() - devices >= warmup_s and dr.has_rows()
 
     poll(ready, FIRST_ROWS_S + warmup_s, interval=2, what="the DR site's ingest writing rows")
     return time.monotonic() - devices
 
 
-def measure(run: Run, warmup_s: float) -> dict[str, Any]:
-    ran = warm_up(run, warmup_s)
-    run.say(f"devices ran {ran:.0f} s; the DR site's ingest writes rows")
-    sizes = log_sizes(run.data_dir)
-    figures = {"devices_ran_s": round(ran, 1), "to_dr": run.switch("dr"), "to_primary": run.switch("primary")}
-    problems = log_problems(run.data_dir, sizes)
-    for name, count in problems.items():
-        run.say(f"log {name}: {count} lines with ERROR or Traceback after the first switchover")
-    return {**figures, "log_problems_after_switch": problems}
+def measure(run: Run, warmup_s: float) -> None:
+    try:
+        ran = warm_up(run, warmup_s)
+        run.figures["devices_ran_s"] = round(ran, 1)
+        run.say(f"devices ran {ran:.0f} s; the DR site's ingest writes rows")
+        run.logs_before.update(log_sizes(run.data_dir))
+        run.switch("dr")
+        run.switch("primary")
+    except Exception:  # a bus or HBase gone: make up stopping says why
+        run.alive()
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -414,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = base / "data"
     proc = None
     figures: dict[str, Any] = {"rate": args.rate, "warmup_s": args.warmup_s}
+    logs_before: dict[Path, int] = {}
     try:
         proc, _ = start_up(config, data_dir, ports, "--dr-site", "--rate", str(args.rate), pipeline=True,
                            env={MARK_ENV: marker}, timeout=START_S)
@@ -424,10 +435,13 @@ def main(argv: list[str] | None = None) -> int:
                  "dr": Site("dr", bus_settings(data_dir, section="dr"), ports["drh"],
                             data_dir / "dr" / "ingest-status.json")}
         try:
-            figures |= measure(Run(data_dir, sites, proc, output), args.warmup_s)
+            measure(Run(data_dir, sites, proc, output, figures, logs_before), args.warmup_s)
         finally:
             for site in sites.values():
                 site.close()
+    except Exception as exc:  # printed with the figures measured so far
+        figures["error"] = f"{type(exc).__name__}: {exc}"
+        print(f"FAILED: {figures['error']}", flush=True)
     finally:
         if proc is not None:
             print(f"make down: {down(data_dir, proc, timeout=180).strip().splitlines()[-1:]}", flush=True)
@@ -435,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"left running, killed: {left.pid} {' '.join(left.cmdline())[:120]}", flush=True)
             with contextlib.suppress(Exception):
                 left.kill()
+        if logs_before:
+            figures["log_problems_after_switch"] = log_problems(data_dir, logs_before)
+            for name, count in figures["log_problems_after_switch"].items():
+                print(f"log {name}: {count} lines with ERROR or Traceback after the first switchover", flush=True)
         if not args.keep and args.data_dir is None:
             shutil.rmtree(base, ignore_errors=True)
     load_end = os.getloadavg()
@@ -443,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     figures |= {"load_start": load_start, "load_end": load_end, "run_s": round(time.monotonic() - began, 1),
                 "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     print(json.dumps(figures))
-    return 0
+    return 1 if "error" in figures else 0
 
 
 if __name__ == "__main__":

@@ -161,6 +161,10 @@ MATRIX: dict[str, list[Grant]] = {
         # creates them: the simulator does, and a sampler that starts first waits for them
         *topics("vehicle", "face", ops=CONSUME),
         *topics("alerts", ops=CREATE_AND_PRODUCE),
+        # at the DR site it judges the DR site's own ingest (its stats and dead letters, dr.-prefixed): what it
+        # reads there once the site is promoted, created at its start when missing
+        *(dataclasses.replace(grant, site="dr") for grant in dr_topics("ingest_stats", "deadletter",
+                                                                        ops=(Op.CREATE, Op.READ))),
         Grant(Resource.TOPIC, "monitoring.", (Op.CREATE, Op.READ), prefixed=True),  # its lock, <group_id>.lock
         group("monitoring", prefixed=True, ops=(Op.READ, Op.DESCRIBE)),
     ],

@@ -51,6 +51,7 @@ class Leadership:
             "partition.assignment.strategy": "cooperative-sticky"})
         self._held = False
         self._lost = False
+        self._closing = False
         self._checked = time.monotonic()
         self._lock = threading.Lock()
         metrics.ACTIVE.set(0)
@@ -65,8 +66,12 @@ class Leadership:
 
     def _revoked(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         if self._held and partitions:
-            self._held, self._lost = False, True
+            self._held = False
             metrics.ACTIVE.set(0)
+            if self._closing:  # left on purpose (stopping, or standing down): nobody took it
+                log.info("this monitor left the lock (%s in group %s)", self.topic, self.group)
+                return
+            self._lost = True
             log.error("lock %s revoked: another monitor took over; this one stops without writing", self.topic)
 
     def acquire(self, stopping: threading.Event) -> bool:
@@ -117,6 +122,7 @@ class Leadership:
 
     def close(self) -> None:
         """Leave the group at once (a standby takes over without waiting for the session to expire)."""
+        self._closing = True
         with self._lock:
             self._consumer.close()
         metrics.ACTIVE.set(0)

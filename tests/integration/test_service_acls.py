@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,6 +252,26 @@ def test_at_the_standby_site_the_loaders_read_the_copies_and_write_only_their_ow
     for topic in (TOPICS.ingest_stats, TOPICS.face, TOPICS.deadletter):  # the mirror is their only writer
         error = standby.produce("dr-loaders", topic)
         assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
+
+
+def test_at_the_dr_site_the_monitor_creates_and_reads_the_dr_jobs_own_stats(standby: SecuredBus) -> None:
+    """Promoted, the DR site's monitor judges the DR ingest's stats and dead letters (``dr.``-prefixed): it creates
+    them at its start when missing (refused, it exited and took `make up` down with it)."""
+    admin = AdminClient({**standby.settings("monitor"), "log_level": 0})
+    names = [DR_PREFIX + TOPICS.ingest_stats, DR_PREFIX + TOPICS.deadletter]
+    superuser = AdminClient({**standby.settings("admin"), "log_level": 0})
+    for future in superuser.delete_topics(names).values():  # as the monitor may find them: absent
+        with contextlib.suppress(KafkaException):
+            future.result(30)
+    for name in names:
+        for _ in range(50):  # the deletion may still be under way
+            try:
+                admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+                break
+            except KafkaException as exc:
+                assert exc.args[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED, name
+                time.sleep(0.2)
+        assert standby.consume("monitor", name, "monitoring") is None, name
 
 
 def test_the_sites_roles_keep_each_principal_to_its_side(bus: SecuredBus, standby: SecuredBus) -> None:
