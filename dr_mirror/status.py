@@ -29,16 +29,18 @@ def _seconds(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.1f}"
 
 
-def report(partitions: list[dict[str, Any]]) -> list[str]:
-    """The lines about the mirror: the RPO now, then one per topic (records, seconds)."""
+def report(partitions: list[dict[str, Any]], active: str = "primary") -> list[str]:
+    """The lines about the mirror copying from the ``active`` site: the RPO now, then one per topic (records,
+    seconds)."""
     rpo = lag.rpo_now(partitions)
+    losing = "the primary" if active == "primary" else "the DR site"
     if rpo["records"] == 0:
-        lines = ["mirror: caught up; losing the primary now would lose nothing"]
+        lines = [f"mirror: caught up; losing {losing} now would lose nothing"]
     elif rpo["seconds"] is None:
-        lines = [f"mirror: {rpo['records']:,} records behind; losing the primary now would lose them (their age is "
+        lines = [f"mirror: {rpo['records']:,} records behind; losing {losing} now would lose them (their age is "
                  "not known yet)"]
     else:
-        lines = [f"mirror: {rpo['records']:,} records behind; losing the primary now would lose them, "
+        lines = [f"mirror: {rpo['records']:,} records behind; losing {losing} now would lose them, "
                  f"{rpo['seconds']:,.1f} s of writes"]
     lines.append(f"  {'topic':<28} {'records':>10} {'seconds':>9}")
     for topic, figures in lag.per_topic(partitions).items():
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         print(f"mirror: not answering at {url} ({exc}): its lag is unknown", flush=True)
         return 1
-    print("\n".join(report(partitions)), flush=True)
+    print("\n".join(report(partitions, active.active if active else "primary")), flush=True)
     return 0
 
 

@@ -9,12 +9,14 @@ the captures lost are within what the mirror reported behind when the primary we
 What the planned one checks: one switchover wins and the other is told another is under way; the devices are
 fenced at the site left (the simulator's own identity is refused there) while that bus stays readable; the status
 says which site is active and what the switchover cost (0 records lost); the mirror back to the primary copies what
-the devices wrote at the DR site, and after the failback the mirror forward resumes; at the end both sites hold every
-capture the devices had acknowledged, once, at the same offsets, and the simulator lost none.
+the devices wrote at the DR site; the failback, asked for through the console as an admin on the DR page would,
+switches back and the mirror forward resumes; at the end both sites hold every capture the devices had
+acknowledged, once, at the same offsets, and the simulator lost none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,7 +24,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -32,7 +37,7 @@ from contracts import active_site
 from contracts.ports import free_port
 from contracts.processes import ROOT, spawn
 from contracts.topics import Topics
-from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, down, start_up, write_config
+from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client, down, start_up, write_config
 from testkit.polling import poll
 
 TOPICS = Topics()
@@ -72,13 +77,29 @@ def record_ids(settings: dict[str, str]) -> dict[tuple[str, int], list[str]]:
     return found
 
 
-def start_devices(tmp_path: Path, data_dir: Path) -> subprocess.Popen[bytes]:
-    """The capture simulator at 200 captures/s with make up's config (so following the active site): its summary on
-    stdout, its status lines in ``simulator.log``."""
+@dataclass
+class Devices:
+    """The capture simulator at 200 captures/s with make up's config (so following the active site); its summary
+    once stopped."""
+
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def devices(tmp_path: Path, data_dir: Path) -> Iterator[Devices]:
+    """The devices running for the block: their status lines in ``simulator.log``, their summary read at its end."""
     with (tmp_path / "simulator.log").open("wb") as log:
-        return spawn([sys.executable, "-m", "ingest.simulate", "--config", str(data_dir / "solution.toml"), "--map",
+        proc = spawn([sys.executable, "-m", "ingest.simulate", "--config", str(data_dir / "solution.toml"), "--map",
                       str(tmp_path / "map.json"), "--no-images", "--curve", "flat", "--rate", "200",
                       "--status-interval", "1"], subprocess.PIPE, stderr=log)
+    running = Devices()
+    try:
+        yield running
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        said, _ = proc.communicate(timeout=120)
+        lines = said.decode().strip().splitlines()
+        running.summary = json.loads(lines[-1]) if lines else {}
 
 
 def switchover(data_dir: Path, to: str, reason: str) -> subprocess.Popen[str]:
@@ -98,19 +119,51 @@ def refused_to_simulator(data_dir: Path) -> bool:
     return bool(errors) and errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_planned_switchover_and_failback_under_load_lose_nothing(tmp_path: Path) -> None:
+@dataclass
+class Solution:
+    """A running `make up` (without its pipeline: the test runs the devices) and what it printed."""
+
+    data_dir: Path
+    output: str
+    console_port: int
+
+
+@pytest.fixture
+def solution(tmp_path: Path) -> Iterator[Solution]:
     ports = {name: free_port() for name in MAKE_UP_PORTS}
     config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     proc, output = start_up(config, data_dir, ports, timeout=180)
-    simulator = None
-    said = b""
     try:
-        assert "dr mirror" in output, output
-        primary, dr = bus_settings(data_dir), bus_settings(data_dir, section="dr")
-        simulator = start_devices(tmp_path, data_dir)
+        yield Solution(data_dir, output, ports["console"])
+    finally:
+        down(data_dir, proc)
+
+
+def failback_through_the_console(solution: Solution) -> None:
+    """The failback as an admin asks for it on the DR page: with a reason, audited, followed until it ends."""
+    password = (solution.data_dir / "console" / "admin_password").read_text().strip()
+    with console_client(solution.data_dir, solution.console_port) as console:
+        token = console.post("/api/v1/auth/token", data={"username": "admin", "password": password}).json()
+        auth = {"Authorization": f"Bearer {token['access_token']}"}
+        started = console.post("/api/v1/dr/switchover", json={"to": "primary", "reason": "failback, for the test"},
+                               headers=auth)
+        assert started.status_code == 202, started.text
+        poll(lambda: not console.get("/api/v1/dr/switchover", headers=auth).json()["running"], 180,
+             what="the failback the console started")
+        ended = console.get("/api/v1/dr/switchover", headers=auth).json()
+        assert ended["exit_code"] == 0 and "active: primary (since " in ended["said"], ended
+        site = console.get("/api/v1/dr/site", headers=auth).json()
+        assert site["active"] == "primary" and site["last"]["from"] == "dr" and site["last"]["records_lost"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_planned_switchover_and_failback_under_load_lose_nothing(tmp_path: Path, solution: Solution) -> None:
+    data_dir = solution.data_dir
+    assert "dr mirror" in solution.output, solution.output
+    primary, dr = bus_settings(data_dir), bus_settings(data_dir, section="dr")
+    with devices(tmp_path, data_dir) as running:
         poll(lambda: sum(ends(primary).values()) >= 400, 90, what="captures at the primary")
 
         first = switchover(data_dir, "dr", "planned, for the test")
@@ -131,35 +184,25 @@ def test_a_planned_switchover_and_failback_under_load_lose_nothing(tmp_path: Pat
                                 cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert status.stdout.startswith("active: dr (since "), status
         assert "last switchover: planned, from primary: 0 records lost" in status.stdout, status.stdout
+        assert "losing the DR site now would lose" in status.stdout, status.stdout  # the mirror back's lag
 
         at_switch = sum(ends(primary).values())
         poll(lambda: sum(ends(primary).values()) >= at_switch + 400, 120,
              what="the devices' captures at the DR site mirrored back to the primary")
 
-        back = switchover(data_dir, "primary", "failback, for the test")
-        out, err = back.communicate(timeout=180)
-        assert back.returncode == 0, (out, err)
-        assert "active: primary (since " in out, out
+        failback_through_the_console(solution)
         at_failback = sum(ends(dr).values())
         poll(lambda: sum(ends(dr).values()) >= at_failback + 400, 120,
              what="the devices' captures at the primary mirrored to the DR site again")
-    finally:
-        if simulator is not None:
-            simulator.send_signal(signal.SIGTERM)
-            said, _ = simulator.communicate(timeout=120)
-    try:
-        summary = json.loads(said.decode().strip().splitlines()[-1])
-        assert summary["failed"] == 0, summary
-        acked = sum(summary["produced"].values())
-        assert all(summary["sites"][site][topic] > 0 for site in ("primary", "dr") for topic in TOPICS.captures), \
-            summary
-        poll(lambda: ends(dr) == ends(primary), 120, what="the DR site holding what the primary holds")
-        on_primary, on_dr = record_ids(primary), record_ids(dr)
-        assert on_primary == on_dr  # the same records at the same offsets at both sites
-        counts = Counter(record_id for ids in on_primary.values() for record_id in ids)
-        assert sum(counts.values()) == acked and max(counts.values()) == 1, (sum(counts.values()), acked)
-    finally:
-        down(data_dir, proc)
+    summary = running.summary
+    assert summary["failed"] == 0, summary
+    acked = sum(summary["produced"].values())
+    assert all(summary["sites"][site][topic] > 0 for site in ("primary", "dr") for topic in TOPICS.captures), summary
+    poll(lambda: ends(dr) == ends(primary), 120, what="the DR site holding what the primary holds")
+    on_primary, on_dr = record_ids(primary), record_ids(dr)
+    assert on_primary == on_dr  # the same records at the same offsets at both sites
+    counts = Counter(record_id for ids in on_primary.values() for record_id in ids)
+    assert sum(counts.values()) == acked and max(counts.values()) == 1, (sum(counts.values()), acked)
 
 
 def kill_primary_bus(data_dir: Path) -> int:
@@ -175,16 +218,11 @@ def kill_primary_bus(data_dir: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_an_unplanned_switchover_is_forced_and_loses_no_more_than_the_mirror_was_behind(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in MAKE_UP_PORTS}
-    config = write_config(tmp_path, ports)
-    data_dir = tmp_path / "data"
-    proc, _output = start_up(config, data_dir, ports, timeout=180)
-    simulator = None
-    said = b""
-    try:
-        dr = bus_settings(data_dir, section="dr")
-        simulator = start_devices(tmp_path, data_dir)
+def test_an_unplanned_switchover_is_forced_and_loses_no_more_than_the_mirror_was_behind(
+        tmp_path: Path, solution: Solution) -> None:
+    data_dir = solution.data_dir
+    dr = bus_settings(data_dir, section="dr")
+    with devices(tmp_path, data_dir) as running:
         poll(lambda: sum(ends(dr).values()) >= 400, 120, what="captures mirrored to the DR site")
         before = active_site.read(data_dir)
         assert kill_primary_bus(data_dir) >= 1
@@ -205,18 +243,10 @@ def test_an_unplanned_switchover_is_forced_and_loses_no_more_than_the_mirror_was
         at_switch = sum(ends(dr).values())
         poll(lambda: sum(ends(dr).values()) >= at_switch + 400, 120,
              what=f"the devices going on at the DR site; log: {tmp_path / 'simulator.log'}")
-    finally:
-        if simulator is not None:
-            simulator.send_signal(signal.SIGTERM)
-            said, _ = simulator.communicate(timeout=120)
-    try:
-        summary = json.loads(said.decode().strip().splitlines()[-1])
-        assert summary["failed"] == 0 and summary["sites"]["dr"][TOPICS.vehicle] > 0, summary
-        at_dr = Counter(record_id for ids in record_ids(dr).values() for record_id in ids)
-        acked = sum(summary["produced"].values())
-        lost = acked - len(at_dr)
-        # what the mirror had not seen when the bus died: at most the records its last fetch could not know of,
-        # one second of the devices' writes beyond the lag it reported
-        assert 0 <= lost <= record.last["records_lost"] + 200, (lost, record.last)
-    finally:
-        down(data_dir, proc)
+    summary = running.summary
+    assert summary["failed"] == 0 and summary["sites"]["dr"][TOPICS.vehicle] > 0, summary
+    at_dr = Counter(record_id for ids in record_ids(dr).values() for record_id in ids)
+    lost = sum(summary["produced"].values()) - len(at_dr)
+    # what the mirror had not seen when the bus died: at most the records its last fetch could not know of, one
+    # second of the devices' writes beyond the lag it reported
+    assert 0 <= lost <= record.last["records_lost"] + 200, (lost, record.last)

@@ -63,8 +63,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         images.lag_records.set(1234)
         images.lag_seconds.set(5.5)
         images_server = serve_images(images)
+        # one mirror here: the page reads the lag of the mirror copying from the active site, and while the English
+        # test's record names the DR site that is the mirror back, whose port this one stands at too
         console = dr_console(Backing(broker, gateway, root), dr, metrics_port, root,
-                             images_port=images_server.server_address[1])
+                             images_port=images_server.server_address[1], reverse_port=metrics_port)
         assert drill.wait(600) == 0, (root / "drill.log").read_text(errors="replace")[-3000:]
         yield Site(console, {}, [], [])
     finally:
@@ -132,6 +134,17 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
     expect(page.locator("#images-lag")).to_have_text("1,234 records, 5.5 s behind")
     page.locator("#images-panel").screenshot(path=str(browsing.shots / "dr-images-en.png"))
     browsing.snap("dr-images-page-en")
+    # the switchover panel: a reason, a confirmation; this console's data directory is no make up, so the command
+    # refuses (exit 2) and the page says so with what the command said
+    page.locator("#switchover-reason").fill("planned maintenance")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.locator("#switchover-start").click()
+    expect(page.locator("#switchover-state")).to_contain_text("Switchover to the DR site refused, nothing changed "
+                                                              "(exit code 2):", timeout=60_000)
+    expect(page.locator("#switchover-said")).to_contain_text("solution.toml not found")
+    assert asked and asked[0].startswith("Move the business to the DR site?"), asked
+    page.locator("#switchover-panel").screenshot(path=str(browsing.shots / "dr-switchover-en.png"))
     expect(page.locator("#drill-form")).to_be_visible()
     expect(page.locator("#drill-scenario option")).to_have_count(3)
     expect(page.locator("#drills-table tbody tr")).to_have_count(1)

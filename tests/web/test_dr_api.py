@@ -46,8 +46,10 @@ class DrSetup:
 
 
 def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Path, *,
-               add_users: bool = True, images_port: int | None = None) -> ConsoleProcess:
-    """A console on ``backing`` whose ``[dr]`` names this DR broker and mirror, with a user of each role.
+               add_users: bool = True, images_port: int | None = None,
+               reverse_port: int | None = None) -> ConsoleProcess:
+    """A console on ``backing`` whose ``[dr]`` names this DR broker and mirror, with a user of each role;
+    ``reverse_port``: the mirror back's metrics (default: a port where none runs).
 
     ``add_users=False`` when the backing already holds them (the session's shared gateway, where the
     ``console`` fixture made them: adding them twice is refused).
@@ -59,6 +61,7 @@ def dr_console(backing: Backing, dr: BrokerProcess, metrics_port: int, root: Pat
     config = write_config(root / "console.toml", backing, port, root / "console", lag_sample_interval_s=1)
     with config.open("a") as handle:
         handle.write(f'[dr]\nbootstrap_servers = "{dr.bootstrap}"\nmirror_metrics_port = {metrics_port}\n'
+                     f'reverse_mirror_metrics_port = {reverse_port or free_port()}\n'
                      'reports_dir = "drills"\n' + (f"images_metrics_port = {images_port}\n" if images_port else ""))
     log_path = root / "console.log"
     with log_path.open("wb") as log:
@@ -255,6 +258,8 @@ def test_the_active_site_is_shown_to_viewers_and_a_damaged_record_is_a_503(setup
     assert viewer.get("/api/v1/dr/site").json() == {
         "active": "dr", "since": since.isoformat(), "reason": "switchover: the primary room is on fire",
         "switching_to": None, "last": {**last, "drained_s": None}}
+    lag = viewer.get("/api/v1/dr/lag")  # the DR site active: the lag is the mirror back's, which is not running here
+    assert lag.status_code == 503 and lag.json()["backend"] == "dr_mirror", lag.text
     active_site.path(root).write_text('{"active": "moon"')
     response = viewer.get("/api/v1/dr/site")
     assert response.status_code == 503 and response.json()["backend"] == "active_site", response.text
@@ -273,6 +278,32 @@ def test_images_answer_503_naming_the_copier_when_it_is_down(setup: DrSetup) -> 
     setup.images_server.server_close()
     response = setup.console.client("viewer").get("/api/v1/dr/images")
     assert response.status_code == 503 and response.json()["backend"] == "dr_images"
+
+
+def test_a_switchover_is_admin_only_needs_a_reason_is_audited_and_says_what_the_command_said(
+        setup: DrSetup) -> None:
+    """The console runs `python -m dr_mirror switchover` on make up's data directory. This console's has no
+    `solution.toml` (it is not a make up), so the command refuses with exit 2 saying so, and the console shows that;
+    tests/dr/test_switchover.py switches a running make up back through the console."""
+    admin = setup.console.client("admin")
+    body = {"to": "dr", "reason": "planned maintenance"}
+    assert setup.console.client(None).post("/api/v1/dr/switchover", json=body).status_code == 401
+    for user in ("viewer", "operator"):
+        assert setup.console.client(user).post("/api/v1/dr/switchover", json=body).status_code == 403
+        assert setup.console.client(user).get("/api/v1/dr/switchover").status_code == 403
+    assert admin.get("/api/v1/dr/switchover").json() is None  # none started yet
+    for bad in ({"to": "moon", "reason": "why not"}, {"to": "dr"}, {"to": "dr", "reason": ""},
+                {"to": "dr", "reason": "x" * 201}):
+        assert admin.post("/api/v1/dr/switchover", json=bad).status_code == 422, bad
+    started = admin.post("/api/v1/dr/switchover", json=body)
+    assert started.status_code == 202, started.text
+    assert started.json()["to"] == "dr" and started.json()["reason"] == "planned maintenance"
+    wait_for(lambda: not admin.get("/api/v1/dr/switchover").json()["running"], 60, "the switchover command ended")
+    ended = admin.get("/api/v1/dr/switchover").json()
+    assert ended["exit_code"] == 2 and "solution.toml not found" in ended["said"], ended
+    audit = setup.console.audit(lambda found: len(found) >= 1, action="dr.switchover")
+    assert audit[0]["outcome"] == "ok" and audit[0]["reason"] == "planned maintenance", audit[0]
+    assert audit[0]["target"] == "dr" and audit[0]["query"] == {"force": False}, audit[0]
 
 
 @pytest.mark.slow

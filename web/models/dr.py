@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class PartitionLag(BaseModel):
@@ -85,3 +85,26 @@ class DrillRunning(BaseModel):
     name: str
     running: bool
     exit_code: int | None
+
+
+class SwitchoverStart(BaseModel):
+    """A switchover an admin asks for on the DR page (`python -m dr_mirror switchover`)."""
+
+    to: Literal["primary", "dr"]
+    """The site that runs the business next (``primary``: the failback)."""
+    reason: str = Field(min_length=3, max_length=200)
+    """Why, kept in the active-site record and the audit trail."""
+    force: bool = False
+    """Switch although the mirror is far behind or the site left does not answer (an unplanned switchover)."""
+
+
+class SwitchoverRunning(BaseModel):
+    """The switchover this console started last."""
+
+    to: Literal["primary", "dr"]
+    reason: str
+    running: bool
+    exit_code: int | None
+    """0 switched (or already there), 1 refused or undone (nothing changed), 2 bad input; None while it runs."""
+    said: str
+    """What the command printed so far (its last lines): the drain, the refusal's reason, the new record."""

@@ -15,7 +15,18 @@ from pydantic import BaseModel, Field
 
 from dr_mirror.lag import rpo_now
 from web.dependencies import AdminDep, AuditDep, DrDep, ViewerDep
-from web.models.dr import CheckpointOut, DrillReport, DrillRunning, DrillStart, DrillSummary, LagNow, LagSample, Rpo
+from web.models.dr import (
+    CheckpointOut,
+    DrillReport,
+    DrillRunning,
+    DrillStart,
+    DrillSummary,
+    LagNow,
+    LagSample,
+    Rpo,
+    SwitchoverRunning,
+    SwitchoverStart,
+)
 from web.routers.data_common import answering, audited
 
 router = APIRouter(prefix="/api/v1/dr", tags=["dr"])
@@ -72,6 +83,22 @@ class ActiveSite(BaseModel):
 def site(_user: ViewerDep, dr: DrDep) -> ActiveSite:
     """Which site is active, since when and why (503 ``active_site`` when the record is damaged)."""
     return ActiveSite(**dr.active_site())
+
+
+@router.post("/switchover", response_model=SwitchoverRunning, status_code=status.HTTP_202_ACCEPTED)
+def start_switchover(body: SwitchoverStart, user: AdminDep, audit: AuditDep, dr: DrDep) -> SwitchoverRunning:
+    """Move the business to the other site, or back (admin, with a reason; audited; 409 while the one this console
+    started runs). The command drains and switches in seconds; ``GET /switchover`` follows it."""
+    with answering("body"), audited(audit, user, "dr.switchover", body.to, {"force": body.force}, body.reason):
+        return SwitchoverRunning(**dr.start_switchover(body.to, body.reason, body.force))
+
+
+@router.get("/switchover", response_model=SwitchoverRunning | None)
+def switchover(_user: AdminDep, dr: DrDep) -> SwitchoverRunning | None:
+    """The switchover this console started last: running, its exit code (0 switched, 1 refused: nothing changed) and
+    what it said (null when none was started)."""
+    state = dr.switchover_state()
+    return None if state is None else SwitchoverRunning(**state)
 
 
 @router.get("/lag", response_model=LagNow)

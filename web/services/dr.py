@@ -68,11 +68,15 @@ class DrSettings:
     client: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:19092"}, repr=False)
     """The console's client settings for the DR bus (librdkafka's keys; may hold its password)."""
     metrics_url: str = "http://127.0.0.1:9320/metrics"
+    reverse_metrics_url: str = "http://127.0.0.1:9322/metrics"
+    """The mirror back (dr -> primary), which copies while the DR site is active."""
     images_metrics_url: str = "http://127.0.0.1:9321/metrics"
     source_alias: str = "primary"
     reports_dir: Path = Path("data/dr/drills")
     site_record: Path = Path("data") / active_site.FILE
     """make up's active-site record (``contracts.active_site``): which site runs the business."""
+    make_up_dir: Path = Path("data")
+    """make up's data directory, which a switchover started here is given (``--data-dir``)."""
     timeout_s: float = 3.0
 
     @classmethod
@@ -80,9 +84,10 @@ class DrSettings:
         dr = Config({"dr": settings.dr})
         return cls(client=settings.dr_bus,
                    metrics_url=f"http://127.0.0.1:{dr.get('dr', 'mirror_metrics_port', 9320)}/metrics",
+                   reverse_metrics_url=f"http://127.0.0.1:{dr.get('dr', 'reverse_mirror_metrics_port', 9322)}/metrics",
                    images_metrics_url=f"http://127.0.0.1:{dr.get('dr', 'images_metrics_port', 9321)}/metrics",
                    reports_dir=settings.data_dir.parent / str(dr.get("dr", "reports_dir", "dr/drills")),
-                   site_record=active_site.path(settings.data_dir.parent),
+                   site_record=active_site.path(settings.data_dir.parent), make_up_dir=settings.data_dir.parent,
                    timeout_s=settings.backend_timeout_s)
 
 
@@ -117,6 +122,7 @@ class DrService:
                                 expected=(BackendUnavailable,), expected_level=logging.DEBUG)
         """No mirror running is nothing to record: its samples are skipped quietly."""
         self._drill: tuple[str, subprocess.Popen[bytes]] | None = None
+        self._switchover: tuple[dict[str, str], subprocess.Popen[bytes], Path] | None = None
         self._drill_lock = threading.Lock()
 
     # -- the active site ---------------------------------------------------------------------------
@@ -134,9 +140,11 @@ class DrService:
 
     # -- lag ---------------------------------------------------------------------------------------
     def lag_now(self) -> list[dict[str, Any]]:
-        """The mirror's lag per partition now; 503 naming ``dr_mirror`` when it does not answer."""
+        """The lag per partition now of the mirror copying from the active site (the mirror back once the DR site is
+        active); 503 naming ``dr_mirror`` when it does not answer."""
+        url = self.settings.reverse_metrics_url if self.active_site()["active"] == "dr" else self.settings.metrics_url
         try:
-            with urllib.request.urlopen(self.settings.metrics_url, timeout=self.settings.timeout_s) as response:
+            with urllib.request.urlopen(url, timeout=self.settings.timeout_s) as response:
                 return parse_lag(response.read().decode())
         except OSError as exc:
             raise BackendUnavailable("dr_mirror", exc) from None
@@ -273,6 +281,30 @@ class DrService:
             proc = spawn([sys.executable, "-m", "dr_mirror.drill", *args], report / "drill.log")
             self._drill = (name, proc)
             return name
+
+    # -- switchover ---------------------------------------------------------------------------------
+    def start_switchover(self, to: str, reason: str, force: bool) -> dict[str, Any]:
+        """Start ``python -m dr_mirror switchover`` on make up's data directory (its log under ``DATA/dr/switchovers``);
+        Conflict while the one this console started runs (another's is refused by the command's own lock)."""
+        with self._drill_lock:
+            if self._switchover is not None and self._switchover[1].poll() is None:
+                raise Conflict(f"the switchover to {self._switchover[0]['to']} is still running")
+            log = self.settings.make_up_dir / "dr" / "switchovers" / f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}-{to}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            proc = spawn([sys.executable, "-m", "dr_mirror", "switchover", "--to", to, "--data-dir",
+                          str(self.settings.make_up_dir), "--reason", reason, *(["--force"] if force else [])], log)
+            self._switchover = ({"to": to, "reason": reason}, proc, log)
+        return self.switchover_state() or {}
+
+    def switchover_state(self) -> dict[str, Any] | None:
+        """The switchover this console started last: whether it runs, its exit code and its last lines."""
+        with self._drill_lock:
+            if self._switchover is None:
+                return None
+            asked, proc, log = self._switchover
+        code = proc.poll()
+        said = log.read_text(errors="replace").splitlines()[-12:] if log.exists() else []
+        return {**asked, "running": code is None, "exit_code": code, "said": "\n".join(said)}
 
     # -- the sampler thread ------------------------------------------------------------------------
     def start(self) -> None:

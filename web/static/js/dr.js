@@ -1,5 +1,5 @@
-// The DR page: which site is active, the mirror's lag (live and the last hour), the image copier's lag and counts, checkpoints, drill
-// reports; admins start drills.
+// The DR page: which site is active and the last switchover, the mirror's lag (live and the last hour), the image copier's lag
+// and counts, checkpoints, drill reports; admins switch the business over to the other site (and back) and start drills.
 "use strict";
 
 (() => {
@@ -141,10 +141,28 @@
     if (button) button.disabled = Boolean(data && data.running);
   }
 
+  async function loadSwitchover() {
+    const form = document.getElementById("switchover-form");
+    if (!form) return;  // not an admin: no switchover panel
+    const { data } = await api("/api/v1/dr/switchover");
+    const state = document.getElementById("switchover-state");
+    const said = document.getElementById("switchover-said");
+    state.hidden = !data;
+    said.hidden = !data || data.running || data.exit_code === 0;
+    document.getElementById("switchover-start").disabled = Boolean(data && data.running);
+    if (!data) return;
+    const site = t(`dr.site_${data.to}`);
+    state.className = data.running || data.exit_code === 0 ? "muted" : "error";
+    state.textContent = data.running ? t("dr.switchover_running", { site })
+      : data.exit_code === 0 ? t("dr.switchover_done", { site })
+        : t("dr.switchover_refused", { site, code: data.exit_code });
+    said.textContent = data.said;
+  }
+
   async function refresh() {
     await Promise.all([loadSite(), loadLag(), loadImages()]);
     try {
-      await Promise.all([loadHistory(), loadCheckpoints(), loadDrills(), loadRunning()]);
+      await Promise.all([loadHistory(), loadCheckpoints(), loadDrills(), loadRunning(), loadSwitchover()]);
       showError(error, null);
     } catch (e) {
       showError(error, e);
@@ -158,6 +176,23 @@
       try {
         await api("/api/v1/dr/drills", { method: "POST", json: { scenario: document.getElementById("drill-scenario").value } });
         await loadRunning();
+        showError(error, null);
+      } catch (e) {
+        showError(error, e);
+      }
+    });
+  }
+  const switchoverForm = document.getElementById("switchover-form");
+  if (switchoverForm) {
+    switchoverForm.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const to = document.getElementById("switchover-to").value;
+      if (!window.confirm(t("dr.switchover_confirm", { site: t(`dr.site_${to}`) }))) return;
+      try {
+        await api("/api/v1/dr/switchover", { method: "POST", json: {
+          to, reason: document.getElementById("switchover-reason").value,
+          force: document.getElementById("switchover-force").checked } });
+        await loadSwitchover();
         showError(error, null);
       } catch (e) {
         showError(error, e);
