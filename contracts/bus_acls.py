@@ -4,7 +4,8 @@ The table is the one place the ACLs of a secured solution come from (`python -m 
 Topics are named by their :class:`~contracts.topics.Topics` field, so a deployment that renames a topic keeps its
 ACLs. Operations are Kafka's (``kafka-acls --operation``): READ on a topic lets a consumer fetch it, and READ on its
 group lets it join and commit; WRITE lets a producer produce (and, as in Kafka since 2.8, use an idempotent producer);
-CREATE on a topic lets a service create it at start-up when it is missing; DESCRIBE is implied by each of those.
+CREATE on a topic lets a service create it at start-up when it is missing; DESCRIBE is implied by READ and WRITE
+(as in Kafka, not by CREATE: CREATE alone does not show a client the topic).
 ``admin`` is a super user of the brokers (``super.users``) and needs no row; the brokers themselves log in as
 ``broker``, also a super user.
 

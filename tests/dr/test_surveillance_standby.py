@@ -104,7 +104,9 @@ def test_the_dr_site_stands_by_publishing_nothing_then_takes_over_and_hits_each_
             started.result()
         assert "standing by: site dr is not the active one" in at_dr.text()
         assert scrape(at_dr.metrics_url())[("surveillance_stage_active", "watch")] == 0
-        assert end_offsets(dr.bootstrap, T.control_watchlist) == [1]
+        # ready once the mirror has made its topics; the watch it copies a moment later
+        wait_until(lambda: end_offsets(dr.bootstrap, T.control_watchlist) == [1], 30, "the watch mirrored",
+                   mirror.logs)
         # Standing by costs next to nothing (it reads only its command topics), whatever the captures flowing in.
         standby = psutil.Process(at_dr.process.pid)  # type: ignore[union-attr]
         cpu = sum(standby.cpu_times()[:2])
