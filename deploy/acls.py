@@ -19,12 +19,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bus.client.admin import AdminClient, UserScramCredentialUpsertion
-from contracts import acl_sync, bus_client
+from contracts import bus_client
 from contracts.bus_acls import ADMIN, MATRIX, Role, all_bindings, placed
 from contracts.config import Config
 from contracts.config import load as load_config
 from contracts.topics import Topics
 from deploy.pki import write_private
+from dr_mirror import site_acls
 
 MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 8192
@@ -60,12 +61,12 @@ def ensure_principals(directory: Path, bootstrap: str, truststore: Path, admin_p
 def apply(admin_settings: Mapping[str, str], topics: Topics, passwords: Mapping[str, str],
           role: Role = Role.ACTIVE, site: str | None = None) -> tuple[int, int]:
     """Upsert each service principal's SCRAM credential and apply the table of ``site`` in ``role``
-    (`contracts/acl_sync.py`), as the super user ``admin`` (``admin_settings`` in Java keys); (created, deleted)."""
+    (`dr_mirror/site_acls.py`), as the super user ``admin`` (``admin_settings`` in Java keys); (created, deleted)."""
     with AdminClient(dict(admin_settings)) as admin:
         admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(user, MECHANISM, ITERATIONS, password)
              for user, password in passwords.items() if user in MATRIX])
-        return acl_sync.sync(admin, topics, role, site)
+        return site_acls.sync(admin, topics, role, site)
 
 
 def show(config: Config, role: Role = Role.ACTIVE, site: str | None = None) -> str:

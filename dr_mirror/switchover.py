@@ -43,12 +43,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bus.client.admin import AdminClient, OffsetSpec
-from contracts import acl_sync, bus_client
 from contracts import active_site as site_record
+from contracts import bus_client
 from contracts import config as solution_config
 from contracts.bus_acls import Role
 from contracts.topics import Topics
-from dr_mirror import lag
+from dr_mirror import lag, site_acls
 from dr_mirror.settings import defaults_from, load
 from dr_mirror.syncs import write_handover
 
@@ -142,7 +142,7 @@ class Sites:
             return None
 
     def apply(self, site: str, role: Role, *, fenced: bool = False) -> None:
-        acl_sync.sync(self.admin(site), self.topics, role, site, fenced=fenced)
+        site_acls.sync(self.admin(site), self.topics, role, site, fenced=fenced)
 
     def handover(self, source: str, pairs: Mapping[tuple[str, int], tuple[int, int]]) -> None:
         """The mirror copying from ``source`` told where each partition resumes (source offset, target offset)."""

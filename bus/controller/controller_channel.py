@@ -334,8 +334,8 @@ class ControllerChannel:
 
 def _lost_leadership(request_frame: bytes, response_frame: bytes) -> bool:
     """Whether the controller answered the request in `request_frame` NOT_CONTROLLER in every error field."""
-    api_key, version, _correlation = hdr.peek_api(request_frame)
     try:
+        api_key, version, _correlation = hdr.peek_api(request_frame)
         response = client_codec.decode_response(response_frame, api_key, version)
     except Exception:  # kio raises assorted errors on a frame it cannot read: the client gets it as it came
         return False

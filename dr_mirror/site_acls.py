@@ -1,5 +1,6 @@
-"""The ACL table of `contracts/bus_acls.py` made true on one site's bus: what `make up` applies at start and what a
-switchover (`dr_mirror/switchover.py`) applies when it swaps the sites' roles.
+"""The ACL table of `contracts/bus_acls.py` made true on one site's bus: what a switchover (`dr_mirror/switchover.py`)
+applies when it swaps the sites' roles, and what `make up` applies at start (`deploy/acls.py`). Here rather than in
+contracts/, which imports no client.
 
 Applying is idempotent and exact: the table's missing ACLs are created, and an ACL of a service principal that the
 table does not name at that site in that role is deleted, so the brokers hold the table and nothing else (as the super
@@ -19,9 +20,8 @@ from bus.client.admin import (
     PermissionType,
     ResourceType,
 )
-
-from .bus_acls import MATRIX, Binding, Role, all_bindings
-from .topics import Topics
+from contracts.bus_acls import MATRIX, Binding, Role, all_bindings
+from contracts.topics import Topics
 
 
 def _acl(binding: Binding) -> AclBinding:
