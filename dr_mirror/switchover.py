@@ -9,8 +9,9 @@ A planned switchover (both sites' buses answer) loses nothing:
 2. The new site's bus must answer, and the mirror towards it must be no more than ``--max-lag`` records behind
    (it reports its lag on its ``/metrics``), unless ``--force``: the refusal says how many records and seconds of
    writes it would wait for.
-3. The record says ``switching_to``: every service at both sites stands down, the devices hold their captures, the
-   mirror copies on. The site being left is fenced: its ACL table without the devices' grants
+3. The record says ``switching_to``: the services with ``[site]`` at both sites stand down (the primary's analytics
+   process does not: docs/operations.md), the devices hold their captures, the mirror copies on. The site being left
+   is fenced: its ACL table without the devices' grants
    (`contracts/bus_acls.py`), so a device that has not seen the record yet is refused, never half-written.
 4. Drain: the site's end offsets stop moving and the mirror reports nothing waiting, twice a second apart; at
    ``--drain-timeout`` the switchover is undone (the fence lifted, the record as it was) and says so.
