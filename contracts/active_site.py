@@ -166,7 +166,11 @@ class Gate:
         return cls(name, Path(record))
 
     def active(self) -> bool:
-        site = self._watcher.current(f"keeping {'active' if self._active else 'standing by'}")
+        site = self.seen()
         self._active = self._watcher.known and (site.active if site else "primary") == self.site and (
             site is None or site.switching_to is None or self.while_switching)
         return self._active
+
+    def seen(self) -> ActiveSite | None:
+        """The record as this gate reads it (None: there is none yet, the primary runs the business)."""
+        return self._watcher.current(f"keeping {'active' if self._active else 'standing by'}")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .bus_client import PRINCIPALS
-from .topics import DR_PREFIX, SITE_ALIASES, Topics
+from .topics import SITE_ALIASES, Topics, site_local
 
 ADMIN = "admin"
 """The operator's principal: a super user, used by `make up` to apply this table and by Kafka tools."""
@@ -67,10 +67,11 @@ class Resource(StrEnum):
 @dataclass(frozen=True)
 class Grant:
     """Operations on one resource: a topic by its ``Topics`` field name (``topics("vehicle")``, with ``local`` the
-    DR site's ``dr.`` copy of it), every topic (``"*"``), every data topic, a topic name prefix or a literal topic
-    name (``literal``: a name no ``Topics`` field holds, such as MM2's checkpoints topic), a group by its literal id or
-    id prefix, or the cluster; at the site in ``role`` only, or (None) in either role; at the named ``site`` only
-    (``primary`` or ``dr``, whatever its role), or (None) at both."""
+    site's own copy of it: ``dr.<topic>`` at the DR site, ``primary.<topic>`` at the primary), every topic (``"*"``),
+    every data topic, a topic name prefix or a literal topic name (``literal``: a name no ``Topics`` field holds, such
+    as MM2's checkpoints topic), a group by its literal id or id prefix, or the cluster; at the site in ``role`` only,
+    or (None) in either role; at the named ``site`` only (``primary`` or ``dr``, whatever its role), or (None) at
+    both."""
 
     resource: Resource
     name: str
@@ -108,6 +109,11 @@ def topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
 
 def dr_topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
     """The DR site's own copies (``dr.<topic>``) of the topics named by these fields."""
+    return [Grant(Resource.TOPIC, field, ops, local=True, site="dr") for field in fields]
+
+
+def local_topics(*fields: str, ops: tuple[Op, ...]) -> list[Grant]:
+    """Each site's own copies (``<site>.<topic>``, :func:`~contracts.topics.site_local`) of these fields' topics."""
     return [Grant(Resource.TOPIC, field, ops, local=True) for field in fields]
 
 
@@ -164,8 +170,7 @@ MATRIX: dict[str, list[Grant]] = {
         *topics("alerts", ops=CREATE_AND_PRODUCE),
         # at the DR site it judges the DR site's own ingest (its stats and dead letters, dr.-prefixed): what it
         # reads there once the site is promoted, created at its start when missing
-        *(dataclasses.replace(grant, site="dr") for grant in dr_topics("ingest_stats", "deadletter",
-                                                                        ops=(Op.CREATE, Op.READ))),
+        *dr_topics("ingest_stats", "deadletter", ops=(Op.CREATE, Op.READ)),
         Grant(Resource.TOPIC, "monitoring.", (Op.CREATE, Op.READ), prefixed=True),  # its lock, <group_id>.lock
         group("monitoring", prefixed=True, ops=(Op.READ, Op.DESCRIBE)),
     ],
@@ -175,12 +180,19 @@ MATRIX: dict[str, list[Grant]] = {
         # partitions itself (offsets_for_times, no group join, no commits), so it asks for no group rights
         *topics("vehicle", "face", "heartbeat", "ingest_stats", "deadletter", "video_status", "video_results",
                 "surveillance_hits", "surveillance_stats", "surveillance_replies", "alerts", "audit",
-                "control_watchlist", "control_stats", "video_commands", ops=CONSUME),
-        *topics("control_watchlist", "control_stats", "video_commands", "audit", ops=CREATE_AND_PRODUCE),
+                "control_watchlist", "control_stats", "video_commands", "console_accounts", ops=CONSUME),
+        # commands, the audit trail and the accounts are written at the active site only: there a console acts; a
+        # standing-by one is read-only (web/site.py), and the standby site's copies have one writer, the mirror
+        *(dataclasses.replace(grant, role=Role.ACTIVE)
+          for grant in topics("control_watchlist", "control_stats", "video_commands", "audit", "console_accounts",
+                              ops=CREATE_AND_PRODUCE)),
+        # ... and a standing-by console audits its reads to its site's own copy (<site>.audit), in either role: a
+        # switchover stands it down before the ACLs change
+        *local_topics("audit", ops=(Op.CREATE, Op.WRITE, Op.READ)),
         *(Grant(Resource.TOPIC, name, CONSUME, literal=True, role=Role.STANDBY)  # the DR page reads them
           for name in CHECKPOINT_TOPICS),
         group("console-", prefixed=True),
-        group("audit-loader"),
+        group("audit-loader", prefixed=True),  # audit-loader at the primary, audit-loader-dr at the DR site
         Grant(Resource.GROUP, "*", (Op.DESCRIBE,)),
         cluster(Op.DESCRIBE, Op.CREATE),
     ],
@@ -228,7 +240,8 @@ def bindings(principal: str, names: Topics, role: Role = Role.ACTIVE, site: str 
         if grant.resource is Resource.TOPIC and grant.name == DATA_TOPICS:
             resolved = names.data()
         elif grant.resource is Resource.TOPIC and grant.name != ALL_TOPICS and not (grant.prefixed or grant.literal):
-            resolved = ((DR_PREFIX if grant.local else "") + getattr(names, grant.name),)
+            name = getattr(names, grant.name)
+            resolved = (site_local(placed(role, site), name) if grant.local else name,)
         else:
             resolved = (grant.name,)
         pattern = "PREFIXED" if grant.prefixed else "LITERAL"

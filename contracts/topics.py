@@ -50,6 +50,9 @@ class Topics:
     stat_events: str = "surveillance.stat-events"
     audit: str = "audit"
     """Who read or commanded what through the console (``contracts.audit``): appended only, mirrored."""
+    console_accounts: str = "console.accounts"
+    """The console's users and page sessions as changes to their HBase rows (`web/auth/replication.py`): compacted,
+    mirrored, so the DR site's console knows the same users and sessions."""
 
     CONTROL = ("video_commands",)
     """Field names of the control topics (not mirrored); every other topic carries data, except the internal ones."""
@@ -91,6 +94,13 @@ class Topics:
     def kind_of(self, topic: str) -> Kind | None:
         """The capture kind a topic carries, or None for any other topic."""
         return {self.vehicle: Kind.VEHICLE, self.face: Kind.FACE}.get(topic)
+
+
+def site_local(site: str, topic: str) -> str:
+    """A standing-by site's own copy of ``topic`` (``dr.audit``, ``primary.audit``), which no mirror copies: what a
+    process at that site must publish while the mirror is the only writer of ``topic`` there (:data:`DR_PREFIX` is
+    the DR site's)."""
+    return f"{site}.{topic}"
 
 
 def partitions(config: Config) -> int:

@@ -74,6 +74,8 @@ class DrSettings:
     s3_endpoint: str = "127.0.0.1:19000"
     object_metrics_port: int = 0
     images_metrics_port: int = 9321
+    console_port: int = 18000
+    """The DR site's console (``[dr] console_port``), HTTPS with the primary console's certificate."""
     reverse_metrics_port: int = 9322
     """The mirror dr -> primary's /metrics (``[dr] reverse_mirror_metrics_port``; primary -> dr's: ``metrics_port``)."""
     secrets_dir: Path = Path("data/secrets")
@@ -89,6 +91,7 @@ class DrSettings:
                    hbase_port=config.get("dr", "hbase_port", 19090),
                    metrics_port=config.get("dr", "mirror_metrics_port", 9320),
                    reverse_metrics_port=config.get("dr", "reverse_mirror_metrics_port", 9322),
+                   console_port=int(config.get("dr", "console_port", 18000)),
                    data_dir=data_dir / config.get("dr", "data_dir", "dr"),
                    reports_dir=data_dir / config.get("dr", "reports_dir", "dr/drills"),
                    s3_endpoint=str(config.get("dr", "s3_endpoint", "127.0.0.1:19000")),
@@ -112,6 +115,10 @@ class DrSettings:
     @property
     def host(self) -> str:
         return self.bootstrap.rsplit(":", 1)[0]
+
+    @property
+    def console_url(self) -> str:
+        return f"https://{self.host}:{self.console_port}"
 
     @property
     def port(self) -> int:
@@ -177,7 +184,17 @@ def loaders_config(config: Config, dr: DrSettings) -> dict[str, object]:
     data["topics"] = {**config.section("topics"), "ingest_stats": DR_PREFIX + topics.ingest_stats,
                       "deadletter": DR_PREFIX + topics.deadletter}
     data["ingest"] = {**config.section("ingest"), "checkpoint": str(dr.data_dir / "spark" / "ingest_captures")}
-    data["site"] = {"name": "dr", "record": str(dr.site_record)}  # its services stand by until the site is active
+    data["site"] = {"name": "dr", "record": str(dr.site_record),  # its services stand by until the site is active
+                    **({"consoles": consoles} if (consoles := config.section("site").get("consoles")) else {})}
+    return data
+
+
+def console_config(config: Config, dr: DrSettings) -> dict[str, object]:
+    """The DR console's config: the loaders' (the DR bus, HBase and ``[site]``) with its own port and URL, and the DR
+    site's object store (its key: ``--s3-credentials``)."""
+    data = loaders_config(config, dr)
+    data["console"] = {**config.section("console"), "host": dr.host, "port": dr.console_port, "url": dr.console_url}
+    data["object_storage"] = {**config.section("object_storage"), "endpoint": dr.s3_endpoint}
     return data
 
 
@@ -324,8 +341,17 @@ class DrSite:
         key = self.dr.s3_secrets_dir / s3_credentials.file_name(MONITOR)
         self._python("dr monitor", ["-m", "monitoring", "--config", str(self.config_file), "--endpoint",
                                     self.dr.s3_endpoint, "--s3-credentials", str(key)])
-        return [f"  {name:<14} standing by until {self.dr.site_record} names the DR site (log {self._log_path(name)})"
-                for name in ("dr surveillance", "dr monitor")]
+        console_file = self.dr.data_dir / "console.toml"
+        console_file.write_text(tomli_w.dumps(console_config(self.config, self.dr)))
+        # the same users, sessions and token key as the primary's console: its data dir (the signing key) is make
+        # up's, the users and sessions come through the mirror (web/services/account_sync.py)
+        self._python("dr console", ["-m", "web", "--config", str(console_file), "--data-dir",
+                                    str(self.dr.secrets_dir.parent / "console"), "--s3-credentials",
+                                    str(self.dr.s3_secrets_dir / s3_credentials.file_name("console"))])
+        return [*(f"  {name:<14} standing by until {self.dr.site_record} names the DR site (log "
+                  f"{self._log_path(name)})" for name in ("dr surveillance", "dr monitor")),
+                f"  {'dr console':<14} {self.dr.console_url} (read-only until the DR site is active; log "
+                f"{self._log_path('dr console')})"]
 
     def start_images(self, primary_endpoint: str | None = None) -> list[str]:
         """The DR site's object store (ready when this returns), then the image copier from the primary's to it."""

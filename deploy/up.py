@@ -92,10 +92,11 @@ def dr_bus(data_dir: Path, dr: dr_site.DrSettings) -> SecuredBus:
 
 
 def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls: dict[str, str],
-                    console_url: str, spark_master: str | None = None) -> Config:
+                    consoles: dict[str, str], spark_master: str | None = None) -> Config:
     """The loaded config with ``[bus]`` and ``[dr]`` naming the two secured buses (``bootstrap_servers``,
     ``client_properties_dir``), the console's certificate (HTTPS) and, with ``--spark-workers``, ``[spark] master``
-    naming the standalone cluster, ``[site]`` (the primary, and where the active-site record is), written to
+    naming the standalone cluster, ``[site]`` (the primary, where the active-site record is, and each site's console
+    URL, ``consoles``), written to
     ``DATA/solution.toml``: what every child is given with ``--config``, so each reads its principal's client
     properties there, and every Spark job (the video batch jobs too) its master."""
     path = bus.security.directory.parent / "solution.toml"
@@ -105,10 +106,11 @@ def solution_config(config: Config, bus: SecuredBus, dr: SecuredBus, console_tls
                     bus_client.KEY: str(bus.security.directory)},
             "dr": {**config.section("dr"), "bootstrap_servers": dr.bootstrap,
                    bus_client.KEY: str(dr.security.directory)},
-            "console": {**config.section("console"), **console_tls, "url": console_url},
+            "console": {**config.section("console"), **console_tls, "url": consoles["primary"]},
             # the active-site record: the primary's services stand down while a switchover drains and while the DR
             # site runs the business; the capture devices follow it to the active site's bus
-            "site": {"name": "primary", "record": str(dr_active_site.path(bus.security.directory.parent))}}
+            "site": {"name": "primary", "record": str(dr_active_site.path(bus.security.directory.parent)),
+                     "consoles": consoles}}
     path.write_text(tomli_w.dumps(data))
     return Config(data, path)
 
@@ -407,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = bus.bootstrap
     spark = _spark_cluster(data_dir, args, config)
     # every child: --config DATA/solution.toml
-    config = solution_config(config, bus, buses[1], console_tls(bus), _console_url(args),
+    consoles = {"primary": _console_url(args), **({"dr": dr.console_url} if args.dr_site else {})}
+    config = solution_config(config, bus, buses[1], console_tls(bus), consoles,
                              spark.url if spark is not None else None)
     args.config = config.path
     for site_bus in buses:

@@ -37,11 +37,13 @@ from web.routers import (
     monitoring,
     overview,
     pages,
+    site,
     stats,
     users,
     video,
     watchlist,
 )
+from web.services.account_sync import AccountSync
 from web.services.audit_loader import AuditLoader
 from web.services.dr import DrService, DrSettings
 from web.services.errors import Forbidden
@@ -49,12 +51,14 @@ from web.services.face_follow import FaceSearch, FollowSettings
 from web.services.runtime import DataServices
 from web.services.surveillance import SurveillanceConsole
 from web.settings import ConsoleSettings
+from web.site import ConsoleSite
+from web.standby import StandbyGuard
 
 log = logging.getLogger(__name__)
 
 ROUTERS = (health.router, auth.router, users.router, audit.router, events.router, overview.router,
            faces.router, captures.router, devices.router, bus.router, monitoring.router, alerts.router, video.router,
-           watchlist.router, stats.router, dr.router, evidence.router, pages.router)
+           watchlist.router, stats.router, dr.router, site.router, evidence.router, pages.router)
 
 
 def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> FastAPI:
@@ -67,9 +71,11 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
         app.state.data.start()  # the lag-history sampler
         app.state.dr.start()  # the DR mirror's lag sampler
         app.state.audit_loader.start()
+        app.state.accounts.start()
         app.state.faces.start()  # builds the face index from HBase, then follows the bus
         yield
         app.state.faces.stop()
+        app.state.accounts.stop()
         app.state.audit_loader.stop()
         app.state.audit.close()
         app.state.dr.stop()
@@ -84,10 +90,14 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.backends = backends
     app.state.auth = Auth(settings, backends)
     audit_ttl_s = settings.retention.audit_ttl_s
-    app.state.audit = AuditLog(backends.hbase, settings.bus, settings.topics.audit,
-                               settings.backend_timeout_s, audit_ttl_s)
-    app.state.audit_loader = AuditLoader(backends.hbase, settings.bus, settings.topics.audit,
-                                         settings.backend_timeout_s, audit_ttl_s)
+    console_site = ConsoleSite(settings.site, settings.topics.audit)
+    app.state.site = console_site
+    app.state.audit = AuditLog(backends.hbase, settings.bus, console_site.audit_topic, settings.backend_timeout_s,
+                               audit_ttl_s)
+    app.state.audit_loader = AuditLoader(backends.hbase, settings.bus, console_site.audit_topics(),
+                                         settings.backend_timeout_s, audit_ttl_s, console_site.loader_group())
+    app.state.accounts = AccountSync(backends.hbase, settings.bus, settings.topics.console_accounts,
+                                     console_site.acting, settings.backend_timeout_s)
     app.state.data = DataServices(settings, backends)
     app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()
@@ -96,10 +106,12 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.hub.register_metrics(metrics.registry)
     app.state.audit.register_metrics(metrics.registry)
     app.state.audit_loader.register_metrics(metrics.registry)
+    app.state.accounts.register_metrics(metrics.registry)
     app.state.faces = FaceSearch(FollowSettings.from_console(settings), backends)
     app.state.faces.register_metrics(metrics.registry)
     app.state.overview = Overview(settings.topics, app.state.hub)
     app.state.surveillance = SurveillanceConsole(backends, app.state.hub)
+    app.add_middleware(StandbyGuard, site=console_site)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(ServerTiming)
     if settings.tls:

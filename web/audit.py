@@ -2,7 +2,8 @@
 what was asked, why, and how it ended.
 
 Routes get an :class:`AuditLog` through ``AuditDep``. :meth:`AuditLog.record` publishes a
-:class:`contracts.audit.AuditEvent` to the ``audit`` topic and waits for the bus to acknowledge it (``acks=all``):
+:class:`contracts.audit.AuditEvent` to the ``audit`` topic (a standing-by site's console to its site's own copy,
+``dr.audit`` or ``primary.audit``: `web/site.py`) and waits for the bus to acknowledge it (``acks=all``):
 a read of personal data is recorded *before* its data is fetched, so when the event cannot be published the read
 is refused (:class:`web.backends.BackendUnavailable` "audit", a 503), never served unaudited. ``record`` blocks:
 call it from a sync route, or through ``run_in_threadpool`` from an async one.
@@ -18,7 +19,7 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,8 +132,10 @@ class ServerTiming:
 
 
 class AuditLog:
-    def __init__(self, connect: Connect, bus: dict[str, str], topic: str, timeout_s: float, ttl_s: int) -> None:
-        """``bus``: the console's bus client settings (``ConsoleSettings.bus``)."""
+    def __init__(self, connect: Connect, bus: dict[str, str], topic: Callable[[], str], timeout_s: float,
+                 ttl_s: int) -> None:
+        """``bus``: the console's bus client settings (``ConsoleSettings.bus``); ``topic``: where an event goes now
+        (``audit``, or a standing-by site's own copy: `web.site.ConsoleSite.audit_topic`)."""
         self._table = ConsoleTable(connect, tables.AUDIT_TABLE, ttl_s)
         self._topic = topic
         self._timeout_s = timeout_s
@@ -185,7 +188,7 @@ class AuditLog:
             done.set()
 
         try:
-            producer.produce(self._topic, events.encode(event), key=event.id.encode(), on_delivery=delivered)
+            producer.produce(self._topic(), events.encode(event), key=event.id.encode(), on_delivery=delivered)
         except (BufferError, KafkaError) as exc:
             raise BackendUnavailable(AUDIT, f"cannot publish: {exc}") from None
         deadline = time.monotonic() + self._timeout_s + 1.0

@@ -15,6 +15,7 @@ from contracts.hbase import HBaseClient
 from contracts.retention import Retention
 from contracts.topics import Topics
 from monitoring.config import console_alertmanager_url
+from web.site import SiteSettings
 
 PRINCIPAL = "console"
 """The console's bus identity (``contracts.bus_client``): its clients and the audit loader it runs log in as it."""
@@ -49,6 +50,8 @@ class ConsoleSettings:
     lag_sample_interval_s: float = 30.0
     """How often the console records every consumer group's lag (kept in HBase for the lag charts)."""
     topics: Topics = field(default_factory=Topics)
+    site: SiteSettings = field(default_factory=SiteSettings)
+    """``[site]``: the site this console runs at and each site's console (none: a solution without a DR site)."""
     dr: dict[str, object] = field(default_factory=dict)
     """The ``[dr]`` section as it is (the DR page reads the mirror's metrics port and the drill reports dir)."""
     dr_bus: dict[str, str] = field(default_factory=lambda: {"bootstrap.servers": "127.0.0.1:19092"}, repr=False)
@@ -123,6 +126,7 @@ class ConsoleSettings:
             "lag_sample_interval_s": config.get("console", "lag_sample_interval_s", default.lag_sample_interval_s),
             "topics": Topics.from_config(config),
             "retention": Retention.from_config(config),
+            "site": SiteSettings.from_config(config),
             "dr": config.section("dr"),
             "dr_bus": bus_client.librdkafka(config, PRINCIPAL, section=bus_client.DR),
             "prometheus_url": str(config.get("prometheus", "url", "")).rstrip("/"),

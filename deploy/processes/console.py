@@ -42,12 +42,13 @@ class Backing:
 
 
 def write_config(path: Path, backing: Backing, port: int, data_dir: Path, s3: tuple[str, str, str] | None = None,
-                 topics: dict[str, str] | None = None, **console: Any) -> Path:
+                 topics: dict[str, str] | None = None, site: dict[str, Any] | None = None, **console: Any) -> Path:
     """A solution config naming the test's broker and gateway; ``console`` adds/overrides ``[console]`` keys.
 
     ``s3`` is a real object store's (endpoint, access key, secret key); without it the console's points
     at a port nothing listens on (its pages then show the object store as down). ``topics`` renames
-    topics (``[topics]``), for a test whose records must not reach the other tests' consoles.
+    topics (``[topics]``), for a test whose records must not reach the other tests' consoles. ``site`` is a
+    ``[site]`` section (``name``, ``record``, ``consoles``: the console at one site of two, `web/site.py`).
     """
     endpoint, access_key, secret_key = s3 or (f"127.0.0.1:{free_port()}", "k", "s")
     keys = {"host": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}", "data_dir": str(data_dir),
@@ -59,13 +60,18 @@ def write_config(path: Path, backing: Backing, port: int, data_dir: Path, s3: tu
         "[map]", f'path = "{backing.root / "deployment_map.json"}"',
         "[console]", *(f"{key} = {_toml(value)}" for key, value in keys.items()),
         *(["[topics]", *(f"{key} = {_toml(value)}" for key, value in topics.items())] if topics else []),
+        *(["[site]", *(f"{key} = {_toml(value)}" for key, value in site.items())] if site else []),
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def _toml(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, str | Path):
+        return f'"{value}"'
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def run_cli(config: Path, *args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -38,18 +38,17 @@ MAKE_UP_PORTS = ("bus", "controller", "hbase", "s3", "console", "monitor", "surv
 
 def write_config(tmp_path: Path, ports: dict[str, int], bus: str | None = None, shipped: bool = False) -> Path:
     """A solution config of the caller's own: every listener on its own free port (`ports`, MAKE_UP_PORTS and
-    optionally "drh", the DR site's HBase, "drs" its object store, "dri" its image copier's metrics, "busm" the
-    broker's, "s3m" the object store's and "hbm" the HBase gateway's metrics, "prom" Prometheus, "sparkm" and "sparkui"
-    a `--spark-workers` cluster's master and its UI) and the deployment
-    map in `tmp_path`, so that two make-up tests running at once share no port and no file. `bus`: the `[bus]
-    bootstrap_servers` (default the "bus" port). `shipped`: everything else as `contracts/solution.toml` ships it
-    (its rates, rules, priorities: `make up` as a user runs it), its object-store credentials under ``tmp_path/data``;
-    else only what is written here, the rest the code's defaults (a config given to `make up` replaces the shipped
-    one)."""
+    optionally "drh", the DR site's HBase, "drcon" its console, "drs" its object store, "dri" its image copier's
+    metrics, "busm" the broker's, "s3m" the object store's and "hbm" the HBase gateway's metrics, "prom" Prometheus,
+    "sparkm" and "sparkui" a `--spark-workers` cluster's master and its UI) and the deployment map in `tmp_path`, so
+    that two make-up tests running at once share no port and no file. `bus`: the `[bus] bootstrap_servers` (default
+    the "bus" port). `shipped`: everything else as `contracts/solution.toml` ships it (its rates, rules, priorities:
+    `make up` as a user runs it), its object-store credentials under ``tmp_path/data``; else only what is written
+    here, the rest the code's defaults (a config given to `make up` replaces the shipped one)."""
     bootstrap = bus or f"127.0.0.1:{ports['bus']}"
     optional = {"busm": ("bus", "metrics_port"), "s3m": ("object_storage", "metrics_port"),
                 "hbm": ("hbase", "metrics_port"),
-                "prom": ("prometheus", "port"), "drh": ("dr", "hbase_port"),
+                "prom": ("prometheus", "port"), "drh": ("dr", "hbase_port"), "drcon": ("dr", "console_port"),
                 "sparkm": ("spark", "standalone_port"), "sparkui": ("spark", "standalone_ui_port")}
     sections: dict[str, dict[str, object]] = {
         "bus": {"bootstrap_servers": bootstrap},

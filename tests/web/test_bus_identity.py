@@ -89,14 +89,14 @@ def made_clients(settings: ConsoleSettings, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(messages.bus, "offsets", lambda _b, _tps, _spec: {("t", 0): next(ends)})
 
     shared = Backends(settings)
-    loader = audit_loader.AuditLoader(shared.hbase, settings.bus, "audit", 1.0, 60)
+    loader = audit_loader.AuditLoader(shared.hbase, settings.bus, ["audit"], 1.0, 60)
     loader.stop()  # no thread: _run makes its consumer at once
     hub = EventHub(settings.bus, ["t"])
     hub.stop()
     triggers: list[Callable[[], object]] = [
         shared.bus_admin,
         shared.group_admin,
-        lambda: audit.AuditLog(shared.hbase, settings.bus, "audit", 1.0, 60).record("someone", "test"),
+        lambda: audit.AuditLog(shared.hbase, settings.bus, lambda: "audit", 1.0, 60).record("someone", "test"),
         loader.ensure_topic,
         loader._run,
         hub._run,

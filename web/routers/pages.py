@@ -81,6 +81,10 @@ def render(request: Request, template: str, page: str, user: UserOut | None, sta
                  "user": user.model_dump(mode="json") if user else None,
                  "event_topics": {"ingest_stats": topics.ingest_stats, "alerts": topics.alerts,
                                   **{name: getattr(topics, name) for name in SURVEILLANCE_TOPICS}}}
+    state = request.app.state.site.state()
+    if state.site is not None:  # the banner of a standing-by console (common.js)
+        page_data["site"] = {"site": state.site, "active": state.active, "switching_to": state.switching_to,
+                             "acting": state.acting, "active_console": state.active_console}
     if next_page is not None:
         page_data["next"] = next_page  # the login page's target, already checked by safe_next
     response = templates.TemplateResponse(request, template, {

@@ -1,4 +1,5 @@
-"""The audit loader: the ``audit`` topic into HBase's ``console_audit``, where the audit page reads it.
+"""The audit loader: the ``audit`` topic (and a site's own ``<site>.audit``) into HBase's ``console_audit``, where
+the audit page reads it.
 
 A thread of the console process, started and stopped with the app. It consumes the topic in its own group
 (``audit-loader``), writes each batch of events in one HBase batch under keys made from the events
@@ -36,11 +37,14 @@ RETRY_S = 1.0
 
 
 class AuditLoader:
-    def __init__(self, connect: Connect, bus: dict[str, str], topic: str, timeout_s: float, ttl_s: int) -> None:
-        """``bus``: the console's bus client settings (``ConsoleSettings.bus``): the loader runs in its process."""
+    def __init__(self, connect: Connect, bus: dict[str, str], topics: list[str], timeout_s: float, ttl_s: int,
+                 group_id: str = GROUP_ID) -> None:
+        """``bus``: the console's bus client settings (``ConsoleSettings.bus``): the loader runs in its process;
+        ``topics``: ``audit`` and, at a site, the audit of its console's standing-by time (`web.site`)."""
         self._table = ConsoleTable(connect, tables.AUDIT_TABLE, ttl_s)
         self._bus = bus
-        self._topic = topic
+        self._topics = topics
+        self._group_id = group_id
         self._timeout_s = timeout_s
         self._thread = BackgroundThread("audit-loader", self._run)
         self.loaded = Counter("console_audit_events_loaded", "Audit events the loader wrote to HBase",
@@ -56,15 +60,19 @@ class AuditLoader:
         self._thread.stop(self._timeout_s + 10)
 
     def ensure_topic(self) -> None:
-        """Create the audit topic unless it exists (KafkaException when the bus refuses or does not answer)."""
+        """Create the audit topics unless they exist (KafkaException when the bus refuses or does not answer). One
+        this console may not create is the mirror's to make (``audit`` at a standing-by site): it is left to it."""
         admin = AdminClient({**self._bus, "logger": log})
-        topic = NewTopic(self._topic, 1, -1, config={"cleanup.policy": "delete",
-                                                     "retention.ms": str(AUDIT_RETENTION_MS)})
-        try:
-            admin.create_topics([topic], request_timeout=self._timeout_s)[self._topic].result(self._timeout_s + 5)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        for name in self._topics:
+            topic = NewTopic(name, 1, -1, config={"cleanup.policy": "delete", "retention.ms": str(AUDIT_RETENTION_MS)})
+            try:
+                admin.create_topics([topic], request_timeout=self._timeout_s)[name].result(self._timeout_s + 5)
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED and name != self._topics[-1]:
+                    log.info("audit loader: %s is not this console's to create here; the mirror makes it", name)
+                elif code != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
 
     def _run(self) -> None:
         while not self._thread.stopping:
@@ -72,12 +80,12 @@ class AuditLoader:
                 self.ensure_topic()
                 break
             except (KafkaException, TimeoutError) as exc:
-                log.warning("audit loader: cannot make topic %s yet: %s", self._topic, exc)
+                log.warning("audit loader: cannot make topics %s yet: %s", ", ".join(self._topics), exc)
                 self._thread.wait(RETRY_S)
-        consumer = Consumer({**self._bus, "group.id": GROUP_ID,
+        consumer = Consumer({**self._bus, "group.id": self._group_id,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "logger": log})
-        consumer.subscribe([self._topic])
+        consumer.subscribe(self._topics)
         try:
             while not self._thread.stopping:
                 batch = consumer.consume(BATCH, 0.2)
@@ -94,7 +102,7 @@ class AuditLoader:
             try:
                 good.append(events.decode(message.value()))
             except events.InvalidAuditEvent as exc:
-                skipped("audit-loader", message.topic() or self._topic, "invalid event", exc,
+                skipped("audit-loader", message.topic() or self._topics[0], "invalid event", exc,
                         (message.partition(), message.offset()))
         try:
             with self._table.open() as table, table.batch() as rows:
@@ -102,17 +110,16 @@ class AuditLoader:
                     rows.put(tables.audit_row_key(event), tables.audit_row(event))
         except Exception as exc:  # HBase down or refusing (any error of its client): keep the events, try again
             log.warning("audit loader: HBase did not take %d events (%s); trying again", len(good), exc)
-            firsts: dict[int, int] = {}
+            firsts: dict[tuple[str, int], int] = {}
             for message in records:
-                firsts.setdefault(message.partition() or 0, message.offset() or 0)
-            for partition, offset in firsts.items():
-                consumer.seek(TopicPartition(self._topic, partition, offset))
+                firsts.setdefault((message.topic() or "", message.partition() or 0), message.offset() or 0)
+            for (topic, partition), offset in firsts.items():
+                consumer.seek(TopicPartition(topic, partition, offset))
             return False
         self.loaded.inc(len(good))
         if records:
-            last: dict[int, int] = {}
+            last: dict[tuple[str, int], int] = {}
             for message in records:
-                last[message.partition() or 0] = (message.offset() or 0) + 1
-            consumer.commit(offsets=[TopicPartition(self._topic, p, o) for p, o in last.items()],
-                            asynchronous=False)
+                last[(message.topic() or "", message.partition() or 0)] = (message.offset() or 0) + 1
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in last.items()], asynchronous=False)
         return True

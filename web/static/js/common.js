@@ -299,6 +299,52 @@ const Console = (() => {
     return source;
   }
 
+  /**
+   * The site banner. A console whose site stands by (the DR site before a switchover, the primary after one) is
+   * read-only: every page says so and names the active site, and the operator's page goes to the active site's
+   * console, except the DR page, from which an admin follows and runs switchovers at either site. Asked again every
+   * few seconds, so that pages already open follow a switchover.
+   */
+  const SITE_POLL_MS = 5000;
+  const SEND_AFTER_MS = 3000;
+  let sending = null;
+  function showSite(site) {
+    let banner = document.getElementById("site-banner");
+    if (!site || site.acting) {
+      if (banner) banner.remove();
+      if (sending) clearTimeout(sending);
+      sending = null;
+      return;
+    }
+    const names = { site: t(`site.${site.site}`), active: t(`site.${site.active}`),
+      target: t(`site.${site.switching_to}`) };
+    const text = site.switching_to ? t("site.switching", names) : t("site.standby", names);
+    const go = site.active_console && !site.switching_to
+      ? el("a", { href: site.active_console + window.location.pathname + window.location.search, id: "site-go" },
+        t("site.go", names))
+      : null;
+    const staying = page.page === "dr" || page.page === "login";
+    const parts = [el("strong", {}, text), go ? " " : null, go, go && !staying ? ` ${t("site.sending")}` : null];
+    if (!banner) {
+      banner = el("div", { id: "site-banner", class: "site-banner", role: "status" });
+      document.querySelector("main").before(banner);
+    }
+    banner.replaceChildren(...parts.filter((p) => p !== null));
+    if (go && !staying && !sending) sending = setTimeout(() => window.location.assign(go.href), SEND_AFTER_MS);
+  }
+  if (page.site) {
+    showSite(page.site);
+    if (page.user) {
+      setInterval(async () => {
+        try {
+          showSite((await api("/api/v1/site")).data);
+        } catch {
+          // the console itself is going away: the next answer says where to go
+        }
+      }, SITE_POLL_MS);
+    }
+  }
+
   return {
     page, t, tOr, api, ApiError, el, fillRows, showError, number, bytes, duration, time, cityIso, cityLocalInput, hasRole,
     timeChart, fieldMessage, captureImage, liveEvents,
