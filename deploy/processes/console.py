@@ -157,7 +157,7 @@ def start_console(backing: Backing, timeout: float = 60, s3: tuple[str, str, str
                   **console: Any) -> ConsoleProcess:
     """Write a config, start ``python -m web`` and wait until ``/api/v1/health`` answers."""
     n = next(_names)
-    port = free_port()
+    port = console.pop("port", None) or free_port()  # a port of the caller's: a URL another console's config names
     data_dir = backing.root / f"console-{n}"
     config = write_config(backing.root / f"console-{n}.toml", backing, port, data_dir, s3, **console)
     log_path = backing.root / f"console-{n}.log"
