@@ -189,6 +189,8 @@ MATRIX: dict[str, list[Grant]] = {
         # ... and a standing-by console audits its reads to its site's own copy (<site>.audit), in either role: a
         # switchover stands it down before the ACLs change
         *local_topics("audit", ops=(Op.CREATE, Op.WRITE, Op.READ)),
+        # the DR site's console shows the DR site's own ingest (its stats and dead letters, dr.-prefixed)
+        *dr_topics("ingest_stats", "deadletter", ops=CONSUME),
         *(Grant(Resource.TOPIC, name, CONSUME, literal=True, role=Role.STANDBY)  # the DR page reads them
           for name in CHECKPOINT_TOPICS),
         group("console-", prefixed=True),

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import happybase
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -26,6 +27,7 @@ from deploy.processes.make_up import MAKE_UP_PORTS, bus_settings, console_client
 from dr_mirror.settings import load as load_properties
 from testkit.polling import poll
 from tests.integration._ingest_support import row_counts
+from web.auth.sessions import COOKIE_NAME
 
 TOPICS = Topics()
 
@@ -78,7 +80,7 @@ def _images(endpoint: str, secrets: Path) -> dict[str, bytes]:
 @pytest.mark.xdist_group("spark")
 @pytest.mark.timeout(720)
 def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh", "dri")} | {"drs": free_port_pair()}
+    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh", "dri", "drcon")} | {"drs": free_port_pair()}
     config = write_config(tmp_path, ports)
     data_dir = tmp_path / "data"
     out = tmp_path / "up.out"
@@ -144,5 +146,49 @@ def test_make_up_mirrors_to_the_dr_site_and_its_ingest_fills_dr_hbase(tmp_path: 
         poll(lambda: _high_watermarks(dr, [TOPICS.control_watchlist], missing_ok=True) == watches, 30,
              what="the watchlist at the DR site")
         assert "dr." + TOPICS.ingest_stats in names  # the DR ingest publishes beside, not into, the mirrored topic
+        consoles_follow_the_active_site(data_dir, ports["console"], ports["drcon"], password)
     finally:
         down(data_dir, proc)
+
+
+def consoles_follow_the_active_site(data_dir: Path, primary_port: int, dr_port: int, password: str) -> None:
+    """The DR console stands by with the primary's users and sessions (through the mirrored accounts topic), then a
+    planned switchover: the DR console acts, the primary's sends its pages there, and a user made at the DR site
+    reaches the primary (through the mirror back)."""
+    dr_url = f"https://127.0.0.1:{dr_port}"
+    html = {"Accept": "text/html"}
+    with console_client(data_dir, primary_port) as primary, console_client(data_dir, dr_port) as dr:
+        token = primary.post("/api/v1/auth/token", data={"username": "admin", "password": password}).json()
+        auth = {"Authorization": f"Bearer {token['access_token']}"}
+        login = primary.post("/api/v1/auth/session", data={"username": "admin", "password": password})
+        assert login.status_code == 200, login.text
+        session = {COOKIE_NAME: login.cookies[COOKIE_NAME]}
+        made = primary.post("/api/v1/users", json={"username": "night-shift", "password": "a-long-night-shift-pass",
+                                                    "role": "operator"}, headers=auth)
+        assert made.status_code == 201, made.text
+
+        def users_at(console: httpx.Client) -> set[str]:
+            return {u["username"] for u in console.get("/api/v1/users", headers=auth).json()}
+
+        poll(lambda: "night-shift" in users_at(dr), 60, what="the primary's new user at the DR console")
+        poll(lambda: dr.get("/api/v1/auth/me", cookies=session).status_code == 200, 30,
+             what="the primary's session at the DR console")
+        site = dr.get("/api/v1/site", headers=auth).json()
+        assert site["acting"] is False and site["active"] == "primary", site
+        assert site["active_console"] == f"https://127.0.0.1:{primary_port}", site
+        refused = dr.post("/api/v1/users", json={"username": "refused", "password": "a-long-refused-password",
+                                                 "role": "viewer"}, headers=auth)
+        assert refused.status_code == 409, refused.text
+
+        moved = subprocess.run([sys.executable, "-m", "dr_mirror", "switchover", "--to", "dr", "--data-dir",
+                                str(data_dir), "--reason", "the consoles' test"],
+                               capture_output=True, text=True, timeout=240, check=False)
+        assert moved.returncode == 0, moved
+        poll(lambda: dr.get("/api/v1/site", headers=auth).json()["acting"], 10, what="the DR console acting")
+        page = primary.get("/captures", headers=html, cookies=session)
+        assert page.status_code == 303 and page.headers["location"] == f"{dr_url}/captures", page
+        assert dr.get("/captures", headers=html, cookies=session).status_code == 200  # the same session goes on
+        made = dr.post("/api/v1/users", json={"username": "dr-shift", "password": "a-long-dr-shift-password",
+                                              "role": "viewer"}, headers=auth)
+        assert made.status_code == 201, made.text
+        poll(lambda: "dr-shift" in users_at(primary), 60, what="the DR site's new user back at the primary")
