@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"make up --dr-site --rate {args.rate:g} in {base}; load average at the start "
           f"{' '.join(f'{x:.1f}' for x in load_start)} ({len(os.sched_getaffinity(0))} cores)", flush=True)
     marker = uuid.uuid4().hex
-    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh", "dri")} | {"drs": free_port_pair()}
+    ports = {name: free_port() for name in (*MAKE_UP_PORTS, "drh", "dri", "drcon")} | {"drs": free_port_pair()}
     config = write_config(base, ports, shipped=True)
     data_dir = base / "data"
     proc = None
