@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .topics import site_local
+
 if TYPE_CHECKING:
     from .config import Config
 
@@ -170,6 +172,16 @@ class Gate:
         self._active = self._watcher.known and (site.active if site else "primary") == self.site and (
             site is None or site.switching_to is None or self.while_switching)
         return self._active
+
+    def own(self, topic: str) -> str:
+        """This site's own copy of ``topic`` (``<site>.<topic>``, which no mirror copies; a topic that already is
+        one stays: the DR site's loaders publish to ``dr.``-prefixed copies in either role)."""
+        return topic if topic.startswith(f"{self.site}.") else site_local(self.site, topic)
+
+    def local(self, topic: str) -> str:
+        """Where a process at this site publishes ``topic`` now: ``topic`` itself while the site is active, its own
+        copy (:meth:`own`) while it stands by, since there the mirror is the one writer of ``topic``."""
+        return topic if self.active() else self.own(topic)
 
     def seen(self) -> ActiveSite | None:
         """The record as this gate reads it (None: there is none yet, the primary runs the business)."""

@@ -143,6 +143,8 @@ MATRIX: dict[str, list[Grant]] = {
     "capture-ingest": [
         *topics("vehicle", "face", ops=CONSUME),
         *topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
+        # standing by, it loads what the mirror brings and publishes to its site's own copies (primary.ingest.stats)
+        *local_topics("ingest_stats", "deadletter", ops=CREATE_AND_PRODUCE),
         group("spark-", prefixed=True),
     ],
     "video-ingest": [  # the streaming job reads commands and loads status and results; its batch jobs publish

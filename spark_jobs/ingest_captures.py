@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import signal
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import bus_client
+from contracts.active_site import Gate
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.hbase import HBaseClient, HBaseSettingsError
 from contracts.logs import add_log_flags
@@ -115,8 +117,9 @@ def writer_settings(args: argparse.Namespace, bus: BusSettings | None = None) ->
     )
 
 
-def prepare_sinks(args: argparse.Namespace, bus: BusSettings) -> None:
-    """Create the HBase tables and the dead-letter topic if missing (the job's outputs)."""
+def prepare_sinks(args: argparse.Namespace, bus: BusSettings, site: Gate | None = None) -> None:
+    """Create the HBase tables and the dead-letter and stats topics if missing (the job's outputs; with a ``site``,
+    also the site's own copies it publishes to while standing by)."""
     from contracts.retention import ttl_seconds
     from contracts.tables.captures import ensure_capture_tables
 
@@ -126,7 +129,8 @@ def prepare_sinks(args: argparse.Namespace, bus: BusSettings) -> None:
         ensure_capture_tables(conn, ttl_seconds(args.retention_days))
     finally:
         conn.close()
-    open_producer(bus).ensure_topics({args.deadletter_topic: 1, args.stats_topic: 1})
+    outputs = (args.deadletter_topic, args.stats_topic)
+    open_producer(bus).ensure_topics({topic: 1 for topic in (*outputs, *(site.own(t) for t in outputs if site))})
 
 
 def source(spark: Any, args: argparse.Namespace, bus_options: dict[str, str]) -> Any:
@@ -144,22 +148,28 @@ def source(spark: Any, args: argparse.Namespace, bus_options: dict[str, str]) ->
             .load())
 
 
-def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPublisher | None, tasks: int) -> Any:
+def batch_handler(settings: WriterSettings, status: IngestStatus, stats: StatsPublisher | None, tasks: int,
+                  site: Gate | None = None) -> Any:
     """The foreachBatch body: one action (collect of the per-task tallies) per micro-batch.
 
     ``tasks`` caps the tasks per batch (coalesce, no shuffle: a task reads several topic-partition
-    ranges in turn): with more tasks than cores each batch only pays more per-task overhead.
+    ranges in turn): with more tasks than cores each batch only pays more per-task overhead. ``site`` (``[site]``):
+    while the job's site stands by, each batch publishes its stats and dead letters to the site's own copies
+    (``primary.ingest.stats``): there the mirror is the one writer of the mirrored topics. The job goes on loading
+    either way, so the site's HBase stays current for the failback.
     """
 
     def handle(batch: Any, batch_id: int) -> None:
         started = time.time()
         if tasks > 0:
             batch = batch.coalesce(tasks)
-        rows = batch.mapInArrow(functools.partial(process_partition, settings=settings), RESULT_SCHEMA).collect()
+        now = settings if site is None else dataclasses.replace(
+            settings, deadletter_topic=site.local(settings.deadletter_topic))
+        rows = batch.mapInArrow(functools.partial(process_partition, settings=now), RESULT_SCHEMA).collect()
         tally = summarize(row.tally for row in rows)
         seconds = time.time() - started
         if stats is not None:
-            stats.publish(batch_id, tally, seconds)
+            stats.publish(batch_id, tally, seconds, None if site is None else site.local(stats.topic))
         line = status.record(batch_id, tally, seconds)
         if line is not None:
             print(json.dumps(line), flush=True)
@@ -176,11 +186,11 @@ def warm_workers(spark: Any, settings: WriterSettings) -> int:
 
 
 def start_query(spark: Any, args: argparse.Namespace, bus_options: dict[str, str], settings: WriterSettings,
-                status: IngestStatus, stats: StatsPublisher | None, tasks: int) -> Any:
+                status: IngestStatus, stats: StatsPublisher | None, tasks: int, site: Gate | None = None) -> Any:
     writer = (source(spark, args, bus_options).writeStream
               .queryName("ingest_captures")
               .option("checkpointLocation", str(args.checkpoint))
-              .foreachBatch(batch_handler(settings, status, stats, tasks)))
+              .foreachBatch(batch_handler(settings, status, stats, tasks, site)))
     if args.once:
         writer = writer.trigger(availableNow=True)
     elif args.trigger_ms > 0:
@@ -242,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bus_options = bus_client.spark_options(config, args.bus_principal, args.bootstrap_server)
     bus = bus_settings(bus_options)
-    prepare_sinks(args, bus)
+    site = Gate.from_config(config)
+    prepare_sinks(args, bus, site)
     spark = SparkSession.builder.appName("ingest_captures").getOrCreate()
     settings = writer_settings(args, bus)
     cores = warm_workers(spark, settings)
@@ -250,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = StatsPublisher(open_producer(bus, {"client.id": "ingest-stats", "acks": "1"}),
                            args.stats_topic, args.job_id) if args.publish_stats else None
     failure = run_restarting(lambda: start_query(spark, args, bus_options, settings, status, stats,
-                                                 args.tasks or cores),
+                                                 args.tasks or cores, site),
                              lambda: status.batches)
     if stats is not None:
         stats.close()

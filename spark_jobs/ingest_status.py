@@ -127,14 +127,15 @@ class StatsPublisher:
         self.failures = 0
         self._last = time.time()
 
-    def publish(self, batch_id: int, tally: BatchTally, duration_s: float) -> bool:
+    def publish(self, batch_id: int, tally: BatchTally, duration_s: float, topic: str | None = None) -> bool:
+        """Publish the batch's record to ``topic`` (default: the job's stats topic); whether one was sent."""
         now = time.time()
         if not tally.devices and now - self._last < IDLE_STATS_EVERY_S:
             return False
         record = stats_record(self.job, batch_id, now_time(), now - self._last, duration_s, tally)
         self._last = now
         try:
-            self.producer.produce(self.topic, self.job.encode(),
+            self.producer.produce(topic or self.topic, self.job.encode(),
                                   json.dumps(record, separators=(",", ":")).encode(), self._delivered)
         except Exception as exc:  # refused at once, e.g. over the size limit (refused records naming many devices)
             self._delivered(f"{type(exc).__name__}: {exc}")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contracts import active_site
-from contracts.topics import site_local
 
 if TYPE_CHECKING:
     from contracts.config import Config
@@ -93,16 +92,14 @@ class ConsoleSite:
 
     def audit_topic(self) -> str:
         """Where an audit event goes now: ``audit`` while this console acts, its site's own copy otherwise."""
-        if self._gate is None or self._gate.active():
-            return self._audit_topic
-        return site_local(self._gate.site, self._audit_topic)
+        return self._audit_topic if self._gate is None else self._gate.local(self._audit_topic)
 
     def audit_topics(self) -> list[str]:
         """What the audit loader reads: ``audit`` (written here while this site acts, mirrored in otherwise) and,
         with a site, the audit of its standing-by time."""
-        if self.settings.name is None:
+        if self._gate is None:
             return [self._audit_topic]
-        return [self._audit_topic, site_local(self.settings.name, self._audit_topic)]
+        return [self._audit_topic, self._gate.own(self._audit_topic)]
 
     def loader_group(self) -> str:
         """The audit loader's consumer group: a site's own (the mirror keeps the primary's ``audit-loader`` in step

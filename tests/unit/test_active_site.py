@@ -98,3 +98,13 @@ def test_a_service_with_a_bad_site_section_stops_at_start_naming_the_key(tmp_pat
     run = subprocess.run([sys.executable, "-m", service, "--config", str(path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 2 and "site.name" in run.stderr and "'moon'" in run.stderr, run.stderr
+
+
+def test_a_standing_by_site_publishes_to_its_own_copies_and_the_dr_loaders_copies_stay(tmp_path: Path) -> None:
+    record = active_site.path(tmp_path)
+    primary, dr = active_site.Gate("primary", record, interval_s=0), active_site.Gate("dr", record, interval_s=0)
+    assert primary.local("ingest.stats") == "ingest.stats"  # active: the topic itself
+    assert dr.local("audit") == "dr.audit" and dr.local("dr.ingest.stats") == "dr.ingest.stats"
+    active_site.write(tmp_path, active_site.ActiveSite("dr", NOW, "switchover"))
+    assert primary.local("ingest.stats") == "primary.ingest.stats" and dr.local("audit") == "audit"
+    assert primary.own("capture.deadletter") == "primary.capture.deadletter"  # whatever the role
