@@ -2,7 +2,7 @@
 it alerts on, and which alerts fire.
 
 The whole solution exactly as `make up` starts it (the shipped config: the simulator's rate, the cameras, the Spark
-jobs, the surveillance service, the monitor and its rules, the mirror; ``--flags "--dr-site"`` adds what that flag
+jobs, the surveillance service, the monitor and its rules, the mirror; ``--flags=--dr-site`` adds what that flag
 adds), on its own free ports and a fresh data directory, then `make down`. It prints:
 
 - **ready**: seconds from starting `make up` (the servers start at once) to its "Press Ctrl-C" line, to the console
@@ -15,7 +15,7 @@ adds), on its own free ports and a fresh data directory, then `make down`. It pr
 - **alerts**: every alert the monitor fired, the pipeline's own (`IngestLatencyHigh`, `IngestStalled`,
   `MonitorLagging`) apart from the device faults the simulator plants.
 
-    .venv/bin/python benchmarks/make_up_steady.py [--minutes 5] [--interval 5] [--flags "--dr-site"]
+    .venv/bin/python benchmarks/make_up_steady.py [--minutes 5] [--interval 5] [--flags=--dr-site]
 """
 
 from __future__ import annotations
@@ -195,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long make up runs after it starts")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
-    parser.add_argument("--flags", default="", help="more make up flags, e.g. \"--dr-site\"")
+    parser.add_argument("--flags", default="", help="more make up flags, given with '=' (--flags=--dr-site): "
+                        "argparse takes a separate value starting with -- for an option")
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose make up runs (a before/after pair)")
     args = parser.parse_args(argv)
     marker = uuid.uuid4().hex
