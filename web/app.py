@@ -97,7 +97,7 @@ def create_app(settings: ConsoleSettings, backends: Backends | None = None) -> F
     app.state.audit_loader = AuditLoader(backends.hbase, settings.bus, console_site.audit_topics(),
                                          settings.backend_timeout_s, audit_ttl_s, console_site.loader_group())
     app.state.accounts = AccountSync(backends.hbase, settings.bus, settings.topics.console_accounts,
-                                     console_site.acting, settings.backend_timeout_s)
+                                     console_site.publishing, settings.backend_timeout_s)
     app.state.data = DataServices(settings, backends)
     app.state.dr = DrService(DrSettings.from_console(settings), backends, settings.lag_sample_interval_s)
     metrics = ConsoleMetrics()

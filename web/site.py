@@ -76,6 +76,8 @@ class ConsoleSite:
         self.settings = settings
         self._audit_topic = audit_topic
         self._gate = active_site.Gate(settings.name, settings.record) if settings.name else None
+        self._draining = (active_site.Gate(settings.name, settings.record, while_switching=True) if settings.name
+                          else None)
 
     def state(self) -> SiteState:
         if self._gate is None:
@@ -89,6 +91,12 @@ class ConsoleSite:
 
     def acting(self) -> bool:
         return self._gate is None or self._gate.active()
+
+    def publishing(self) -> bool:
+        """Whether this console publishes its users and sessions for the other site: while its site acts, and on
+        while a switchover away from it drains (the mirror copies until the drain ends), so that a login of the
+        last second before a planned switchover is at the other site when it takes over."""
+        return self._draining is None or self._draining.active()
 
     def audit_topic(self) -> str:
         """Where an audit event goes now: ``audit`` while this console acts, its site's own copy otherwise."""

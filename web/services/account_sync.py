@@ -80,7 +80,8 @@ def decode_change(key: bytes | None, value: bytes | None) -> tuple[str, bytes, d
 class AccountSync:
     def __init__(self, connect: Connect, bus: dict[str, str], topic: str, acting: Callable[[], bool],
                  timeout_s: float, interval_s: float = INTERVAL_S) -> None:
-        """``acting``: whether this console's site runs the business now (`web.site.ConsoleSite.acting`)."""
+        """``acting``: whether this console publishes (its site runs the business, or a switchover away from it
+        drains: `web.site.ConsoleSite.publishing`); it applies what the topic brings otherwise."""
         self._tables = {name: ConsoleTable(connect, name) for name in TABLES}
         self._bus = bus
         self._topic = topic
