@@ -132,6 +132,33 @@ class Watcher:
         return self._site
 
 
+class SiteRecord:
+    """The active-site record as the devices read it (:class:`Watcher`): which site takes their records, images and
+    footage, and whether a switchover is draining. No record yet, or none readable yet, means the primary."""
+
+    def __init__(self, record: Path, interval_s: float = 0.5) -> None:
+        self.record = record
+        self._watcher = Watcher(record, interval_s)
+        self._site = "primary"
+
+    @classmethod
+    def from_config(cls, config: Config) -> SiteRecord | None:
+        """The record at ``[site] record``, or None when the config has no ``[site]``: no DR site, always the
+        primary."""
+        if not config.section("site"):
+            return None
+        record = config.get("site", "record", "")
+        if not record:
+            raise ValueError(f"site.record in {config.path} should be the path of the active-site record")
+        return cls(Path(record))
+
+    def read(self) -> tuple[str, bool]:
+        """The site the record names, and whether a switchover away from it is draining."""
+        site = self._watcher.current(f"the devices stay at {self._site}")
+        self._site = "primary" if site is None else site.active
+        return self._site, site is not None and site.switching_to is not None
+
+
 class Gate:
     """Whether the site this process runs at (``[site] name``) is the active one, by the record at ``[site] record``.
 

@@ -178,6 +178,32 @@ def add_store_flags(parser: argparse.ArgumentParser, config: Config, component: 
                              f"else [object_storage] credentials_dir/{file_name(component)}")
 
 
+DR_KEYS = "dr-object-store"
+"""The DR site's store's keys: this directory beside the primary's (make up: ``DATA/secrets/dr-object-store``)."""
+
+
+def add_dr_store_flags(parser: argparse.ArgumentParser, config: Config, component: str) -> None:
+    """``--dr-endpoint`` and ``--dr-s3-credentials``: the DR site's store, where a device that follows the active
+    site (``[site]``) puts its objects while the DR site runs the business; defaults ``[dr] s3_endpoint`` and the
+    key :func:`resolve_dr` finds."""
+    parser.add_argument("--dr-endpoint", default=str(config.get("dr", "s3_endpoint", "")) or None,
+                        help="the DR site's S3 endpoint; default [dr] s3_endpoint")
+    parser.add_argument("--dr-s3-credentials", type=Path, default=None,
+                        help=f"the key at the DR site's store (make up: DATA/secrets/{DR_KEYS}/"
+                             f"{file_name(component)}); default [object_storage] credentials_dir/{DR_KEYS}/"
+                             f"{file_name(component)}")
+
+
+def resolve_dr(config: Config, component: str, flag: Path | None = None) -> Credentials | None:
+    """``component``'s key at the DR site's store: its flag's file, else the file under the credentials directory's
+    :data:`DR_KEYS`; None when there is none (no DR site's store to follow the business to)."""
+    if flag is not None:
+        return read_file(flag)
+    directory = config.section("object_storage").get("credentials_dir")
+    path = Path(directory) / DR_KEYS / file_name(component) if isinstance(directory, str) and directory else None
+    return read_file(path) if path is not None and path.exists() else None
+
+
 def resolve(config: Config, component: str, flag: Path | None = None,
             environ: Mapping[str, str] | None = None) -> Credentials:
     """``component``'s key from its flag's file, the environment, the config's credentials_dir, or the config."""

@@ -102,7 +102,7 @@ class DrSettings:
     @property
     def s3_secrets_dir(self) -> Path:
         """The DR store's identities' keys (the same identities as the primary's, keys of their own)."""
-        return self.secrets_dir / "dr-object-store"
+        return self.secrets_dir / s3_credentials.DR_KEYS
 
     @property
     def s3_host(self) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from contracts import s3_credentials
 from contracts.config import Config
 from contracts.deployment_map import map_path
 from contracts.processes import spawn, terminate
@@ -101,6 +102,9 @@ class Pipeline:
             sim_args += ["--config", str(self.config.path)]
         if self.simulator_key is not None:  # capture images go to `captures`: a key file, never a key on a command line
             sim_args += ["--s3-credentials", str(self.simulator_key)]
+            dr_key = self.simulator_key.parent / s3_credentials.DR_KEYS / self.simulator_key.name
+            if dr_key.exists():  # a DR site's store (--dr-site): the images follow the active site as the records do
+                sim_args += ["--dr-s3-credentials", str(dr_key)]
         if self.rate is not None:
             sim_args += ["--rate", str(self.rate)]
         self.simulator = spawn(sim_args, self.data_dir / "simulator.log")

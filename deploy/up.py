@@ -175,9 +175,12 @@ def _cameras_service(data_dir: Path, args: argparse.Namespace, config: Config) -
     for cameras and a media server that are not on this machine: at ``[cameras] nice`` it draws and encodes on the
     CPU the solution leaves (a segment that ends late is uploaded late, well inside the monitor's gap threshold)."""
     nice = int(config.get("cameras", "nice", 10))
+    key = s3_key_file(data_dir, "cameras")
+    dr_key = key.parent / s3_credentials.DR_KEYS / key.name  # with --dr-site: footage follows the active site
     return ("cameras", [*niced(nice), sys.executable, "-m", "video.cameras",
                         *(["--config", str(args.config)] if args.config else []),
-                        "--s3-credentials", str(s3_key_file(data_dir, "cameras")), "--wait-s", "120"],
+                        "--s3-credentials", str(key),
+                        *(["--dr-s3-credentials", str(dr_key)] if dr_key.exists() else []), "--wait-s", "120"],
             f"camera simulator: a WebM segment per camera a minute into `videos` (nice {nice})")
 
 

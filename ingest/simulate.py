@@ -42,7 +42,7 @@ from contracts.topics import partitions as topic_partitions
 from .city import City, build_city
 from .images.render import ImageSettings, Renderer
 from .images.stage import OUTCOMES, UPLOADED, WORKERS, ImageStage, Ready
-from .images.store import S3Images, Uploader
+from .images.store import ImageStore, S3Images, SiteImages, Uploader
 from .producer import Delivered, RecordProducer, open_producer
 from .traffic import Emitted, Traffic, TrafficConfig
 
@@ -87,33 +87,6 @@ class Tally:
         return done
 
 
-class SiteRecord:
-    """The active-site record as the devices read it (:class:`contracts.active_site.Watcher`): which site's bus takes
-    their records, and whether a switchover is draining. No record yet, or none readable yet, means the primary."""
-
-    def __init__(self, record: Path, interval_s: float = 0.5) -> None:
-        self.record = record
-        self._watcher = active_site.Watcher(record, interval_s)
-        self._site = "primary"
-
-    @classmethod
-    def from_config(cls, config: Config) -> SiteRecord | None:
-        """The record at ``[site] record``, or None when the config has no ``[site]``: no DR site, always the
-        primary."""
-        if not config.section("site"):
-            return None
-        record = config.get("site", "record", "")
-        if not record:
-            raise ValueError(f"site.record in {config.path} should be the path of the active-site record")
-        return cls(Path(record))
-
-    def read(self) -> tuple[str, bool]:
-        """The site the record names, and whether a switchover away from it is draining."""
-        site = self._watcher.current(f"the devices stay at {self._site}")
-        self._site = "primary" if site is None else site.active
-        return self._site, site is not None and site.switching_to is not None
-
-
 @dataclass
 class Unacked:
     """A record no site has acknowledged yet: kept to be produced again at the next site, in the order of ``seq``."""
@@ -128,7 +101,8 @@ class Unacked:
 
 
 class SiteFollower:
-    """A :class:`~ingest.producer.RecordProducer` for devices that follow the active site (:class:`SiteRecord`).
+    """A :class:`~ingest.producer.RecordProducer` for devices that follow the active site
+    (:class:`contracts.active_site.SiteRecord`).
 
     Records go to the bus of the site the record names. What a site refuses (its writes fenced by a switchover, said
     in the delivery report or at once by the client, or a delivery timed out) is kept, not reported: when the record
@@ -138,7 +112,7 @@ class SiteFollower:
     last refusal. The new site's topics are not created: they are the mirror's, there since it began copying.
     """
 
-    def __init__(self, record: SiteRecord, site: str, producer: RecordProducer,
+    def __init__(self, record: active_site.SiteRecord, site: str, producer: RecordProducer,
                  connect: Callable[[str], RecordProducer]) -> None:
         """``producer`` reaches ``site``'s bus (the record's site at the start); ``connect`` opens another site's."""
         self.record = record
@@ -438,11 +412,14 @@ def add_image_flags(parser: argparse.ArgumentParser, config: Config) -> None:
     parser.add_argument("--image-quality", type=int, default=int(sim.get("image_quality", defaults.quality)),
                         help="JPEG quality 1..95")
     s3_credentials.add_store_flags(parser, config, PRINCIPAL)
+    s3_credentials.add_dr_store_flags(parser, config, PRINCIPAL)
 
 
-def open_images(args: argparse.Namespace, config: Config) -> ImageStage | None:
+def open_images(args: argparse.Namespace, config: Config,
+                record: active_site.SiteRecord | None = None) -> ImageStage | None:
     """The image stage, or None with ``--no-images``, or when no key for the store is found at all (said on
-    stderr: the records then go out as with ``--no-images``). A key file that is unusable is an error."""
+    stderr: the records then go out as with ``--no-images``). A key file that is unusable is an error. With a
+    ``record`` (``[site]``) and a key at the DR site's store, the images follow the active site as the records do."""
     if not args.images:
         return None
     try:
@@ -451,7 +428,12 @@ def open_images(args: argparse.Namespace, config: Config) -> ImageStage | None:
         print(f"capture images off: {exc}", file=sys.stderr)
         return None
     renderer = Renderer(args.seed, args.image_settings)
-    return ImageStage(renderer, Uploader(S3Images(args.endpoint, key, connections=WORKERS)), workers=WORKERS)
+    store: ImageStore = S3Images(args.endpoint, key, connections=WORKERS)
+    dr_key = s3_credentials.resolve_dr(config, PRINCIPAL, args.dr_s3_credentials) if record is not None else None
+    if record is not None and dr_key is not None and args.dr_endpoint:
+        store = SiteImages({"primary": store, "dr": S3Images(args.dr_endpoint, dr_key, connections=WORKERS)},
+                           lambda: record.read()[0])
+    return ImageStage(renderer, Uploader(store), workers=WORKERS)
 
 
 def make_traffic(args: argparse.Namespace, images: bool = True) -> tuple[City, Traffic]:
@@ -475,15 +457,15 @@ def bus_settings(config: Config, args: argparse.Namespace, site: str) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     args, config = parse_args(argv)
+    record = active_site.SiteRecord.from_config(config)
     try:
-        images = open_images(args, config)
+        images = open_images(args, config, record)
     except s3_credentials.CredentialsError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     city, traffic = make_traffic(args, images is not None)
     city.save(args.map)
     topics = Topics.from_config(config)
-    record = SiteRecord.from_config(config)
     site = "primary" if record is None else record.read()[0]
     settings = bus_settings(config, args, site)
     producer = open_producer(settings)

@@ -36,7 +36,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,7 @@ import urllib3
 from minio import Minio
 from minio.error import S3Error
 
+from contracts import active_site, s3_credentials
 from contracts.config import Config, add_config_flag, preparse_config
 from contracts.deployment_map import DeploymentMap, MapError, map_path
 from contracts.logs import add_log_flags
@@ -53,7 +54,7 @@ from contracts.logs import setup as setup_logs
 from contracts.s3_credentials import CredentialsError
 from video import storage
 from video.scene import LIGHTING, Lighting, Scene, street_scene
-from video.store_flags import StoreUnreachable, add_store_flags, store_client
+from video.store_flags import StoreUnreachable, add_store_flags, dr_store_client, store_client
 
 log = logging.getLogger("video.cameras")
 FOURCC = "VP80"  # WebM that Chromium plays (the wheel's OpenCV has no H.264 encoder)
@@ -243,13 +244,14 @@ def upload_real_clip(client: Minio, when: dt.datetime, bucket: str = storage.VID
         return storage.upload_video(client, path, REAL_CLIP_CAMERA, day, bucket=bucket).url
 
 
-def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: threading.Event, once: bool,
-        bucket: str, with_real_clip: bool) -> int:
-    """Record round after round until ``stop``; returns how many segments were stored."""
+def run(store: Callable[[], Minio], cameras: list[Camera], settings: SegmentSettings, stop: threading.Event,
+        once: bool, bucket: str, with_real_clip: bool) -> int:
+    """Record round after round until ``stop``; returns how many segments were stored. ``store``: the client of
+    the store each segment goes to when it is stored (the active site's, :func:`site_store`)."""
     stored = 0
     if with_real_clip:
         try:
-            if url := upload_real_clip(client, dt.datetime.now(dt.UTC), bucket):
+            if url := upload_real_clip(store(), dt.datetime.now(dt.UTC), bucket):
                 log.info("real clip stored: %s", url)
         except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
             log.warning("real clip not stored, object store failed: %s", exc)
@@ -263,7 +265,7 @@ def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: t
             if camera.fault == OFFLINE:
                 continue
             try:
-                video = record(client, camera, ends - step, settings, bucket)
+                video = record(store(), camera, ends - step, settings, bucket)
                 stored += 1
                 log.info("segment stored: %s (%s)", video.url, camera.light_at(ends - step).name)
             except (S3Error, urllib3.exceptions.HTTPError, OSError) as exc:
@@ -275,11 +277,20 @@ def run(client: Minio, cameras: list[Camera], settings: SegmentSettings, stop: t
     return stored
 
 
+def site_store(primary: Minio, dr: Minio | None, record: active_site.SiteRecord | None) -> Callable[[], Minio]:
+    """The store footage goes to: the primary's, or with a ``record`` (``[site]``) and a DR store, the store of the
+    site the record names now, so the active site's console and video jobs find the footage in their own store."""
+    if record is None or dr is None:
+        return lambda: primary
+    return lambda: dr if record.read()[0] == "dr" else primary
+
+
 def main(argv: list[str] | None = None) -> int:
     config = preparse_config(argv)
     parser = argparse.ArgumentParser(prog="python -m video.cameras", description=__doc__.split("\n\n")[0])
     add_config_flag(parser)
     add_store_flags(parser, config)
+    s3_credentials.add_dr_store_flags(parser, config, "cameras")
     section = config.section("cameras")
     parser.add_argument("--segment-s", type=float, default=float(section.get("segment_s", 60.0)))
     parser.add_argument("--fps", type=float, default=float(section.get("fps", 10.0)))
@@ -320,8 +331,17 @@ def main(argv: list[str] | None = None) -> int:
         except CredentialsError as exc:
             log.error("%s", exc)
             return 2
-    log.info("%d cameras, %g s segments at %g fps %dx%d", len(cameras), settings.seconds, settings.fps, width, height)
-    stored = run(client, cameras, settings, stop, args.once, args.bucket, not args.no_real_clip)
+    record = active_site.SiteRecord.from_config(config)
+    dr: Minio | None = None
+    if record is not None:
+        try:
+            dr = dr_store_client(args, config)
+        except (StoreUnreachable, S3Error, CredentialsError) as exc:  # footage then stays at the primary's store
+            log.warning("the DR site's store is not usable, footage goes to the primary's only: %s", exc)
+    log.info("%d cameras, %g s segments at %g fps %dx%d%s", len(cameras), settings.seconds, settings.fps, width,
+             height, ", following the active site" if dr is not None else "")
+    stored = run(site_store(client, dr, record), cameras, settings, stop, args.once, args.bucket,
+                 not args.no_real_clip)
     log.info("stopped after %d segments", stored)
     return 0
 

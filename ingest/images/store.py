@@ -47,6 +47,23 @@ class S3Images:
         self.client.put_object(BUCKET, key, io.BytesIO(data), len(data), content_type="image/jpeg")
 
 
+class SiteImages:
+    """The captures bucket of the site that runs the business: each put goes to the store of the site ``site()``
+    names now (the active-site record, as the devices read it), so the image is where its record is published and
+    where that site's console and loaders read it (a record's ``image_url`` names no store)."""
+
+    def __init__(self, stores: dict[str, ImageStore], site: Callable[[], str]) -> None:
+        self.stores = stores
+        self._site = site
+
+    def put(self, key: str, data: bytes) -> None:
+        site = self._site()
+        store = self.stores.get(site)
+        if store is None:
+            raise OSError(f"no object store known for the {site} site")
+        store.put(key, data)
+
+
 class Uploader:
     """Uploads with retries behind a breaker (module docstring); thread-safe."""
 

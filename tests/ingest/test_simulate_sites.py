@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from contracts import active_site
+from contracts.active_site import SiteRecord
 from contracts.config import Config
 from contracts.topics import Topics
 from ingest import simulate
 from ingest.city import build_city
 from ingest.producer import Delivered
-from ingest.simulate import Simulator, SiteFollower, SiteRecord, StatusLine
+from ingest.simulate import Simulator, SiteFollower, StatusLine
 from ingest.traffic import Traffic, TrafficConfig
 
 NOW = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)

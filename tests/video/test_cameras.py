@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from contracts import active_site
 from contracts.processes import spawn
 from contracts.s3_credentials import Credentials, write_file
 from deploy.object_store import ObjectStore, free_port_pair
@@ -138,3 +139,21 @@ def test_without_a_key_or_with_a_key_open_to_others_it_exits_2_saying_why(tmp_pa
     key.chmod(0o644)
     done = run_module("video.cameras", "--config", str(config), "--s3-credentials", str(key), "--once")
     assert done.returncode == 2 and "open to other users" in done.stderr
+
+
+def test_footage_goes_to_the_store_of_the_site_that_runs_the_business(store: ObjectStore, tmp_path: Path) -> None:
+    """With ``[site]`` and a key at the DR site's store, a segment is stored where the active-site record says when
+    it is stored (the primary's store is the session's ``store``)."""
+    with ObjectStore(tmp_path / "dr-s3", port=0) as dr:
+        config = _config(tmp_path, '[[cameras.camera]]\nid = "cam-site"\nlighting = "day"\n')
+        config.write_text(config.read_text() + f'\n[site]\nrecord = "{active_site.path(tmp_path)}"\n'
+                                               f'[dr]\ns3_endpoint = "{dr.endpoint}"\n')
+        flags = (*store_flags(store), "--dr-s3-credentials", str(dr.credentials_file("cameras")), "--once",
+                 "--no-real-clip", "--segment-s", "2", "--fps", "5", "--size", "160x96")
+        for site, expected in (("dr", (0, 1)), ("primary", (1, 1))):
+            active_site.write(tmp_path, active_site.ActiveSite(site, dt.datetime.now(dt.UTC), "test"))
+            done = run_module("video.cameras", "--config", str(config), *flags, timeout=240)
+            assert done.returncode == 0, done.stderr
+            assert "following the active site" in done.stderr
+            at = (len(list(list_videos(store.client(), "cam-site"))), len(list(list_videos(dr.client(), "cam-site"))))
+            assert at == expected, (site, at)
