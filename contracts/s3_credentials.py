@@ -63,14 +63,15 @@ RIGHTS: dict[str, tuple[str, ...]] = {
     "mirror": ALL,
     # reads the capture images its sampled records name, lists and reads the cameras' footage; never writes
     "monitor": ("Read:captures", "Read:videos", "List:videos"),
-    # the DR image copier: at the primary, GET of the images the mirrored records name; it writes at the DR site only
-    "dr-images": ("Read:captures",),
+    # the DR image copier: at the primary, GET of the images the mirrored records name, and the listing and GET of
+    # the cameras' footage it copies too; it writes at the DR site only
+    "dr-images": ("Read:captures", "Read:videos", "List:videos"),
     "retention": (*ALL, *(f"Write:{bucket}" for bucket in BUCKETS)),
 }
 DR_SITE_RIGHTS: dict[str, tuple[str, ...]] = {
     # HEAD (is it there already?) and PUT under the same key; no listing, no other bucket; deleting is refused by
     # the bucket policy as everywhere
-    "dr-images": ("Read:captures", "Write:captures/*"),
+    "dr-images": ("Read:captures", "Write:captures/*", "Read:videos", "Write:videos/*"),
 }
 """The identities whose rights differ at the DR site's object store."""
 SITES = ("primary", "dr")

@@ -254,11 +254,13 @@ def dr_object_store(dr: DrSettings) -> DrObjectStore:
 
 def images_command(config: Config, dr: DrSettings, primary_endpoint: str | None = None) -> list[str]:
     """The image copier as make up runs it: its config (the DR bus as ``dr-loaders``), the ``dr-images`` key of each
-    store (read-only at the primary; read and put at the DR site), its metrics on ``[dr] images_metrics_port``."""
+    store (read-only at the primary; read and put at the DR site), its metrics on ``[dr] images_metrics_port``, and
+    the cameras' footage copied too (its state in ``DATA/dr/videos-copied.json``)."""
     name = s3_credentials.file_name(IMAGES_IDENTITY)
     return dr_images.command(config.path, dr.secrets_dir / name, dr.s3_secrets_dir / name,
                              metrics_port=dr.images_metrics_port, source_endpoint=primary_endpoint,
-                             target_endpoint=dr.s3_endpoint)
+                             target_endpoint=dr.s3_endpoint,
+                             extra=("--videos-state", str(dr.data_dir / "videos-copied.json")))
 
 
 class DrSite:

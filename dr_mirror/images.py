@@ -1,7 +1,9 @@
 """The DR image copier: every mirrored capture's image, copied to the DR site's object store under the same key.
 
     python -m dr_mirror.images --config DATA/solution.toml --source-credentials F --target-credentials F
-                               [--metrics-port 9321] [--check]
+                               [--metrics-port 9321] [--videos-state F] [--check]
+
+With ``--videos-state`` it copies the cameras' footage too, in a thread of its own (`dr_mirror/videos.py`).
 
 The capture records reach the DR bus through the mirror (same topic names, same offsets); their images stay in the
 primary's object store until this worker copies them. It follows the mirrored ``vehicle`` and ``face`` topics on the
@@ -456,6 +458,10 @@ def parser(config: Config) -> argparse.ArgumentParser:
                    help="Prometheus /metrics (0: a free port, logged; -1: none)")
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="the address /metrics binds (this host's own, or 0.0.0.0, for a Prometheus on another host)")
+    p.add_argument("--videos-state", type=Path, default=None,
+                   help="also copy the cameras' footage (the videos bucket, dr_mirror/videos.py), keeping the last "
+                        "key copied per camera in this file (make up: DATA/dr/videos-copied.json)")
+    p.add_argument("--videos-interval", type=float, default=10.0, help="seconds between two passes over the footage")
     p.add_argument("--check", action="store_true",
                    help="count the images the DR topics' records name that are missing at the DR site, print JSON")
     add_log_flags(p)
@@ -506,10 +512,22 @@ def main(argv: list[str] | None = None) -> int:
     log.info("copying the images of %s (DR bus %s, group %s) from %s to %s", ", ".join(topics.captures),
              bus.get("bootstrap.servers"), args.group, args.source_endpoint, args.target_endpoint)
     copier = Copier(source, target, metrics, stopping)
+    footage = None
+    if args.videos_state is not None:
+        from dr_mirror.videos import VideoCopier, VideoMetrics
+
+        videos = VideoCopier(source.client, target.client, args.videos_state, VideoMetrics(metrics.registry))
+        footage = threading.Thread(target=videos.run, args=(stopping, args.videos_interval), name="footage",
+                                   daemon=True)
+        footage.start()
+        log.info("copying the cameras' footage too (state %s, a pass every %g s)", args.videos_state,
+                 args.videos_interval)
     try:
         Runner(copier, consumer, workers=workers).run()
     finally:
         consumer.close()
+        if footage is not None:
+            footage.join(30)
     log.info("stopped")
     return 0
 

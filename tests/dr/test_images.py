@@ -6,6 +6,7 @@ and after a kill -9 copies the rest with nothing lost."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
@@ -31,6 +32,7 @@ from deploy.object_store import ObjectStore
 from deploy.processes.broker import BrokerProcess
 from deploy.processes.dr_images import DrImagesProcess, command
 from tests.dr._support import wait_until
+from video.storage import upload_video
 
 TOPICS = Topics()
 
@@ -80,10 +82,10 @@ class Site:
         self.images: dict[str, bytes] = {}
         self.producer = Producer({"bootstrap.servers": self.bus.bootstrap})
 
-    def copier(self, metrics_port: int) -> DrImagesProcess:
+    def copier(self, metrics_port: int, *extra: str) -> DrImagesProcess:
         args = command(self.config, self.primary.credentials_file("dr-images"),
                        self.dr.credentials_file("dr-images"), metrics_port=metrics_port,
-                       source_endpoint=self.primary.endpoint, target_endpoint=self.dr.endpoint)
+                       source_endpoint=self.primary.endpoint, target_endpoint=self.dr.endpoint, extra=extra)
         return DrImagesProcess(args, self.root / f"dr-images-{metrics_port}.log").start()
 
     def check(self) -> dict[str, int]:
@@ -183,7 +185,7 @@ def test_the_image_at_the_dr_site_after_mirroring(site: Site) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_the_copier_identity_reads_only_captures_at_the_primary_and_writes_only_captures_at_the_dr_site(
+def test_the_copier_identity_reads_captures_and_footage_at_the_primary_and_writes_them_only_at_the_dr_site(
         site: Site) -> None:
     site.capture(1, 0)
     [(key, data)] = site.images.items()
@@ -193,9 +195,10 @@ def test_the_copier_identity_reads_only_captures_at_the_primary_and_writes_only_
     for call in (lambda: at_primary.put_object("captures", "x.jpg", io.BytesIO(b"x"), 1),
                  lambda: list(at_primary.list_objects("captures")),
                  lambda: at_primary.remove_object("captures", key),
-                 lambda: at_primary.get_object("videos", "cam/x.webm"),
-                 lambda: at_dr.put_object("videos", "x.webm", io.BytesIO(b"x"), 1),
+                 lambda: at_primary.put_object("videos", "cam/x.webm", io.BytesIO(b"x"), 1),
+                 lambda: at_primary.get_object("synopsis", "x.webm"),
                  lambda: list(at_dr.list_objects("captures")),
+                 lambda: list(at_dr.list_objects("videos")),
                  lambda: at_dr.remove_object("captures", key)):
         with pytest.raises(S3Error) as refused:
             call()
@@ -206,4 +209,63 @@ def test_the_copier_identity_reads_only_captures_at_the_primary_and_writes_only_
     # the two stores' keys differ: the primary's key opens nothing at the DR site
     assert site.primary.credentials("dr-images") != site.dr.credentials("dr-images")
     identities = json.loads((site.dr.data_dir / "s3-identities.json").read_text())["identities"]
-    assert {i["name"]: i["actions"] for i in identities}["dr-images"] == ["Read:captures", "Write:captures/*"]
+    assert {i["name"]: i["actions"] for i in identities}["dr-images"] == [
+        "Read:captures", "Write:captures/*", "Read:videos", "Write:videos/*"]
+
+
+def _segments(site: Site, camera: str, first: int, n: int) -> dict[str, bytes]:
+    """``n`` footage segments of ``camera`` put into the primary's store as the cameras do (their own key)."""
+    cameras = _client(site.primary, "cameras")
+    stored = {}
+    for i in range(first, first + n):
+        path = site.root / f"{camera}-{i}.webm"
+        path.write_bytes(os.urandom(20_000 + i))
+        video = upload_video(cameras, path, camera, dt.datetime(2026, 11, 30, 8, i, tzinfo=dt.UTC))
+        stored[video.key] = path.read_bytes()
+    return stored
+
+
+def _footage(store: ObjectStore) -> dict[str, bytes]:
+    client = _client(store)
+    found = {}
+    for obj in client.list_objects("videos", recursive=True):
+        response = client.get_object("videos", obj.object_name)
+        found[obj.object_name] = response.read()
+        response.close()
+        response.release_conn()
+    return found
+
+
+@pytest.mark.timeout(180)
+def test_the_cameras_footage_is_copied_to_the_dr_site_and_a_restart_lists_only_what_is_new(site: Site) -> None:
+    state = site.root / "videos-copied.json"
+    footage = {**_segments(site, "cam-a", 0, 3), **_segments(site, "cam-b", 0, 2)}
+    port = free_port()
+    first = site.copier(port, "--videos-state", str(state), "--videos-interval", "0.5")
+    try:
+        wait_until(lambda: _metrics(port).get("dr_videos_copied_total") == 5, 60, "5 segments copied", first.logs)
+        wait_until(lambda: _metrics(port).get("dr_videos_pending") == 0, 10, "none pending", first.logs)
+        assert _footage(site.dr) == footage  # the same keys, the same bytes
+        copied = _client(site.dr).stat_object("videos", next(iter(footage)))
+        assert copied.metadata.get("x-amz-meta-camera-id") == "cam-a"  # with the camera's metadata
+        footage.update(_segments(site, "cam-a", 3, 2))
+        wait_until(lambda: _metrics(port).get("dr_videos_copied_total") == 7, 30, "the new ones copied", first.logs)
+        assert json.loads(state.read_text()) == {"cam-a": max(k for k in footage if k.startswith("cam-a/")),
+                                                  "cam-b": max(k for k in footage if k.startswith("cam-b/"))}
+    finally:
+        first.kill()
+    footage.update(_segments(site, "cam-b", 2, 1))
+    port = free_port()
+    second = site.copier(port, "--videos-state", str(state), "--videos-interval", "0.5")
+    try:  # restarted from its state: only the one new segment is listed and copied
+        wait_until(lambda: _metrics(port).get("dr_videos_copied_total") == 1, 30, "the new one copied", second.logs)
+        wait_until(lambda: _metrics(port).get("dr_videos_pending") == 0, 10, "none pending", second.logs)
+        assert _footage(site.dr) == footage
+        primary_port = site.primary.port
+        site.primary.stop()  # the primary's store goes: counted, the copier goes on
+        wait_until(lambda: _metrics(port).get("dr_videos_errors_total{primary}", 0) > 0, 30,
+                   "the pass stopped on the primary's store", second.logs)
+        assert second.exited() is None
+    finally:
+        assert second.stop() == 0, second.logs()[-3000:]
+    site.primary = ObjectStore(site.root / "primary", port=primary_port).start()

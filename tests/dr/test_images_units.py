@@ -28,6 +28,7 @@ from dr_mirror.images import (
     committable,
     parse,
 )
+from dr_mirror.videos import VideoMetrics
 from web.services.dr import parse_images
 
 KEY = "vehicle/2026/11/30/330102-1-0-0/r1.jpg"
@@ -244,10 +245,10 @@ def test_parse_names_the_key_and_capture_time() -> None:
     assert image is not None and image.key == KEY and image.capture_time is not None
 
 
-def test_the_copier_identity_writes_only_at_the_dr_site_and_reads_only_captures() -> None:
+def test_the_copier_identity_writes_only_at_the_dr_site_and_reads_only_captures_and_footage() -> None:
     primary, dr = s3_credentials.site_rights("primary"), s3_credentials.site_rights("dr")
-    assert primary["dr-images"] == ("Read:captures",)
-    assert set(dr["dr-images"]) == {"Read:captures", "Write:captures/*"}
+    assert primary["dr-images"] == ("Read:captures", "Read:videos", "List:videos")
+    assert set(dr["dr-images"]) == {"Read:captures", "Write:captures/*", "Read:videos", "Write:videos/*"}
     assert {k: v for k, v in dr.items() if k != "dr-images"} == {k: v for k, v in primary.items() if k != "dr-images"}
     with pytest.raises(ValueError):
         s3_credentials.site_rights("mars")
@@ -272,3 +273,15 @@ def test_make_up_runs_the_copier_with_each_sites_key(tmp_path: Path) -> None:
 def test_a_lag_not_measured_yet_is_unknown_not_zero() -> None:
     figures = parse_images(generate_latest(CopierMetrics().registry).decode())
     assert figures["lag_records"] is None and figures["lag_seconds"] is None and figures["copied"] == 0
+    assert figures["videos_copied"] is None and figures["videos_pending"] is None  # a copier without footage
+
+
+def test_the_console_reads_the_footage_figures_of_the_copier() -> None:
+    metrics = CopierMetrics()
+    videos = VideoMetrics(metrics.registry)
+    assert parse_images(generate_latest(metrics.registry).decode())["videos_pending"] is None  # not measured yet
+    videos.copied.inc(7)
+    videos.pending.set(3)
+    videos.lag_seconds.set(61.5)
+    figures = parse_images(generate_latest(metrics.registry).decode())
+    assert (figures["videos_copied"], figures["videos_pending"], figures["videos_lag_seconds"]) == (7, 3, 61.5)

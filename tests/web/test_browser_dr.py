@@ -24,6 +24,7 @@ from deploy.processes.broker import BrokerProcess
 from deploy.processes.console import Backing
 from deploy.processes.gateway import start_gateway
 from dr_mirror.images import CopierMetrics
+from dr_mirror.videos import VideoMetrics
 from tests.web.test_browser import Browsing, Site, browser, browsing, until  # noqa: F401 - fixtures
 from tests.web.test_dr_api import dr_console, serve_images
 
@@ -62,6 +63,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         images.skipped.labels("missing_at_source").inc(3)
         images.lag_records.set(1234)
         images.lag_seconds.set(5.5)
+        footage = VideoMetrics(images.registry)  # and the footage: 2 segments waiting, 75 s behind; 120 copied
+        footage.copied.inc(120)
+        footage.pending.set(2)
+        footage.lag_seconds.set(75)
         images_server = serve_images(images)
         # one mirror here: the page reads the lag of the mirror copying from the active site, and while the English
         # test's record names the DR site that is the mirror back, whose port this one stands at too
@@ -99,7 +104,7 @@ def test_dr_page_shows_lag_checkpoints_and_a_drill_report(browsing: Browsing) ->
     expect(page.locator("#checkpoints-table tbody tr").filter(has_text="surveillance-loader")).to_contain_text("200")
     expect(page.locator("#lag-chart canvas")).to_have_count(1)
     expect(page.locator("#images-lag")).to_have_text("落后 1,234 条，5.5 秒")
-    expect(page.locator("#images-table tbody td")).to_have_text(["1,234", "5.5", "4,321", "3", "0"])
+    expect(page.locator("#images-table tbody td")).to_have_text(["1,234", "5.5", "4,321", "3", "0", "2", "75", "120"])
     expect(page.locator("#drill-form")).to_have_count(0)  # starting a drill is for admins
     drills = page.locator("#drills-table tbody tr")
     expect(drills).to_have_count(1)

@@ -35,7 +35,7 @@ ReportName = Annotated[str, Path(max_length=128, description="a drill report's d
 
 
 class ImagesNow(BaseModel):
-    """The DR image copier now (``python -m dr_mirror.images``, its /metrics)."""
+    """The DR image copier now (``python -m dr_mirror.images``, its /metrics), and the footage it copies."""
 
     lag_records: int | None
     """Records on the mirrored capture topics whose image the copier has not handled yet (None: not measured yet)."""
@@ -48,6 +48,12 @@ class ImagesNow(BaseModel):
     """Records whose image the primary's store does not have (never uploaded, or expired): nothing to copy."""
     skipped: dict[str, int]
     """Records not copied, by reason (present, no_image, malformed, foreign, missing_at_source, error)."""
+    videos_pending: int | None = None
+    """The cameras' footage segments at the primary not yet copied (None: not measured yet, or no footage copy)."""
+    videos_lag_seconds: float | None = None
+    """Now minus the start time of the oldest segment waiting (0 when none wait)."""
+    videos_copied: int | None = None
+    """Footage segments copied since the copier started (None: it copies no footage)."""
 
 
 class LastSwitchover(BaseModel):

@@ -92,13 +92,16 @@ class DrSettings:
 
 
 IMAGE_FIGURES = {"dr_images_copied_total": "copied", "dr_images_lag_records": "lag_records",
-                 "dr_images_lag_seconds": "lag_seconds"}
+                 "dr_images_lag_seconds": "lag_seconds", "dr_videos_copied_total": "videos_copied",
+                 "dr_videos_pending": "videos_pending", "dr_videos_lag_seconds": "videos_lag_seconds"}
 
 
 def parse_images(text: str) -> dict[str, Any]:
     """The image copier's figures from its exposition text: lag (records, seconds), copied, and the skipped by
-    reason (``missing_at_source`` apart: images the primary never had, the ones a failover would lack)."""
-    out: dict[str, Any] = {"copied": 0, "lag_records": 0, "lag_seconds": 0.0, "skipped": {}}
+    reason (``missing_at_source`` apart: images the primary never had, the ones a failover would lack); and the
+    footage it copies (segments waiting, their lag, copied; None when it copies none)."""
+    out: dict[str, Any] = {"copied": 0, "lag_records": 0, "lag_seconds": 0.0, "skipped": {},
+                           "videos_copied": None, "videos_pending": math.nan, "videos_lag_seconds": math.nan}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in IMAGE_FIGURES:
@@ -110,6 +113,11 @@ def parse_images(text: str) -> dict[str, Any]:
     out["lag_records"] = None if math.isnan(out["lag_records"]) else int(out["lag_records"])
     out["lag_seconds"] = None if math.isnan(out["lag_seconds"]) else round(float(out["lag_seconds"]), 3)
     out["missing_at_source"] = out["skipped"].get("missing_at_source", 0)
+    if out["videos_copied"] is not None:
+        out["videos_copied"] = int(out["videos_copied"])
+    out["videos_pending"] = None if math.isnan(out["videos_pending"]) else int(out["videos_pending"])
+    out["videos_lag_seconds"] = (None if math.isnan(out["videos_lag_seconds"])
+                                 else round(float(out["videos_lag_seconds"]), 3))
     return out
 
 

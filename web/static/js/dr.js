@@ -68,7 +68,8 @@
       const setAside = (data.skipped.malformed || 0) + (data.skipped.foreign || 0) + (data.skipped.error || 0);
       fillRows(document.querySelector("#images-table tbody"), [[
         number(data.lag_records), number(data.lag_seconds), number(data.copied), number(data.missing_at_source),
-        number(setAside)]], () => (data.missing_at_source > 0 ? { class: "stopped" } : {}));
+        number(setAside), number(data.videos_pending), number(data.videos_lag_seconds), number(data.videos_copied)]],
+      () => (data.missing_at_source > 0 ? { class: "stopped" } : {}));
       showError(node, null);
     } catch (e) {
       badge.textContent = "—";
