@@ -37,9 +37,11 @@ def rule_files() -> list[Path]:
 
 
 def targets(config: Config, host: str, console_port: int, dr_site: bool = False) -> list[Target]:
-    """What `make up` starts that serves Prometheus metrics, by job (``dr_site``: `--dr-site`'s image copier too)."""
+    """What `make up` starts that serves Prometheus metrics, by job (``dr_site``: `--dr-site`'s image copier and
+    console too)."""
     ports = (
-        *((("dr_images", config.get("dr", "images_metrics_port", 9321)),) if dr_site else ()),
+        *((("dr_images", config.get("dr", "images_metrics_port", 9321)),
+           ("console", config.get("dr", "console_port", 18000))) if dr_site else ()),
         ("bus", config.get("bus", "metrics_port", 0)),
         ("monitor", config.get("monitoring", "metrics_port", 9310)),
         ("surveillance", config.get("surveillance", "metrics_port", 9330)),  # the watch stage's process

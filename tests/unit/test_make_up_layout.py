@@ -35,3 +35,11 @@ def test_prometheus_scrapes_the_dr_image_copier_only_when_the_dr_site_runs() -> 
     assert "dr_images" not in {t.job for t in targets(config, "127.0.0.1", 8000)}
     copier = [t.address for t in targets(config, "127.0.0.1", 8000, dr_site=True) if t.job == "dr_images"]
     assert copier == ["127.0.0.1:9421"]
+
+
+def test_prometheus_scrapes_both_consoles_when_the_dr_site_runs() -> None:
+    config = Config({"dr": {"console_port": 18400}, "console": {"tls_cert": "c.pem"}})
+    alone = [t.address for t in targets(config, "127.0.0.1", 8000) if t.job == "console"]
+    both = [(t.address, t.scheme) for t in targets(config, "127.0.0.1", 8000, dr_site=True) if t.job == "console"]
+    assert alone == ["127.0.0.1:8000"]
+    assert both == [("127.0.0.1:18400", "https"), ("127.0.0.1:8000", "https")]
