@@ -118,12 +118,13 @@ class AccountSync:
                     if consumer is None:
                         self._thread.wait(RETRY_S)
                         continue
-                    caught_up = self._read(consumer)
-                    if caught_up and self._acting():
+                    if not self._read(consumer):
+                        continue
+                    if self._acting():
                         producer = producer or Producer({**self._bus, "enable.idempotence": True, "acks": "all",
                                                          "linger.ms": 5, "logger": log})
                         self._publish(producer)
-                        self._thread.wait(self._interval_s)
+                    self._thread.wait(self._interval_s)  # read to the end: the next round in a while
                 except (KafkaException, OSError, TimeoutError) as exc:
                     log.warning("account sync: %s; trying again in %g s", exc, RETRY_S)
                     self._thread.wait(RETRY_S)
