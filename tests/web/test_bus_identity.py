@@ -29,7 +29,8 @@ from web.app import create_app
 from web.backends import Backends, BackendUnavailable
 from web.dependencies import AdminDep, get_audit
 from web.events import EventHub
-from web.services import audit_loader, dr, kafka_calls, log_dirs, messages, surveillance, video
+from web.services import account_sync, audit_loader, dr, kafka_calls, log_dirs, messages, surveillance, video
+from web.services.account_sync import AccountSync
 from web.services.errors import Conflict, Forbidden, NotFound
 from web.settings import ConsoleSettings
 
@@ -77,7 +78,9 @@ def made_clients(settings: ConsoleSettings, monkeypatch: pytest.MonkeyPatch) -> 
                                (audit_loader, "AdminClient", "audit-loader admin"),
                                (audit_loader, "Consumer", "audit-loader"), (events, "Consumer", "hub"),
                                (messages, "Consumer", "messages"), (video, "Producer", "video"),
-                               (surveillance, "Producer", "surveillance"), (dr, "Consumer", "dr")]:
+                               (surveillance, "Producer", "surveillance"), (dr, "Consumer", "dr"),
+                               (account_sync, "AdminClient", "accounts admin"), (account_sync, "Consumer", "accounts"),
+                               (account_sync, "Producer", "accounts producer")]:
         monkeypatch.setattr(module, kind, recorder(made, name))
     security: list[dict[str, str]] = []  # what the DescribeLogDirs connections' security is resolved from
     monkeypatch.setattr(log_dirs, "client_security", lambda conf: security.append(dict(conf)) or RESOLVED)
@@ -105,6 +108,9 @@ def made_clients(settings: ConsoleSettings, monkeypatch: pytest.MonkeyPatch) -> 
         lambda: surveillance.SurveillanceConsole(shared, hub)._publish("control", "key", None),
         lambda: dr.DrService(dr.DrSettings.from_console(settings), shared, 30).checkpoints(),
         lambda: log_dirs.LogDirs(settings.bus_java).sizes([("127.0.0.1", 1)], {"t": [0]}),
+        AccountSync(shared.hbase, settings.bus, "console.accounts", lambda: True, 1.0)._follow,  # makes the topic
+        AccountSync(shared.hbase, settings.bus, "console.accounts", lambda: False, 1.0)._follow,  # follows it
+        AccountSync(shared.hbase, settings.bus, "console.accounts", lambda: True, 1.0)._producer,
     ]
     for trigger in triggers:
         with pytest.raises(Built):
@@ -131,13 +137,14 @@ def test_every_client_logs_in_as_console_with_client_properties_dir(tmp_path: Pa
                               "log_level": 0}  # the DR site's bus, as the console's identity there
     assert "dr-pw" not in repr(settings)
     assert made.pop("group admin").items() >= settings.bus_java.items()  # the bus package's client: Kafka's keys
-    assert sorted(made) == ["admin", "audit", "audit-loader", "audit-loader admin", "hub", "messages",
-                            "surveillance", "video"]
+    assert sorted(made) == ["accounts", "accounts admin", "accounts producer", "admin", "audit", "audit-loader",
+                            "audit-loader admin", "hub", "messages", "surveillance", "video"]
     for name, config in made.items():
         assert config.items() >= settings.bus.items(), name
     assert made["audit-loader"]["group.id"] == audit_loader.GROUP_ID
     assert made["hub"]["group.id"].startswith("console-hub-")
     assert made["messages"]["group.id"] == "console-messages"
+    assert made["accounts"]["group.id"] == "console-account-sync"  # assigned, never committed: under console-
 
 
 def test_without_client_properties_dir_clients_get_the_plain_bootstrap(tmp_path: Path,

@@ -121,8 +121,7 @@ class AccountSync:
                     if not self._read(consumer):
                         continue
                     if self._acting():
-                        producer = producer or Producer({**self._bus, "enable.idempotence": True, "acks": "all",
-                                                         "linger.ms": 5, "logger": log})
+                        producer = producer or self._producer()
                         self._publish(producer)
                     self._thread.wait(self._interval_s)  # read to the end: the next round in a while
                 except (KafkaException, OSError, TimeoutError) as exc:
@@ -136,6 +135,10 @@ class AccountSync:
                 consumer.close()
             if producer is not None:
                 producer.flush(self._timeout_s)
+
+    def _producer(self) -> Producer:
+        """Idempotent, ``acks=all``: an acknowledged change is on every in-sync replica, once."""
+        return Producer({**self._bus, "enable.idempotence": True, "acks": "all", "linger.ms": 5, "logger": log})
 
     def _follow(self) -> Consumer | None:
         """A consumer assigned every partition of the topic from its start (no group: it commits nothing), made
