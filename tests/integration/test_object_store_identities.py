@@ -55,8 +55,9 @@ ALLOWED: dict[str, set[str]] = {
                 "put capture thumbnail", *EVIDENCE},
     "mirror": {"list videos", "read videos", "read synopsis", "read evidence", "read captures"},
     "monitor": {"read captures", "list videos", "read videos"},  # its image and footage checks (issue 28)
-    # the DR image copier reads the images at the primary; it writes only at the DR site's store (tests/dr/test_images)
-    "dr-images": {"read captures"},
+    # the DR copier reads the images and lists and reads the footage at the primary; it writes only at the DR site's
+    # store (tests/dr/test_images)
+    "dr-images": {"read captures", "list videos", "read videos"},
     "retention": set(ACTIONS),
     "admin": set(ACTIONS) - {"delete videos", "delete synopsis", "delete evidence"},
 }
