@@ -104,7 +104,9 @@ def test_a_dead_follower_shows_as_under_replicated_on_the_leader_and_one_node_is
         cluster.wait_for_brokers()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("hits", 1, 3)])["hits"].result(30)
-        partition = admin.list_topics("hits", timeout=10).topics["hits"].partitions[0]
+        # the broker answering may apply the new topic a moment after the controller committed it
+        partition = until(lambda: admin.list_topics("hits", timeout=10).topics["hits"].partitions.get(0), 30,
+                          "the new topic's partition in the metadata")
         leader = partition.leader
         assert sum(sample(scrape(port), "kafka_controller_kafkacontroller_activecontrollercount") or 0
                    for port in ports.values()) == 1
