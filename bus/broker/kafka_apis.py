@@ -11,8 +11,9 @@ close it (InvalidRequest), as in Kafka.
 
 On a node of a quorum, an admin request that only the active controller can run is forwarded to it
 (`ControllerChannel`) with the principal that sent it, which the controller authorizes; a metadata change this node
-made that cannot be committed (it lost the leadership first) answers NOT_CONTROLLER in every error field, never the
-success the handler had built.
+made that cannot be committed (it lost the leadership first) is forwarded to the new active controller, as is one
+the handler answered NOT_CONTROLLER in every error field (the node stopped being the active controller as it ran);
+one that came in an Envelope answers NOT_CONTROLLER, which its sender retries.
 
 `handle` takes the connection's principal (Kafka's ANONYMOUS unless the connection authenticated) and hands it to
 the handler in its RequestContext with the client's host, which is what the authorizer checks.
@@ -42,7 +43,7 @@ from bus.controller.metadata_log.record_log import MetadataRecordLog
 from bus.network.errors import CloseConnection, InvalidRequest
 from bus.protocol import header as hdr
 from bus.protocol import messages, produce_codec
-from bus.protocol.error_response import ERROR_MESSAGES
+from bus.protocol.error_response import ERROR_MESSAGES, answers_only
 from bus.security.acls import ANONYMOUS
 from bus.security.authenticator import SaslAuthenticator
 
@@ -135,6 +136,14 @@ class KafkaApis:
             return self._failed(ctx, request)
         if metadata_log.written != written:  # it changed metadata: answer once that is fsynced (off the loop)
             result = _after_sync(ctx, request, frame, metadata_log, self.services.replicas, result)
+        elif (channel is not None and api_key in FORWARDED_APIS and not ctx.enveloped
+              and not inspect.isawaitable(result) and result is not None
+              and answers_only(result, ErrorCode.not_controller)):
+            # this node stopped being the active controller between the check above and the handler: the client's
+            # request goes to the new one, as one that could not commit does (`_after_sync`)
+            log.info("api %d request %d from %s: not the active controller any more, forwarded", api_key,
+                     correlation_id, peer)
+            return self._forwarded(ctx, request, frame, started)
         if type(result) is produce_codec.ProduceAnswer:  # the hot path: neither awaitable nor large
             response: bytes | memoryview | None = produce_codec.encode_answer(correlation_id, result, version)
         else:

@@ -166,6 +166,34 @@ async def test_a_forwarded_request_the_controller_answers_not_controller_through
             assert [t.error_code for t in response.topics] == [ErrorCode.topic_already_exists]
 
 
+@in_loop
+async def test_a_client_request_the_local_controller_answers_not_controller_throughout_goes_to_the_active_one() -> None:
+    """A node that was the active controller when a client's CreateTopics came in, and stopped being it while the
+    handler ran, answered NOT_CONTROLLER per topic (a CI run: librdkafka failed the call). It forwards the request
+    to the active controller instead."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with three_brokers(Path(tmp)) as brokers:
+            await until(lambda: any(b.controller.active for b in brokers.values()))
+            active_id = next(i for i, b in brokers.items() if b.controller.active)
+            apis = brokers[active_id].apis
+            create = apis.handlers[CREATE_TOPICS]
+            calls: list[bool] = []
+
+            def lost_once(ctx: RequestContext, request: Any) -> Any:
+                calls.append(ctx.enveloped)
+                if len(calls) == 1:
+                    return ctx.error_response(request, ErrorCode.not_controller)
+                return create.handle(ctx, request)
+
+            apis.handlers[CREATE_TOPICS] = dataclasses.replace(create, handle=lost_once)
+            pending = apis.handle(create_topics_frame("direct"), "PLAINTEXT", "127.0.0.1:1")
+            answer = await pending if asyncio.iscoroutine(pending) else pending
+            assert isinstance(answer, (bytes, memoryview))
+            response = client_codec.decode_response(bytes(answer)[4:], CREATE_TOPICS, CREATE_TOPICS_VERSION)
+            assert calls == [False, True]  # the client's own, then the forwarded one in its Envelope
+            assert [(t.name, t.error_code) for t in response.topics] == [("direct", ErrorCode.none)]
+
+
 def test_answers_only_needs_every_error_field_to_hold_the_code() -> None:
     shapes = messages.shapes(CREATE_TOPICS, CREATE_TOPICS_VERSION)
     frame = create_topics_frame("a")

@@ -135,7 +135,7 @@ def test_dr_page_for_an_admin_in_english(browsing: Browsing) -> None:  # noqa: F
         browsing.snap("dr-active-site-en")
     finally:
         active_site.path(root).unlink()
-    expect(page.locator("#images-panel h2")).to_contain_text("Capture images at the DR site")
+    expect(page.locator("#images-panel h2")).to_contain_text("Capture images and footage at the DR site")
     expect(page.locator("#images-lag")).to_have_text("1,234 records, 5.5 s behind")
     page.locator("#images-panel").screenshot(path=str(browsing.shots / "dr-images-en.png"))
     browsing.snap("dr-images-page-en")
