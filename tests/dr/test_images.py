@@ -56,11 +56,12 @@ def _metrics(port: int) -> dict[str, float]:
     return out
 
 
-def _at_dr(dr: ObjectStore) -> dict[str, bytes]:
+def _at_dr(dr: ObjectStore, bucket: str = "captures") -> dict[str, bytes]:
+    """Every object of ``bucket`` at a store, with its bytes."""
     client = _client(dr)
     found = {}
-    for obj in client.list_objects("captures", recursive=True):
-        response = client.get_object("captures", obj.object_name)
+    for obj in client.list_objects(bucket, recursive=True):
+        response = client.get_object(bucket, obj.object_name)
         found[obj.object_name] = response.read()
         response.close()
         response.release_conn()
@@ -225,17 +226,6 @@ def _segments(site: Site, camera: str, first: int, n: int) -> dict[str, bytes]:
     return stored
 
 
-def _footage(store: ObjectStore) -> dict[str, bytes]:
-    client = _client(store)
-    found = {}
-    for obj in client.list_objects("videos", recursive=True):
-        response = client.get_object("videos", obj.object_name)
-        found[obj.object_name] = response.read()
-        response.close()
-        response.release_conn()
-    return found
-
-
 @pytest.mark.timeout(180)
 def test_the_cameras_footage_is_copied_to_the_dr_site_and_a_restart_lists_only_what_is_new(site: Site) -> None:
     state = site.root / "videos-copied.json"
@@ -245,7 +235,7 @@ def test_the_cameras_footage_is_copied_to_the_dr_site_and_a_restart_lists_only_w
     try:
         wait_until(lambda: _metrics(port).get("dr_videos_copied_total") == 5, 60, "5 segments copied", first.logs)
         wait_until(lambda: _metrics(port).get("dr_videos_pending") == 0, 10, "none pending", first.logs)
-        assert _footage(site.dr) == footage  # the same keys, the same bytes
+        assert _at_dr(site.dr, "videos") == footage  # the same keys, the same bytes
         copied = _client(site.dr).stat_object("videos", next(iter(footage)))
         assert copied.metadata.get("x-amz-meta-camera-id") == "cam-a"  # with the camera's metadata
         footage.update(_segments(site, "cam-a", 3, 2))
@@ -260,7 +250,7 @@ def test_the_cameras_footage_is_copied_to_the_dr_site_and_a_restart_lists_only_w
     try:  # restarted from its state: only the one new segment is listed and copied
         wait_until(lambda: _metrics(port).get("dr_videos_copied_total") == 1, 30, "the new one copied", second.logs)
         wait_until(lambda: _metrics(port).get("dr_videos_pending") == 0, 10, "none pending", second.logs)
-        assert _footage(site.dr) == footage
+        assert _at_dr(site.dr, "videos") == footage
         primary_port = site.primary.port
         site.primary.stop()  # the primary's store goes: counted, the copier goes on
         wait_until(lambda: _metrics(port).get("dr_videos_errors_total{primary}", 0) > 0, 30,
